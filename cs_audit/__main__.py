@@ -1,0 +1,3 @@
+from cs_audit.cli import main
+
+main()

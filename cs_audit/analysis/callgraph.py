@@ -1,0 +1,427 @@
+"""Whole-tree joins over per-file facts: call resolution, env-reading helpers,
+gate resolution, and hotness propagated from the hot-path roots.
+
+Everything here is a pure function of ``FileFacts`` and the ``RuleSet``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from cs_audit.model import CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef, HOT_FREQUENCIES
+from cs_audit.ruleset import RuleSet
+
+FuncKey = tuple[str, str]  # (path, qualname)
+#: marker switch for code behind a logger level check
+LEVEL_GATE = "<log level>"
+EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
+_RANK = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
+
+
+def rank(freq: Frequency | None) -> int:
+    return _RANK.get(freq or "", 0)
+
+
+def hotter(a: Frequency | None, b: Frequency | None) -> Frequency | None:
+    return a if rank(a) >= rank(b) else b
+
+
+@dataclass
+class Edge:
+    caller: FuncKey | None
+    callee: FuncKey
+    site: CallSite
+    path: str
+    switch: str | None  # resolved gate of the call site (None = ungated)
+
+
+@dataclass
+class TreeModel:
+    """The joined view of the tree the analyses read."""
+
+    facts: dict[str, FileFacts]
+    functions: dict[FuncKey, FunctionDef]
+    edges: list[Edge]
+    callers: dict[FuncKey, list[Edge]]
+    #: env-reading helper -> (vars read, param names whose call-site literal is the var)
+    env_helpers: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]
+    #: (path, name) of a module constant or (path, "Class.self.attr") -> env var
+    constants: dict[tuple[str, str], str]
+    gated_emitter_helpers: set[FuncKey]
+    freq_default: dict[FuncKey, Frequency]
+    freq_any: dict[FuncKey, Frequency]
+    entry_switches: dict[FuncKey, set[str]]
+    resolver: Resolver
+    debug_functions: dict[FuncKey, set[str | None]] = field(default_factory=dict)
+    #: (path, line, end_line, callee) of a call site -> the tree functions it calls
+    resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
+    gate_cache: dict[tuple[str, str | None, GateRef], str | None] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- resolution
+class Resolver:
+    def __init__(self, facts: dict[str, FileFacts]) -> None:
+        self.by_module: dict[str, list[str]] = defaultdict(list)
+        self.qualnames: dict[str, dict[str, FunctionDef]] = {}
+        self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
+        for path, ff in facts.items():
+            parts = ff.module.split(".")
+            for i in range(len(parts)):
+                self.by_module[".".join(parts[i:])].append(path)
+            table = {f.qualname: f for f in ff.functions}
+            self.qualnames[path] = table
+            for f in ff.functions:
+                if f.class_name is not None and "<locals>" not in f.qualname:
+                    self.methods_by_name[f.name].append((path, f.qualname))
+
+    def _closest(self, paths: list[str], near: str) -> list[str]:
+        if len(paths) <= 1:
+            return paths
+        def shared(p: str) -> int:
+            n = 0
+            for a, b in zip(p.split("/"), near.split("/")):
+                if a != b:
+                    break
+                n += 1
+            return n
+        best = max(shared(p) for p in paths)
+        return sorted(p for p in paths if shared(p) == best)[:1]
+
+    def _in_module(self, module: str, qualname: str, near: str) -> list[FuncKey]:
+        paths = [p for p in self.by_module.get(module, ()) if qualname in self.qualnames[p] or f"{qualname}.__init__" in self.qualnames[p]]
+        out: list[FuncKey] = []
+        for p in self._closest(paths, near):
+            table = self.qualnames[p]
+            out.append((p, qualname if qualname in table else f"{qualname}.__init__"))
+        return out
+
+    def resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
+        table = self.qualnames.get(path, {})
+        parts = callee.split(".")
+        if parts[0] in ("self", "cls") and len(parts) == 2:
+            name = parts[1]
+            cls = _class_of(caller)
+            if cls and f"{cls}.{name}" in table:
+                return [(path, f"{cls}.{name}")]
+            local = sorted(q for q, f in table.items() if f.name == name and f.class_name is not None and "<locals>" not in q)
+            if local:
+                return [(path, local[0])]
+            candidates = self.methods_by_name.get(name, [])
+            return list(candidates) if len(candidates) == 1 else []
+        if len(parts) == 1:
+            name = parts[0]
+            if caller and f"{caller}.<locals>.{name}" in table:
+                return [(path, f"{caller}.<locals>.{name}")]
+            if name in table:
+                return [(path, name)]
+            if f"{name}.__init__" in table:
+                return [(path, f"{name}.__init__")]
+            return []
+        # dotted: module.function, module.Class.method, module.Class
+        for split in range(len(parts) - 1, 0, -1):
+            module, qual = ".".join(parts[:split]), ".".join(parts[split:])
+            if module in self.by_module:
+                found = self._in_module(module, qual, path)
+                if found:
+                    return found
+        return []
+
+
+def _class_of(qualname: str | None) -> str | None:
+    if not qualname or "." not in qualname:
+        return None
+    head = qualname.rsplit(".", 1)[0]
+    return None if head.endswith("<locals>") else head
+
+
+def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
+    """The innermost function whose span holds ``line``."""
+    best: FunctionDef | None = None
+    for f in ff.functions:
+        if f.line <= line <= f.end_line and (best is None or f.line >= best.line):
+            best = f
+    return best
+
+
+# ---------------------------------------------------------------- building the model
+def build_model(facts: dict[str, FileFacts], rs: RuleSet) -> TreeModel:
+    resolver = Resolver(facts)
+    functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
+    resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
+    raw_edges: list[tuple[str, CallSite, FuncKey]] = []
+    for path in sorted(facts):
+        for site in facts[path].calls:
+            if site.role is not None and site.role != "open":
+                continue
+            targets = resolver.resolve(path, site.function, site.callee)
+            if targets:
+                resolved[(path, site.line, site.end_line, site.callee)] = targets
+                raw_edges.extend((path, site, t) for t in targets)
+
+    constants = _env_constants(facts)
+    env_helpers = _env_helpers(facts, functions, raw_edges)
+    model = TreeModel(
+        facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
+        constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
+        entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
+    )
+    for path, site, target in raw_edges:
+        caller = (path, site.function) if site.function else None
+        edge = Edge(caller, target, site, path, site_switch(model, path, site.function, site.gates, rs))
+        model.edges.append(edge)
+        model.callers[target].append(edge)
+    model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
+    _propagate_hotness(model, rs)
+    model.debug_functions = _debug_functions(model, rs)
+    return model
+
+
+def _env_constants(facts: dict[str, FileFacts]) -> dict[tuple[str, str], str]:
+    constants: dict[tuple[str, str], str] = {}
+    for path, ff in facts.items():
+        for read in ff.env_reads:
+            if read.var and read.assigned_to and not read.per_call:
+                if read.assigned_to.startswith("self."):
+                    cls = _class_of(read.function)
+                    constants[(path, f"{cls}.{read.assigned_to}")] = read.var
+                else:
+                    constants[(path, read.assigned_to)] = read.var
+                    constants[(path, f"{ff.module}.{read.assigned_to}")] = read.var
+    return constants
+
+
+def _env_helpers(
+    facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], edges: list[tuple[str, CallSite, FuncKey]]
+) -> dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Functions whose result depends on a per-call env read (directly or via another helper)."""
+    reads: dict[FuncKey, set[str]] = defaultdict(set)
+    params: dict[FuncKey, set[str]] = defaultdict(set)
+    for path, ff in facts.items():
+        for read in ff.env_reads:
+            if read.function and read.per_call:
+                key = (path, read.function)
+                if read.var:
+                    reads[key].add(read.var)
+                elif read.var_param:
+                    params[key].add(read.var_param)
+                else:
+                    reads[key].add("<dynamic>")
+    helpers: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for key in set(reads) | set(params):
+        f = functions.get(key)
+        if f is not None and f.returns_value:
+            helpers[key] = (tuple(sorted(reads[key])), tuple(sorted(params[key])))
+    changed = True
+    while changed:
+        changed = False
+        for path, site, target in edges:
+            if target in helpers and site.function:
+                key = (path, site.function)
+                f = functions.get(key)
+                if f is None or not f.returns_value or key in helpers:
+                    continue
+                helpers[key] = (helpers[target][0], ())
+                changed = True
+    return helpers
+
+
+def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...] | tuple[str | None, ...]) -> list[str]:
+    """The env vars a call of helper ``key`` with these literal arguments reads."""
+    var_list, param_names = model.env_helpers[key]
+    switches: list[str] = []
+    f = model.functions[key]
+    params = [p for p in f.params if p not in ("self", "cls")]
+    for name in param_names:
+        if name in params:
+            index = params.index(name)
+            if index < len(literal_args) and literal_args[index]:
+                switches.append(literal_args[index])  # type: ignore[arg-type]
+    switches.extend(v for v in var_list if v != "<dynamic>")
+    return switches or ["<dynamic>"]
+
+
+def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
+    """The switch a gate operand stands for, when the guarded code runs only with it set."""
+    key = (path, function, gate)
+    if key not in model.gate_cache:
+        model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
+    return model.gate_cache[key]
+
+
+def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
+    if not gate.active_when_set:
+        return None
+    if gate.kind == "env":
+        return None if gate.ref.startswith("param:") or gate.ref == "?" else gate.ref
+    if gate.kind == "level":
+        return LEVEL_GATE
+    if gate.kind == "call":
+        for target in model.resolver.resolve(path, function, gate.ref):
+            if target in model.env_helpers:
+                return helper_switches(model, target, gate.args)[0]
+        return None
+    if gate.kind == "name":
+        ref = gate.ref
+        cls = _class_of(function)
+        for key in ((path, ref), (path, f"{cls}.{ref}")):
+            if key in model.constants:
+                return model.constants[key]
+        if "." in ref and not ref.startswith("self."):
+            module, name = ref.rsplit(".", 1)
+            for other in model.facts:
+                if model.facts[other].module.endswith(module) and (other, name) in model.constants:
+                    return model.constants[(other, name)]
+        leaf = ref.rsplit(".", 1)[-1]
+        if rs.debug_name_re.search(leaf) and leaf not in ("self",):
+            return f"flag:{ref}"
+    return None
+
+
+def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[str]:
+    out: list[str] = []
+    for gate in gates:
+        switch = resolve_gate(model, path, function, gate, rs)
+        if switch is not None and switch not in out:
+            out.append(switch)
+    return out
+
+
+def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> str | None:
+    """The innermost env switch gating a site (a level gate or flag when no env var does)."""
+    switches = site_switches(model, path, function, gates, rs)
+    if not switches:
+        return None
+    env = [s for s in switches if s != LEVEL_GATE and not s.startswith("flag:")]
+    return (env or switches)[-1]
+
+
+def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
+    """Functions that emit only behind a gate they check themselves (`cptrace`, `emit`)."""
+    emits: dict[FuncKey, list[tuple[CallSite, bool]]] = defaultdict(list)
+    for path, ff in model.facts.items():
+        for site in ff.calls:
+            if site.function and site.role in EMITTER_ROLES:
+                gated = site_switch(model, path, site.function, site.gates, rs) is not None
+                emits[(path, site.function)].append((site, gated))
+    helpers = {key for key, sites in emits.items() if sites and all(g for _, g in sites)}
+    changed = True
+    while changed:
+        changed = False
+        for edge in model.edges:
+            if edge.callee in helpers and edge.caller and edge.caller not in helpers and edge.switch is None:
+                direct = emits.get(edge.caller, [])
+                if all(g for _, g in direct) and model.functions.get(edge.caller, None) is not None and model.functions[edge.caller].body_lines <= 40:
+                    helpers.add(edge.caller)
+                    changed = True
+    return helpers
+
+
+def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
+    roots: dict[FuncKey, Frequency] = {}
+    for key, f in model.functions.items():
+        root = rs.hot_root_for(f.name, f.class_name, key[0])
+        if root is not None:
+            roots[key] = root.frequency
+    out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
+    for edge in model.edges:
+        if edge.caller is not None:
+            out_edges[edge.caller].append(edge)
+
+    def run(only_ungated: bool) -> dict[FuncKey, Frequency]:
+        freq: dict[FuncKey, Frequency] = dict(roots)
+        work = sorted(roots)
+        while work:
+            key = work.pop()
+            for edge in out_edges.get(key, ()):
+                if only_ungated and edge.switch is not None:
+                    continue
+                new = freq[key]
+                if edge.site.loop_depth > 0:
+                    new = rs.loop_raises.get(new, new)  # type: ignore[assignment]
+                if rank(new) > rank(freq.get(edge.callee)):
+                    freq[edge.callee] = new
+                    work.append(edge.callee)
+        return freq
+
+    model.freq_default = run(True)
+    model.freq_any = run(False)
+    # switches through which a function is reached when it is not reached by default
+    work = sorted(model.freq_any)
+    seen_pairs: set[tuple[FuncKey, str]] = set()
+    while work:
+        key = work.pop()
+        for edge in out_edges.get(key, ()):
+            if edge.callee in model.freq_default:
+                continue
+            incoming: set[str] = set()
+            if edge.switch is not None:
+                incoming.add(edge.switch)
+            elif key not in model.freq_default:
+                incoming |= model.entry_switches.get(key, set())
+            for sw in incoming:
+                if (edge.callee, sw) not in seen_pairs:
+                    seen_pairs.add((edge.callee, sw))
+                    model.entry_switches[edge.callee].add(sw)
+                    work.append(edge.callee)
+
+
+def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | None]]:
+    """Functions that only run as part of debug/log/dump code, with the switches
+    that lead there (None in the set: some path reaches it with no switch set,
+    e.g. through the eager arguments of an ungated log call)."""
+    debug: dict[FuncKey, set[str | None]] = {}
+    for key, f in model.functions.items():
+        if rs.debug_name_re.search(f.name):
+            debug[key] = set()
+    arg_of_emitter = _emitter_arg_callees(model)
+    changed = True
+    rounds = 0
+    while changed and rounds < 20:
+        changed = False
+        rounds += 1
+        for key, edges in model.callers.items():
+            switches: set[str | None] = set()
+            all_debug = True
+            for edge in edges:
+                if edge.switch is not None:
+                    switches.add(edge.switch)
+                elif (edge.path, edge.site.line, edge.callee[1].rsplit(".", 1)[-1]) in arg_of_emitter or edge.site.in_emitter_args:
+                    switches.add(None)
+                elif edge.caller in debug:
+                    switches |= debug[edge.caller] or {None}
+                else:
+                    all_debug = False
+                    break
+            if all_debug and edges:
+                if debug.get(key) != switches and not (key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name)):
+                    debug[key] = switches
+                    changed = True
+    return debug
+
+
+def _emitter_arg_callees(model: TreeModel) -> set[tuple[str, int, str]]:
+    """(path, line, function name) of calls made inside the arguments of an emitter or
+    of a gated emitter helper (`logger.info("%s", rng(t))`, `cptrace(1, h=khash(t))`)."""
+    out: set[tuple[str, int, str]] = set()
+    for path, ff in model.facts.items():
+        for site in ff.calls:
+            is_emitter = site.role in EMITTER_ROLES
+            if not is_emitter:
+                targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), [])
+                is_emitter = any(t in model.gated_emitter_helpers for t in targets)
+            if is_emitter:
+                for callee in site.arg_calls:
+                    for line in range(site.line, site.end_line + 1):
+                        out.add((path, line, callee.rsplit(".", 1)[-1]))
+    return out
+
+
+def is_once_function(f: FunctionDef | None, rs: RuleSet) -> bool:
+    if f is None:
+        return True
+    return f.name in rs.once_functions or bool(set(f.decorators) & rs.once_decorators)
+
+
+def env_reads_in(model: TreeModel) -> list[tuple[str, EnvRead]]:
+    return [(path, r) for path in sorted(model.facts) for r in model.facts[path].env_reads]

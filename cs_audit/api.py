@@ -1,0 +1,152 @@
+"""``run_audit(config) -> AuditResult``: the order of the steps, and nothing else.
+
+discover → per-file facts (process pool) → joins → analysis → result.  Never prints;
+progress is reported through an optional callback.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+from cs_audit.analysis.callgraph import build_model
+from cs_audit.analysis.findings import analyse, duplicate_groups
+from cs_audit.analysis.switches import build_switches
+from cs_audit.config import AuditConfig
+from cs_audit.discover import discover
+from cs_audit.extract import extract_python
+from cs_audit.joins.setters import setters_in_file
+from cs_audit.model import AuditResult, DuplicateGroup, DuplicateSite, EnvSetter, FileError, FileFacts, SourceFile
+from cs_audit.ruleset import RuleSet, load_ruleset
+
+Progress = Callable[[int, int], None]
+#: below this many files the pool costs more than it saves
+POOL_MIN_FILES = 64
+
+_WORKER_RULES: RuleSet | None = None
+_WORKER_MAX_BYTES = 1 << 20
+
+
+def _init_worker(rs: RuleSet, max_bytes: int) -> None:
+    global _WORKER_RULES, _WORKER_MAX_BYTES
+    _WORKER_RULES, _WORKER_MAX_BYTES = rs, max_bytes
+
+
+FileResult = FileFacts | FileError | tuple[EnvSetter, ...]
+
+
+def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int) -> FileResult:
+    """Facts for one file; any failure is a ``FileError`` for this file only."""
+    try:
+        with open(source.abspath, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return FileError(source.path, "io", f"cannot read: {exc.strerror or exc}")
+    if len(data) > max_bytes:
+        return FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
+    try:
+        if source.kind == "python":
+            return extract_python(source.path, data, rs)
+        if b"\0" in data:
+            return FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
+        text = data.decode("utf-8", errors="replace")
+        return tuple(setters_in_file(source.path, text, source.kind))
+    except RecursionError:
+        return FileError(source.path, "parser-crash", "nesting too deep for the parser")
+    except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the scan
+        return FileError(source.path, "internal", f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _worker(source: SourceFile) -> FileResult:
+    assert _WORKER_RULES is not None
+    return analyse_file(source, _WORKER_RULES, _WORKER_MAX_BYTES)
+
+
+def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None) -> Iterable[FileResult]:
+    total = len(sources)
+    if config.jobs <= 1 or total < POOL_MIN_FILES:
+        for done, source in enumerate(sources, 1):
+            yield analyse_file(source, rs, config.max_file_bytes)
+            if progress:
+                progress(done, total)
+        return
+    # python sources first and largest first would balance better; keep path order for determinism of
+    # the collected results (map preserves input order whatever the worker count)
+    with ProcessPoolExecutor(max_workers=config.jobs, initializer=_init_worker, initargs=(rs, config.max_file_bytes)) as pool:
+        for done, result in enumerate(pool.map(_worker, sources, chunksize=16), 1):
+            yield result
+            if progress:
+                progress(done, total)
+
+
+def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
+    rs = rs or load_ruleset()
+    if config.hot_roots:
+        rs = rs.with_extra_roots(list(config.hot_roots))
+    if config.default_level:
+        rs = replace(rs, default_level=config.default_level)
+    return rs
+
+
+def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None) -> AuditResult:
+    timings: list[tuple[str, float]] = []
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings.append((name, now - clock))
+        clock = now
+
+    rs = prepare_ruleset(config, rs)
+    root = Path(config.root)
+    sources, errors = discover(root, config.exclude)
+    lap("discover")
+    facts: dict[str, FileFacts] = {}
+    setters: list[EnvSetter] = []
+    for result in _map_files(sources, rs, config, progress):
+        if isinstance(result, FileFacts):
+            facts[result.path] = result
+        elif isinstance(result, FileError):
+            errors.append(result)
+        else:
+            setters.extend(result)
+    lap("parse/extract")
+    model = build_model(facts, rs)
+    lap("joins")
+    findings = analyse(model, rs)
+    known = {read.var for ff in facts.values() for read in ff.env_reads if read.var}
+    switches = build_switches(model, findings, rs, [s for s in setters if s.var in known])
+    duplicates = tuple(
+        DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
+        for name, members in duplicate_groups(model)
+    )
+    lap("analysis")
+    commit, history_note = _head_commit(root) if config.history else (None, "history disabled (--no-history)")
+    lap("history")
+    return AuditResult(
+        root=config.root,
+        commit=commit,
+        findings=tuple(findings),
+        switches=tuple(switches),
+        duplicates=duplicates,
+        errors=tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message))),
+        files_scanned=len(sources),
+        history_note=history_note,
+        timings=tuple(timings),
+    )
+
+
+def _head_commit(root: Path) -> tuple[str | None, str | None]:
+    from cs_audit.joins.blame import open_history
+
+    history = open_history(root)
+    try:
+        return history.commit, history.reason
+    finally:
+        close = getattr(history, "close", None)
+        if close:
+            close()

@@ -1,0 +1,144 @@
+"""The command line: a thin typer layer over ``cs_audit.api``.
+
+Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 could not complete
+(bad config, unreadable root, and with ``--strict`` any skipped file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cs_audit import __version__
+from cs_audit.api import prepare_ruleset, run_audit
+from cs_audit.config import ConfigError, load_config
+from cs_audit.render.console import print_summary
+from cs_audit.render.json import render_json
+from cs_audit.render.markdown import render_markdown, title
+from cs_audit.ruleset import RuleDataError, load_ruleset
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit env-var debug switches, trace helpers, dumps and log lines.")
+PROGRESS_MIN_FILES = 200
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command()
+def scan(
+    path: Path = typer.Argument(..., help="tree (or file) to audit"),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text: terminal summary + markdown under reports/"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
+    exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
+    no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
+    strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
+) -> None:
+    """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
+    err = Console(stderr=True)
+    if not path.exists():
+        err.print(f"cs-audit: {path}: no such file or directory")
+        raise typer.Exit(2)
+    try:
+        config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=not no_history)
+        rs = prepare_ruleset(config, load_ruleset())
+    except (ConfigError, RuleDataError) as exc:
+        err.print(f"cs-audit: configuration error: {exc}")
+        raise typer.Exit(2)
+    result = _run_with_progress(config, rs, err, quiet=format is not Format.text)
+    if format is Format.json:
+        text = render_json(result)
+        if output:
+            write_atomically(output, text)
+        else:
+            sys.stdout.write(text)
+    else:
+        markdown = render_markdown(result, rs)
+        target = output or Path("reports") / f"{title(result)}.md"
+        if format is Format.markdown and output is None:
+            sys.stdout.write(markdown)
+            target = None
+        else:
+            write_atomically(target, markdown)
+        if format is Format.text:
+            print_summary(Console(), result, rs, str(target) if target else None, verbose)
+    if verbose and format is not Format.text:
+        err.print("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings))
+    if strict and result.errors:
+        raise typer.Exit(2)
+
+
+def _run_with_progress(config, rs, err: Console, quiet: bool):
+    if quiet or not err.is_terminal:
+        return run_audit(config, rs)
+    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("files", total=None)
+
+        def progress(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_FILES:
+                bar.update(task, completed=done, total=total)
+
+        return run_audit(config, rs, progress)
+
+
+@app.command()
+def rules(rule_id: Optional[str] = typer.Argument(None, help="show one rule in full")) -> None:
+    """List the rule ids, or show one with its rationale and examples."""
+    rs = load_ruleset()
+    console = Console()
+    if rule_id is None:
+        for spec in rs.rules.values():
+            console.print(f"{spec.id:<24} {spec.severity:<7} {spec.summary}", markup=False, highlight=False)
+        return
+    if rule_id not in rs.rules:
+        Console(stderr=True).print(f"cs-audit: unknown rule {rule_id!r}; known: {', '.join(rs.rules)}", markup=False)
+        raise typer.Exit(2)
+    spec = rs.rules[rule_id]
+    console.print(f"{spec.id} ({spec.severity})\n\n{spec.summary}\n\nWhy: {spec.why}\n\nFix: {spec.fix}\n\n"
+                  f"Flagged:\n{spec.example}\nSilent:\n{spec.ok}", markup=False, highlight=False)
+
+
+@app.command("config")
+def show_config(path: Path = typer.Argument(Path("."), help="project to read the configuration of")) -> None:
+    """Print the final configuration for PATH (project file + defaults)."""
+    try:
+        config = load_config(str(path))
+    except ConfigError as exc:
+        Console(stderr=True).print(f"cs-audit: configuration error: {exc}", markup=False)
+        raise typer.Exit(2)
+    for key, value in sorted(vars(config).items()):
+        typer.echo(f"{key} = {value!r}")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,76 @@
+"""The scan's configuration: the target's ``[tool.cs-audit]`` (pyproject.toml) or
+``cs-audit.yaml``, layered under CLI flags.  Read once per scan, before any file."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_CONFIG_BYTES = 1 << 20
+_KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes"}
+
+
+class ConfigError(ValueError):
+    """The project configuration is malformed (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    root: str
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    exclude: tuple[str, ...] = ()
+    hot_roots: tuple[dict[str, Any], ...] = ()
+    default_level: str | None = None
+    max_file_bytes: int = 1 << 20
+    history: bool = True
+    config_source: str | None = None
+
+
+def _read_project_table(root: Path) -> tuple[dict[str, Any], str | None]:
+    base = root if root.is_dir() else root.parent
+    yaml_path = base / "cs-audit.yaml"
+    if yaml_path.is_file():
+        text = yaml_path.read_bytes()[: MAX_CONFIG_BYTES + 1]
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{yaml_path}: larger than {MAX_CONFIG_BYTES} bytes")
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{yaml_path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{yaml_path}: expected a mapping")
+        return data, "cs-audit.yaml"
+    pyproject = base / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8", errors="replace"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{pyproject}: {exc}") from None
+        table = data.get("tool", {}).get("cs-audit")
+        if isinstance(table, dict):
+            return table, "pyproject.toml [tool.cs-audit]"
+    return {}, None
+
+
+def load_config(root: str, **overrides: Any) -> AuditConfig:
+    table, source = _read_project_table(Path(root))
+    unknown = set(table) - _KEYS
+    if unknown:
+        raise ConfigError(f"{source}: unknown keys {sorted(unknown)} (known: {sorted(_KEYS)})")
+    roots = table.get("hot_roots", [])
+    if not isinstance(roots, list) or not all(isinstance(r, dict) for r in roots):
+        raise ConfigError(f"{source}: hot_roots must be a list of tables like {{name = 'step', frequency = 'step'}}")
+    exclude = tuple(table.get("exclude", ())) + tuple(overrides.pop("exclude", ()) or ())
+    values: dict[str, Any] = {
+        "root": root, "exclude": exclude, "hot_roots": tuple(roots),
+        "default_level": table.get("default_level"), "config_source": source,
+    }
+    if "max_file_bytes" in table:
+        values["max_file_bytes"] = int(table["max_file_bytes"])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return AuditConfig(**values)

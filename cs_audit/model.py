@@ -1,0 +1,226 @@
+"""Every type cs-audit passes between its steps.
+
+Facts (``FileFacts`` and what it holds) are a pure function of one file's bytes
+and the rule set: frozen, picklable, no CST nodes.  Joins and analysis turn
+facts into ``Finding``/``Switch`` rows; renderers turn those into text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
+#: hot frequencies, most frequent first (per-layer work runs L times a step ...)
+HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
+
+GateKind = Literal["env", "call", "name", "level", "flag"]
+Resolution = Literal["exact", "heuristic"]
+SetterKind = Literal["set", "passthrough", "commented", "off"]
+SetterSource = Literal["shell", "dotenv", "docker", "make", "ci", "python"]
+ErrorKind = Literal[
+    "syntax", "encoding", "binary", "too-large", "io", "symlink",
+    "parser-crash", "timeout", "internal",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file found by discovery; ``path`` is POSIX and relative to the root."""
+
+    path: str
+    abspath: str
+    kind: str  # "python" | "shell" | "dotenv" | "docker" | "make" | "ci"
+
+
+@dataclass(frozen=True, slots=True)
+class FileError:
+    path: str
+    kind: ErrorKind
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GateRef:
+    """One operand of a condition that may decide whether code runs.
+
+    ``kind``: ``env`` (a direct env read of ``ref``), ``call`` (a call of ``ref``,
+    maybe an env-reading helper; ``args`` holds its literal string arguments),
+    ``name`` (a name/attribute, maybe a constant derived from an env read),
+    ``level`` (``logger.isEnabledFor``/level compare), ``flag`` (a debug-looking
+    config flag that is not an env read).
+    ``active_when_set``: the guarded code runs when the operand is truthy/high
+    (False for ``if not X:`` bodies, ``else`` branches of ``if X:``, and the rest
+    of a block after ``if X: return``).
+    """
+
+    kind: GateKind
+    ref: str
+    args: tuple[str, ...] = ()
+    active_when_set: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionDef:
+    qualname: str
+    name: str
+    class_name: str | None
+    line: int
+    end_line: int
+    params: tuple[str, ...]
+    returns_value: bool
+    #: hash of the body with locals/params renamed positionally (duplicate-helper)
+    body_hash: str
+    body_lines: int
+    decorators: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRead:
+    #: the env var name; None when it cannot be resolved statically
+    var: str | None
+    #: when the key is one of the function's parameters: that parameter's name
+    var_param: str | None
+    via: str  # os.getenv | os.environ.get | os.environ[] | in os.environ | ... | registry
+    default: str | None
+    function: str | None
+    line: int
+    end_line: int
+    per_call: bool
+    #: module constant or `self.x` attribute the value is stored in, if any
+    assigned_to: str | None
+    gates: tuple[GateRef, ...]
+    loop_depth: int
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Any call in the file, with the context the analyses need."""
+
+    callee: str  # dotted name after import-alias resolution ("os.getenv", "self._diag")
+    function: str | None
+    line: int
+    end_line: int
+    gates: tuple[GateRef, ...]
+    loop_depth: int
+    #: literal string value of each positional argument (None where not literal)
+    literal_args: tuple[str | None, ...]
+    #: formatting work done in the arguments: f-string, format, percent, concat, json.dumps
+    eager: tuple[str, ...]
+    #: callees of calls nested inside the arguments (syncs, helpers, expensive work)
+    arg_calls: tuple[str, ...]
+    role: str | None  # log | print | stdwrite | write | dump | open | flush | sync | timestamp
+    level: str | None  # logging level for role=log
+    resolution: Resolution
+    #: inside the arguments of another call whose role is an emitter
+    in_emitter_args: bool
+    #: receiver text for methods (`self._fh` of `self._fh.flush()`)
+    receiver: str | None
+    #: open(): mode and buffering literal; timestamp: whether it builds a path
+    mode: str | None
+    line_buffered: bool
+    builds_path: bool
+    #: open()/with target the handle is bound to
+    bound_to: str | None
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    path: str
+    module: str  # dotted module name derived from the path
+    #: local name -> dotted origin ("np" -> "numpy", "getenv" -> "os.getenv")
+    aliases: tuple[tuple[str, str], ...]
+    functions: tuple[FunctionDef, ...]
+    env_reads: tuple[EnvRead, ...]
+    calls: tuple[CallSite, ...]
+    #: whether libcst analysed the file (False: the ast index only, no tokens)
+    detailed: bool
+    literal_paths: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSetter:
+    var: str
+    path: str
+    line: int
+    value: str | None
+    kind: SetterKind
+    source: SetterSource
+
+
+@dataclass(frozen=True, slots=True)
+class BlameInfo:
+    commit: str  # short sha
+    date: str  # YYYY-MM-DD
+    subject: str
+    author: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    path: str
+    line: int
+    end_line: int
+    function: str | None
+    switch: str | None
+    frequency: Frequency
+    gpu_sync: bool
+    message: str
+    fingerprint: str
+    code: str = ""
+    cost_us: float = 0.0
+    eager_kinds: tuple[str, ...] = ()
+    extra: tuple[tuple[str, str], ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchRead:
+    path: str
+    line: int
+    function: str | None
+    per_call: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    name: str
+    category: str
+    reads: tuple[SwitchRead, ...]
+    setters: tuple[EnvSetter, ...]
+    readers: tuple[tuple[str, int, str], ...]  # (path, line, pattern)
+    added_in: BlameInfo | None
+    added_in_note: str | None
+    gated_sites: int
+    gpu_sync: bool
+    disposition: str  # KEEP | MERGE | REMOVE
+    merge_into: str | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateSite:
+    path: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateGroup:
+    name: str
+    sites: tuple[DuplicateSite, ...]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    root: str
+    commit: str | None
+    findings: tuple[Finding, ...]
+    switches: tuple[Switch, ...]
+    duplicates: tuple[DuplicateGroup, ...]
+    errors: tuple[FileError, ...]
+    files_scanned: int
+    history_note: str | None = None
+    timings: tuple[tuple[str, float], ...] = ()

@@ -1,0 +1,52 @@
+"""The terminal summary (rich): counts per rule, the top default-ON sites, errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cs_audit.model import AuditResult
+from cs_audit.render.markdown import default_on_rows
+from cs_audit.ruleset import RuleSet
+
+TOP_SITES = 10
+
+
+def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to: str | None, verbose: bool = False) -> None:
+    counts = Counter(f.rule for f in result.findings)
+    header = Text(f"cs-audit: {result.files_scanned} files, {len(result.switches)} switches, "
+                  f"{len(result.findings)} findings, {len(result.errors)} skipped")
+    console.print(header, style="bold")
+    if counts:
+        table = Table(title="Findings per rule", show_lines=False)
+        table.add_column("rule")
+        table.add_column("severity")
+        table.add_column("count", justify="right")
+        table.add_column("default-ON", justify="right")
+        for rule_id in rs.rules:
+            if counts.get(rule_id):
+                default_on = sum(1 for f in result.findings if f.rule == rule_id and f.switch is None)
+                table.add_row(rule_id, rs.rules[rule_id].severity, str(counts[rule_id]), str(default_on))
+        console.print(table)
+    rows = default_on_rows(result)[:TOP_SITES]
+    if rows:
+        table = Table(title="Top default-ON sites (estimated µs per step)")
+        table.add_column("#", justify="right")
+        table.add_column("site")
+        table.add_column("rule")
+        table.add_column("freq")
+        table.add_column("µs/step", justify="right")
+        for i, f in enumerate(rows, 1):
+            table.add_row(str(i), Text(f"{f.path}:{f.line}"), f.rule, f.frequency, f"{f.cost_us:g}")
+        console.print(table)
+    if result.errors:
+        console.print(Text(f"{len(result.errors)} files skipped (see the report's errors / Skipped files)", style="yellow"))
+        for e in result.errors[:5]:
+            console.print(Text(f"  {e.path}: {e.kind}: {e.message}"))
+    if verbose and result.timings:
+        console.print(Text("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)))
+    if written_to:
+        console.print(Text(f"report written to {written_to}", style="green"))

@@ -1,0 +1,75 @@
+"""The machine-readable report (``../shared/report-contract.md``, schema_version 1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cs_audit.model import AuditResult, Finding, Switch
+
+SCHEMA_VERSION = 1
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "rule": f.rule, "path": f.path, "line": f.line, "end_line": f.end_line, "function": f.function,
+        "switch": f.switch, "frequency": f.frequency, "gpu_sync": f.gpu_sync, "message": f.message,
+        "fingerprint": f.fingerprint,
+        # additions (allowed by the contract): what the site is and what it costs
+        "code": f.code, "estimated_cost_us_per_step": f.cost_us,
+    }
+    if f.eager_kinds:
+        data["eager_kinds"] = list(f.eager_kinds)
+    data.update(dict(f.extra))
+    return data
+
+
+def _setters_dict(s: Switch) -> dict[str, Any]:
+    kinds = [x.kind for x in s.setters]
+    return {
+        "count": sum(1 for k in kinds if k in ("set", "off")),
+        "passthrough": kinds.count("passthrough"),
+        "commented": kinds.count("commented"),
+        "off": kinds.count("off"),
+        "sites": [{"path": x.path, "line": x.line, "value": x.value, "kind": x.kind, "source": x.source} for x in s.setters],
+    }
+
+
+def switch_dict(s: Switch) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "category": s.category,
+        "reads": [{"path": r.path, "line": r.line, "function": r.function, "per_call": r.per_call} for r in s.reads],
+        "setters": _setters_dict(s),
+        "readers": [{"path": p, "line": line, "pattern": pattern} for p, line, pattern in s.readers],
+        "added_in": (
+            {"commit": s.added_in.commit, "date": s.added_in.date, "subject": s.added_in.subject}
+            if s.added_in else None
+        ),
+        "added_in_note": s.added_in_note,
+        "gated_sites": s.gated_sites,
+        "gpu_sync": s.gpu_sync,
+        "disposition": s.disposition,
+        "merge_into": s.merge_into,
+        "reasons": list(s.reasons),
+    }
+
+
+def report_dict(result: AuditResult) -> dict[str, Any]:
+    return {
+        "tool": "cs-audit",
+        "schema_version": SCHEMA_VERSION,
+        "root": result.root,
+        "commit": result.commit,
+        "findings": [finding_dict(f) for f in result.findings],
+        "switches": [switch_dict(s) for s in result.switches],
+        "duplicates": [
+            {"name": g.name, "sites": [{"path": s.path, "line": s.line, "function": s.function} for s in g.sites]}
+            for g in result.duplicates
+        ],
+        "errors": [{"path": e.path, "message": e.message, "kind": e.kind} for e in result.errors],
+    }
+
+
+def render_json(result: AuditResult) -> str:
+    return json.dumps(report_dict(result), indent=2, ensure_ascii=False, sort_keys=False) + "\n"

@@ -1,0 +1,252 @@
+"""Load and validate the rule data in ``rules/*.yaml`` (shipped as ``cs_audit.rules``).
+
+Everything the analysis needs to know about APIs, hot roots and costs is data;
+this module turns it into one frozen ``RuleSet`` once per scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from cs_audit.model import Frequency
+
+MAX_RULE_FILE_BYTES = 1 << 20
+
+_EXPECTED_KEYS: dict[str, set[str]] = {
+    "rules.yaml": {"rules"},
+    "env_apis.yaml": {"calls", "mappings", "registries", "once_decorators", "once_functions", "off_values", "categories"},
+    "emitters.yaml": {
+        "logging", "levels", "print", "stdwrite", "dumps", "eager_calls", "file_handle_names",
+        "open_functions", "makedirs_functions", "timestamp_calls", "path_builders", "debug_name_pattern",
+    },
+    "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers"},
+    "hot_paths.yaml": {"roots", "loop_raises"},
+    "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
+}
+_RULE_KEYS = {"id", "severity", "gates_ci", "summary", "why", "fix", "example", "ok"}
+_ROOT_KEYS = {"name", "class", "path", "frequency"}
+_FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
+
+
+class RuleDataError(ValueError):
+    """The rule data (shipped or user-supplied) is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    id: str
+    severity: str
+    gates_ci: bool
+    summary: str
+    why: str
+    fix: str
+    example: str
+    ok: str
+
+
+@dataclass(frozen=True, slots=True)
+class HotRoot:
+    name: str
+    class_glob: str | None
+    path_glob: str | None
+    frequency: Frequency
+
+    def matches(self, name: str, class_name: str | None, path: str) -> bool:
+        if name != self.name:
+            return False
+        if self.class_glob is not None and (class_name is None or not fnmatchcase(class_name, self.class_glob)):
+            return False
+        return self.path_glob is None or fnmatchcase(path, self.path_glob)
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    id: str
+    object: str
+    access: str  # "method" | "attribute"
+    methods: tuple[str, ...]
+    name_pattern: str
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: dict[str, RuleSpec]
+    env_calls: dict[str, str]
+    env_mappings: frozenset[str]
+    registries: tuple[Registry, ...]
+    once_decorators: frozenset[str]
+    once_functions: frozenset[str]
+    off_values: frozenset[str]
+    categories: tuple[tuple[str, re.Pattern[str]], ...]
+    logger_factories: frozenset[str]
+    logging_modules: frozenset[str]
+    logger_receivers: frozenset[str]
+    log_methods: dict[str, str]
+    level_guards: frozenset[str]
+    default_level: str
+    levels: tuple[str, ...]
+    print_calls: frozenset[str]
+    stdwrite_calls: frozenset[str]
+    dump_calls: dict[str, str]
+    eager_calls: frozenset[str]
+    file_handle_names: frozenset[str]
+    open_functions: frozenset[str]
+    makedirs_functions: frozenset[str]
+    timestamp_calls: frozenset[str]
+    path_builders: frozenset[str]
+    debug_name_re: re.Pattern[str]
+    sync_methods: frozenset[str]
+    sync_functions: frozenset[str]
+    sync_to_cpu: bool
+    not_tensor_receivers: frozenset[str]
+    hot_roots: tuple[HotRoot, ...]
+    loop_raises: dict[str, str]
+    cost_source: str
+    costs_us: dict[str, float]
+    sync_added_us: dict[str, float]
+    multipliers: dict[str, float]
+    digest: str
+
+    def __getitem__(self, rule_id: str) -> RuleSpec:
+        return self.rules[rule_id]
+
+    def level_passes(self, level: str | None, threshold: str | None = None) -> bool:
+        """Whether a record at ``level`` passes a logger set to ``threshold``."""
+        if level is None or level == "dynamic":
+            return True
+        threshold = threshold or self.default_level
+        order = {name: i for i, name in enumerate(self.levels)}
+        return order.get(level, len(order)) >= order.get(threshold, 1)
+
+    def category_of(self, var: str) -> str:
+        for category, pattern in self.categories:
+            if pattern.search(var):
+                return category
+        return "config"
+
+    def hot_root_for(self, name: str, class_name: str | None, path: str) -> HotRoot | None:
+        for root in self.hot_roots:
+            if root.matches(name, class_name, path):
+                return root
+        return None
+
+    def with_extra_roots(self, roots: list[dict[str, Any]]) -> RuleSet:
+        from dataclasses import replace
+
+        extra = tuple(_parse_root(r, "project config") for r in roots)
+        return replace(self, hot_roots=extra + self.hot_roots)
+
+
+def _load_yaml(name: str, text: str) -> dict[str, Any]:
+    if len(text) > MAX_RULE_FILE_BYTES:
+        raise RuleDataError(f"{name}: larger than {MAX_RULE_FILE_BYTES} bytes")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise RuleDataError(f"{name}: expected a mapping at top level")
+    unknown = set(data) - _EXPECTED_KEYS.get(name, set(data))
+    if unknown:
+        raise RuleDataError(f"{name}: unknown keys {sorted(unknown)}")
+    return data
+
+
+def _parse_root(entry: Any, where: str) -> HotRoot:
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise RuleDataError(f"{where}: hot root needs a name: {entry!r}")
+    unknown = set(entry) - _ROOT_KEYS
+    if unknown:
+        raise RuleDataError(f"{where}: hot root has unknown keys {sorted(unknown)}")
+    frequency = entry.get("frequency", "step")
+    if frequency not in _FREQUENCIES:
+        raise RuleDataError(f"{where}: unknown frequency {frequency!r}")
+    return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency)
+
+
+def read_rule_texts() -> dict[str, str]:
+    """The shipped YAML files by name (works from a checkout and from a wheel)."""
+    package = resources.files("cs_audit.rules")
+    return {
+        entry.name: entry.read_text(encoding="utf-8")
+        for entry in sorted(package.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".yaml")
+    }
+
+
+def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
+    texts = read_rule_texts() if texts is None else texts
+    missing = set(_EXPECTED_KEYS) - set(texts)
+    if missing:
+        raise RuleDataError(f"rule files missing: {sorted(missing)}")
+    data = {name: _load_yaml(name, text) for name, text in texts.items()}
+    digest = hashlib.sha256("".join(f"{n}\0{texts[n]}" for n in sorted(texts)).encode()).hexdigest()[:16]
+
+    rules: dict[str, RuleSpec] = {}
+    for entry in data["rules.yaml"]["rules"]:
+        unknown = set(entry) - _RULE_KEYS
+        if unknown:
+            raise RuleDataError(f"rules.yaml: {entry.get('id')}: unknown keys {sorted(unknown)}")
+        if entry["id"] in rules:
+            raise RuleDataError(f"rules.yaml: duplicate id {entry['id']}")
+        rules[entry["id"]] = RuleSpec(
+            id=entry["id"], severity=entry["severity"], gates_ci=bool(entry.get("gates_ci", False)),
+            summary=entry["summary"], why=entry["why"].strip(), fix=entry.get("fix", ""),
+            example=entry["example"], ok=entry["ok"],
+        )
+
+    env = data["env_apis.yaml"]
+    emit = data["emitters.yaml"]
+    log = emit["logging"]
+    sync = data["gpu_syncs.yaml"]
+    hot = data["hot_paths.yaml"]
+    costs = data["costs.yaml"]
+    registries = tuple(
+        Registry(
+            id=r["id"], object=r["object"], access=r["access"],
+            methods=tuple(r.get("methods", ())), name_pattern=r.get("name_pattern", r"^[A-Za-z_]\w*$"),
+        )
+        for r in env.get("registries", ())
+    )
+    return RuleSet(
+        rules=rules,
+        env_calls={name: spec["via"] for name, spec in env["calls"].items()},
+        env_mappings=frozenset(env["mappings"]),
+        registries=registries,
+        once_decorators=frozenset(env["once_decorators"]),
+        once_functions=frozenset(env["once_functions"]),
+        off_values=frozenset(env["off_values"]),
+        categories=tuple((c["category"], re.compile(c["pattern"])) for c in env["categories"]),
+        logger_factories=frozenset(log["factories"]),
+        logging_modules=frozenset(log["modules"]),
+        logger_receivers=frozenset(log["receiver_names"]),
+        log_methods=dict(log["methods"]),
+        level_guards=frozenset(log["level_guards"]),
+        default_level=log["default_level"],
+        levels=tuple(emit["levels"]),
+        print_calls=frozenset(emit["print"]),
+        stdwrite_calls=frozenset(emit["stdwrite"]),
+        dump_calls=dict(emit["dumps"]),
+        eager_calls=frozenset(emit["eager_calls"]),
+        file_handle_names=frozenset(emit["file_handle_names"]),
+        open_functions=frozenset(emit["open_functions"]),
+        makedirs_functions=frozenset(emit["makedirs_functions"]),
+        timestamp_calls=frozenset(emit["timestamp_calls"]),
+        path_builders=frozenset(emit["path_builders"]),
+        debug_name_re=re.compile(emit["debug_name_pattern"]),
+        sync_methods=frozenset(sync["methods"]),
+        sync_functions=frozenset(sync["functions"]),
+        sync_to_cpu=bool(sync["to_cpu"]),
+        not_tensor_receivers=frozenset(sync["not_tensor_receivers"]),
+        hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
+        loop_raises=dict(hot["loop_raises"]),
+        cost_source=costs["source"],
+        costs_us={name: float(v["h200_host"]) for name, v in costs["events"].items()},
+        sync_added_us={k: float(v) for k, v in costs["sync_added_us_per_step"].items()},
+        multipliers={k: float(v) for k, v in costs["multipliers"].items()},
+        digest=digest,
+    )

@@ -1,0 +1,380 @@
+"""Tests for cs_audit.joins.blame: git history behind the ``added_in`` column."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+
+from cs_audit.joins.blame import (
+    SHALLOW_MAY_BE_OLDER,
+    FakeHistory,
+    GitHistory,
+    History,
+    NoHistory,
+    open_history,
+)
+from cs_audit.model import BlameInfo
+
+try:  # tests/ as a package or as a plain directory on sys.path
+    from tests.gitrepo import START, head, make_repo, sha_of
+    from tests.gitrepo import git as run_git
+except ImportError:  # pragma: no cover - depends on how pytest was invoked
+    from gitrepo import START, head, make_repo, sha_of  # type: ignore[no-redef]
+    from gitrepo import git as run_git  # type: ignore[no-redef]
+
+
+READER_V1 = "import os\nX = os.getenv('A')\n"
+READER_V2 = READER_V1 + "Y = os.getenv('A')\n"
+READER_V3 = "# one\n# two\n# three\nimport os  # edited\nX = os.getenv('A')\nY = os.getenv('A')\n"
+
+HISTORY: list[tuple[str, dict[str, str | None]]] = [
+    ("add reader", {"a.py": READER_V1}),
+    (
+        "add second read",
+        {"a.py": READER_V2, "b.py": "import os\nZ = os.environ['A']\n"},
+    ),
+    ("shift lines down", {"a.py": READER_V3}),
+]
+
+
+def _git_history(root: Path) -> GitHistory:
+    hist = open_history(root)
+    assert isinstance(hist, GitHistory), hist.reason
+    return hist
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Record every command GitPython runs."""
+    calls: list[list[str]] = []
+    original = git.cmd.Git.execute
+
+    def counting(self: git.cmd.Git, command: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(
+            [str(c) for c in command] if not isinstance(command, str) else [command]
+        )
+        return original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(git.cmd.Git, "execute", counting)
+    return calls
+
+
+def _blame_calls(calls: list[list[str]]) -> list[list[str]]:
+    return [c for c in calls if "blame" in c]
+
+
+# -- first_added ------------------------------------------------------------
+
+
+def test_first_added_is_oldest_read_after_edits_move_it_down(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    hist = _git_history(repo)
+    # HEAD line numbers: X moved from line 2 to 5, Y from 3 to 6
+    blamed = hist.blame_lines("a.py", [4, 5, 6])
+    assert blamed[4].subject == "shift lines down"
+    assert blamed[5].subject == "add reader"
+    assert blamed[6].subject == "add second read"
+
+    info, reason = hist.first_added([("a.py", 6), ("b.py", 2), ("a.py", 5)])
+    assert reason is None
+    assert info == BlameInfo(
+        commit=sha_of(repo, "add reader")[:9],
+        date="2026-01-01",
+        subject="add reader",
+        author="Test",
+    )
+    # without the oldest read, the next oldest wins
+    info2, _ = hist.first_added([("a.py", 6), ("b.py", 2), ("a.py", 4)])
+    assert info2 is not None and info2.subject == "add second read"
+    assert info2.date == "2026-01-02"
+
+
+def test_history_fields(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    hist = _git_history(repo)
+    assert isinstance(hist, History)
+    assert hist.commit == head(repo)
+    assert hist.shallow is False
+    assert hist.reason is None
+
+
+# -- caching and batching ---------------------------------------------------
+
+
+def test_blame_is_cached_and_batched_per_file(
+    tmp_path: Path, spawned: list[list[str]]
+) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    hist = _git_history(repo)
+    first = hist.blame_lines("a.py", [1, 2, 5, 6])
+    blames = _blame_calls(spawned)
+    assert len(blames) == 1  # one call for the file, ranges merged
+    assert blames[0].count("-L") == 2 and "1,2" in blames[0] and "5,6" in blames[0]
+    assert head(repo) in blames[0]  # blame of HEAD, not of the work tree
+    assert blames[0][blames[0].index("--") + 1] == "a.py"
+
+    before = len(spawned)
+    assert hist.blame_lines("a.py", [1, 2, 5, 6]) == first
+    assert hist.blame_lines("a.py", [5]) == {5: first[5]}
+    info, _ = hist.first_added([("a.py", 5), ("a.py", 6)])
+    assert info == first[5]
+    assert len(spawned) == before  # nothing spawned after the first blame
+
+
+# -- no git / no commits / no git binary ------------------------------------
+
+
+def _inside_git(path: Path) -> bool:
+    return any((p / ".git").exists() for p in [path, *path.parents])
+
+
+def test_non_git_directory(tmp_path: Path) -> None:
+    if _inside_git(tmp_path):
+        pytest.skip("tmp_path lies inside a git work tree")
+    (tmp_path / "a.py").write_text(READER_V1)
+    hist = open_history(tmp_path)
+    assert isinstance(hist, NoHistory)
+    assert hist.reason == "not a git repository"
+    assert hist.commit is None and hist.shallow is False
+    assert hist.blame_lines("a.py", [1, 2]) == {}
+    assert hist.first_added([("a.py", 2)]) == (None, "not a git repository")
+
+
+def test_missing_root_is_not_a_repository(tmp_path: Path) -> None:
+    hist = open_history(tmp_path / "nope")
+    assert hist.reason == "not a git repository"
+
+
+def test_repository_without_commits(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [])
+    (repo / "a.py").write_text(READER_V1)
+    hist = open_history(repo)
+    assert isinstance(hist, NoHistory)
+    assert hist.reason == "git repository has no commits"
+    assert hist.first_added([("a.py", 1)]) == (None, "git repository has no commits")
+
+
+def test_git_binary_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    monkeypatch.setattr(
+        git.Git, "GIT_PYTHON_GIT_EXECUTABLE", str(tmp_path / "no-such-git")
+    )
+    hist = open_history(repo)
+    assert isinstance(hist, NoHistory)
+    assert hist.reason == "git not installed"
+
+
+# -- shallow clones ---------------------------------------------------------
+
+
+def _clone(src: Path, dst: Path, depth: int) -> Path:
+    run_git(dst.parent, "clone", "-q", "--depth", str(depth), src.as_uri(), dst.name)
+    return dst
+
+
+def test_shallow_clone_depth_one(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, HISTORY)
+    clone = _clone(src, tmp_path / "clone", 1)
+    hist = _git_history(clone)
+    assert hist.shallow is True
+    tip = head(src)
+    assert (
+        hist.reason == f"shallow clone: history before {tip[:9]} 2026-01-03 is missing"
+    )
+    info, reason = hist.first_added([("a.py", 5), ("a.py", 6)])
+    # everything blames to the boundary commit: say so, do not pretend
+    assert info is not None and info.commit == tip[:9]
+    assert reason == SHALLOW_MAY_BE_OLDER
+
+
+def test_shallow_clone_depth_two(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, HISTORY)
+    clone = _clone(src, tmp_path / "clone", 2)
+    hist = _git_history(clone)
+    assert hist.shallow is True and "shallow" in (hist.reason or "")
+    # line 4 was last changed by the tip, which is inside the shallow history
+    info, reason = hist.first_added([("a.py", 4)])
+    assert info is not None and info.subject == "shift lines down"
+    assert reason is None
+    # line 6 really comes from the boundary commit; line 5 is older still
+    info, reason = hist.first_added([("a.py", 4), ("a.py", 5)])
+    assert info is not None and info.subject == "add second read"
+    assert reason == SHALLOW_MAY_BE_OLDER
+
+
+# -- root below the repository top -------------------------------------------
+
+
+def test_root_is_a_subdirectory(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path,
+        [
+            ("add pkg", {"pkg/sub/m.py": READER_V1, "top.py": "x = 1\n"}),
+            ("extend pkg", {"pkg/sub/m.py": READER_V2}),
+        ],
+    )
+    pkg = _git_history(repo / "pkg")
+    assert pkg.commit == head(repo)
+    assert pkg.blame_lines("sub/m.py", [2, 3]) == {
+        2: BlameInfo(sha_of(repo, "add pkg")[:9], "2026-01-01", "add pkg", "Test"),
+        3: BlameInfo(
+            sha_of(repo, "extend pkg")[:9], "2026-01-02", "extend pkg", "Test"
+        ),
+    }
+    sub = _git_history(repo / "pkg" / "sub")
+    assert sub.blame_lines("m.py", [2]) == {2: pkg.blame_lines("sub/m.py", [2])[2]}
+    # the repo-relative spelling and escapes do not resolve from a subdirectory
+    assert pkg.blame_lines("pkg/sub/m.py", [2]) == {}
+    assert pkg.blame_lines("../top.py", [1]) == {}
+
+
+# -- files git cannot blame ---------------------------------------------------
+
+
+def test_untracked_and_staged_files_have_no_blame(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    (repo / "new.py").write_text(READER_V1)
+    (repo / "staged.py").write_text(READER_V1)
+    run_git(repo, "add", "staged.py")
+    hist = _git_history(repo)
+    assert hist.blame_lines("new.py", [1, 2]) == {}
+    assert hist.blame_lines("staged.py", [1, 2]) == {}
+    assert hist.first_added([("new.py", 2)]) == (None, "new.py not committed")
+    # an uncommitted read is newer than any commit: no caveat on the others
+    info, reason = hist.first_added([("new.py", 2), ("a.py", 6)])
+    assert info is not None and info.subject == "add second read" and reason is None
+
+
+def test_modified_file_has_no_blame(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    (repo / "a.py").write_text("# inserted\n" + READER_V3)
+    hist = _git_history(repo)
+    assert hist.blame_lines("a.py", [5]) == {}
+    assert hist.first_added([("a.py", 5)]) == (None, "a.py modified since HEAD")
+    info, reason = hist.first_added([("a.py", 5), ("b.py", 2)])
+    assert info is not None and info.subject == "add second read"
+    assert reason == "partial: a.py modified since HEAD"
+
+
+def test_touched_but_unchanged_file_is_blamed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    (repo / "a.py").write_text(READER_V3)  # same bytes, new mtime
+    hist = _git_history(repo)
+    assert hist.blame_lines("a.py", [5])[5].subject == "add reader"
+
+
+def test_lines_outside_the_file_are_ignored(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY)
+    hist = _git_history(repo)
+    assert set(hist.blame_lines("a.py", [0, -3, 1, 6, 7, 50])) == {1, 6}
+    assert hist.blame_lines("a.py", [40, 41]) == {}
+    assert hist.blame_lines("b.py", [2, 3]) == {2: hist.blame_lines("b.py", [2])[2]}
+    assert hist.first_added([("a.py", 99)]) == (None, "no blame for these lines")
+
+
+def test_non_utf8_content_and_subject(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("ünïcode subject", {"a.py": "x = 1\n"})])
+    (repo / "a.py").write_bytes(b"x = 1\ny = '\xe9'\n")
+    run_git(repo, "commit", "-q", "-am", "latin-1 line")
+    hist = _git_history(repo)
+    blamed = hist.blame_lines("a.py", [1, 2])
+    assert blamed[1].subject == "ünïcode subject"
+    assert blamed[2].subject == "latin-1 line"
+
+
+def test_committer_date_orders_and_dates(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("first", {"a.py": "a = 1\n"})])
+    (repo / "a.py").write_text("a = 1\nb = 2\n")
+    # authored long before, committed (e.g. rebased) the day after "first"
+    run_git(
+        repo,
+        "commit",
+        "-q",
+        "-am",
+        "rebased",
+        "--date=2025-06-01T00:00:00+0000",
+        when=START + timedelta(days=1),
+    )
+    hist = _git_history(repo)
+    assert hist.blame_lines("a.py", [2])[2].date == "2026-01-02"
+    info, _ = hist.first_added([("a.py", 2), ("a.py", 1)])
+    assert info is not None and info.subject == "first"
+
+
+def test_same_committer_date_ties_by_sha(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("first", {"a.py": "a = 1\n"})])
+    (repo / "a.py").write_text("b = 2\na = 1\n")
+    run_git(repo, "commit", "-q", "-am", "again", when=START)
+    hist = _git_history(repo)
+    first, again = sha_of(repo, "first"), sha_of(repo, "again")
+    # built so that the smaller sha is neither the first line nor the first subject
+    assert first < again
+    info, _ = hist.first_added([("a.py", 1), ("a.py", 2)])
+    assert info is not None and info.commit == first[:9]
+
+
+# -- determinism --------------------------------------------------------------
+
+
+def test_output_is_deterministic(tmp_path: Path) -> None:
+    one = _git_history(make_repo(tmp_path, HISTORY, name="one"))
+    two = _git_history(make_repo(tmp_path, HISTORY, name="two"))
+    sites = [("a.py", 4), ("a.py", 5), ("a.py", 6), ("b.py", 1), ("b.py", 2)]
+    assert one.commit == two.commit
+    assert one.blame_lines("a.py", [4, 5, 6]) == two.blame_lines("a.py", [6, 5, 4, 5])
+    answers = {
+        one.first_added(sites),
+        one.first_added(reversed(sites)),
+        two.first_added(sites),
+    }
+    assert len(answers) == 1
+    assert [b.date for b in one.blame_lines("a.py", [4, 5, 6]).values()] == [
+        "2026-01-03",
+        "2026-01-01",
+        "2026-01-02",
+    ]
+
+
+# -- fakes ------------------------------------------------------------------
+
+
+def test_fake_history_orders_by_date_then_commit() -> None:
+    fake = FakeHistory(
+        {
+            ("a.py", 12): BlameInfo("bbb2222", "2024-01-02", "a: later sha"),
+            ("a.py", 13): BlameInfo("aaa1111", "2024-01-02", "b: earlier sha"),
+            ("b.py", 1): BlameInfo("ccc3333", "2024-03-01", "newer"),
+        },
+        commit="f" * 40,
+    )
+    assert isinstance(fake, History)
+    assert fake.blame_lines("a.py", [12, 99]) == {12: fake.blames[("a.py", 12)]}
+    info, reason = fake.first_added([("b.py", 1), ("a.py", 12), ("a.py", 13)])
+    assert info is not None and info.subject == "b: earlier sha" and reason is None
+    assert fake.first_added([("c.py", 1)]) == (None, "no blame for these lines")
+    shallow = FakeHistory(fake.blames, shallow=True, boundary=frozenset({"aaa1111"}))
+    assert shallow.first_added([("a.py", 13)])[1] == SHALLOW_MAY_BE_OLDER
+
+
+def test_no_history_is_a_history() -> None:
+    assert isinstance(NoHistory("git not installed"), History)
+
+
+def test_make_repo_fixes_identity_and_dates(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, HISTORY[:1])
+    out = subprocess.run(
+        ["git", "log", "--format=%an <%ae> %cI %aI"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert (
+        out
+        == "Test <t@example.com> 2026-01-01T00:00:00+00:00 2026-01-01T00:00:00+00:00"
+    )
