@@ -73,6 +73,8 @@ class FunctionDef:
     body_hash: str
     body_lines: int
     decorators: tuple[str, ...]
+    #: `if <cond>: return` in the top-level body: gates everything after it
+    entry_gates: tuple[GateRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,10 @@ class EnvRead:
     gates: tuple[GateRef, ...]
     loop_depth: int
     code: str
+    #: the function's result depends on this read (returned, or decides a return)
+    returned: bool = False
+    #: source of the innermost loop's iterable ("" outside loops, "while" for while loops)
+    loop_iter: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,10 @@ class CallSite:
     #: open()/with target the handle is bound to
     bound_to: str | None
     code: str
+    #: the call's result decides the enclosing function's result
+    returned: bool = False
+    #: source of the innermost loop's iterable ("" outside loops, "while" for while loops)
+    loop_iter: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +146,9 @@ class FileFacts:
     env_reads: tuple[EnvRead, ...]
     calls: tuple[CallSite, ...]
     #: whether libcst analysed the file (False: the ast index only, no tokens)
-    detailed: bool
     literal_paths: tuple[tuple[int, str], ...] = ()
+    #: functions (None = module level) that write os.environ: launchers
+    env_exporters: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

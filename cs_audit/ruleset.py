@@ -107,7 +107,7 @@ class RuleSet:
     sync_to_cpu: bool
     not_tensor_receivers: frozenset[str]
     hot_roots: tuple[HotRoot, ...]
-    loop_raises: dict[str, str]
+    loop_raises: tuple[tuple[re.Pattern[str], str, str], ...]
     cost_source: str
     costs_us: dict[str, float]
     sync_added_us: dict[str, float]
@@ -124,6 +124,13 @@ class RuleSet:
         threshold = threshold or self.default_level
         order = {name: i for i, name in enumerate(self.levels)}
         return order.get(level, len(order)) >= order.get(threshold, 1)
+
+    def in_loop(self, frequency: Frequency, loop_iter: str) -> Frequency:
+        """The frequency of code inside a loop over ``loop_iter`` in a ``frequency`` function."""
+        for pattern, source, target in self.loop_raises:
+            if source == frequency and pattern.search(loop_iter):
+                return target  # type: ignore[return-value]
+        return frequency
 
     def category_of(self, var: str) -> str:
         for category, pattern in self.categories:
@@ -243,7 +250,7 @@ def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
         sync_to_cpu=bool(sync["to_cpu"]),
         not_tensor_receivers=frozenset(sync["not_tensor_receivers"]),
         hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
-        loop_raises=dict(hot["loop_raises"]),
+        loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         cost_source=costs["source"],
         costs_us={name: float(v["h200_host"]) for name, v in costs["events"].items()},
         sync_added_us={k: float(v) for k, v in costs["sync_added_us_per_step"].items()},

@@ -57,6 +57,7 @@ class TreeModel:
     #: (path, line, end_line, callee) of a call site -> the tree functions it calls
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
     gate_cache: dict[tuple[str, str | None, GateRef], str | None] = field(default_factory=dict)
+    syncing: set[FuncKey] | None = None
 
 
 # ---------------------------------------------------------------- resolution
@@ -178,16 +179,19 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet) -> TreeModel:
 
 
 def _env_constants(facts: dict[str, FileFacts]) -> dict[tuple[str, str], str]:
+    """Names that hold an env value: module constants, `self.x` set once, and locals
+    (`(path, "func::name")`) assigned from a per-call read."""
     constants: dict[tuple[str, str], str] = {}
     for path, ff in facts.items():
         for read in ff.env_reads:
-            if read.var and read.assigned_to and not read.per_call:
-                if read.assigned_to.startswith("self."):
-                    cls = _class_of(read.function)
-                    constants[(path, f"{cls}.{read.assigned_to}")] = read.var
-                else:
-                    constants[(path, read.assigned_to)] = read.var
-                    constants[(path, f"{ff.module}.{read.assigned_to}")] = read.var
+            if not (read.var and read.assigned_to):
+                continue
+            if read.assigned_to.startswith("self."):
+                constants[(path, f"{_class_of(read.function)}.{read.assigned_to}")] = read.var
+            elif read.function is not None and read.per_call:
+                constants[(path, f"{read.function}::{read.assigned_to}")] = read.var
+            elif read.function is None:
+                constants[(path, read.assigned_to)] = read.var
     return constants
 
 
@@ -199,7 +203,7 @@ def _env_helpers(
     params: dict[FuncKey, set[str]] = defaultdict(set)
     for path, ff in facts.items():
         for read in ff.env_reads:
-            if read.function and read.per_call:
+            if read.function and read.per_call and read.returned:
                 key = (path, read.function)
                 if read.var:
                     reads[key].add(read.var)
@@ -216,7 +220,7 @@ def _env_helpers(
     while changed:
         changed = False
         for path, site, target in edges:
-            if target in helpers and site.function:
+            if target in helpers and site.function and site.returned:
                 key = (path, site.function)
                 f = functions.get(key)
                 if f is None or not f.returns_value or key in helpers:
@@ -259,18 +263,23 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     if gate.kind == "call":
         for target in model.resolver.resolve(path, function, gate.ref):
             if target in model.env_helpers:
-                return helper_switches(model, target, gate.args)[0]
+                switches = helper_switches(model, target, gate.args)
+                debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
+                    rs.category_of(v) != "config" for v in switches if not v.startswith("<")
+                )
+                # a helper over config switches (`_should_compact()`) decides work, not debug output
+                return switches[0] if debug_like else None
         return None
     if gate.kind == "name":
         ref = gate.ref
         cls = _class_of(function)
-        for key in ((path, ref), (path, f"{cls}.{ref}")):
+        for key in ((path, f"{function}::{ref}"), (path, ref), (path, f"{cls}.{ref}")):
             if key in model.constants:
                 return model.constants[key]
         if "." in ref and not ref.startswith("self."):
             module, name = ref.rsplit(".", 1)
-            for other in model.facts:
-                if model.facts[other].module.endswith(module) and (other, name) in model.constants:
+            for other in model.resolver.by_module.get(module, ()):
+                if (other, name) in model.constants:
                     return model.constants[(other, name)]
         leaf = ref.rsplit(".", 1)[-1]
         if rs.debug_name_re.search(leaf) and leaf not in ("self",):
@@ -305,6 +314,11 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
                 gated = site_switch(model, path, site.function, site.gates, rs) is not None
                 emits[(path, site.function)].append((site, gated))
     helpers = {key for key, sites in emits.items() if sites and all(g for _, g in sites)}
+    # buffering trace helpers (`trace()` appends to a buffer) gated at entry
+    for key, f in model.functions.items():
+        if f.entry_gates and rs.debug_name_re.search(f.name) and key not in emits:
+            if any(resolve_gate(model, key[0], key[1], g, rs) for g in f.entry_gates):
+                helpers.add(key)
     changed = True
     while changed:
         changed = False
@@ -336,9 +350,11 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
             for edge in out_edges.get(key, ()):
                 if only_ungated and edge.switch is not None:
                     continue
+                if edge.callee in roots:
+                    continue  # a root's frequency is declared (an event loop calls `step` per step)
                 new = freq[key]
                 if edge.site.loop_depth > 0:
-                    new = rs.loop_raises.get(new, new)  # type: ignore[assignment]
+                    new = rs.in_loop(new, edge.site.loop_iter)
                 if rank(new) > rank(freq.get(edge.callee)):
                     freq[edge.callee] = new
                     work.append(edge.callee)

@@ -13,7 +13,7 @@ from cs_audit.analysis.callgraph import (
     rank, site_switch, site_switches,
 )
 from cs_audit.analysis.messages import message_for
-from cs_audit.model import CallSite, Finding, Frequency, FunctionDef
+from cs_audit.model import CallSite, EnvRead, Finding, Frequency, FunctionDef
 from cs_audit.ruleset import RuleSet
 
 _FILE_OUTPUT_ROLES = frozenset({"write", "dump"})
@@ -25,15 +25,17 @@ def fingerprint(rule: str, path: str, function: str | None, code: str, occurrenc
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
-def _site_frequency(model: TreeModel, key: FuncKey | None, loop_depth: int, rs: RuleSet, default_only: bool) -> Frequency:
+def _site_frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None, rs: RuleSet,
+                    default_only: bool) -> Frequency:
+    """How often a fact runs: its function's frequency, raised by the loop it sits in."""
     if key is None:
         return "once"
     table = model.freq_default if default_only else model.freq_any
     freq = table.get(key)
     if freq is None:
         return "once" if is_once_function(model.functions.get(key), rs) else "unknown"
-    if loop_depth > 0:
-        freq = rs.loop_raises.get(freq, freq)  # type: ignore[assignment]
+    if fact is not None and fact.loop_depth > 0:
+        freq = rs.in_loop(freq, fact.loop_iter)
     return freq
 
 
@@ -104,14 +106,14 @@ def _env_read_hot(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
             if not read.per_call or read.function is None:
                 continue
             key = (path, read.function)
-            if key in model.env_helpers:
+            if key in model.env_helpers and model.callers.get(key):
                 continue  # reported at the helper's call sites
             if key not in model.freq_any:
                 continue
             switch = site_switch(model, path, read.function, read.gates, rs)
             if switch is None and key not in model.freq_default:
                 switch = _first(model.entry_switches.get(key))
-            freq = _site_frequency(model, key, read.loop_depth, rs, default_only=switch is None)
+            freq = _site_frequency(model, key, read, rs, default_only=switch is None)
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
             out.add("env-read-hot", path, read.line, read.end_line, read.function, switch, freq, False, read.code,
                     per_step_cost(rs, event, freq), var=read.var or "<dynamic>", via=read.via)
@@ -127,7 +129,7 @@ def _env_read_hot(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
                 switch = site_switch(model, path, site.function, site.gates, rs)
                 if switch is None and key not in model.freq_default:
                     switch = _first(model.entry_switches.get(key))
-                freq = _site_frequency(model, key, site.loop_depth, rs, default_only=switch is None)
+                freq = _site_frequency(model, key, site, rs, default_only=switch is None)
                 reads = helper_switches(model, target, site.literal_args)
                 out.add("env-read-hot", path, site.line, site.end_line, site.function, switch, freq, False,
                         site.code or site.callee, per_step_cost(rs, "env_read_int", freq) * len(reads),
@@ -150,12 +152,16 @@ def _emitter_rules(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
                 switch = _first(model.entry_switches.get(key))
             if site.role in EMITTER_ROLES:
                 _default_on(model, rs, out, path, site, key, switches)
-                if site.role == "log" and site.eager and LEVEL_GATE not in switches:
-                    freq = _site_frequency(model, key, site.loop_depth, rs, default_only=switch is None)
-                    event = "log_emitted_eager" if rs.level_passes(site.level) else "log_filtered_eager"
+                decided_before = any(sw != LEVEL_GATE for sw in switches) and rs.level_passes(site.level)
+                if site.role == "log" and site.eager and LEVEL_GATE not in switches and not decided_before:
+                    freq = _site_frequency(model, key, site, rs, default_only=switch is None)
+                    # the formatting's own share: what an eager record costs over a lazy one
+                    emitted = rs.level_passes(site.level)
+                    extra = (per_step_cost(rs, "log_emitted_eager", freq) - per_step_cost(rs, "log_emitted", freq)) if emitted else (
+                        per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq))
                     out.add("eager-format", path, site.line, site.end_line, site.function,
                             None if switch == LEVEL_GATE else switch, freq, False, site.code,
-                            per_step_cost(rs, event, freq), site.eager, emitter=site.callee, level=site.level or "")
+                            extra, site.eager, emitter=site.callee, level=site.level or "")
             elif site.role is None and not switches:
                 _eager_helper_call(model, rs, out, path, site, key, switch)
 
@@ -164,7 +170,7 @@ def _default_on(model: TreeModel, rs: RuleSet, out: _Builder, path: str, site: C
                 key: FuncKey | None, switches: list[str]) -> None:
     if switches or key is None or key not in model.freq_default or not _emits_by_default(site, rs):
         return
-    freq = _site_frequency(model, key, site.loop_depth, rs, default_only=True)
+    freq = _site_frequency(model, key, site, rs, default_only=True)
     out.add("default-on-emitter", path, site.line, site.end_line, site.function, None, freq, False, site.code,
             per_step_cost(rs, _emit_event(site), freq), site.eager, emitter=site.callee, level=site.level or site.role or "")
 
@@ -182,10 +188,22 @@ def _eager_helper_call(model: TreeModel, rs: RuleSet, out: _Builder, path: str, 
     kinds = site.eager + tuple(f"call:{c.rsplit('.', 1)[-1]}" for c in expensive)
     if not kinds:
         return
-    freq = _site_frequency(model, key, site.loop_depth, rs, default_only=switch is None)
-    out.add("eager-format", path, site.line, site.end_line, site.function, switch, freq,
-            any(c.rsplit(".", 1)[-1] in rs.sync_methods for c in expensive), site.code,
-            per_step_cost(rs, "log_filtered_eager", freq), kinds, emitter=helper[1], level="helper")
+    freq = _site_frequency(model, key, site, rs, default_only=switch is None)
+    syncs = any(
+        c.rsplit(".", 1)[-1] in rs.sync_methods
+        or any(t in _syncing_functions(model) for t in model.resolver.resolve(path, site.function, c))
+        for c in expensive
+    )
+    out.add("eager-format", path, site.line, site.end_line, site.function, switch, freq, syncs, site.code,
+            per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), kinds,
+            emitter=helper[1], level="helper")
+
+
+def _syncing_functions(model: TreeModel) -> set[FuncKey]:
+    """Functions with a device sync in their own body (cached on the model)."""
+    if model.syncing is None:
+        model.syncing = {(p, c.function) for p, ff in model.facts.items() for c in ff.calls if c.role == "sync" and c.function}
+    return model.syncing
 
 
 def _is_tree_function(model: TreeModel, path: str, function: str | None, callee: str) -> bool:
@@ -221,7 +239,7 @@ def _sync_in_debug(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
                 continue
             if switch == LEVEL_GATE:
                 switch = None if not in_args else switch
-            freq = _site_frequency(model, key, site.loop_depth, rs, default_only=switch is None)
+            freq = _site_frequency(model, key, site, rs, default_only=switch is None)
             cost = rs.sync_added_us.get(freq, 0.0)
             out.add("sync-in-debug", path, site.line, site.end_line, site.function, switch, freq, True, site.code, cost,
                     call=site.callee.rsplit(".", 1)[-1])
@@ -243,24 +261,25 @@ def _file_rules(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
     for path in sorted(model.facts):
         ff = model.facts[path]
         buffered_handles = {s.bound_to for s in ff.calls if s.role == "open" and s.line_buffered and s.bound_to}
+        exporters = set(ff.env_exporters)  # a launcher minting the run dir it exports is the design
         for site in ff.calls:
             key = (path, site.function) if site.function else None
             switch = site_switch(model, path, site.function, site.gates, rs)
             if switch is None and key is not None and key not in model.freq_default:
                 switch = _first(model.entry_switches.get(key))
-            freq = _site_frequency(model, key, site.loop_depth, rs, default_only=switch is None)
+            freq = _site_frequency(model, key, site, rs, default_only=switch is None)
             if site.role == "open" and _is_per_call_open(model, rs, key, site):
                 out.add("per-call-open", path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                         per_step_cost(rs, "open_per_event", freq), mode=site.mode or "")
             elif site.role == "flush" and site.receiver in buffered_handles:
                 out.add("redundant-flush", path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                         per_step_cost(rs, "dump_flush", freq) - per_step_cost(rs, "dump_block", freq), handle=site.receiver or "")
-            elif site.role == "timestamp" and site.builds_path:
+            elif site.role == "timestamp" and site.builds_path and site.function not in exporters:
                 out.add("own-timestamp", path, site.line, site.end_line, site.function, switch, freq, False, site.code)
         for line, literal in ff.literal_paths:
             f = function_at(ff, line)
             out.add("hardcoded-output-path", path, line, line, f.qualname if f else None, None,
-                    _site_frequency(model, (path, f.qualname) if f else None, 0, rs, default_only=False), False,
+                    _site_frequency(model, (path, f.qualname) if f else None, None, rs, default_only=False), False,
                     literal, output_path=literal)
 
 
@@ -275,9 +294,15 @@ def _is_per_call_open(model: TreeModel, rs: RuleSet, key: FuncKey | None, site: 
 
 # ----------------------------------------------------------------- duplicate-helper
 def duplicate_groups(model: TreeModel) -> list[tuple[str, list[tuple[str, FunctionDef]]]]:
+    """Copies of *helper* bodies: functions that read the env, emit, or sync (the
+    audit's subject), identical up to renamed locals."""
+    with_facts: set[FuncKey] = set()
+    for path, ff in model.facts.items():
+        with_facts.update((path, r.function) for r in ff.env_reads if r.function)
+        with_facts.update((path, c.function) for c in ff.calls if c.function and c.role is not None)
     by_hash: dict[str, list[tuple[str, FunctionDef]]] = defaultdict(list)
-    for (path, _), f in sorted(model.functions.items()):
-        if f.body_hash:
+    for (path, qualname), f in sorted(model.functions.items()):
+        if f.body_hash and (path, qualname) in with_facts:
             by_hash[f.body_hash].append((path, f))
     groups = []
     for members in by_hash.values():

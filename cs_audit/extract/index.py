@@ -1,32 +1,70 @@
-"""The stdlib-``ast`` index of one Python file: cheap structure for the whole tree.
+"""The stdlib-``ast`` pass over one Python file: structure and context.
 
-Every Python file gets this index (about 8x faster than a libcst parse): import
-aliases, logger names, module string constants, function definitions with a
-normalised body hash, and — for files that hold no token worth a libcst pass —
-the call edges the hot-path analysis needs.  The detailed facts (env reads,
-emitters, syncs, gates) come from the libcst walker in ``facts.py``.
+Every Python file is indexed here (``ast`` parses ~8x faster than libcst): import
+aliases, logger names, string constants, function definitions with a normalised
+body hash, call edges, and the context every statement runs in — enclosing
+function, the gates around it (``if``/``while`` tests, the rest of a block after
+``if C: return``, ``else`` as the negated test), loop depth.  Statements that hold
+an env read, emitter, sync or output token become ``Snippet``s: their source is
+handed, all at once, to the libcst walker in ``facts.py`` with this context.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
-from cs_audit.model import CallSite, FunctionDef
+from cs_audit.model import CallSite, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
 MIN_DUPLICATE_STATEMENTS = 3
+_MAX_GATE_REFS = 8
+#: statements holding one of these get the libcst walk
+SNIPPET_TOKENS = re.compile(
+    r"environ|getenv|envs\.|logg|\blog\.|_log\b|log_|print|\.write\(|dump|save\(|\.item\(|\.cpu\(|tolist\(|\.numpy\(|"
+    r"synchroni[sz]e|open\(|flush\(|strftime|datetime|time_ns|makedirs|mkdir|trace|diag|debug|\.to\("
+)
+_CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
+_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
 @dataclass(frozen=True, slots=True)
+class Snippet:
+    """One statement (or compound-statement header) for the libcst walker."""
+
+    text: str
+    line: int
+    end_line: int
+    function: str | None
+    params: tuple[str, ...]
+    once: bool  # runs once: module level, class body, __init__, cached function
+    gates: tuple[GateRef, ...]
+    loop_depth: int
+    assign_target: str | None
+    is_return: bool
+    builds_path: bool
+    loop_iter: str = ""
+
+
+@dataclass
 class ModuleIndex:
     aliases: dict[str, str]
     logger_names: frozenset[str]
     string_constants: dict[str, str]
     functions: tuple[FunctionDef, ...]
-    calls: tuple[CallSite, ...]  # filled only when asked (files without a libcst pass)
+    calls: tuple[CallSite, ...]
+    snippets: tuple[Snippet, ...]
+    #: function -> names its `return` expressions use (the result depends on them)
+    returned_names: dict[str | None, frozenset[str]]
+    #: functions (None: module level) that write os.environ (launchers)
+    env_exporters: frozenset[str | None]
+    #: (line of an `if` test snippet) whose body returns a value: reads in it decide the result
+    returning_tests: frozenset[int] = frozenset()
+    #: first line of each simple statement -> (assignment target, is a return)
+    statements: dict[int, tuple[str | None, bool]] = field(default_factory=dict)
 
 
 def module_name(path: str) -> str:
@@ -41,7 +79,7 @@ def resolve_relative(module: str, is_package: bool, level: int, target: str | No
     if not is_package:
         parts = parts[:-1]
     if level > 1:
-        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+        parts = parts[: max(0, len(parts) - (level - 1))]
     base = ".".join(parts)
     if target:
         return f"{base}.{target}" if base else target
@@ -66,70 +104,209 @@ def dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
     return ".".join(reversed(parts))
 
 
-class _Normaliser(ast.NodeTransformer):
-    """Renames params and locals positionally and drops docstrings, so bodies that
-    differ only by local names hash the same."""
+def raw_dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
-    def __init__(self, local_names: set[str]) -> None:
-        self.local_names = local_names
-        self.mapping: dict[str, str] = {}
 
-    def _rename(self, name: str) -> str:
-        if name not in self.local_names:
-            return name
-        return self.mapping.setdefault(name, f"_v{len(self.mapping)}")
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.copy_location(ast.Name(id=self._rename(node.id), ctx=node.ctx), node)
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        return ast.arg(arg=self._rename(node.arg), annotation=None)
+# ------------------------------------------------------------------ duplicate hashing
+#: functions longer than this are not hashed for duplicates (helpers are short)
+MAX_DUPLICATE_LINES = 200
 
 
 def _local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     names = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
-    if func.args.vararg:
-        names.add(func.args.vararg.arg)
-    if func.args.kwarg:
-        names.add(func.args.kwarg.arg)
+    for extra in (func.args.vararg, func.args.kwarg):
+        if extra:
+            names.add(extra.arg)
     for node in ast.walk(func):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
     return names
 
 
+def _shape(node: ast.AST, rename: dict[str, str], local_names: set[str], out: list[str]) -> None:
+    """Serialise a subtree with params/locals renamed positionally (no copy of the tree)."""
+    if isinstance(node, ast.Name):
+        name = node.id
+        if name in local_names:
+            name = rename.setdefault(name, f"_v{len(rename)}")
+        out.append(f"N:{name}")
+        return
+    if isinstance(node, ast.arg):
+        out.append(f"A:{rename.setdefault(node.arg, f'_v{len(rename)}')}")
+        return
+    out.append(type(node).__name__)
+    for name, value in ast.iter_fields(node):
+        if name in ("ctx", "type_comment", "annotation", "returns"):
+            continue
+        if isinstance(value, ast.AST):
+            _shape(value, rename, local_names, out)
+        elif isinstance(value, list):
+            out.append("[")
+            for item in value:
+                if isinstance(item, ast.AST):
+                    _shape(item, rename, local_names, out)
+                else:
+                    out.append(repr(item))
+            out.append("]")
+        else:
+            out.append(repr(value))
+
+
 def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """Hash of the body identical up to renamed params/locals; "" for bodies too small or too large."""
     body = list(func.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
         body = body[1:]
+    if not body or (func.end_lineno or func.lineno) - func.lineno > MAX_DUPLICATE_LINES:
+        return ""
     if len(body) < MIN_DUPLICATE_STATEMENTS and sum(1 for _ in ast.walk(ast.Module(body=body, type_ignores=[]))) < 25:
         return ""
-    normaliser = _Normaliser(_local_names(func))
-    args = normaliser.visit(func.args)
-    normalised = [normaliser.visit(stmt) for stmt in body]
-    dump = ast.dump(args, annotate_fields=False) + "".join(ast.dump(s, annotate_fields=False) for s in normalised)
-    return hashlib.sha1(dump.encode()).hexdigest()[:16]
+    local_names = _local_names(func)
+    rename: dict[str, str] = {}
+    out: list[str] = []
+    _shape(func.args, rename, local_names, out)
+    for stmt in body:
+        _shape(stmt, rename, local_names, out)
+    return hashlib.sha1("\x00".join(out).encode()).hexdigest()[:16]
+
+
+_SKIP_FIELDS = frozenset({"ctx", "type_comment"})
+
+
+def _calls_in(root: ast.AST) -> list[ast.Call]:
+    """Every Call under ``root`` (a stack loop: ~2x faster than ``ast.walk``)."""
+    out: list[ast.Call] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            out.append(node)
+        for name in node._fields:
+            if name in _SKIP_FIELDS:
+                continue
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
+    out.sort(key=lambda c: (c.lineno, c.col_offset))
+    return out
+
+
+def _ends_in_exit(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], _TERMINAL)
+
+
+def _literal(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)) or (
+        isinstance(node, ast.Constant) and node.value is None
+    ):
+        return str(node.value)
+    return None
+
+
+@dataclass
+class _Scope:
+    kind: str  # "def" | "class"
+    name: str
+    qualname: str
+    params: tuple[str, ...] = ()
+    once: bool = False
+    returned: set[str] = field(default_factory=set)
+    returns_value: bool = False
+    #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
+    env_defaults: dict[str, str | None] = field(default_factory=dict)
 
 
 class _Indexer(ast.NodeVisitor):
-    def __init__(self, path: str, rs: RuleSet, with_calls: bool) -> None:
+    def __init__(self, path: str, lines: list[str], rs: RuleSet) -> None:
+        self.path = path
+        self.lines = lines
         self.module = module_name(path)
         self.is_package = path.endswith("__init__.py")
         self.rs = rs
-        self.with_calls = with_calls
         self.aliases: dict[str, str] = {}
         self.logger_names: set[str] = set()
         self.string_constants: dict[str, str] = {}
         self.functions: list[FunctionDef] = []
         self.calls: list[CallSite] = []
-        self.scope: list[tuple[str, str]] = []  # (kind, name)
+        self.snippets: list[Snippet] = []
+        self.scopes: list[_Scope] = []
+        self.gates: list[GateRef] = []
         self.loop_depth = 0
+        self.loop_iters: list[str] = []
+        self.returned_names: dict[str | None, frozenset[str]] = {}
+        self.env_exporters: set[str | None] = set()
+        self.returning_tests: set[int] = set()
+        self.token_lines = [SNIPPET_TOKENS.search(line) is not None for line in lines]
+        self.alias_names: set[str] = set()
+        self.alias_tokens: re.Pattern[str] | None = None
+        #: first line of each simple statement -> (assignment target, is a return)
+        self.statements: dict[int, tuple[str | None, bool]] = {}
 
-    # imports -------------------------------------------------------------
+    # ------------------------------------------------------------ context
+    @property
+    def function(self) -> _Scope | None:
+        for scope in reversed(self.scopes):
+            if scope.kind == "def":
+                return scope
+        return None
+
+    def _qualname(self, name: str) -> str:
+        if not self.scopes:
+            return name
+        parent = self.scopes[-1]
+        return f"{parent.qualname}.<locals>.{name}" if parent.kind == "def" else f"{parent.qualname}.{name}"
+
+    def _source(self, node: ast.AST) -> str:
+        """Exact source of a node (first line from its column), no re-split of the file."""
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        if first == last:
+            return self.lines[first][node.col_offset:node.end_col_offset]
+        parts = [self.lines[first][node.col_offset:]]
+        parts.extend(self.lines[first + 1:last])
+        parts.append(self.lines[last][: node.end_col_offset])
+        return "\n".join(parts)
+
+    def _snippet(self, text: str, node: ast.AST, *, assign_target: str | None = None, is_return: bool = False,
+                 builds_path: bool = False) -> None:
+        scope = self.function
+        self.snippets.append(
+            Snippet(
+                text=text, line=node.lineno, end_line=node.end_lineno or node.lineno,
+                function=scope.qualname if scope else None, params=scope.params if scope else (),
+                once=scope is None or scope.once, gates=tuple(self.gates), loop_depth=self.loop_depth,
+                assign_target=assign_target, is_return=is_return, builds_path=builds_path,
+                loop_iter=self.loop_iters[-1] if self.loop_iters else "",
+            )
+        )
+
+    def _has_tokens(self, node: ast.AST) -> bool:
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno)
+        if any(self.token_lines[first:last]):
+            return True
+        return self.alias_tokens is not None and any(self.alias_tokens.search(line) for line in self.lines[first:last])
+
+    def _note_alias(self, name: str, origin: str) -> None:
+        """A local name for an env API or logger (`from os import getenv as ge`) is a token too."""
+        self.aliases[name] = origin
+        if origin in self.rs.env_calls or origin in self.rs.env_mappings or origin in self.rs.logger_factories:
+            self.alias_names.add(name)
+            self.alias_tokens = re.compile(r"\b(" + "|".join(map(re.escape, sorted(self.alias_names))) + r")\b")
+
+    # ------------------------------------------------------------ imports
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.asname:
-                self.aliases[alias.asname] = alias.name
+                self._note_alias(alias.asname, alias.name)
             else:
                 head = alias.name.split(".")[0]
                 self.aliases.setdefault(head, head)
@@ -139,132 +316,359 @@ class _Indexer(ast.NodeVisitor):
         if node.level:
             base = resolve_relative(self.module, self.is_package, node.level, node.module)
         for alias in node.names:
-            if alias.name == "*":
-                continue
-            self.aliases[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+            if alias.name != "*":
+                self._note_alias(alias.asname or alias.name, f"{base}.{alias.name}" if base else alias.name)
 
-    # scopes --------------------------------------------------------------
-    def _qualname(self, name: str) -> str:
-        parts: list[str] = []
-        for kind, scope_name in self.scope:
-            parts.append(scope_name)
-            if kind == "def":
-                parts.append("<locals>")
-        parts.append(name)
-        return ".".join(parts)
-
-    def _class_name(self) -> str | None:
-        return self.scope[-1][1] if self.scope and self.scope[-1][0] == "class" else None
-
-    def current_function(self) -> str | None:
-        for i in range(len(self.scope) - 1, -1, -1):
-            if self.scope[i][0] == "def":
-                return self._qualname_at(i)
-        return None
-
-    def _qualname_at(self, index: int) -> str:
-        parts: list[str] = []
-        for i, (kind, scope_name) in enumerate(self.scope[: index + 1]):
-            parts.append(scope_name)
-            if kind == "def" and i < index:
-                parts.append("<locals>")
-        return ".".join(parts)
-
+    # ------------------------------------------------------------ scopes
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.scope.append(("class", node.name))
-        self.generic_visit(node)
-        self.scope.pop()
+        for expr in (*node.bases, *node.decorator_list):
+            self._edges(expr)
+        self.scopes.append(_Scope("class", node.name, self._qualname(node.name), once=True))
+        saved, self.gates = self.gates, []
+        self._block(node.body)
+        self.gates = saved
+        self.scopes.pop()
 
     def _visit_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         qualname = self._qualname(node.name)
         params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
-        returns_value = any(
-            isinstance(n, ast.Return) and n.value is not None and not (isinstance(n.value, ast.Constant) and n.value.value is None)
-            for n in _own_nodes(node)
-        )
         decorators = tuple(
             d for d in (dotted(dec.func if isinstance(dec, ast.Call) else dec, self.aliases) for dec in node.decorator_list) if d
         )
         end = node.end_lineno or node.lineno
+        once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
+        scope = _Scope("def", node.name, qualname, params, once)
+        self.scopes.append(scope)
+        entry_gates = tuple(
+            ref for stmt in node.body
+            if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body)
+            for ref in self.gate_refs(stmt.test, active=False)
+        )
+        saved_gates, self.gates = self.gates, []
+        saved_loops, self.loop_depth = self.loop_depth, 0
+        saved_iters, self.loop_iters = self.loop_iters, []
+        self._block(node.body)
+        self.loop_iters = saved_iters
+        self.loop_depth = saved_loops
+        self.gates = saved_gates
+        self.scopes.pop()
+        self.returned_names[qualname] = frozenset(scope.returned)
         self.functions.append(
             FunctionDef(
-                qualname=qualname, name=node.name, class_name=self._class_name(),
-                line=node.lineno, end_line=end, params=params, returns_value=returns_value,
-                body_hash=body_hash(node), body_lines=end - node.lineno + 1, decorators=decorators,
+                qualname=qualname, name=node.name, class_name=self.scopes[-1].name if self.scopes and self.scopes[-1].kind == "class" else None,
+                line=node.lineno, end_line=end, params=params, returns_value=scope.returns_value,
+                # only functions that may hold facts can be duplicated *helpers*; hashing is not free
+                body_hash=body_hash(node) if self._has_tokens(node) else "",
+                body_lines=end - node.lineno + 1, decorators=decorators,
+                entry_gates=entry_gates,
             )
         )
-        self.scope.append(("def", node.name))
-        saved_loops, self.loop_depth = self.loop_depth, 0
-        self.generic_visit(node)
-        self.loop_depth = saved_loops
-        self.scope.pop()
 
     visit_FunctionDef = _visit_def
     visit_AsyncFunctionDef = _visit_def
 
-    # facts ---------------------------------------------------------------
-    def visit_Assign(self, node: ast.Assign) -> None:
-        value = node.value
+    # ------------------------------------------------------------ blocks and gates
+    def _block(self, body: list[ast.stmt]) -> None:
+        pushed = 0
+        for stmt in body:
+            self.visit(stmt)
+            if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body):
+                refs = self.gate_refs(stmt.test, active=False)
+                self.gates.extend(refs)
+                pushed += len(refs)
+        if pushed:
+            del self.gates[-pushed:]
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self._block(node.body)
+
+    def _gated(self, refs: list[GateRef], body: list[ast.stmt]) -> None:
+        self.gates.extend(refs)
+        self._block(body)
+        if refs:
+            del self.gates[-len(refs):]
+
+    def _header(self, expr: ast.AST, builds_path: bool = False, assign_target: str | None = None) -> None:
+        """An expression in a compound statement's header: snippet when it holds tokens, else edges."""
+        if self._has_tokens(expr):
+            text = self._source(expr)
+            if assign_target:
+                text = f"{assign_target} = ({text})"
+            else:
+                text = f"({text})"
+            self._snippet(text, expr, assign_target=assign_target, builds_path=builds_path)
+        else:
+            self._edges(expr)
+
+    def visit_If(self, node: ast.If) -> None:
+        self._header(node.test)
+        if self._has_tokens(node.test) and any(isinstance(n, ast.Return) and n.value is not None for b in node.body for n in ast.walk(b)):
+            self.returning_tests.add(node.test.lineno)
+        self._gated(self.gate_refs(node.test, True), node.body)
+        self._gated(self.gate_refs(node.test, False), node.orelse)
+
+    def visit_While(self, node: ast.While) -> None:
+        self._header(node.test)
+        self.loop_depth += 1
+        self.loop_iters.append("while")
+        self._gated(self.gate_refs(node.test, True), node.body)
+        self.loop_iters.pop()
+        self.loop_depth -= 1
+        self._block(node.orelse)
+
+    def _visit_for(self, node: ast.For | ast.AsyncFor) -> None:
+        self._header(node.iter)
+        self.loop_depth += 1
+        self.loop_iters.append(" ".join(self._source(node.iter).split())[:80])
+        self._block(node.body)
+        self.loop_iters.pop()
+        self.loop_depth -= 1
+        self._block(node.orelse)
+
+    visit_For = _visit_for
+    visit_AsyncFor = _visit_for
+
+    def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            target = raw_dotted(item.optional_vars) if item.optional_vars is not None else None
+            self._header(item.context_expr, assign_target=target)
+        self._block(node.body)
+
+    visit_With = _visit_with
+    visit_AsyncWith = _visit_with
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self._block(node.body)
+        for handler in node.handlers:
+            self._block(handler.body)
+        self._block(node.orelse)
+        self._block(node.finalbody)
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self._header(node.subject)
+        for case in node.cases:
+            self._block(case.body)
+
+    # ------------------------------------------------------------ simple statements
+    def generic_visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.stmt):
+            self._simple(node)
+        else:
+            super().generic_visit(node)
+
+    def _simple(self, node: ast.stmt) -> None:
+        target = None
+        if isinstance(node, ast.Return) and node.value is not None and _literal(node.value) != "None":
+            scope = self.function
+            if scope is not None:
+                scope.returns_value = True
+                scope.returned.update(x.id for x in ast.walk(node.value) if isinstance(x, ast.Name))
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            self._note_assign(targets, node.value)
+            if len(targets) == 1:
+                target = raw_dotted(targets[0])
+                value = node.value
+                while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CONVERSIONS and value.args:
+                    value = value.args[0]
+                is_env, default = self._env_default(value) if value is not None else (False, None)
+                scope = self.function
+                if is_env and scope is not None and isinstance(targets[0], ast.Name):
+                    scope.env_defaults[targets[0].id] = default
+        if self._exports_env(node):
+            scope = self.function
+            self.env_exporters.add(scope.qualname if scope else None)
+        if self._has_tokens(node):
+            builds_path = bool(target and re.search(r"(?i)(dir|path|root|run|file|out)", target.rsplit(".", 1)[-1]))
+            self._snippet(self._source(node), node, assign_target=target, is_return=isinstance(node, ast.Return),
+                          builds_path=builds_path)
+        else:
+            self._edges(node)
+        self.statements[node.lineno] = (target, isinstance(node, ast.Return))
+
+    def _note_assign(self, targets: list[ast.expr], value: ast.expr | None) -> None:
+        if value is None:
+            return
         if isinstance(value, ast.Call):
             factory = dotted(value.func, self.aliases)
             if factory in self.rs.logger_factories:
-                for target in node.targets:
-                    name = dotted(target, {})
-                    if name:
-                        self.logger_names.add(name)
-        elif not self.scope and isinstance(value, ast.Constant) and isinstance(value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    self.string_constants[target.id] = value.value
+                self.logger_names.update(t for t in (raw_dotted(x) for x in targets) if t)
+        elif not self.scopes and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self.string_constants[t.id] = value.value
         elif isinstance(value, (ast.Name, ast.Attribute)):
             origin = dotted(value, self.aliases)
             if origin in self.rs.env_mappings or origin in self.rs.env_calls:
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        self.aliases[target.id] = origin
-        self.generic_visit(node)
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        self._note_alias(t.id, origin)
 
-    def _visit_loop(self, node: ast.AST) -> None:
-        self.loop_depth += 1
-        self.generic_visit(node)
-        self.loop_depth -= 1
+    def _exports_env(self, node: ast.stmt) -> bool:
+        if isinstance(node, ast.Assign):
+            return any(isinstance(t, ast.Subscript) and dotted(t.value, self.aliases) in self.rs.env_mappings for t in node.targets)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            callee = dotted(node.value.func, self.aliases) or ""
+            return callee in ("os.environ.update", "os.environ.setdefault", "os.putenv")
+        return False
 
-    visit_For = _visit_loop
-    visit_AsyncFor = _visit_loop
-    visit_While = _visit_loop
-    visit_ListComp = _visit_loop
-    visit_SetComp = _visit_loop
-    visit_DictComp = _visit_loop
-    visit_GeneratorExp = _visit_loop
-
-    def visit_Call(self, node: ast.Call) -> None:
-        if self.with_calls:
-            callee = dotted(node.func, self.aliases)
-            if callee is not None:
-                self.calls.append(
-                    CallSite(
-                        callee=callee, function=self.current_function(), line=node.lineno,
-                        end_line=node.end_lineno or node.lineno, gates=(), loop_depth=self.loop_depth,
-                        literal_args=(), eager=(), arg_calls=(), role=None, level=None, resolution="exact",
-                        in_emitter_args=False, receiver=None, mode=None, line_buffered=False,
-                        builds_path=False, bound_to=None, code="",
-                    )
+    def _edges(self, node: ast.AST) -> None:
+        """Call-graph edges of a statement the libcst walker does not see."""
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno)
+        if not any("(" in line for line in self.lines[first:last]):
+            return
+        scope = self.function
+        for call in _calls_in(node):
+            callee = dotted(call.func, self.aliases)
+            if callee is None or not _may_reach_tree(call.func, self.aliases):
+                continue
+            self.calls.append(
+                CallSite(
+                    callee=callee, function=scope.qualname if scope else None, line=call.lineno,
+                    end_line=call.end_lineno or call.lineno, gates=tuple(self.gates), loop_depth=self.loop_depth,
+                    loop_iter=self.loop_iters[-1] if self.loop_iters else "",
+                    literal_args=tuple(_literal(a) if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args[:4]),
+                    eager=(), arg_calls=(), role=None, level=None, resolution="exact", in_emitter_args=False,
+                    receiver=None, mode=None, line_buffered=False, builds_path=False, bound_to=None,
+                    code=" ".join(self._source(call).split())[:160],
                 )
-        self.generic_visit(node)
+            )
+
+    # ------------------------------------------------------------ gate operands
+    def gate_refs(self, expr: ast.AST, active: bool) -> list[GateRef]:
+        out: list[GateRef] = []
+        self._refs(expr, active, out)
+        return out[:_MAX_GATE_REFS]
+
+    def _env_key(self, node: ast.AST | None) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.string_constants:
+                return self.string_constants[node.id]
+            scope = self.function
+            if scope and node.id in scope.params:
+                return f"param:{node.id}"
+        return "?"
+
+    def _refs(self, expr: ast.AST, active: bool, out: list[GateRef]) -> None:
+        if len(out) >= _MAX_GATE_REFS:
+            return
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            self._refs(expr.operand, not active, out)
+        elif isinstance(expr, ast.BoolOp):
+            for value in expr.values:
+                self._refs(value, active, out)
+        elif isinstance(expr, ast.Compare):
+            self._compare_refs(expr, active, out)
+        elif isinstance(expr, ast.Call):
+            self._call_ref(expr, active, out)
+        elif isinstance(expr, ast.Subscript):
+            if dotted(expr.value, self.aliases) in self.rs.env_mappings:
+                out.append(GateRef("env", self._env_key(expr.slice), (), active))
+        elif isinstance(expr, (ast.Name, ast.Attribute)):
+            self._name_ref(expr, active, out)
+        elif isinstance(expr, ast.NamedExpr):
+            self._refs(expr.value, active, out)
+
+    def _env_default(self, expr: ast.AST) -> tuple[bool, str | None]:
+        """(is an env read, its literal default) for `os.getenv("X", "1")`-like calls."""
+        if isinstance(expr, ast.Call) and dotted(expr.func, self.aliases) in self.rs.env_calls:
+            default = expr.args[1] if len(expr.args) > 1 else next((k.value for k in expr.keywords if k.arg == "default"), None)
+            return True, _literal(default)
+        return False, None
+
+    def _compare_refs(self, expr: ast.Compare, active: bool, out: list[GateRef]) -> None:
+        op, right = expr.ops[0], expr.comparators[0]
+        if isinstance(op, (ast.In, ast.NotIn)) and dotted(right, self.aliases) in self.rs.env_mappings:
+            out.append(GateRef("env", self._env_key(expr.left), (), active if isinstance(op, ast.In) else not active))
+            return
+        literal = _literal(right)
+        off = self.rs.off_values | {"None", "False"}
+        left = expr.left
+        while isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id in _CONVERSIONS and left.args:
+            left = left.args[0]
+        is_env, default = self._env_default(left)
+        scope = self.function
+        if not is_env and isinstance(left, ast.Name) and scope is not None and left.id in scope.env_defaults:
+            is_env, default = True, scope.env_defaults[left.id]
+        if is_env and literal is not None and isinstance(op, (ast.Eq, ast.NotEq)):
+            runs_by_default = (default == literal) == isinstance(op, ast.Eq)
+            if runs_by_default == active:
+                return  # the guarded code runs with no env set: not a gate
+        low = isinstance(op, (ast.Lt, ast.LtE))
+        if isinstance(op, (ast.Eq, ast.Is)) and literal in off:
+            low = True
+        if isinstance(op, (ast.NotEq, ast.IsNot)) and literal is not None and literal not in off:
+            low = True
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            values = {_literal(e) for e in right.elts}
+            low = bool(values) and values <= off
+            if isinstance(op, ast.NotIn):
+                low = not low
+        self._refs(expr.left, active != low, out)
+        if literal is None and not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
+            self._refs(right, (active == low) if flips else active, out)
+
+    def _call_ref(self, expr: ast.Call, active: bool, out: list[GateRef]) -> None:
+        callee = dotted(expr.func, self.aliases)
+        if callee is None:
+            return
+        if callee in _CONVERSIONS:
+            for arg in expr.args:
+                self._refs(arg, active, out)
+            return
+        is_env, default = self._env_default(expr)
+        if is_env:
+            on_by_default = default is not None and default not in self.rs.off_values
+            if not (on_by_default and active):
+                out.append(GateRef("env", self._env_key(expr.args[0] if expr.args else None), (), active))
+            return
+        method = callee.rsplit(".", 1)[-1]
+        if method in self.rs.level_guards:
+            out.append(GateRef("level", callee, (), active))
+            return
+        func = expr.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
+            owner = dotted(func.value.value, self.aliases)
+            for registry in self.rs.registries:
+                if registry.access == "method" and owner == registry.object and func.attr in registry.methods:
+                    out.append(GateRef("env", func.value.attr, (), active))
+                    return
+        args = tuple(a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "" for a in expr.args[:3])
+        out.append(GateRef("call", callee, args, active))
+
+    def _name_ref(self, expr: ast.Name | ast.Attribute, active: bool, out: list[GateRef]) -> None:
+        if isinstance(expr, ast.Attribute):
+            owner = dotted(expr.value, self.aliases)
+            for registry in self.rs.registries:
+                if registry.access == "attribute" and owner == registry.object and re.match(registry.name_pattern, expr.attr):
+                    out.append(GateRef("env", expr.attr, (), active))
+                    return
+        raw = raw_dotted(expr)
+        if raw is None or raw in ("True", "False", "None"):
+            return
+        out.append(GateRef("name", self.aliases.get(raw, raw), (), active))
 
 
-def _own_nodes(func: ast.AST):
-    """Nodes of a function body, not descending into nested defs/classes/lambdas."""
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+def may_reach_tree(raw_callee: str | None, aliases: dict[str, str]) -> bool:
+    """Whether a call may land in the scanned tree (a call-graph edge), from its unresolved
+    dotted text: `f()`, `self.f()`, `cls.f()`, `module.f()` through an import; not `x.append()`."""
+    if raw_callee is None:
+        return False
+    root, dot, _ = raw_callee.partition(".")
+    return not dot or root in ("self", "cls") or root in aliases
 
 
-def index_module(tree: ast.Module, path: str, rs: RuleSet, with_calls: bool) -> ModuleIndex:
-    indexer = _Indexer(path, rs, with_calls)
+def _may_reach_tree(func: ast.AST, aliases: dict[str, str]) -> bool:
+    return may_reach_tree(raw_dotted(func), aliases)
+
+
+def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
+    indexer = _Indexer(path, text.split("\n"), rs)
     indexer.visit(tree)
     return ModuleIndex(
         aliases=indexer.aliases,
@@ -272,4 +676,9 @@ def index_module(tree: ast.Module, path: str, rs: RuleSet, with_calls: bool) -> 
         string_constants=indexer.string_constants,
         functions=tuple(indexer.functions),
         calls=tuple(indexer.calls),
+        snippets=tuple(indexer.snippets),
+        returned_names=indexer.returned_names,
+        env_exporters=frozenset(indexer.env_exporters),
+        returning_tests=frozenset(indexer.returning_tests),
+        statements=indexer.statements,
     )

@@ -1,0 +1,89 @@
+"""The command line as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cs_audit.cli import app
+from cs_audit.testing import write_tree
+
+runner = CliRunner()
+TREE = {
+    "engine/runner.py": """
+        import logging, os
+        logger = logging.getLogger(__name__)
+
+        class Runner:
+            def execute_model(self, batch):
+                logger.info(f"step {batch}")
+                return os.environ.get("MY_DBG")
+    """,
+    "broken.py": "def f(:\n",
+}
+
+
+def test_scan_json_to_stdout_follows_the_contract(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    result = runner.invoke(app, ["scan", str(root), "--format", "json", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["tool"] == "cs-audit" and report["schema_version"] == 1 and report["root"] == str(root)
+    assert [(f["rule"], f["line"]) for f in report["findings"]] == [
+        ("default-on-emitter", 6), ("eager-format", 6), ("env-read-hot", 7),
+    ]
+    assert report["errors"][0]["path"] == "broken.py"
+
+
+def test_scan_text_writes_markdown_under_reports_of_the_cwd(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "mytree", TREE)
+    work = tmp_path / "work"
+    work.mkdir()
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        result = runner.invoke(app, ["scan", str(root), "-j", "1"])
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 0, result.output
+    report = work / "reports" / "mytree.md"
+    assert report.exists()
+    assert "## 1. Default-ON cost, ranked by estimated per-step impact" in report.read_text()
+    assert "report written to reports/mytree.md" in result.output
+    assert not (root / "reports").exists()  # never into the scanned tree
+
+
+def test_scan_markdown_to_chosen_file_and_strict_exit(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    out = tmp_path / "out" / "audit.md"
+    result = runner.invoke(app, ["scan", str(root), "--format", "markdown", "--output", str(out), "--strict"])
+    assert result.exit_code == 2  # broken.py was skipped
+    assert out.read_text().startswith("# cs-audit: tree")
+
+
+def test_missing_path_and_bad_config_exit_2(tmp_path: Path) -> None:
+    assert runner.invoke(app, ["scan", str(tmp_path / "nope")]).exit_code == 2
+    root = write_tree(tmp_path / "tree", {"pyproject.toml": "[tool.cs-audit]\nunknown_key = 1\n", "a.py": "x = 1\n"})
+    result = runner.invoke(app, ["scan", str(root), "--format", "json"])
+    assert result.exit_code == 2
+    assert "unknown keys" in result.output
+
+
+def test_project_hot_roots_extend_the_defaults(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", {
+        "pyproject.toml": '[tool.cs-audit]\nhot_roots = [{name = "tick", frequency = "step"}]\n',
+        "a.py": "import logging\nlogger = logging.getLogger(__name__)\n\ndef tick():\n    logger.info('t')\n",
+    })
+    report = json.loads(runner.invoke(app, ["scan", str(root), "--format", "json"]).stdout)
+    assert [(f["rule"], f["line"], f["frequency"]) for f in report["findings"]] == [("default-on-emitter", 5, "step")]
+
+
+def test_rules_command_lists_and_explains() -> None:
+    listing = runner.invoke(app, ["rules"])
+    assert listing.exit_code == 0 and "sync-in-debug" in listing.output
+    one = runner.invoke(app, ["rules", "eager-format"])
+    assert "Why:" in one.output and "logger.debug(f\"pool {pool}\")" in one.output
+    assert runner.invoke(app, ["rules", "no-such-rule"]).exit_code == 2
