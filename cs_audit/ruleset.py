@@ -91,6 +91,7 @@ class RuleSet:
     log_methods: dict[str, str]
     level_guards: frozenset[str]
     default_level: str
+    default_on_levels: frozenset[str]
     levels: tuple[str, ...]
     print_calls: frozenset[str]
     stdwrite_calls: frozenset[str]
@@ -121,6 +122,8 @@ class RuleSet:
         """Whether a record at ``level`` passes a logger set to ``threshold``."""
         if level is None or level == "dynamic":
             return True
+        if level == "once":
+            return False
         threshold = threshold or self.default_level
         order = {name: i for i, name in enumerate(self.levels)}
         return order.get(level, len(order)) >= order.get(threshold, 1)
@@ -234,6 +237,7 @@ def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
         log_methods=dict(log["methods"]),
         level_guards=frozenset(log["level_guards"]),
         default_level=log["default_level"],
+        default_on_levels=frozenset(log["default_on_levels"]),
         levels=tuple(emit["levels"]),
         print_calls=frozenset(emit["print"]),
         stdwrite_calls=frozenset(emit["stdwrite"]),

@@ -144,11 +144,20 @@ def test_default_on_emitter_positive() -> None:
     src = hot('''
 logger.info("step %d", 1)
 print("hello")
-logger.warning("w %s", batch)
+logging.info("module-level logger %s", batch)
 ''')
     assert findings_of(src, "default-on-emitter") == [
         (12, "default-on-emitter", None), (13, "default-on-emitter", None), (14, "default-on-emitter", None),
     ]
+
+
+def test_warnings_errors_and_once_records_are_not_per_step_output() -> None:
+    src = hot('''
+logger.warning("fallback %s", batch)
+logger.error("failed %s", batch)
+logger.info_once("config %s", batch)
+''')
+    assert findings_of(src, "default-on-emitter") == []
 
 
 def test_default_on_emitter_negatives() -> None:

@@ -40,8 +40,10 @@ def _site_frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallS
 
 
 def _emits_by_default(site: CallSite, rs: RuleSet) -> bool:
+    """Per-event output with no env set: info records (warnings/errors mark exceptional
+    paths, `*_once` records are deduplicated), prints and file writes."""
     if site.role == "log":
-        return rs.level_passes(site.level)
+        return rs.level_passes(site.level) and (site.level or "dynamic") in rs.default_on_levels
     return site.role in EMITTER_ROLES
 
 
