@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -20,8 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cs_audit import __version__
 from cs_audit.api import prepare_ruleset, run_audit
 from cs_audit.config import ConfigError, load_config
+from cs_audit.render import FORMATS
 from cs_audit.render.console import print_summary
-from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown, title
 from cs_audit.ruleset import RuleDataError, load_ruleset
 
@@ -29,10 +28,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit env-va
 PROGRESS_MIN_FILES = 200
 
 
-class Format(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
+def _format_names() -> list[str]:
+    return ["text", *FORMATS]
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -50,7 +47,7 @@ def write_atomically(path: Path, text: str) -> None:
 @app.command()
 def scan(
     path: Path = typer.Argument(..., help="tree (or file) to audit"),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="text: terminal summary + markdown under reports/"),
+    format: str = typer.Option("text", "--format", "-f", help="text (terminal summary + markdown under reports/), json, markdown, ..."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
     exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
@@ -60,6 +57,9 @@ def scan(
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     err = Console(stderr=True)
+    if format not in _format_names():
+        err.print(f"cs-audit: unknown format {format!r}; choose from {', '.join(_format_names())}", markup=False)
+        raise typer.Exit(2)
     if not path.exists():
         err.print(f"cs-audit: {path}: no such file or directory")
         raise typer.Exit(2)
@@ -69,24 +69,18 @@ def scan(
     except (ConfigError, RuleDataError) as exc:
         err.print(f"cs-audit: configuration error: {exc}")
         raise typer.Exit(2)
-    result = _run_with_progress(config, rs, err, quiet=format is not Format.text)
-    if format is Format.json:
-        text = render_json(result)
+    result = _run_with_progress(config, rs, err, quiet=format != "text")
+    if format == "text":
+        target = output or Path("reports") / f"{title(result)}.md"
+        write_atomically(target, render_markdown(result, rs))
+        print_summary(Console(), result, rs, str(target), verbose)
+    else:
+        text = FORMATS[format](result, rs)
         if output:
             write_atomically(output, text)
         else:
             sys.stdout.write(text)
-    else:
-        markdown = render_markdown(result, rs)
-        target = output or Path("reports") / f"{title(result)}.md"
-        if format is Format.markdown and output is None:
-            sys.stdout.write(markdown)
-            target = None
-        else:
-            write_atomically(target, markdown)
-        if format is Format.text:
-            print_summary(Console(), result, rs, str(target) if target else None, verbose)
-    if verbose and format is not Format.text:
+    if verbose and format != "text":
         err.print("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings))
     if strict and result.errors:
         raise typer.Exit(2)
