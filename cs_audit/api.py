@@ -6,6 +6,7 @@ progress is reported through an optional callback.
 
 from __future__ import annotations
 
+import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -14,12 +15,15 @@ from typing import Callable, Iterable
 
 from cs_audit.analysis.callgraph import build_model
 from cs_audit.analysis.findings import analyse, duplicate_groups
+from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_dispositions, load_decisions
 from cs_audit.analysis.switches import build_switches
+from cs_audit.joins.blame import open_history
 from cs_audit.config import AuditConfig
 from cs_audit.discover import discover
 from cs_audit.extract import extract_python
-from cs_audit.joins.setters import setters_in_file
-from cs_audit.model import AuditResult, DuplicateGroup, DuplicateSite, EnvSetter, FileError, FileFacts, SourceFile
+from cs_audit.joins.readers import file_refs, readers, script_facts, writers
+from cs_audit.joins.setters import setters_in_file, setters_in_python
+from cs_audit.model import AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, ScriptFacts, SourceFile, Switch
 from cs_audit.ruleset import RuleSet, load_ruleset
 
 Progress = Callable[[int, int], None]
@@ -35,7 +39,9 @@ def _init_worker(rs: RuleSet, max_bytes: int) -> None:
     _WORKER_RULES, _WORKER_MAX_BYTES = rs, max_bytes
 
 
-FileResult = FileFacts | FileError | tuple[EnvSetter, ...]
+FileResult = FileFacts | FileError | ScriptFacts
+#: a Python file that may set env vars for children (launcher): worth the setter pass
+_LAUNCHER = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setdefault)\(|\benv\s*=|putenv\(")
 
 
 def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int) -> FileResult:
@@ -49,11 +55,19 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int) -> FileResult:
         return FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
     try:
         if source.kind == "python":
-            return extract_python(source.path, data, rs)
+            facts = extract_python(source.path, data, rs)
+            if isinstance(facts, FileError):
+                return facts
+            text = data.decode("utf-8", errors="replace")
+            launcher = _LAUNCHER.search(data) is not None
+            return replace(
+                facts, file_refs=file_refs(text),
+                setters=tuple(setters_in_python(source.path, text)) if launcher else (),
+            )
         if b"\0" in data:
             return FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
         text = data.decode("utf-8", errors="replace")
-        return tuple(setters_in_file(source.path, text, source.kind))
+        return script_facts(source.path, text, setters_in_file(source.path, text, source.kind))
     except RecursionError:
         return FileError(source.path, "parser-crash", "nesting too deep for the parser")
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the scan
@@ -106,27 +120,43 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
     sources, errors = discover(root, config.exclude)
     lap("discover")
     facts: dict[str, FileFacts] = {}
-    setters: list[EnvSetter] = []
+    scripts: dict[str, ScriptFacts] = {}
     for result in _map_files(sources, rs, config, progress):
         if isinstance(result, FileFacts):
             facts[result.path] = result
         elif isinstance(result, FileError):
             errors.append(result)
         else:
-            setters.extend(result)
+            scripts[result.path] = result
     lap("parse/extract")
     model = build_model(facts, rs)
     lap("joins")
     findings = analyse(model, rs)
-    known = {read.var for ff in facts.values() for read in ff.env_reads if read.var}
-    switches = build_switches(model, findings, rs, [s for s in setters if s.var in known])
+    setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
+    written = writers(model, rs)
+    files: dict[str, list[str]] = {}
+    for w in written:
+        files.setdefault(w.switch, []).append(w.pattern)
+    switches = build_switches(
+        model, findings, rs, setters, readers(model, rs, written, scripts), files,
+    )
     duplicates = tuple(
         DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
         for name, members in duplicate_groups(model)
     )
     lap("analysis")
-    commit, history_note = _head_commit(root) if config.history else (None, "history disabled (--no-history)")
+    commit, history_note = None, "history disabled (--no-history)"
+    if config.history:
+        switches, commit, history_note = _with_history(root, switches)
+    else:
+        commit = _head_commit(root)
     lap("history")
+    try:
+        decisions = load_decisions(root)
+    except DecisionsError as exc:
+        errors.append(FileError(DECISIONS_FILE, "io", str(exc)))
+        decisions = {}
+    switches, overridden = apply_dispositions(switches, rs, decisions)
     return AuditResult(
         root=config.root,
         commit=commit,
@@ -137,15 +167,29 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
         files_scanned=len(sources),
         history_note=history_note,
         timings=tuple(timings),
+        overridden=tuple(overridden),
     )
 
 
-def _head_commit(root: Path) -> tuple[str | None, str | None]:
-    from cs_audit.joins.blame import open_history
-
+def _with_history(root: Path, switches: list[Switch]) -> tuple[list[Switch], str | None, str | None]:
+    """`added_in` for each switch: the oldest commit among the blames of its reads."""
     history = open_history(root)
     try:
-        return history.commit, history.reason
+        out = []
+        for s in switches:
+            info, note = history.first_added((r.path, r.line) for r in s.reads)
+            out.append(replace(s, added_in=info, added_in_note=note))
+        return out, history.commit, history.reason
+    finally:
+        close = getattr(history, "close", None)
+        if close:
+            close()
+
+
+def _head_commit(root: Path) -> str | None:
+    history = open_history(root)
+    try:
+        return history.commit
     finally:
         close = getattr(history, "close", None)
         if close:

@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 could not complete
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from cs_audit import __version__
 from cs_audit.api import prepare_ruleset, run_audit
 from cs_audit.config import ConfigError, load_config
 from cs_audit.render import FORMATS
-from cs_audit.render.console import print_summary
+from cs_audit.render.console import print_summary, print_switch
 from cs_audit.render.markdown import render_markdown, title
 from cs_audit.ruleset import RuleDataError, load_ruleset
 
@@ -97,6 +98,33 @@ def _run_with_progress(config, rs, err: Console, quiet: bool):
                 bar.update(task, completed=done, total=total)
 
         return run_audit(config, rs, progress)
+
+
+@app.command()
+def switch(
+    name: str = typer.Argument(..., help="the env var"),
+    path: Path = typer.Argument(Path("."), help="tree to audit"),
+    no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1),
+) -> None:
+    """Everything about one switch: reads, gated sites, setters, readers, added-in, disposition and why."""
+    err = Console(stderr=True)
+    if not path.exists():
+        err.print(f"cs-audit: {path}: no such file or directory", markup=False)
+        raise typer.Exit(2)
+    try:
+        config = load_config(str(path), jobs=jobs, history=not no_history)
+        rs = prepare_ruleset(config, load_ruleset())
+    except (ConfigError, RuleDataError) as exc:
+        err.print(f"cs-audit: configuration error: {exc}", markup=False)
+        raise typer.Exit(2)
+    result = _run_with_progress(config, rs, err, quiet=False)
+    found = next((s for s in result.switches if s.name == name), None)
+    if found is None:
+        close = difflib.get_close_matches(name, [s.name for s in result.switches], n=5)
+        err.print(f"cs-audit: no switch {name!r} is read in {path}" + (f"; did you mean {', '.join(close)}?" if close else ""), markup=False)
+        raise typer.Exit(2)
+    print_switch(Console(), found, [f for f in result.findings if f.switch == name or dict(f.extra).get("var", "").split(",")[0] == name])
 
 
 @app.command()

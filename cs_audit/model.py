@@ -75,6 +75,8 @@ class FunctionDef:
     decorators: tuple[str, ...]
     #: `if <cond>: return` in the top-level body: gates everything after it
     entry_gates: tuple[GateRef, ...] = ()
+    #: literal string defaults of parameters (`def enabled(name="RECOMPACT_TRACE")`)
+    param_defaults: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,19 @@ class CallSite:
     returned: bool = False
     #: source of the innermost loop's iterable ("" outside loops, "while" for while loops)
     loop_iter: str = ""
+    #: open()/dump: the base name of the file written, `*` for unknown parts and `{p}`
+    #: for the function's parameter p (`{name}.jsonl`)
+    path_pattern: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSetter:
+    var: str
+    path: str
+    line: int
+    value: str | None
+    kind: SetterKind
+    source: SetterSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,16 +164,21 @@ class FileFacts:
     literal_paths: tuple[tuple[int, str], ...] = ()
     #: functions (None = module level) that write os.environ: launchers
     env_exporters: tuple[str | None, ...] = ()
+    #: (line, text) of file names/globs the file mentions (`"sched.jsonl"`, `step_*.jsonl`)
+    file_refs: tuple[tuple[int, str], ...] = ()
+    #: env vars this module sets for child processes (a Python launcher)
+    setters: tuple[EnvSetter, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class EnvSetter:
-    var: str
+class ScriptFacts:
+    """A shell runner, .env, Makefile, Dockerfile or CI file: what it sets and reads."""
+
     path: str
-    line: int
-    value: str | None
-    kind: SetterKind
-    source: SetterSource
+    setters: tuple[EnvSetter, ...]
+    file_refs: tuple[tuple[int, str], ...]
+    #: (line, pattern) of `grep PATTERN` in pipelines
+    greps: tuple[tuple[int, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +216,20 @@ class SwitchRead:
 
 
 @dataclass(frozen=True, slots=True)
+class GatedSite:
+    """An emitter, dump, open or sync that runs only with the switch set."""
+
+    path: str
+    line: int
+    function: str | None
+    role: str
+    work: str  # what one event does: "log line (info), f-string", "torch.save", ".item()"
+    frequency: Frequency
+    gpu_sync: bool
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
 class Switch:
     name: str
     category: str
@@ -209,6 +243,11 @@ class Switch:
     disposition: str  # KEEP | MERGE | REMOVE
     merge_into: str | None
     reasons: tuple[str, ...]
+    sites: tuple[GatedSite, ...] = ()
+    #: base names of the files its emitters write
+    files: tuple[str, ...] = ()
+    #: id of the disposition rule that decided, or "decisions-file"
+    decided_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +274,5 @@ class AuditResult:
     files_scanned: int
     history_note: str | None = None
     timings: tuple[tuple[str, float], ...] = ()
+    #: switches whose disposition came from the project's cs-audit.decisions.yaml
+    overridden: tuple[str, ...] = ()

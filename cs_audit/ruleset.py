@@ -29,7 +29,10 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers"},
     "hot_paths.yaml": {"roots", "loop_raises"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
+    "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
 }
+_DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
+_WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "summary", "why", "fix", "example", "ok"}
 _ROOT_KEYS = {"name", "class", "path", "frequency"}
 _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
@@ -75,6 +78,15 @@ class Registry:
     name_pattern: str
 
 
+@dataclass(frozen=True, slots=True)
+class DispositionRule:
+    id: str
+    when: tuple[tuple[str, object], ...]
+    disposition: str
+    merge_into: str | None
+    reason: str
+
+
 @dataclass(frozen=True)
 class RuleSet:
     rules: dict[str, RuleSpec]
@@ -113,6 +125,9 @@ class RuleSet:
     costs_us: dict[str, float]
     sync_added_us: dict[str, float]
     multipliers: dict[str, float]
+    minimal_set: dict[str, str]
+    level_knob_re: re.Pattern[str]
+    disposition_rules: tuple[DispositionRule, ...]
     digest: str
 
     def __getitem__(self, rule_id: str) -> RuleSpec:
@@ -176,6 +191,17 @@ def _parse_root(entry: Any, where: str) -> HotRoot:
     if frequency not in _FREQUENCIES:
         raise RuleDataError(f"{where}: unknown frequency {frequency!r}")
     return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency)
+
+
+def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
+    unknown = set(entry) - _DISPOSITION_KEYS
+    when = entry.get("when") or {}
+    unknown |= {f"when.{k}" for k in set(when) - _WHEN_KEYS}
+    if unknown:
+        raise RuleDataError(f"dispositions.yaml: {entry.get('id')}: unknown keys {sorted(unknown)}")
+    if entry.get("disposition") not in ("KEEP", "MERGE", "REMOVE"):
+        raise RuleDataError(f"dispositions.yaml: {entry.get('id')}: disposition must be KEEP, MERGE or REMOVE")
+    return DispositionRule(entry["id"], tuple(sorted(when.items())), entry["disposition"], entry.get("merge_into"), entry["reason"])
 
 
 def read_rule_texts() -> dict[str, str]:
@@ -259,5 +285,8 @@ def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
         costs_us={name: float(v["h200_host"]) for name, v in costs["events"].items()},
         sync_added_us={k: float(v) for k, v in costs["sync_added_us_per_step"].items()},
         multipliers={k: float(v) for k, v in costs["multipliers"].items()},
+        minimal_set=dict(data["dispositions.yaml"]["minimal_set"]),
+        level_knob_re=re.compile(data["dispositions.yaml"]["level_knob_pattern"]),
+        disposition_rules=tuple(_parse_disposition(r) for r in data["dispositions.yaml"]["rules"]),
         digest=digest,
     )

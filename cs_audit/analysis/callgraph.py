@@ -110,6 +110,9 @@ class Resolver:
                 return [(path, local[0])]
             candidates = self.methods_by_name.get(name, [])
             return list(candidates) if len(candidates) == 1 else []
+        if parts == ["cls"] or parts == ["self.__class__"]:
+            cls = _class_of(caller)
+            return [(path, f"{cls}.__init__")] if cls and f"{cls}.__init__" in table else []
         if len(parts) == 1:
             name = parts[0]
             if caller and f"{caller}.<locals>.{name}" in table:
@@ -236,11 +239,14 @@ def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...
     switches: list[str] = []
     f = model.functions[key]
     params = [p for p in f.params if p not in ("self", "cls")]
+    defaults = dict(f.param_defaults)
     for name in param_names:
         if name in params:
             index = params.index(name)
             if index < len(literal_args) and literal_args[index]:
                 switches.append(literal_args[index])  # type: ignore[arg-type]
+            elif name in defaults:
+                switches.append(defaults[name])
     switches.extend(v for v in var_list if v != "<dynamic>")
     return switches or ["<dynamic>"]
 
@@ -431,6 +437,24 @@ def _emitter_arg_callees(model: TreeModel) -> set[tuple[str, int, str]]:
                     for line in range(site.line, site.end_line + 1):
                         out.add((path, line, callee.rsplit(".", 1)[-1]))
     return out
+
+
+def gating_switches(model: TreeModel, key: FuncKey, depth: int = 3) -> list[str]:
+    """Switches that guard every call of ``key`` (through up to ``depth`` callers); [] when
+    some call runs ungated or the function has no caller in the tree."""
+    edges = model.callers.get(key, ())
+    if not edges or depth == 0:
+        return []
+    found: list[str] = []
+    for edge in edges:
+        if edge.switch is not None and not edge.switch.startswith("<"):
+            found.append(edge.switch)
+            continue
+        above = gating_switches(model, edge.caller, depth - 1) if edge.caller else []
+        if not above:
+            return []
+        found.extend(above)
+    return sorted(set(found))
 
 
 def is_once_function(f: FunctionDef | None, rs: RuleSet) -> bool:

@@ -1,43 +1,73 @@
-"""The switch inventory: every env var the tree reads, with what it gates."""
+"""The switch inventory: every env var the tree reads, what it gates, who sets it."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Iterable
 
-from cs_audit.analysis.callgraph import EMITTER_ROLES, TreeModel, site_switch
-from cs_audit.model import EnvSetter, Finding, Switch, SwitchRead
+from cs_audit.analysis.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
+from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead
 from cs_audit.ruleset import RuleSet
 
-_SITE_ROLES = EMITTER_ROLES | {"sync", "open"}
+_SITE_ROLES = EMITTER_ROLES | {"sync", "open", "flush"}
 
 
-def switch_reads(model: TreeModel) -> dict[str, list[SwitchRead]]:
-    """env var -> its reads (direct reads, and helper call sites that name it)."""
+def switch_reads(model: TreeModel, rs: RuleSet) -> dict[str, list[SwitchRead]]:
+    """env var -> its reads: direct reads, and helper call sites that name it (`_diag("X")`)."""
     reads: dict[str, list[SwitchRead]] = defaultdict(list)
     for path in sorted(model.facts):
         for read in model.facts[path].env_reads:
             if read.var:
                 reads[read.var].append(SwitchRead(path, read.line, read.function, read.per_call))
+    for (path, line, _end, _callee), targets in model.resolved_calls.items():
+        for target in targets:
+            if target not in model.env_helpers:
+                continue
+            site = next(c for c in model.facts[path].calls if c.line == line and c.end_line == _end and c.callee == _callee)
+            once = site.function is None or is_once_function(model.functions.get((path, site.function)), rs)
+            for var in helper_switches(model, target, site.literal_args):
+                if not var.startswith("<"):
+                    reads[var].append(SwitchRead(path, line, site.function, not once))
     return reads
 
 
-def gated_site_counts(model: TreeModel, rs: RuleSet) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
+def _work(site: CallSite, buffered: set[str]) -> str:
+    if site.role == "log":
+        text = f"log line ({site.level})"
+        return text + (f", {', '.join(site.eager)} built first" if site.eager else "")
+    if site.role == "write":
+        return "write() on a line-buffered handle" if site.receiver in buffered else "write()"
+    if site.role == "flush":
+        return "flush() after a line-buffered write (redundant)" if site.receiver in buffered else "flush()"
+    if site.role == "open":
+        return f"open({site.mode or 'r'})"
+    if site.role == "sync":
+        return f".{site.callee.rsplit('.', 1)[-1]}() (device sync)"
+    return site.callee.rsplit(".", 1)[-1] if site.role == "dump" else site.role or ""
+
+
+def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
+    """switch -> the emitters, dumps, opens and syncs that run only with it set (directly
+    gated, or in a function reached only through calls gated by it)."""
+    out: dict[str, list[GatedSite]] = defaultdict(list)
     for path in sorted(model.facts):
-        for site in model.facts[path].calls:
+        ff = model.facts[path]
+        buffered = {s.bound_to for s in ff.calls if s.role == "open" and s.line_buffered and s.bound_to}
+        for site in ff.calls:
             if site.role not in _SITE_ROLES:
                 continue
+            key = (path, site.function) if site.function else None
             switch = site_switch(model, path, site.function, site.gates, rs)
-            if switch is None and site.function:
-                key = (path, site.function)
-                if key not in model.freq_default:
-                    for entry in model.entry_switches.get(key, ()):
-                        counts[entry] += 1
-                continue
-            if switch is not None:
-                counts[switch] += 1
-    return counts
+            switches = [switch] if switch else []
+            if not switches and key is not None and key not in model.freq_default:
+                switches = sorted(model.entry_switches.get(key, ()))
+            freq: Frequency = model.freq_any.get(key, "once" if is_once_function(model.functions.get(key), rs) else "unknown") if key else "once"
+            for sw in switches:
+                if sw.startswith("<"):
+                    continue
+                out[sw].append(GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),
+                                         freq, site.role == "sync", site.code))
+    return out
 
 
 def build_switches(
@@ -45,31 +75,29 @@ def build_switches(
     findings: Iterable[Finding],
     rs: RuleSet,
     setters: Iterable[EnvSetter] = (),
+    readers: dict[str, list[tuple[str, int, str]]] | None = None,
+    files: dict[str, list[str]] | None = None,
 ) -> list[Switch]:
-    reads = switch_reads(model)
     findings = list(findings)
-    # helper call sites with a literal switch name (`_diag("KEEPMAP_DIAG")`) are reads too
-    for f in findings:
-        if f.rule == "env-read-hot":
-            via = dict(f.extra).get("via", "")
-            if via.startswith("helper:"):
-                for var in dict(f.extra).get("var", "").split(","):
-                    if var and not var.startswith("<"):
-                        reads[var].append(SwitchRead(f.path, f.line, f.function, True))
-    counts = gated_site_counts(model, rs)
-    syncing = {f.switch for f in findings if f.gpu_sync and f.switch}
+    reads = switch_reads(model, rs)
+    sites = gated_sites(model, rs)
+    syncing = {f.switch for f in findings if f.gpu_sync and f.switch} | {sw for sw, rows in sites.items() if any(r.gpu_sync for r in rows)}
     by_var: dict[str, list[EnvSetter]] = defaultdict(list)
     for setter in setters:
         by_var[setter.var].append(setter)
+    readers = readers or {}
+    files = files or {}
     switches = []
     for var in sorted(reads):
         unique = sorted(set(reads[var]), key=lambda r: (r.path, r.line, r.function or ""))
+        gated = tuple(sites.get(var, ()))
         switches.append(
             Switch(
                 name=var, category=rs.category_of(var), reads=tuple(unique),
-                setters=tuple(sorted(by_var.get(var, ()), key=lambda s: (s.path, s.line))),
-                readers=(), added_in=None, added_in_note=None, gated_sites=counts.get(var, 0),
-                gpu_sync=var in syncing, disposition="KEEP", merge_into=None, reasons=(),
+                setters=tuple(sorted(by_var.get(var, ()), key=lambda s: (s.path, s.line, s.kind))),
+                readers=tuple(readers.get(var, ())), added_in=None, added_in_note=None,
+                gated_sites=len(gated), gpu_sync=var in syncing, disposition="KEEP", merge_into=None,
+                reasons=(), sites=gated, files=tuple(sorted(set(files.get(var, ())))),
             )
         )
     return switches

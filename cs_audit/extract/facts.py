@@ -94,6 +94,8 @@ class StatementFacts(cst.CSTVisitor):
         self.handles: set[str] = set()
         self.skip_nodes: set[int] = set()
         self.timestamp_seen = False
+        #: (function, local name) -> base-name pattern of a path assigned to it
+        self.local_paths: dict[tuple[str | None, str], str] = {}
         self.attr_registries = {r.object: r for r in rs.registries if r.access == "attribute"}
         self.method_registries = {r.object: r for r in rs.registries if r.access == "method"}
 
@@ -103,6 +105,53 @@ class StatementFacts(cst.CSTVisitor):
         self.local_gates.clear()
         self.timestamp_seen = False
         statement.visit(self)
+        target = snippet.assign_target
+        if target and ("." not in target or target.startswith("self.")):
+            value = _assigned_value(statement)
+            pattern = self.path_pattern(value) if value is not None else None
+            if pattern:
+                self.local_paths[(self._path_scope(target), target)] = pattern
+
+    def _path_scope(self, name: str) -> str | None:
+        """Locals live in their function; `self.x` in the class (`A.__init__` sets, `A.log` opens)."""
+        function = self.snippet.function if self.snippet else None
+        if name.startswith("self.") and function and "." in function:
+            return "class:" + function.rsplit(".", 1)[0]
+        return function
+
+    def path_pattern(self, expr: cst.BaseExpression | None) -> str | None:
+        """Base name of the file a path expression names: literals kept, `{p}` for a
+        parameter, `*` for anything else (`os.path.join(d, f"{name}.jsonl")` -> `{name}.jsonl`);
+        alternatives joined by `|`."""
+        assert self.snippet is not None
+        text: str | None = None
+        literal = _literal_str(expr) if expr is not None else None
+        if literal is not None:
+            text = literal
+        elif isinstance(expr, cst.FormattedString):
+            pieces = []
+            for part in expr.parts:
+                if isinstance(part, cst.FormattedStringText):
+                    pieces.append(part.value)
+                elif isinstance(part.expression, cst.Name) and part.expression.value in self.snippet.params:
+                    pieces.append("{" + part.expression.value + "}")
+                else:
+                    pieces.append("*")
+            text = "".join(pieces)
+        elif isinstance(expr, cst.Call) and (self.dotted(expr.func) or "").endswith(("path.join", "Path")) and expr.args:
+            return self.path_pattern(expr.args[-1].value)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+            return self.path_pattern(expr.right)
+        elif isinstance(expr, cst.IfExp):  # alternatives: "a.jsonl|b.jsonl"
+            both = [p for p in (self.path_pattern(expr.body), self.path_pattern(expr.orelse)) if p]
+            return "|".join(both) or None
+        elif isinstance(expr, (cst.Name, cst.Attribute)):
+            name = self.raw_dotted(expr)
+            return self.local_paths.get((self._path_scope(name), name)) if name else None
+        if not text:
+            return None
+        base = text.rstrip("/").rsplit("/", 1)[-1]
+        return base if base.strip("*") else None
 
     # ---------------------------------------------------------------- names
     def dotted(self, node: cst.BaseExpression) -> str | None:
@@ -365,6 +414,13 @@ class StatementFacts(cst.CSTVisitor):
             bound_to = s.assign_target
             if bound_to:
                 self.handles.add(bound_to)
+        path_pattern = None
+        if role == "open" and (mode or "r")[:1] in "wax" and node.args:
+            path_pattern = self.path_pattern(node.args[0].value)
+        elif role == "dump" and node.args:
+            # torch.save(obj, path) / np.save(path, arr): the path is the string-like argument
+            for arg in (node.args[1:2] if callee.endswith(("torch.save", "pickle.dump", "json.dump", "yaml.dump")) else node.args[:1]):
+                path_pattern = self.path_pattern(arg.value)
         self.calls.append(
             CallSite(
                 callee=callee, function=s.function, line=s.line, end_line=s.end_line, gates=self.gates,
@@ -376,9 +432,17 @@ class StatementFacts(cst.CSTVisitor):
                 receiver=self.raw_dotted(node.func.value) if isinstance(node.func, cst.Attribute) else None,
                 mode=mode, line_buffered=line_buffered,
                 builds_path=s.builds_path or any(p.callee in self.rs.path_builders or p.callee.endswith("os.path.join") for p in self.pending),
-                bound_to=bound_to, code=self._code(node),
+                bound_to=bound_to, code=self._code(node), path_pattern=path_pattern,
             )
         )
+
+
+def _assigned_value(statement: cst.CSTNode) -> cst.BaseExpression | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        small = statement.body[0]
+        if isinstance(small, (cst.Assign, cst.AnnAssign)):
+            return small.value
+    return None
 
 
 def _eager_kinds(node: cst.Call, rs: RuleSet, dotted) -> tuple[str, ...]:

@@ -25,7 +25,8 @@ _MAX_GATE_REFS = 8
 #: statements holding one of these get the libcst walk
 SNIPPET_TOKENS = re.compile(
     r"environ|getenv|envs\.|logg|\blog\.|_log\b|log_|print|\.write\(|dump|save\(|\.item\(|\.cpu\(|tolist\(|\.numpy\(|"
-    r"synchroni[sz]e|open\(|flush\(|strftime|datetime|time_ns|makedirs|mkdir|trace|diag|debug|\.to\("
+    r"synchroni[sz]e|open\(|flush\(|strftime|datetime|time_ns|makedirs|mkdir|trace|diag|debug|\.to\(|"
+    r"path\.join|\.jsonl|\.pt\b"
 )
 _CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -331,7 +332,11 @@ class _Indexer(ast.NodeVisitor):
 
     def _visit_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         qualname = self._qualname(node.name)
-        params = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
+        positional = [*node.args.posonlyargs, *node.args.args]
+        params = tuple(a.arg for a in (*positional, *node.args.kwonlyargs))
+        defaults = list(zip([a.arg for a in positional][len(positional) - len(node.args.defaults):], node.args.defaults))
+        defaults += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
+        param_defaults = tuple((name, d.value) for name, d in defaults if isinstance(d, ast.Constant) and isinstance(d.value, str))
         decorators = tuple(
             d for d in (dotted(dec.func if isinstance(dec, ast.Call) else dec, self.aliases) for dec in node.decorator_list) if d
         )
@@ -360,7 +365,7 @@ class _Indexer(ast.NodeVisitor):
                 # only functions that may hold facts can be duplicated *helpers*; hashing is not free
                 body_hash=body_hash(node) if self._has_tokens(node) else "",
                 body_lines=end - node.lineno + 1, decorators=decorators,
-                entry_gates=entry_gates,
+                entry_gates=entry_gates, param_defaults=param_defaults,
             )
         )
 

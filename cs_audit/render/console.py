@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cs_audit.model import AuditResult
+from cs_audit.model import AuditResult, Finding, Switch
 from cs_audit.render.markdown import default_on_rows
 from cs_audit.ruleset import RuleSet
 
@@ -50,3 +50,36 @@ def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to
         console.print(Text("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)))
     if written_to:
         console.print(Text(f"report written to {written_to}", style="green"))
+
+
+def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
+    """One screen about one switch (``cs-audit switch NAME``)."""
+    head = Text()
+    head.append(s.name, style="bold")
+    head.append(f"  {s.category}  ")
+    head.append(s.disposition, style={"KEEP": "green", "MERGE": "yellow", "REMOVE": "red"}.get(s.disposition, ""))
+    if s.merge_into:
+        head.append(f" into {s.merge_into}")
+    console.print(head)
+    for reason in s.reasons:
+        console.print(Text(f"  - {reason}"))
+    if s.added_in:
+        console.print(Text(f"added in {s.added_in.commit} {s.added_in.date} {s.added_in.subject}"))
+    elif s.added_in_note:
+        console.print(Text(f"added in: unknown ({s.added_in_note})"))
+    sections = [
+        ("reads", [(f"{r.path}:{r.line}", r.function or "<module>", "per call" if r.per_call else "once") for r in s.reads]),
+        ("gated sites", [(f"{g.path}:{g.line}", g.work, g.frequency + (", sync" if g.gpu_sync else "")) for g in s.sites]),
+        ("setters", [(f"{x.path}:{x.line}", x.kind, x.value or "") for x in s.setters]),
+        ("readers", [(f"{p}:{line}", pattern, "") for p, line, pattern in s.readers]),
+        ("findings", [(f"{f.path}:{f.line}", f.rule, f.frequency) for f in findings]),
+    ]
+    for title, rows in sections:
+        table = Table(title=f"{title} ({len(rows)})", title_justify="left", show_header=False, box=None)
+        for _ in range(3):
+            table.add_column(overflow="fold")
+        for row in rows:
+            table.add_row(*(Text(c) for c in row))
+        console.print(table)
+    if s.files:
+        console.print(Text("writes: " + ", ".join(s.files)))

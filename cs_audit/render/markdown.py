@@ -76,11 +76,16 @@ def render_markdown(result: AuditResult, rs: RuleSet) -> str:
     parts = [
         _header(result),
         _default_on_table(result, rs),
+        enabled_cost(result, rs),
+        same_information(result, rs),
+        disposition_tables(result),
+        output_root(result, rs),
+        minimal_switch_set(result, rs),
         _switch_inventory(result),
         _findings_by_rule(result, rs),
         _duplicates(result),
         _errors(result),
-        _assumptions(rs),
+        _assumptions(rs, result),
     ]
     return "\n".join(p for p in parts if p).rstrip() + "\n"
 
@@ -210,7 +215,7 @@ def _errors(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def _assumptions(rs: RuleSet) -> str:
+def _assumptions(rs: RuleSet, result: AuditResult) -> str:
     m = rs.multipliers
     return "\n".join([
         "## Assumptions",
@@ -226,5 +231,228 @@ def _assumptions(rs: RuleSet) -> str:
         "",
         "- Whether the ranked sites measurably slow a real step: the figures are per-event estimates times an assumed frequency.",
         "- Which log level the deployment configures: records at or above the default level are assumed emitted.",
+        "- Whether a `.cpu()`/`.item()` in debug code touches a GPU tensor: every such call is counted as a sync.",
+        "- What a `torch.save`/`json.dump` costs: it depends on the size of what is dumped.",
+        *([f"- Switch ages: {cell(result.history_note)}."] if result.history_note else []),
+        *(["- Switch names read through a variable: " + ", ".join(sorted({code(dict(f.extra).get('var', '')) for f in result.findings if dict(f.extra).get('var', '').startswith('<dynamic')})) + "."]
+          if any(dict(f.extra).get("var", "").startswith("<dynamic") for f in result.findings) else []),
         "",
     ])
+
+
+# ------------------------------------------------------------------ §2–§4 (the full audit)
+DEBUG_CATEGORIES = ("log", "trace", "dump", "level", "profile", "output-dir")
+_GENERIC_WORDS = frozenset({
+    "trace", "time", "debug", "dump", "diag", "info", "step", "stat", "stats", "done", "error", "warn",
+    "jsonl", "json", "self", "logger", "print", "level", "none", "true", "false", "with", "from", "this",
+    "output", "input", "token", "tokens", "request", "layer", "layers", "count", "batch", "value", "start", "total",
+})
+
+
+def _event_cost(site_role: str, work: str, frequency: str, rs: RuleSet) -> float:
+    per = rs.multipliers.get(frequency, 0.0)
+    if site_role == "sync":
+        return rs.sync_added_us.get(frequency, 0.0)
+    event = {"log": "log_emitted", "print": "log_emitted", "stdwrite": "log_emitted", "write": "dump_line_buffered",
+             "open": "open_per_event", "flush": "dump_flush"}.get(site_role)
+    return rs.costs_us.get(event, 0.0) * per if event else 0.0
+
+
+def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
+    rows = [s for s in result.switches if s.sites]
+    if not rows:
+        return ""
+    lines = [
+        "## 2. Enabled cost",
+        "",
+        "What each switch turns on: its emitters, dumps and syncs, the work per event, and the files written.",
+        "",
+        "| Switch | Emitters | Per-event work | GPU sync | Files | Est. µs/step when on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in sorted(rows, key=lambda s: s.name):
+        work = Counter(site.work for site in s.sites)
+        places = list(dict.fromkeys(f"{site.path}:{site.line}" for site in s.sites))
+        where = ", ".join(code(p) for p in places[:6]) + (f" (+{len(places) - 6})" if len(places) > 6 else "")
+        sync = next((site for site in s.sites if site.gpu_sync), None)
+        total = sum(_event_cost(site.role, site.work, site.frequency, rs) for site in s.sites)
+        lines.append(
+            f"| {code(s.name)} | {where} | {cell('; '.join(f'{n}× {w}' for w, n in sorted(work.items())))} | "
+            f"{'**yes** ' + code(f'{sync.path}:{sync.line}') if sync else 'no'} | {', '.join(code(f) for f in s.files) or '—'} | "
+            f"{f'≈ {total:,.0f} *estimate*' if total else 'n/a'} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _words(text: str) -> set[str]:
+    text = re.sub(r"\{[^}]*\}", " ", text)  # placeholders of file patterns are not names
+    words = set()
+    for tag in re.findall(r"\[([A-Za-z][A-Za-z0-9_ -]+)\]|\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b|\b([a-z]+(?:_[a-z]+)+)\b", text):
+        for part in re.split(r"[\s_-]+", next(t for t in tag if t)):
+            part = part.lower()
+            if len(part) >= 5 and part not in _GENERIC_WORDS:
+                words.add(part)
+    return words
+
+
+def same_information(result: AuditResult, rs: RuleSet) -> str:
+    """§3.1: emitters sharing a tag stem across places, level knobs, output roots, helper copies."""
+    sites: list[tuple[str, str, str]] = []  # (where, switch, text)
+    for s in result.switches:
+        for site in s.sites:
+            if site.role in ("log", "write", "dump", "open"):
+                sites.append((f"{site.path}:{site.line}", s.name, site.code))
+        for name in s.files:
+            sites.append((f"file {name}", s.name, name))
+    for f in result.findings:
+        if f.rule == "default-on-emitter":
+            sites.append((f"{f.path}:{f.line}", "default", f.code))
+    by_word: dict[str, set[tuple[str, str]]] = {}
+    for where, switch, text in sites:
+        for word in _words(text):
+            by_word.setdefault(word, set()).add((where, switch))
+    groups = sorted(((w, sorted(m)) for w, m in by_word.items()
+                     if len({x for x, _ in m}) >= 2 and len({x.split(":")[0] for x, _ in m}) >= 2), key=lambda g: (-len(g[1]), g[0]))
+    knobs = [s.name for s in result.switches if s.category in DEBUG_CATEGORIES and rs.level_knob_re.search(s.name)]
+    roots = [s.name for s in result.switches if s.category == "output-dir"]
+    literal = sorted({dict(f.extra).get("output_path", "") for f in result.findings if f.rule == "hardcoded-output-path"})
+    lines = [
+        "## 3. Duplicated information and disposition",
+        "",
+        "### 3.1 Same information in several places",
+        "",
+        "Grouping rule: log lines, dumps and output files are grouped when their tags or names share a word of five or "
+        "more letters (`[X RECOMPACT]`, `recompact_trace`, `RECOMPACT_TIME` share *recompact*) and the group spans "
+        "at least two files; generic words (trace, debug, dump, step, …) do not group.",
+        "",
+        "| What | Where |",
+        "|---|---|",
+    ]
+    for word, members in groups[:25]:
+        where = " · ".join(f"{code(x)} ({code(sw) if sw != 'default' else 'default'})" for x, sw in members[:10])
+        lines.append(f"| *{cell(word)}* ({len(members)}) | {where}{' …' if len(members) > 10 else ''} |")
+    if len(knobs) > 1:
+        lines.append(f"| level knobs ({len(knobs)} mechanisms) | {' · '.join(code(k) for k in knobs)} |")
+    if len(roots) + len(literal) > 1:
+        lines.append(f"| output roots ({len(roots) + len(literal)}) | {' · '.join([*(code(r) for r in roots), *(code(p) for p in literal)])} |")
+    for g in result.duplicates:
+        lines.append(f"| {code(g.name)} ({len(g.sites)} copies) | {' · '.join(code(f'{x.path}:{x.line}') for x in g.sites)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _why(reasons: tuple[str, ...]) -> str:
+    return cell("; ".join(reasons))
+
+
+def disposition_tables(result: AuditResult) -> str:
+    lines = ["### 3.2 Disposition", ""]
+    if result.overridden:
+        lines += [f"Decided by the project's `cs-audit.decisions.yaml` (overriding the rules): "
+                  f"{', '.join(code(n) for n in result.overridden)}.", ""]
+    keep = [s for s in result.switches if s.disposition == "KEEP"]
+    merge = [s for s in result.switches if s.disposition == "MERGE"]
+    remove = [s for s in result.switches if s.disposition == "REMOVE"]
+
+    def first_read(s) -> str:
+        return code(f"{s.reads[0].path}:{s.reads[0].line}") if s.reads else ""
+
+    def added(s) -> str:
+        if s.added_in:
+            return f"{code(s.added_in.commit)} {s.added_in.date} {cell(s.added_in.subject[:60])}"
+        return cell(s.added_in_note or "unknown")
+
+    def setters(s) -> str:
+        kinds = [x.kind for x in s.setters]
+        real = sum(1 for k in kinds if k in ("set", "off"))
+        extra = [f"{kinds.count(k)} {k}" for k in ("passthrough", "commented") if k in kinds]
+        return str(real) + (f" ({', '.join(extra)})" if extra else "")
+
+    lines += ["**KEEP**", "", "| Switch | Where | Setters | Readers | Why |", "|---|---|---|---|---|"]
+    lines += [f"| {code(s.name)} | {first_read(s)} | {setters(s)} | {len(s.readers)} | {_why(s.reasons)} |" for s in keep]
+    lines += ["", "**MERGE**", "", "| Switch | Into | Where | Setters | Evidence |", "|---|---|---|---|---|"]
+    lines += [f"| {code(s.name)} | {code(s.merge_into or '')} | {first_read(s)} | {setters(s)} | {_why(s.reasons)} |" for s in merge]
+    lines += ["", "**REMOVE**", "", "| Switch | file:line | Added in | Setters | Why |", "|---|---|---|---|---|"]
+    lines += [f"| {code(s.name)} | {first_read(s)} | {added(s)} | {setters(s)} | {_why(s.reasons)} |" for s in remove]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _subpath(name: str) -> str:
+    upper = name.upper()
+    stem = re.sub(r"_?(DIR|PATH|ROOT|FILE|RUN)$", "", upper).lower() or "out"
+    if "TRACE" in upper or "FSM" in upper:
+        return f"trace/{stem}/"
+    if "DUMP" in upper:
+        return f"dump/{stem.replace('_dump', '').replace('dump_', '') or 'debug'}/"
+    if "BREAKDOWN" in upper or "PROFIL" in upper:
+        return "breakdown/"
+    if "LOG" in upper:
+        return "logs/"
+    return f"{stem}/"
+
+
+def output_root(result: AuditResult, rs: RuleSet) -> str:
+    root = rs.minimal_set["output_root"]
+    dirs = [s for s in result.switches if s.category == "output-dir"]
+    literal = [f for f in result.findings if f.rule == "hardcoded-output-path"]
+    stamps = [f for f in result.findings if f.rule == "own-timestamp"]
+    if not (dirs or literal or stamps):
+        return ""
+    lines = [
+        "## 4. One output root and a minimal switch set",
+        "",
+        f"### 4.1 One root: `{root}`",
+        "",
+        f"Resolve it once per process; the launcher creates `{root}_RUN=${root}/<YYYYmmdd_HHMMSS>` and exports it, and "
+        "no child mints its own timestamp.",
+        "",
+        f"| new subpath under `${root}_RUN/` | replaces | writers that must change |",
+        "|---|---|---|",
+    ]
+    for s in dirs:
+        writers = ", ".join(code(f"{r.path}:{r.line}") for r in s.reads[:6]) + (" …" if len(s.reads) > 6 else "")
+        lines.append(f"| {code(_subpath(s.name))} | {code(s.name)} | {writers} |")
+    for f in literal:
+        path = dict(f.extra).get("output_path", "")
+        base = path.rstrip("/").rsplit("/", 1)[-1] or "out"
+        lines.append(f"| {code('dump/' + base if '.' not in base else 'trace/' + base)} | hard-coded {code(path)} | {_loc(f)} |")
+    for f in stamps:
+        lines.append(f"| (read `${root}_RUN`) | own run timestamp {code(f.code)} | {_loc(f)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def minimal_switch_set(result: AuditResult, rs: RuleSet) -> str:
+    from cs_audit.analysis.disposition import proposed_level
+
+    ms = rs.minimal_set
+    debug = [s for s in result.switches if s.category in DEBUG_CATEGORIES]
+    if not debug:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for s in debug:
+        groups.setdefault(proposed_level(s, rs), []).append(s.name)
+    rows = [
+        (ms["output_root"], "path", "output root (§4.1)", groups.get(ms["output_root"], [])),
+        (ms["trace_level"], "`0` (default)", "nothing: today's default-ON lines move to level 1 or log once", []),
+        ("", "`1` counters", "cheap per-event lines, no sync", groups.get(f"{ms['trace_level']}=1", [])),
+        ("", "`2` cycle", "per-request / per-round / per-layer detail", groups.get(f"{ms['trace_level']}=2", [])),
+        ("", "`3` parity", "anything that forces a host-device sync", groups.get(f"{ms['trace_level']}=3", [])),
+        (ms["dump_list"], "comma list", "file dumps, one name each", groups.get(ms["dump_list"], [])),
+        (ms["breakdown"], "`0` / `rows` / `light`", "breakdown and profiling", groups.get(ms["breakdown"], [])),
+    ]
+    lines = [
+        "### 4.2 Minimal switch set",
+        "",
+        "Each existing debug switch is mapped by what it costs when on: no-cost counters → 1, per-cycle detail → 2, "
+        "anything that syncs → 3, file dumps → the dump list (names from `rules/dispositions.yaml`).",
+        "",
+        "| Switch | Values | Turns on | Replaces |",
+        "|---|---|---|---|",
+    ]
+    for name, values, meaning, members in rows:
+        lines.append(f"| {code(name) if name else ''} | {values} | {meaning} | {', '.join(code(m) for m in sorted(members)) or '—'} |")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""KEEP / MERGE / REMOVE per switch, the evidence behind it, and the minimal switch set.
+
+The decision table is data (`rules/dispositions.yaml`); a project's
+`cs-audit.decisions.yaml` overrides single switches.  Pure functions over `Switch` rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+import yaml
+
+from cs_audit.model import Switch
+from cs_audit.ruleset import DispositionRule, RuleSet
+
+DECISIONS_FILE = "cs-audit.decisions.yaml"
+MAX_DECISIONS_BYTES = 1 << 20
+_DECISION_KEYS = {"disposition", "reason", "merge_into"}
+DEBUG_CATEGORIES = ("log", "trace", "dump", "level", "profile", "output-dir")
+
+
+class DecisionsError(ValueError):
+    """The project's decisions file is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    disposition: str
+    reason: str
+    merge_into: str | None = None
+
+
+def load_decisions(root: Path) -> dict[str, Decision]:
+    path = (root if root.is_dir() else root.parent) / DECISIONS_FILE
+    if not path.is_file():
+        return {}
+    raw = path.read_bytes()
+    if len(raw) > MAX_DECISIONS_BYTES:
+        raise DecisionsError(f"{DECISIONS_FILE}: larger than {MAX_DECISIONS_BYTES} bytes")
+    try:
+        data = yaml.safe_load(raw) or {}
+    except yaml.YAMLError as exc:
+        raise DecisionsError(f"{DECISIONS_FILE}: {exc}") from None
+    if not isinstance(data, dict):
+        raise DecisionsError(f"{DECISIONS_FILE}: expected a mapping of switch -> {{disposition, reason}}")
+    out: dict[str, Decision] = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or set(entry) - _DECISION_KEYS or entry.get("disposition") not in ("KEEP", "MERGE", "REMOVE"):
+            raise DecisionsError(f"{DECISIONS_FILE}: {name}: expected {{disposition: KEEP|MERGE|REMOVE, reason: ..., merge_into: ...}}")
+        out[str(name)] = Decision(entry["disposition"], str(entry.get("reason", "")), entry.get("merge_into"))
+    return out
+
+
+def real_setters(s: Switch) -> int:
+    return sum(1 for x in s.setters if x.kind in ("set", "off"))
+
+
+def is_level_knob(s: Switch, rs: RuleSet) -> bool:
+    return bool(rs.level_knob_re.search(s.name)) and s.category in DEBUG_CATEGORIES
+
+
+def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
+    kinds = [x.kind for x in s.setters]
+    sets = real_setters(s)
+    lines = [
+        f"{sets} setter(s) in runners/launchers"
+        + (f", {kinds.count('passthrough')} passthrough" if "passthrough" in kinds else "")
+        + (f", {kinds.count('commented')} commented out" if "commented" in kinds else ""),
+    ]
+    if sets == 0 and kinds:
+        lines.append("only passthrough or commented-out settings")
+    lines.append(f"{len(s.readers)} script(s) read its output" if s.readers else "no script reads its output")
+    if s.added_in:
+        lines.append(f"added in {s.added_in.commit} ({s.added_in.date}) {s.added_in.subject}")
+    elif s.added_in_note:
+        lines.append(f"age unknown: {s.added_in_note}")
+    if s.name in level_knobs and len(level_knobs) > 1:
+        others = [k for k in level_knobs if k != s.name]
+        lines.append(f"one of {len(level_knobs)} level knobs (also {', '.join(others[:4])}{'…' if len(others) > 4 else ''})")
+    if s.gpu_sync:
+        lines.append("turning it on adds a host-device sync")
+    lines.append(f"gates {s.gated_sites} site(s)")
+    return lines
+
+
+def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet) -> bool:
+    for key, value in rule.when:
+        if key == "readers_min" and len(s.readers) < int(value):  # type: ignore[call-overload]
+            return False
+        if key == "readers_max" and len(s.readers) > int(value):  # type: ignore[call-overload]
+            return False
+        if key == "setters_min" and real_setters(s) < int(value):  # type: ignore[call-overload]
+            return False
+        if key == "setters_max" and real_setters(s) > int(value):  # type: ignore[call-overload]
+            return False
+        if key == "category" and s.category not in value:  # type: ignore[operator]
+            return False
+        if key == "level_knob" and is_level_knob(s, rs) != bool(value):
+            return False
+        if key == "level_knobs_min" and len(level_knobs) < int(value):  # type: ignore[call-overload]
+            return False
+        if key == "gpu_sync" and s.gpu_sync != bool(value):
+            return False
+    return True
+
+
+def proposed_level(s: Switch, rs: RuleSet) -> str:
+    """Where a switch lands in the minimal set: trace level 1-3, the dump list, breakdown."""
+    ms = rs.minimal_set
+    if s.category == "output-dir":
+        return ms["output_root"]
+    if s.category == "profile":
+        return ms["breakdown"]
+    if s.category == "dump" or any(site.role == "dump" for site in s.sites):
+        return ms["dump_list"]
+    if s.gpu_sync:
+        return f"{ms['trace_level']}=3"
+    if any(site.frequency in ("request", "round", "layer") for site in s.sites):
+        return f"{ms['trace_level']}=2"
+    return f"{ms['trace_level']}=1"
+
+
+def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str, Decision]) -> tuple[list[Switch], list[str]]:
+    level_knobs = sorted(s.name for s in switches if is_level_knob(s, rs))
+    out: list[Switch] = []
+    overridden: list[str] = []
+    for s in switches:
+        reasons = evidence(s, level_knobs, rs)
+        decision = decisions.get(s.name)
+        if decision is not None:
+            overridden.append(s.name)
+            out.append(replace(
+                s, disposition=decision.disposition, merge_into=decision.merge_into,
+                reasons=tuple([f"decided in {DECISIONS_FILE}: {decision.reason}", *reasons]), decided_by="decisions-file",
+            ))
+            continue
+        rule = next(r for r in rs.disposition_rules if _holds(r, s, level_knobs, rs))
+        merge_into = None
+        if rule.disposition == "MERGE":
+            merge_into = proposed_level(s, rs) if rule.merge_into == "by-level" else rs.minimal_set.get(rule.merge_into or "", rule.merge_into)
+        out.append(replace(s, disposition=rule.disposition, merge_into=merge_into,
+                           reasons=tuple([f"{rule.id}: {rule.reason}", *reasons]), decided_by=rule.id))
+    return out, overridden
+

@@ -1,0 +1,153 @@
+"""Who reads what a switch's emitters write.
+
+Writers are open()/dump sites whose file base name the libcst walker recovered
+(`accept_rate.jsonl`, `step_{role}.jsonl`, `{name}.jsonl`); a `{param}` is filled
+in from the literal arguments at each call of the writing function
+(`emit("recompact_trace", ...)` -> `recompact_trace.jsonl`).  Readers are other
+files that name such a file (a literal, a glob) and shell pipelines that grep a
+word of a gated log line.  Matching is by base name, globs on either side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cs_audit.analysis.callgraph import TreeModel, gating_switches, site_switch, site_switches
+from cs_audit.model import ScriptFacts
+from cs_audit.ruleset import RuleSet
+
+FILE_REF = re.compile(
+    r"[A-Za-z0-9_*?{}\[\]\-.$]*[A-Za-z0-9_*}\]]\.(?:jsonl|json|pt|pth|csv|log|txt|npy|npz|pkl|pickle|parquet|tsv)\b"
+)
+GREP = re.compile(r"\b(?:grep|egrep|fgrep|zgrep|rg)\b((?:\s+-{1,2}[\w-]+(?:=\S+)?)*)\s+(['\"]?)([^'\"\s|;&]+)\2")
+_PLACEHOLDER = re.compile(r"\{[^}]*\}")
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def file_refs(text: str) -> tuple[tuple[int, str], ...]:
+    """(line, base name) of every file name or glob the text mentions."""
+    out = []
+    for match in FILE_REF.finditer(text):
+        name = match.group().rsplit("/", 1)[-1]
+        if name.strip("*.?") and not name.startswith("."):
+            out.append((_line_of(text, match.start()), name))
+    return tuple(dict.fromkeys(out))
+
+
+def grep_patterns(text: str) -> tuple[tuple[int, str], ...]:
+    return tuple((_line_of(text, m.start()), m.group(3)) for m in GREP.finditer(text) if len(m.group(3)) >= 4)
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^}]*\}|\*|\?)", pattern)
+    body = "".join(".*" if p in ("*",) or _PLACEHOLDER.fullmatch(p or "") else "." if p == "?" else re.escape(p) for p in parts)
+    return re.compile(body)
+
+
+def _example(pattern: str) -> str:
+    return _PLACEHOLDER.sub("x1", pattern).replace("*", "x1").replace("?", "x")
+
+
+def names_match(writer: str, ref: str) -> bool:
+    return bool(_regex(writer).fullmatch(_example(ref)) or _regex(ref).fullmatch(_example(writer)))
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    switch: str
+    path: str
+    line: int
+    pattern: str
+
+
+def writers(model: TreeModel, rs: RuleSet) -> list[Writer]:
+    """Files written under a switch, with `{param}` filled in at each literal call site."""
+    out: list[Writer] = []
+    for path in sorted(model.facts):
+        for site in model.facts[path].calls:
+            if not site.path_pattern:
+                continue
+            key = (path, site.function) if site.function else None
+            inner = [sw for sw in site_switches(model, path, site.function, site.gates, rs) if not sw.startswith("<")]
+            if key is not None and key not in model.freq_default:
+                inner += sorted(model.entry_switches.get(key, ())) or gating_switches(model, key)
+            for pattern in site.path_pattern.split("|"):
+                if "{" in pattern and key is not None and key in model.functions:
+                    out.extend(_at_call_sites(model, rs, key, pattern, inner))
+                if _stem(pattern):  # not `{req_id}.jsonl`, `*.pt`: too generic to tie a reader to
+                    out.extend(Writer(sw, path, site.line, pattern) for sw in dict.fromkeys(inner))
+    return sorted(set(out), key=lambda w: (w.switch, w.path, w.line, w.pattern))
+
+
+def _stem(pattern: str) -> str:
+    """The literal part of a file name pattern, without placeholders, globs and extension."""
+    return _PLACEHOLDER.sub("", pattern).replace("*", "").replace("?", "").rsplit(".", 1)[0].strip("_-.")
+
+
+def _at_call_sites(model: TreeModel, rs: RuleSet, key: tuple[str, str], pattern: str, inner: list[str]) -> list[Writer]:
+    function = model.functions[key]
+    params = [p for p in function.params if p not in ("self", "cls")]
+    found = []
+    for edge in model.callers.get(key, ()):
+        filled = pattern
+        for name in _PLACEHOLDER.findall(pattern):
+            param = name[1:-1]
+            index = params.index(param) if param in params else -1
+            value = edge.site.literal_args[index] if 0 <= index < len(edge.site.literal_args) else None
+            filled = filled.replace(name, value if value else "*")
+        switches = [edge.switch] if edge.switch and not edge.switch.startswith("<") else []
+        for switch in dict.fromkeys(switches + inner):
+            if _stem(filled):
+                found.append(Writer(switch, edge.path, edge.site.line, filled))
+    return found
+
+
+def readers(
+    model: TreeModel,
+    rs: RuleSet,
+    written: list[Writer],
+    scripts: dict[str, ScriptFacts],
+) -> dict[str, list[tuple[str, int, str]]]:
+    """switch -> (path, line, pattern) of the scripts that read what it writes."""
+    refs: list[tuple[str, int, str]] = []
+    for path, ff in model.facts.items():
+        refs.extend((path, line, name) for line, name in ff.file_refs)
+    for path, sf in scripts.items():
+        refs.extend((path, line, name) for line, name in sf.file_refs)
+    writing_lines = {(path, site.line) for path, ff in model.facts.items() for site in ff.calls if site.path_pattern}
+    out: dict[str, set[tuple[str, int, str]]] = {}
+    for w in written:
+        for path, line, name in refs:
+            if path == w.path or (path, line) in writing_lines or not _stem(name):
+                continue  # the writing module naming its own file; a bare `*.jsonl`
+            if names_match(w.pattern, name):
+                out.setdefault(w.switch, set()).add((path, line, name))
+    for switch, path, line, pattern in _grep_readers(model, rs, scripts):
+        out.setdefault(switch, set()).add((path, line, f"grep {pattern}"))
+    return {switch: sorted(rows) for switch, rows in out.items()}
+
+
+def _grep_readers(model: TreeModel, rs: RuleSet, scripts: dict[str, ScriptFacts]):
+    greps = [(path, line, pattern) for path, sf in scripts.items() for line, pattern in sf.greps]
+    if not greps:
+        return
+    for path in sorted(model.facts):
+        for site in model.facts[path].calls:
+            if site.role != "log":
+                continue
+            switch = site_switch(model, path, site.function, site.gates, rs)
+            if switch is None or switch.startswith("<"):
+                continue
+            for script, line, pattern in greps:
+                if pattern in site.code:
+                    yield switch, script, line, pattern
+
+
+def script_facts(path: str, text: str, setters) -> ScriptFacts:
+    return ScriptFacts(path=path, setters=tuple(setters), file_refs=file_refs(text), greps=grep_patterns(text))
+
+
