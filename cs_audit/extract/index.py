@@ -299,7 +299,8 @@ class _Indexer(ast.NodeVisitor):
     def _note_alias(self, name: str, origin: str) -> None:
         """A local name for an env API or logger (`from os import getenv as ge`) is a token too."""
         self.aliases[name] = origin
-        if origin in self.rs.env_calls or origin in self.rs.env_mappings or origin in self.rs.logger_factories:
+        if (origin in self.rs.env_calls or origin in self.rs.env_mappings or origin in self.rs.logger_factories
+                or any(origin == r.object for r in self.rs.registries)):
             self.alias_names.add(name)
             self.alias_tokens = re.compile(r"\b(" + "|".join(map(re.escape, sorted(self.alias_names))) + r")\b")
 
