@@ -21,9 +21,18 @@ one more scan; ``--no-categorise`` skips it):
   a. level-guard   the call sits under ``if logger.isEnabledFor(...)`` (or another level check)
   b. env-gated     the call sits under an env/flag gate and logs at a level that passes the
                    default logger, so cs-audit treats emission as decided before formatting
+                   (split into ``b-env-gated``: an env var, and ``b-flag-gated``: a name that
+                   only looks like a debug flag, cs-audit's ``debug_name_pattern``)
   c. receiver      no logging call is recognised at that line (``self.log.info``, ``_LOG``,
                    a logger passed in as a parameter, ...)
-  d. other         anything else (with the reason printed)
+  d. other         anything else (with the reason printed; f-strings cs-audit's fact
+                   extractor did not see are told apart)
+
+The only-cs-audit sites are sorted the same way, from the source and a second ruff run
+with ``--ignore-noqa``: ``noqa`` (ruff suppressed it by a ``# noqa``/``# ruff: noqa``),
+``once-method`` (``warning_once`` and the like, unknown to ruff), ``not-msg-arg`` (the
+f-string is a later argument, G004 only looks at the message), ``imported-logger`` (a
+logger imported from another module: ruff needs ``lint.logger-objects``), ``other``.
 
 Always exits 0.
 """
@@ -31,11 +40,14 @@ Always exits 0.
 from __future__ import annotations
 
 import argparse
+import ast
+import io
 import json
 import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -43,6 +55,8 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parent.parent
 CORPORA_SCRIPT = PROJECT.parent / "shared" / "corpus" / "get-real-corpora.sh"
 EXAMPLES = 3
+#: logging methods ruff's G004 checks (``warning_once`` and other extensions are not among them)
+RUFF_LOG_METHODS = frozenset({"debug", "info", "warn", "warning", "error", "exception", "critical", "log"})
 
 Site = tuple[str, int]  # (relative path, row)
 
@@ -60,7 +74,7 @@ def run_cs_audit(root: Path, jobs: int | None) -> tuple[dict[str, Any], float]:
     if jobs:
         cmd += ["-j", str(jobs)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if not out.exists() or out.stat().st_size == 0:
         sys.exit(f"cs-audit failed (rc={proc.returncode}): {proc.stderr[-2000:]}")
@@ -69,10 +83,12 @@ def run_cs_audit(root: Path, jobs: int | None) -> tuple[dict[str, Any], float]:
     return report, wall
 
 
-def run_ruff(root: Path) -> tuple[list[dict[str, Any]], float]:
+def run_ruff(root: Path, ignore_noqa: bool = False) -> tuple[list[dict[str, Any]], float]:
     cmd = ["ruff", "check", "--select", "G004", "--output-format", "json", "--no-cache", "--isolated", str(root)]
+    if ignore_noqa:
+        cmd.append("--ignore-noqa")
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         sys.exit(f"ruff failed (rc={proc.returncode}): {proc.stderr[-2000:]}")
@@ -94,12 +110,39 @@ def ruff_sites(diags: list[dict[str, Any]], root: Path) -> list[Site]:
     return sorted(out)
 
 
+def examples(items: list[Any], path_of: Any) -> list[Any]:
+    """Up to EXAMPLES items, from distinct files where there are enough."""
+    seen: set[str] = set()
+    picked = [i for i in items if not (path_of(i) in seen or seen.add(path_of(i)))][:EXAMPLES]
+    return picked + [i for i in items if i not in picked][: EXAMPLES - len(picked)]
+
+
 def source_line(root: Path, path: str, line: int) -> str:
     try:
         lines = (root / path).read_text(encoding="utf-8", errors="replace").splitlines()
         return lines[line - 1].strip()[:160]
     except (OSError, IndexError):
         return "<unreadable>"
+
+
+def _call_at(root: Path, path: str, first: int, last: int) -> ast.Call | None:
+    """The outermost call starting within [first, last] of a file (ast, for classification)."""
+    try:
+        tree = ast.parse((root / path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and first <= n.lineno <= last and n.args]
+    return min(calls, key=lambda n: (n.lineno, -(n.end_lineno or n.lineno)), default=None)
+
+
+def _string_parts(root: Path, path: str, node: ast.expr) -> int:
+    """How many literals an (implicitly concatenated) string expression is written as."""
+    text = ast.get_source_segment((root / path).read_text(encoding="utf-8", errors="replace"), node) or ""
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return 1
+    return sum(1 for t in toks if t.type == tokenize.STRING or t.type == getattr(tokenize, "FSTRING_START", -1))
 
 
 def match(cs: list[dict[str, Any]], ruff: list[Site]) -> tuple[list[Site], list[Site], list[dict[str, Any]]]:
@@ -154,11 +197,38 @@ def categorise(root: Path, sites: list[Site], jobs: int | None) -> dict[Site, tu
         if LEVEL_GATE in switches:
             out[(path, row)] = ("a-level-guard", f"{site.callee} under a level check")
         elif switches and rs.level_passes(site.level):
-            out[(path, row)] = ("b-env-gated", f"{site.callee} ({site.level}) gated by {', '.join(switches)}")
+            cat = "b-env-gated" if any(not s.startswith("flag:") for s in switches) else "b-flag-gated"
+            out[(path, row)] = (cat, f"{site.callee} ({site.level}) gated by {', '.join(switches)}")
         elif "f-string" not in site.eager:
-            out[(path, row)] = ("d-other", f"{site.callee}: no f-string found in the arguments (eager={list(site.eager)})")
+            call = _call_at(root, path, site.line, site.end_line)
+            parts = _string_parts(root, path, call.args[0]) if call is not None else 0
+            why = (f"f-string inside a {parts}-part implicit concatenation not seen by the extractor"
+                   if parts >= 3 else "no f-string seen in the arguments")
+            out[(path, row)] = ("d-other", f"{site.callee}: {why} (eager={list(site.eager)})")
         else:
             out[(path, row)] = ("d-other", f"{site.callee} level={site.level} switches={switches} eager={list(site.eager)}")
+    return out
+
+
+def categorise_only_cs(root: Path, only_cs: list[dict[str, Any]], noqa_sites: list[Site]) -> list[tuple[str, str]]:
+    """(category, detail) for each only-cs-audit finding."""
+    out: list[tuple[str, str]] = []
+    for f in only_cs:
+        emitter = str(f.get("emitter") or "")
+        receiver, _, method = emitter.rpartition(".")
+        if any(p == f["path"] and f["line"] <= r <= f["end_line"] for p, r in noqa_sites):
+            out.append(("noqa", "ruff reports it with --ignore-noqa: suppressed by a noqa comment"))
+            continue
+        if method not in RUFF_LOG_METHODS:
+            out.append(("once-method", f"{emitter}: method unknown to ruff's G004"))
+            continue
+        call = _call_at(root, f["path"], f["line"], f["end_line"])
+        if call is not None and not isinstance(call.args[0], ast.JoinedStr):
+            out.append(("not-msg-arg", "the f-string is not the message argument"))
+        elif "." in receiver and not receiver.startswith(("self.", "cls.", "logging")):
+            out.append(("imported-logger", f"{receiver} is imported: ruff needs lint.logger-objects"))
+        else:
+            out.append(("other", f"emitter={emitter} level={f.get('level')}"))
     return out
 
 
@@ -201,7 +271,7 @@ def main() -> int:
     for cat in sorted(groups):
         items = groups[cat]
         print(f"  {cat}: {len(items)}")
-        for (path, row), detail in items[:EXAMPLES]:
+        for (path, row), detail in examples(items, lambda i: i[0][0]):
             print(f"    {path}:{row}  {source_line(root, path, row)}")
             if detail:
                 print(f"        -> {detail}")
@@ -210,15 +280,26 @@ def main() -> int:
             "sites": [{"path": p, "line": r, "detail": d, "source": source_line(root, p, r)} for (p, r), d in items],
         }
 
-    print(f"\nonly-cs-audit: {len(only_cs)}")
-    for f in only_cs[:EXAMPLES]:
-        print(f"    {f['path']}:{f['line']}  {source_line(root, f['path'], f['line'])}")
-        print(f"        -> emitter={f.get('emitter')} level={f.get('level')} eager={f.get('eager_kinds')}")
-    summary["only_cs_audit_sites"] = [
-        {"path": f["path"], "line": f["line"], "end_line": f["end_line"], "emitter": f.get("emitter"),
-         "level": f.get("level"), "eager_kinds": f.get("eager_kinds"), "source": source_line(root, f["path"], f["line"])}
-        for f in only_cs
-    ]
+    noqa_sites: list[Site] = []
+    if only_cs:
+        noqa_sites = ruff_sites(run_ruff(root, ignore_noqa=True)[0], root)
+    cs_groups: dict[str, list[tuple[dict[str, Any], str]]] = defaultdict(list)
+    for f, (cat, detail) in zip(only_cs, categorise_only_cs(root, only_cs, noqa_sites)):
+        cs_groups[cat].append((f, detail))
+    print(f"\nonly-cs-audit by category: {len(only_cs)}")
+    summary["only_cs_audit_categories"] = {}
+    for cat in sorted(cs_groups):
+        items = cs_groups[cat]
+        print(f"  {cat}: {len(items)}")
+        for f, detail in examples(items, lambda i: i[0]["path"]):
+            print(f"    {f['path']}:{f['line']}  {source_line(root, f['path'], f['line'])}")
+            print(f"        -> {detail}")
+        summary["only_cs_audit_categories"][cat] = {
+            "count": len(items),
+            "sites": [{"path": f["path"], "line": f["line"], "end_line": f["end_line"], "emitter": f.get("emitter"),
+                       "level": f.get("level"), "detail": d, "source": source_line(root, f["path"], f["line"])}
+                      for f, d in items],
+        }
 
     if args.json_out:
         args.json_out.write_text(json.dumps(summary, indent=2) + "\n")

@@ -25,6 +25,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "emitters.yaml": {
         "logging", "levels", "print", "stdwrite", "dumps", "eager_calls", "file_handle_names",
         "open_functions", "makedirs_functions", "timestamp_calls", "path_builders", "debug_name_pattern",
+        "flag_name_pattern",
     },
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers"},
     "hot_paths.yaml": {"roots", "loop_raises"},
@@ -115,6 +116,7 @@ class RuleSet:
     timestamp_calls: frozenset[str]
     path_builders: frozenset[str]
     debug_name_re: re.Pattern[str]
+    flag_name_re: re.Pattern[str]
     sync_methods: frozenset[str]
     sync_functions: frozenset[str]
     sync_to_cpu: bool
@@ -275,6 +277,7 @@ def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
         timestamp_calls=frozenset(emit["timestamp_calls"]),
         path_builders=frozenset(emit["path_builders"]),
         debug_name_re=re.compile(emit["debug_name_pattern"]),
+        flag_name_re=re.compile(emit["flag_name_pattern"]),
         sync_methods=frozenset(sync["methods"]),
         sync_functions=frozenset(sync["functions"]),
         sync_to_cpu=bool(sync["to_cpu"]),

@@ -447,3 +447,26 @@ def launch(root):
     os.environ["CS_OUT_RUN"] = run
 '''
     assert findings_of(src, "own-timestamp") == [(4, "own-timestamp", None)]
+
+
+def test_fstring_among_three_adjacent_literals_and_logger_made_on_the_spot() -> None:
+    src = hot('''
+logger.info("plain " f"n={batch}" f" more={batch}")
+logging.getLogger(__name__).info(f"x {batch}")
+''')
+    result = scan_files({"mod.py": src})
+    assert [(f.line, f.eager_kinds) for f in result.findings if f.rule == "eager-format"] == [
+        (12, ("f-string",)), (13, ("f-string",)),
+    ]
+
+
+def test_debug_flags_gate_but_lists_parameters_and_comparisons_do_not() -> None:
+    src = hot('''
+if self.verbose:
+    logger.info("verbose %s", batch)
+if self.trace_files:
+    logger.info("has trace files %s", batch)
+if batch.key not in self.debug_seen:
+    logger.info("first time %s", batch)
+''')
+    assert findings_of(src, "default-on-emitter") == [(15, "default-on-emitter", None), (17, "default-on-emitter", None)]

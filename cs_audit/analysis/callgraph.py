@@ -288,7 +288,7 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 if (other, name) in model.constants:
                     return model.constants[(other, name)]
         leaf = ref.rsplit(".", 1)[-1]
-        if rs.debug_name_re.search(leaf) and leaf not in ("self",):
+        if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return f"flag:{ref}"
     return None
 

@@ -324,7 +324,8 @@ class StatementFacts(cst.CSTVisitor):
         receiver, _, method = callee.rpartition(".")
         raw_receiver = self.raw_dotted(node.func.value) if isinstance(node.func, cst.Attribute) else None
         if method in rs.log_methods and receiver:
-            exact = receiver in rs.logging_modules or raw_receiver in self.logger_names
+            exact = (receiver in rs.logging_modules or raw_receiver in self.logger_names
+                     or receiver.removesuffix("()") in rs.logger_factories and receiver.endswith("()"))
             if exact or raw_receiver in rs.logger_receivers or (raw_receiver or "").lower().endswith("logger"):
                 level = rs.log_methods[method]
                 return "log", self._dynamic_level(node) if level == "dynamic" else level, "exact" if exact else "heuristic"
@@ -450,10 +451,7 @@ def _eager_kinds(node: cst.Call, rs: RuleSet, dotted) -> tuple[str, ...]:
     kinds: list[str] = []
     for arg in node.args:
         value = arg.value
-        if isinstance(value, cst.FormattedString) or (
-            isinstance(value, cst.ConcatenatedString)
-            and (isinstance(value.left, cst.FormattedString) or isinstance(value.right, cst.FormattedString))
-        ):
+        if _has_fstring(value):
             kinds.append("f-string")
         elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "format" and isinstance(
             value.func.value, (cst.SimpleString, cst.ConcatenatedString)
@@ -468,6 +466,15 @@ def _eager_kinds(node: cst.Call, rs: RuleSet, dotted) -> tuple[str, ...]:
         elif isinstance(value, cst.Call) and dotted(value.func) in rs.eager_calls:
             kinds.append(dotted(value.func))
     return tuple(dict.fromkeys(kinds))
+
+
+def _has_fstring(node: cst.BaseExpression) -> bool:
+    """An f-string, alone or among adjacent literals (`"a " f"{x}" f"{y}"` nests to the right)."""
+    if isinstance(node, cst.FormattedString):
+        return True
+    if isinstance(node, cst.ConcatenatedString):
+        return _has_fstring(node.left) or _has_fstring(node.right)
+    return False
 
 
 def _has_string(node: cst.BaseExpression) -> bool:

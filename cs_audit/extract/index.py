@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cs_audit.model import CallSite, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
@@ -614,10 +614,13 @@ class _Indexer(ast.NodeVisitor):
             low = bool(values) and values <= off
             if isinstance(op, ast.NotIn):
                 low = not low
+        start = len(out)
         self._refs(expr.left, active != low, out)
         if literal is None and not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
             flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
             self._refs(right, (active == low) if flips else active, out)
+        # a name compared with something is an operand (`x not in seen`), never a bare flag
+        out[start:] = [replace(r, args=("operand",)) if r.kind == "name" else r for r in out[start:]]
 
     def _call_ref(self, expr: ast.Call, active: bool, out: list[GateRef]) -> None:
         callee = dotted(expr.func, self.aliases)
@@ -657,7 +660,10 @@ class _Indexer(ast.NodeVisitor):
         raw = raw_dotted(expr)
         if raw is None or raw in ("True", "False", "None"):
             return
-        out.append(GateRef("name", self.aliases.get(raw, raw), (), active))
+        scope = self.function
+        # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
+        args = ("operand",) if scope is not None and raw in scope.params else ()
+        out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
 
 
 def may_reach_tree(raw_callee: str | None, aliases: dict[str, str]) -> bool:
