@@ -34,6 +34,12 @@ def _format_names() -> list[str]:
 
 
 def write_atomically(path: Path, text: str) -> None:
+    """Write via a temp file + rename, so a reader never sees half a report; a target
+    that exists and is not a regular file (`/dev/null`, a FIFO) is written in place."""
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -163,4 +169,5 @@ def version() -> None:
 
 
 def main() -> None:
+    import cs_audit.cli_ci  # noqa: F401  (registers CI commands)
     app()

@@ -87,3 +87,11 @@ def test_rules_command_lists_and_explains() -> None:
     one = runner.invoke(app, ["rules", "eager-format"])
     assert "Why:" in one.output and "logger.debug(f\"pool {pool}\")" in one.output
     assert runner.invoke(app, ["rules", "no-such-rule"]).exit_code == 2
+
+
+def test_output_to_a_device_is_written_in_place(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    fifo_like = Path("/dev/null")
+    result = runner.invoke(app, ["scan", str(root), "--format", "json", "-o", str(fifo_like)])
+    assert result.exit_code == 0
+    assert fifo_like.is_char_device()  # not replaced by a regular file

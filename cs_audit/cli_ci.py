@@ -1,0 +1,322 @@
+"""CI and history commands, registered on ``cs_audit.cli.app`` when imported:
+``baseline``, ``check``, ``report`` and ``diff``.
+
+Exit codes (``check``): 0 clean, 1 new gating findings, 2 usage or configuration error,
+or the check could not complete (an unreachable ``--since`` revision, a file whose
+analysis crashed, ...); 2 wins over 1.  ``report`` and ``diff`` exit 0 or 2.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from cs_audit.api import prepare_ruleset, run_audit
+from cs_audit.cli import app, write_atomically
+from cs_audit.config import AuditConfig, ConfigError, load_config
+from cs_audit.gate import (
+    DEFAULT_BASELINE, BaselineError, CheckOutcome, GateError, changed_lines, check_against_baseline, context_for,
+    entry_of, gating_findings, load_baseline, match_findings, parse_gates, render_baseline, touches, updated_baseline,
+)
+from cs_audit.history import CommitInfo, GitError, GitRepo, TreeAuditor, render_diff
+from cs_audit.model import AuditResult, Finding
+from cs_audit.render.check import plain, render_check_json, render_check_markdown, render_check_text, status
+from cs_audit.render.github import annotation, render_github
+from cs_audit.render.json import render_json
+from cs_audit.render.markdown import render_markdown
+from cs_audit.render.sarif import render_sarif
+from cs_audit.ruleset import RuleDataError, RuleSet, load_ruleset
+from cs_audit.suppress import INCOMPLETE
+
+CHECK_FORMATS = ("text", "json", "sarif", "github", "markdown")
+REPORT_FORMATS = ("markdown", "json")
+
+_JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
+_EXCLUDE = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)")
+
+
+def _fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
+    sys.stderr.write(f"cs-audit: {plain(message)}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+    raise typer.Exit(code)
+
+
+def _say(line: str) -> None:
+    """One progress or status line on stderr (unwrapped, flushed: readable in CI logs)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _file_progress(label: str):
+    """Per-file progress on a terminal (a first commit of a large tree takes a while)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def progress(done: int, total: int) -> None:
+        if done == total:
+            sys.stderr.write("\r\033[K")
+        elif done % 20 == 0:
+            sys.stderr.write(f"\r{label}: {done}/{total} files")
+        sys.stderr.flush()
+
+    return progress
+
+
+def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConfig, RuleSet]:
+    if not path.exists():
+        _fail(f"{path}: no such file or directory")
+    try:
+        config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=False)
+        return config, prepare_ruleset(config, load_ruleset())
+    except (ConfigError, RuleDataError) as exc:
+        _fail(f"configuration error: {exc}")
+
+
+def _write(path: Path, text: str) -> None:
+    """Write an output file atomically, except onto a device or pipe (``-o /dev/null``,
+    ``-o /dev/stdout``), which an atomic rename would replace with a regular file."""
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+    else:
+        write_atomically(path, text)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is not None:
+        _write(output, text)
+    else:
+        sys.stdout.write(text)
+
+
+# ---------------------------------------------------------------------------
+# baseline / check
+
+
+@app.command()
+def baseline(
+    path: Path = typer.Argument(Path("."), help="tree to record"),
+    output: Path = typer.Option(Path(DEFAULT_BASELINE), "--output", "-o", help="baseline file to write"),
+    jobs: Optional[int] = _JOBS,
+    exclude: list[str] = _EXCLUDE,
+) -> None:
+    """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
+    config, rs = _config(path, jobs, exclude)
+    result = run_audit(config, rs)
+    ctx = context_for(result, rs, config.exclude, config.max_file_bytes)
+    _write(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
+    _say(f"cs-audit: {len(ctx.suppressed.kept)} findings recorded in {plain(output)}")
+
+
+@app.command()
+def check(
+    path: Path = typer.Argument(Path("."), help="tree to check"),
+    baseline_file: Optional[Path] = typer.Option(None, "--baseline", "-b", help="only findings not in this baseline are new"),
+    since: Optional[str] = typer.Option(None, "--since", help="only findings on lines changed since this revision"),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="rewrite --baseline without its fixed entries"),
+    format: str = typer.Option("text", "--format", "-f", help="text, json, sarif, github or markdown"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
+    gate: list[str] = typer.Option([], "--gate", help="rules that gate, RULE or RULE:default (repeatable; default from rules.yaml)"),
+    strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
+    jobs: Optional[int] = _JOBS,
+    exclude: list[str] = _EXCLUDE,
+) -> None:
+    """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
+    if format not in CHECK_FORMATS:
+        _fail(f"unknown format {format!r}; choose from {', '.join(CHECK_FORMATS)}")
+    if update_baseline and baseline_file is None:
+        _fail("--update-baseline needs --baseline FILE")
+    config, rs = _config(path, jobs, exclude)
+    try:
+        gates = parse_gates(gate, rs)
+        base = load_baseline(baseline_file) if baseline_file is not None else None
+        repo = GitRepo.open(path) if since is not None else None
+        if repo is not None and repo.bare:
+            raise GitError(f"{path} is a bare repository: check needs a work tree")
+        since_sha = repo.verify(since) if repo is not None and since is not None else None
+    except (GateError, BaselineError) as exc:
+        _fail(str(exc))
+    except GitError as exc:
+        _fail(f"--since: {exc}", exc.hint)
+
+    result = run_audit(config, rs)
+    ctx = context_for(result, rs, config.exclude, config.max_file_bytes)
+    kept = list(ctx.suppressed.kept)
+    outcome = CheckOutcome(gates, since=since_sha, baseline=str(baseline_file) if baseline_file else None)
+    candidates = gating_findings(kept, gates)
+    outcome.gating = len(candidates)
+    skipped = {e.path for e in result.errors}
+    if base is not None:
+        candidates, fixed, outcome.moved = check_against_baseline(kept, result.findings, base, gates)
+        # an entry in a file that could not be analysed this time is unknown, not fixed
+        outcome.fixed = [e for e in fixed if e.path not in skipped]
+    if repo is not None and since_sha is not None:
+        try:
+            candidates = _new_since(repo, since_sha, path, config, kept, candidates, outcome)
+        except GitError as exc:
+            outcome.incomplete.append(f"--since {since}: {exc}")
+        except ConfigError as exc:
+            outcome.incomplete.append(f"--since {since}: the project configuration at that commit is malformed: {exc}")
+    outcome.new = candidates
+    for e in result.errors:
+        if strict or e.kind in INCOMPLETE:
+            outcome.incomplete.append(f"{e.path}: {e.kind}: {e.message}")
+
+    if update_baseline and base is not None and baseline_file is not None:
+        if outcome.incomplete:
+            _say("cs-audit: the check did not complete: the baseline was not rewritten")
+        else:
+            _write(baseline_file, render_baseline(updated_baseline(base, result.findings, skipped), result.commit))
+
+    state = status(outcome)
+    if format == "text":
+        text = render_check_text(result, rs, outcome, ctx)
+        if output is None and sys.stdout.isatty():
+            style = {"pass": "green", "fail": "bold red", "incomplete": "bold yellow"}[state]
+            console = Console(highlight=False)
+            first, _, rest = text.partition("\n")
+            console.print(Text(first, style=style))
+            sys.stdout.write(rest)
+        else:
+            _emit(text, output)
+    elif format == "json":
+        _emit(render_check_json(result, outcome, ctx), output)
+    elif format == "markdown":
+        _emit(render_check_markdown(result, rs, outcome, ctx), output)
+    elif format == "sarif":
+        states = {f.fingerprint: "new" for f in outcome.new}
+        _emit(render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
+                           states=states, successful=not outcome.incomplete), output)
+    else:
+        text = render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
+                             levels={f.fingerprint: "error" for f in outcome.new})
+        summary = f"cs-audit check {state}: {len(outcome.new)} new gating findings ({len(result.findings)} findings in all)"
+        text += annotation({"pass": "notice", "fail": "error", "incomplete": "error"}[state], summary) + "\n"
+        _emit(text, output)
+    if state == "incomplete":
+        raise typer.Exit(2)
+    if state == "fail":
+        raise typer.Exit(1)
+
+
+def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: list[Finding],
+               candidates: list[Finding], outcome: CheckOutcome) -> list[Finding]:
+    """Candidates on lines changed since ``sha`` that the audit of ``sha`` did not already have.
+
+    All current (unsuppressed) findings are matched against those of ``sha``, so a copy of
+    an existing line is new while the original still pairs with itself."""
+    changed = changed_lines(repo, sha)
+    candidates = [f for f in candidates if touches(f, changed)]
+    if not candidates:
+        return candidates  # nothing on a changed line: no need to audit the older tree
+    with TreeAuditor(repo, str(path), reuse=False, jobs=config.jobs, exclude=config.exclude) as auditor:
+        before = auditor.audit(sha)
+        assert auditor.last_rs is not None
+        before_ctx = context_for(before, auditor.last_rs, config.exclude, config.max_file_bytes,
+                                 read_root=auditor.root, prefix="")
+        new, _, moved = match_findings(kept, list(before_ctx.suppressed.kept))
+    outcome.moved += moved
+    fresh = {id(f) for f in new}
+    return [f for f in candidates if id(f) in fresh]
+
+
+# ---------------------------------------------------------------------------
+# report / diff
+
+
+def _report_name(info: CommitInfo, format: str) -> str:
+    return f"{info.date}_{info.short}.{'json' if format == 'json' else 'md'}"
+
+
+def _render_report(result: AuditResult, rs: RuleSet, format: str) -> str:
+    return render_json(result) if format == "json" else render_markdown(result, rs)
+
+
+@app.command()
+def report(
+    path: Path = typer.Argument(Path("."), help="tree (inside a git work tree) to audit at past commits"),
+    rev: Optional[str] = typer.Option(None, "--rev", help="audit this commit"),
+    rev_range: Optional[str] = typer.Option(None, "--range", help="audit every commit of A..B (first-parent line)"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="file for --rev, directory for --range (default: reports/<date>_<short-sha>.md)"),
+    format: str = typer.Option("markdown", "--format", "-f", help="markdown or json"),
+    jobs: Optional[int] = _JOBS,
+    exclude: list[str] = _EXCLUDE,
+) -> None:
+    """Write the audit of past commits, read from git objects (no checkout; work tree and index untouched)."""
+    if (rev is None) == (rev_range is None):
+        _fail("give exactly one of --rev REV or --range A..B")
+    if format not in REPORT_FORMATS:
+        _fail(f"unknown format {format!r}; choose from {', '.join(REPORT_FORMATS)}")
+    try:
+        repo = GitRepo.open(path)
+        shas = [repo.verify(rev)] if rev is not None else repo.rev_range(rev_range or "")
+    except GitError as exc:
+        _fail(str(exc), exc.hint)
+    if not shas:
+        _say(f"cs-audit: {plain(rev_range)} holds no commits")
+        return
+    failed = 0
+    started = time.perf_counter()
+    with TreeAuditor(repo, str(path), reuse=rev_range is not None, jobs=jobs, exclude=tuple(exclude)) as auditor:
+        for i, sha in enumerate(shas, 1):
+            info = repo.commit_info(sha)
+            try:
+                result = auditor.audit(sha, progress=_file_progress(f"[{i}/{len(shas)}] {info.short}"))
+            except ConfigError as exc:
+                failed += 1
+                _say(f"[{i}/{len(shas)}] {info.short} {info.date}: configuration error: {plain(exc)}")
+                continue
+            assert auditor.last_rs is not None
+            if rev is not None:
+                target = output or Path("reports") / _report_name(info, format)
+            else:
+                target = (output or Path("reports")) / _report_name(info, format)
+            _write(target, _render_report(result, auditor.last_rs, format))
+            if rev_range is not None:
+                _say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
+                     f"{len(result.findings)} findings -> {plain(target)}")
+            else:
+                _say(f"cs-audit: report for {info.short} ({info.date}) written to {plain(target)}")
+        stats = auditor.stats
+    if rev_range is not None:
+        total = time.perf_counter() - started
+        first = stats.seconds[0] if stats.seconds else 0.0
+        later = stats.seconds[1:]
+        _say(f"cs-audit: {stats.commits} commits in {total:.2f}s (first {first:.2f}s, then "
+             f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
+             f"reused {stats.reused}")
+    if failed:
+        raise typer.Exit(2)
+
+
+@app.command("diff")
+def diff_cmd(
+    rev1: str = typer.Argument(..., help="older commit"),
+    rev2: str = typer.Argument(..., help="newer commit"),
+    path: Path = typer.Argument(Path("."), help="tree (inside a git work tree) to compare"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the markdown here (default: stdout)"),
+    jobs: Optional[int] = _JOBS,
+    exclude: list[str] = _EXCLUDE,
+) -> None:
+    """What changed in the audit between two commits: switches, findings, dispositions (markdown)."""
+    try:
+        repo = GitRepo.open(path)
+        sha1, sha2 = repo.verify(rev1), repo.verify(rev2)
+        info1, info2 = repo.commit_info(sha1), repo.commit_info(sha2)
+    except GitError as exc:
+        _fail(str(exc), exc.hint)
+    with TreeAuditor(repo, str(path), reuse=True, jobs=jobs, exclude=tuple(exclude)) as auditor:
+        try:
+            before = auditor.audit(sha1)
+            after = auditor.audit(sha2)
+        except ConfigError as exc:
+            _fail(f"configuration error: {exc}")
+    _emit(render_diff(before, after, info1, info2), output)

@@ -1,0 +1,388 @@
+"""The CI gate: baselines, which findings gate, new/fixed by fingerprint, ``--since``.
+
+* A **baseline** (``cs-audit baseline``) records every finding of a tree by its
+  ``fingerprint`` (rule, path, function, normalised code, occurrence: no line numbers,
+  so it survives line shifts and unrelated edits).
+* A finding is **new** when nothing earlier matches it: first by fingerprint, then
+  (for code that moved to another file, e.g. a rename) by rule, function and code.
+* **Gating** rules come from ``gates_ci: true`` in ``rules/rules.yaml``; an entry
+  ``RULE:default`` gates only sites that run with no debug env set (``switch`` null),
+  which is how ``sync-in-debug`` gates by default.  ``--gate`` replaces the set.
+* ``--since REV`` keeps only findings on lines changed since REV (``git diff -U0
+  --find-renames REV`` against the work tree, untracked files count as all-new), and
+  of those only the ones the audit of REV itself did not have.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cs_audit.config import ConfigError, load_config
+from cs_audit.history import GitError, GitRepo
+from cs_audit.model import AuditResult, Finding
+from cs_audit.ruleset import RuleSet
+from cs_audit.suppress import Notification, Suppressed, apply_suppressions, skipped_notes
+
+BASELINE_VERSION = 1
+MAX_BASELINE_BYTES = 64 << 20
+DEFAULT_BASELINE = "cs-audit-baseline.json"
+#: gate entries that apply only to sites with ``switch`` null
+DEFAULT_ONLY_BY_DEFAULT = frozenset({"sync-in-debug"})
+
+
+class BaselineError(ValueError):
+    """The baseline file is missing or malformed (exit code 2)."""
+
+
+class GateError(ValueError):
+    """A ``--gate`` value names no rule (exit code 2)."""
+
+
+class Matchable(Protocol):
+    fingerprint: str
+    rule: str
+    function: str | None
+    code: str
+
+
+# ---------------------------------------------------------------------------
+# which findings gate
+
+
+@dataclass(frozen=True)
+class Gates:
+    """rule id -> True when only default-on sites (``switch`` null) of it gate."""
+
+    rules: dict[str, bool]
+
+    def gates(self, f: Finding) -> bool:
+        if f.rule not in self.rules:
+            return False
+        return f.switch is None or not self.rules[f.rule]
+
+    def describe(self) -> str:
+        return ", ".join(f"{r} (no switch)" if only else r for r, only in self.rules.items())
+
+
+def default_gates(rs: RuleSet) -> Gates:
+    return Gates({r.id: r.id in DEFAULT_ONLY_BY_DEFAULT for r in rs.rules.values() if r.gates_ci})
+
+
+def parse_gates(values: Sequence[str], rs: RuleSet) -> Gates:
+    """``--gate`` values (repeatable, comma-separated): ``RULE`` or ``RULE:default``."""
+    if not values:
+        return default_gates(rs)
+    out: dict[str, bool] = {}
+    for value in values:
+        for item in value.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            rule, _, qual = item.partition(":")
+            if rule not in rs.rules:
+                raise GateError(f"--gate: unknown rule {rule!r}; known: {', '.join(rs.rules)}")
+            if qual not in ("", "default", "any"):
+                raise GateError(f"--gate: {item!r}: the qualifier is ':default' (only sites with no switch) or ':any'")
+            out[rule] = qual == "default"
+    return Gates(out)
+
+
+# ---------------------------------------------------------------------------
+# baselines
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineEntry:
+    fingerprint: str
+    rule: str
+    path: str
+    line: int
+    function: str | None
+    code: str
+
+
+@dataclass(frozen=True)
+class Baseline:
+    commit: str | None
+    entries: tuple[BaselineEntry, ...]
+
+
+def entry_of(f: Finding) -> BaselineEntry:
+    return BaselineEntry(f.fingerprint, f.rule, f.path, f.line, f.function, f.code)
+
+
+def render_baseline(entries: Iterable[BaselineEntry], commit: str | None) -> str:
+    rows = sorted(entries, key=lambda e: (e.path, e.line, e.rule, e.fingerprint))
+    doc = {
+        "tool": "cs-audit",
+        "baseline_version": BASELINE_VERSION,
+        "commit": commit,
+        "findings": [
+            {"fingerprint": e.fingerprint, "rule": e.rule, "path": e.path, "line": e.line,
+             "function": e.function, "code": e.code}
+            for e in rows
+        ],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def load_baseline(path: Path) -> Baseline:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BASELINE_BYTES + 1)
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such baseline; create one with `cs-audit baseline PATH -o {path}`") from None
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BASELINE_BYTES:
+        raise BaselineError(f"{path}: larger than {MAX_BASELINE_BYTES} bytes")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("tool") != "cs-audit" or not isinstance(doc.get("findings"), list):
+        raise BaselineError(f"{path}: not a cs-audit baseline (expected tool: cs-audit and a findings list)")
+    if doc.get("baseline_version") != BASELINE_VERSION:
+        raise BaselineError(f"{path}: baseline_version {doc.get('baseline_version')!r} is not {BASELINE_VERSION}")
+    entries: list[BaselineEntry] = []
+    for i, item in enumerate(doc["findings"]):
+        if not isinstance(item, dict) or not isinstance(item.get("fingerprint"), str) or not isinstance(item.get("rule"), str):
+            raise BaselineError(f"{path}: findings[{i}] needs string fingerprint and rule")
+        line = item.get("line", 0)
+        function = item.get("function")
+        entries.append(BaselineEntry(
+            item["fingerprint"], item["rule"], str(item.get("path", "")), line if isinstance(line, int) else 0,
+            function if isinstance(function, str) else None, str(item.get("code", "")),
+        ))
+    commit = doc.get("commit")
+    return Baseline(commit if isinstance(commit, str) else None, tuple(entries))
+
+
+# ---------------------------------------------------------------------------
+# matching
+
+
+def _norm(code: str) -> str:
+    return " ".join(code.split())
+
+
+def match_findings(current: Sequence[Any], previous: Sequence[Any]) -> tuple[list[Any], list[Any], int]:
+    """Pair two lists of findings (or baseline entries).
+
+    First by fingerprint; then the leftovers by (rule, function, normalised code), which
+    catches code moved to another file or renamed with its file.  Returns
+    ``(new, gone, moved)``: current items with no partner, previous items with no
+    partner, and how many pairs the second pass made.
+    """
+    prev_fps = {p.fingerprint for p in previous}
+    cur_fps = {c.fingerprint for c in current}
+    new = [c for c in current if c.fingerprint not in prev_fps]
+    gone = [p for p in previous if p.fingerprint not in cur_fps]
+    pool: dict[tuple[str, str | None, str], list[int]] = {}
+    for i, p in enumerate(gone):
+        pool.setdefault((p.rule, p.function, _norm(p.code)), []).append(i)
+    taken: set[int] = set()
+    still_new: list[Any] = []
+    for c in new:
+        bucket = pool.get((c.rule, c.function, _norm(c.code)))
+        if bucket:
+            taken.add(bucket.pop(0))
+        else:
+            still_new.append(c)
+    return still_new, [p for i, p in enumerate(gone) if i not in taken], len(taken)
+
+
+# ---------------------------------------------------------------------------
+# --since: lines changed since a revision
+
+#: a path mapped to ALL had every line changed (an untracked or added file)
+ALL: frozenset[int] = frozenset({-1})
+_HUNK = re.compile(rb"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
+
+
+def unquote_path(raw: bytes) -> bytes:
+    """Undo git's C-style quoting of a path in diff headers (``"a\\tb"``, octal escapes)."""
+    if not (raw.startswith(b'"') and raw.endswith(b'"') and len(raw) >= 2):
+        return raw
+    body, out, i = raw[1:-1], bytearray(), 0
+    while i < len(body):
+        ch = body[i:i + 1]
+        if ch == b"\\" and i + 1 < len(body):
+            nxt = body[i + 1:i + 2]
+            octal = body[i + 1:i + 4]
+            if len(octal) == 3 and all(0x30 <= c <= 0x37 for c in octal):
+                out.append(int(body[i + 1:i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out.append(_ESCAPES.get(nxt, nxt[0]))
+            i += 2
+            continue
+        out += ch
+        i += 1
+    return bytes(out)
+
+
+def parse_diff(patch: bytes) -> dict[str, set[int]]:
+    """``git diff -U0`` output -> new path -> added/changed line numbers (new side).
+
+    A file renamed without edits has no hunks and so no changed lines; a file whose
+    new side is ``/dev/null`` (deleted) is left out.
+    """
+    changed: dict[str, set[int]] = {}
+    current: str | None = None
+    lines = patch.split(b"\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.startswith(b"diff --git "):
+            current = None
+        elif line.startswith(b"+++ "):
+            target = unquote_path(line[4:].rstrip(b"\t"))
+            current = None if target == b"/dev/null" else os.fsdecode(target[2:] if target.startswith(b"b/") else target)
+            if current is not None:
+                changed.setdefault(current, set())
+        elif line.startswith(b"@@ ") and current is not None:
+            m = _HUNK.match(line)
+            if not m:
+                continue
+            old_n = int(m.group(1)) if m.group(1) is not None else 1
+            start = int(m.group(2))
+            new_n = int(m.group(3)) if m.group(3) is not None else 1
+            changed[current].update(range(start, start + new_n))
+            # skip the hunk body by count, so a removed line that reads "--- x" or "+++ y"
+            # is never taken for a header
+            remaining = old_n + new_n
+            while remaining > 0 and i < len(lines):
+                body = lines[i]
+                i += 1
+                if body.startswith(b"\\"):
+                    continue
+                remaining -= 1
+    return changed
+
+
+def changed_lines(repo: GitRepo, sha: str) -> dict[str, frozenset[int]]:
+    """Root-relative path -> lines changed between commit ``sha`` and the work tree."""
+    if repo.bare:
+        raise GitError(f"{repo.toplevel} is a bare repository: --since compares with a work tree")
+    patch = repo.git(
+        "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--find-renames",
+        "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules", sha, *repo.pathspec(),
+    )
+    out: dict[str, frozenset[int]] = {}
+    for path, lines in parse_diff(patch).items():
+        if path.startswith(repo.base):
+            out[path[len(repo.base):]] = frozenset(lines)
+    untracked = repo.git("ls-files", "-z", "--others", "--exclude-standard", *repo.pathspec())
+    for raw in untracked.split(b"\0"):
+        path = os.fsdecode(raw)
+        if raw and path.startswith(repo.base):
+            out[path[len(repo.base):]] = ALL
+    return out
+
+
+def touches(f: Finding, changed: dict[str, frozenset[int]]) -> bool:
+    lines = changed.get(f.path)
+    if not lines:
+        return False
+    return lines is ALL or any(n in lines for n in range(f.line, max(f.line, f.end_line) + 1))
+
+
+# ---------------------------------------------------------------------------
+# the outcome of a check
+
+
+@dataclass
+class CheckOutcome:
+    gates: Gates
+    new: list[Finding] = field(default_factory=list)
+    fixed: list[BaselineEntry] = field(default_factory=list)
+    gating: int = 0  # gating findings before baseline/--since filtering
+    moved: int = 0
+    since: str | None = None  # full sha
+    baseline: str | None = None  # path as given
+    incomplete: list[str] = field(default_factory=list)  # why the check could not complete
+
+
+def gating_findings(findings: Iterable[Finding], gates: Gates) -> list[Finding]:
+    return [f for f in findings if gates.gates(f)]
+
+
+def check_against_baseline(kept: Sequence[Finding], everything: Sequence[Finding], baseline: Baseline,
+                           gates: Gates) -> tuple[list[Finding], list[BaselineEntry], int]:
+    """(new gating findings, fixed baseline entries, moved pairs)."""
+    new_all, _, _ = match_findings(list(kept), list(baseline.entries))
+    new_ids = {id(f) for f in new_all}
+    # fixed: entries with no partner among all current findings (suppressed ones are not fixed)
+    _, gone, moved = match_findings(list(everything), list(baseline.entries))
+    return [f for f in kept if id(f) in new_ids and gates.gates(f)], gone, moved
+
+
+def updated_baseline(baseline: Baseline, everything: Sequence[Finding], skipped: Iterable[str] = ()) -> list[BaselineEntry]:
+    """The baseline without its fixed entries; kept entries refreshed from the findings that
+    match them (line numbers, fingerprints of moved code).  New findings are *not* added.
+    Entries in ``skipped`` files (not analysed this time) are kept as they were."""
+    by_fp = {f.fingerprint: f for f in everything}
+    skipped = set(skipped)
+    entries: list[BaselineEntry] = []
+    leftovers: list[BaselineEntry] = []
+    for e in baseline.entries:
+        if e.path in skipped:
+            entries.append(e)
+        elif e.fingerprint in by_fp:
+            entries.append(entry_of(by_fp.pop(e.fingerprint)))
+        else:
+            leftovers.append(e)
+    pool: dict[tuple[str, str | None, str], list[Finding]] = {}
+    for f in by_fp.values():
+        pool.setdefault((f.rule, f.function, _norm(f.code)), []).append(f)
+    for e in leftovers:
+        bucket = pool.get((e.rule, e.function, _norm(e.code)))
+        if bucket:
+            entries.append(entry_of(bucket.pop(0)))
+    return entries
+
+
+# ---------------------------------------------------------------------------
+# what the SARIF and GitHub renderers need besides the audit
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    #: the scanned base directory inside the repository ("" at the top or outside git)
+    prefix: str
+    suppressed: Suppressed
+    #: suppression problems, then skipped files
+    notes: tuple[Notification, ...]
+
+
+def repo_prefix(root: Path) -> str:
+    """Where ``root`` (or its directory, for a file) sits inside its git repository."""
+    try:
+        return GitRepo.open(root).base
+    except GitError:
+        return ""
+
+
+def context_for(result: AuditResult, rs: RuleSet, exclude: tuple[str, ...] | None = None,
+                max_bytes: int | None = None, read_root: Path | None = None, prefix: str | None = None) -> ReportContext:
+    """Suppressions and repository prefix of an audit of the tree at ``result.root``
+    (or ``read_root``).  ``exclude``/``max_bytes`` default to the tree's project configuration."""
+    root = Path(result.root if read_root is None else read_root)
+    if exclude is None or max_bytes is None:
+        try:
+            config = load_config(str(root))
+            exclude = config.exclude if exclude is None else exclude
+            max_bytes = config.max_file_bytes if max_bytes is None else max_bytes
+        except ConfigError:
+            exclude, max_bytes = exclude or (), max_bytes or (1 << 20)
+    sup = apply_suppressions(result, rs, root, exclude, max_bytes)
+    return ReportContext(repo_prefix(root) if prefix is None else prefix, sup, sup.notes + tuple(skipped_notes(result)))

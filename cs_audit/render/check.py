@@ -1,0 +1,139 @@
+"""What ``cs-audit check`` prints: plain text, markdown and JSON views of a :class:`CheckOutcome`.
+
+The SARIF and GitHub views are ``render/sarif.py`` and ``render/github.py`` with the
+check's states.  Text from the scanned tree is shown with control and bidi characters
+made visible, so a file name cannot rewrite the terminal or forge a line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from cs_audit.gate import CheckOutcome, ReportContext
+from cs_audit.model import AuditResult, Finding
+from cs_audit.render.json import finding_dict, report_dict
+from cs_audit.render.markdown import cell, code
+from cs_audit.ruleset import RuleSet
+
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(text: object) -> str:
+    """One line of terminal text: control and bidi characters escaped (``\\x0a``, ``\\u202e``)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                       str(text))
+
+
+def status(outcome: CheckOutcome) -> str:
+    if outcome.incomplete:
+        return "incomplete"
+    return "fail" if outcome.new else "pass"
+
+
+def _span(f: Finding) -> str:
+    return f"{f.line}" if f.end_line == f.line else f"{f.line}-{f.end_line}"
+
+
+def _scope(outcome: CheckOutcome) -> str:
+    parts = [f"gating: {outcome.gates.describe() or 'no rules'}"]
+    if outcome.baseline:
+        parts.append(f"against baseline {outcome.baseline}")
+    if outcome.since:
+        parts.append(f"on lines changed since {outcome.since[:12]}")
+    return "; ".join(parts)
+
+
+def render_check_text(result: AuditResult, rs: RuleSet, outcome: CheckOutcome, ctx: ReportContext) -> str:
+    n = len(outcome.new)
+    head = {"pass": "passed", "fail": f"FAILED: {n} new finding{'s' if n != 1 else ''}",
+            "incomplete": "could not complete"}[status(outcome)]
+    lines = [f"cs-audit check {head} ({plain(_scope(outcome))})", ""]
+    for f in outcome.new:
+        spec = rs.rules.get(f.rule)
+        lines.append(f"NEW {plain(f.path)}:{_span(f)} {f.rule}: {plain(f.message)}")
+        lines.append(f"    code: {plain(' '.join(f.code.split()))}")
+        if spec and spec.fix:
+            lines.append(f"    fix: {plain(spec.fix)} (or `# cs-audit: ignore[{f.rule}] <reason>` on the line)")
+    if outcome.new:
+        lines.append("")
+    if outcome.fixed:
+        lines.append(f"fixed since the baseline: {len(outcome.fixed)} (--update-baseline drops them from the file)")
+        for e in outcome.fixed:
+            lines.append(f"  {plain(e.path)}:{e.line} {e.rule} {plain(e.function or '<module>')}")
+        lines.append("")
+    if ctx.notes:
+        lines.append("notes:")
+        for note in ctx.notes:
+            where = f"{plain(note.path)}:{note.line}" if note.line else plain(note.path)
+            lines.append(f"  {where} {note.id}: {plain(note.message)}")
+        lines.append("")
+    for why in outcome.incomplete:
+        lines.append(f"incomplete: {plain(why)}")
+    counts = (f"{len(result.findings)} findings, {outcome.gating} gating, {len(ctx.suppressed.suppressed)} suppressed, "
+              f"{len(outcome.new)} new, {len(outcome.fixed)} fixed, {outcome.moved} moved; {result.files_scanned} files")
+    lines.append(counts)
+    return "\n".join(lines) + "\n"
+
+
+def render_check_markdown(result: AuditResult, rs: RuleSet, outcome: CheckOutcome, ctx: ReportContext) -> str:
+    verdict = {"pass": "passed", "fail": f"**failed**: {len(outcome.new)} new", "incomplete": "**could not complete**"}
+    lines = [
+        f"# cs-audit check: {verdict[status(outcome)]}",
+        "",
+        f"- Scope: {cell(_scope(outcome))}",
+        f"- Findings: {len(result.findings)}; gating {outcome.gating}; suppressed {len(ctx.suppressed.suppressed)}; "
+        f"new {len(outcome.new)}; fixed {len(outcome.fixed)}; moved {outcome.moved}",
+        "",
+        "## New findings",
+        "",
+    ]
+    if outcome.new:
+        lines += ["| rule | file:line | function | code | fix |", "|---|---|---|---|---|"]
+        for f in outcome.new:
+            spec = rs.rules.get(f.rule)
+            lines.append(f"| {code(f.rule)} | {code(f'{f.path}:{_span(f)}')} | {code(f.function or '<module>')} | "
+                         f"{code(f.code)} | {cell(spec.fix if spec else '')} |")
+    else:
+        lines.append("None.")
+    lines += ["", "## Fixed since the baseline", ""]
+    if outcome.fixed:
+        lines += ["| rule | file:line | function | code |", "|---|---|---|---|"]
+        for e in outcome.fixed:
+            lines.append(f"| {code(e.rule)} | {code(f'{e.path}:{e.line}')} | {code(e.function or '<module>')} | {code(e.code)} |")
+    else:
+        lines.append("None.")
+    if ctx.notes:
+        lines += ["", "## Notes", "", "| what | where | message |", "|---|---|---|"]
+        for note in ctx.notes:
+            where = f"{note.path}:{note.line}" if note.line else note.path
+            lines.append(f"| {code(note.id)} | {code(where)} | {cell(note.message)} |")
+    if outcome.incomplete:
+        lines += ["", "## Could not complete", ""] + [f"- {cell(why)}" for why in outcome.incomplete]
+    return "\n".join(lines) + "\n"
+
+
+def check_dict(result: AuditResult, outcome: CheckOutcome, ctx: ReportContext) -> dict[str, Any]:
+    """The JSON contract of the audit plus a ``check`` object (new/fixed/suppressed/notes)."""
+    doc = report_dict(result)
+    doc["check"] = {
+        "status": status(outcome),
+        "gates": [{"rule": r, "only_default_on": only} for r, only in outcome.gates.rules.items()],
+        "baseline": outcome.baseline,
+        "since": outcome.since,
+        "new": [finding_dict(f) for f in outcome.new],
+        "fixed": [
+            {"fingerprint": e.fingerprint, "rule": e.rule, "path": e.path, "line": e.line, "function": e.function, "code": e.code}
+            for e in outcome.fixed
+        ],
+        "moved": outcome.moved,
+        "suppressed": [{"fingerprint": fp, "reason": reason} for fp, reason in sorted(ctx.suppressed.suppressed.items())],
+        "notes": [{"id": n.id, "path": n.path, "line": n.line, "level": n.level, "message": n.message} for n in ctx.notes],
+        "incomplete": list(outcome.incomplete),
+    }
+    return doc
+
+
+def render_check_json(result: AuditResult, outcome: CheckOutcome, ctx: ReportContext) -> str:
+    return json.dumps(check_dict(result, outcome, ctx), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,83 @@
+"""GitHub Actions workflow-command annotations (``::warning file=...,line=...::message``).
+
+Every string from the scanned tree is escaped as the runner expects: in the message
+``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``; in properties also ``:`` -> ``%3A`` and
+``,`` -> ``%2C``.  So a file name or log text cannot end the command early or start a
+new one (``\\n::set-env ...``).  Paths are relative to the repository root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from cs_audit.model import AuditResult, Finding
+from cs_audit.ruleset import RuleSet
+from cs_audit.suppress import Notification
+
+LEVELS = {"high": "warning", "medium": "warning", "low": "notice"}
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, message: str, *, file: str | None = None, line: int | None = None,
+               end_line: int | None = None, title: str | None = None) -> str:
+    """One workflow command line (``level`` is ``error``, ``warning`` or ``notice``)."""
+    props: list[str] = []
+    if file is not None:
+        props.append(f"file={escape_property(file)}")
+        if line:
+            props.append(f"line={line}")
+            if end_line and end_line > line:
+                props.append(f"endLine={end_line}")
+    if title:
+        props.append(f"title={escape_property(title)}")
+    head = f"::{level} {','.join(props)}" if props else f"::{level}"
+    return f"{head}::{escape_data(message)}"
+
+
+def finding_annotation(f: Finding, rs: RuleSet, level: str, prefix: str = "") -> str:
+    spec = rs.rules.get(f.rule)
+    message = f.message
+    if spec and spec.fix:
+        message += f"\nFix: {spec.fix}."
+    message += f"\nSuppress with: # cs-audit: ignore[{f.rule}] <reason>"
+    return annotation(level, message, file=prefix + f.path, line=f.line, end_line=f.end_line, title=f"cs-audit {f.rule}")
+
+
+def note_annotation(n: Notification, prefix: str = "") -> str:
+    level = {"error": "error", "warning": "warning"}.get(n.level, "notice")
+    return annotation(level, n.message, file=prefix + n.path, line=n.line, title=f"cs-audit {n.id}")
+
+
+def render_github(
+    result: AuditResult,
+    rs: RuleSet,
+    *,
+    prefix: str = "",
+    suppressed: Mapping[str, str] | None = None,
+    notes: Iterable[Notification] = (),
+    levels: Mapping[str, str] | None = None,
+) -> str:
+    """Annotations for the findings (``levels``: fingerprint -> level; only those listed are
+    shown when given, else every unsuppressed finding at its rule's severity)."""
+    suppressed = suppressed or {}
+    lines: list[str] = []
+    for f in result.findings:
+        if f.fingerprint in suppressed:
+            continue
+        if levels is not None:
+            if f.fingerprint not in levels:
+                continue
+            level = levels[f.fingerprint]
+        else:
+            spec = rs.rules.get(f.rule)
+            level = LEVELS.get(spec.severity if spec else "", "warning")
+        lines.append(finding_annotation(f, rs, level, prefix))
+    lines.extend(note_annotation(n, prefix) for n in notes)
+    return "".join(line + "\n" for line in lines)

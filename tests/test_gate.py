@@ -1,0 +1,499 @@
+"""`cs-audit baseline` / `cs-audit check`: the CI gate, suppressions, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
+from cs_audit.cli import app
+from cs_audit.gate import (
+    ALL, Baseline, BaselineEntry, Gates, default_gates, match_findings, parse_diff, parse_gates, unquote_path,
+)
+from cs_audit.model import AuditResult, Finding
+from cs_audit.ruleset import load_ruleset
+from cs_audit.suppress import apply_suppressions, parse_comment, suppressions_in
+from tests.gitrepo import START, git, make_repo
+
+runner = CliRunner()
+PROJECT = Path(__file__).resolve().parent.parent
+
+BASE = '''\
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"
+
+
+class Runner:
+    def execute_model(self, batch):
+        out = self.forward(batch)
+        if _TRACE:
+            logger.debug("trace %s", out)
+        return out
+
+    def forward(self, batch):
+        return batch
+'''
+# the commit under test: an ungated f-string log in the hot step function (line 11)
+LOGGED = BASE.replace(
+    "        out = self.forward(batch)\n",
+    "        out = self.forward(batch)\n        logger.info(f\"step {batch} done\")\n",
+)
+# the same code with the two methods swapped: only moved
+SWAPPED = '''\
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"
+
+
+class Runner:
+    def forward(self, batch):
+        return batch
+
+    def execute_model(self, batch):
+        out = self.forward(batch)
+        logger.info(f"step {batch} done")
+        if _TRACE:
+            logger.debug("trace %s", out)
+        return out
+'''
+# the class moved to another module; the old one re-exports it
+MOVED_OUT = "from engine.model_runner import Runner  # noqa: F401\n"
+LOG_LINE = 11
+
+
+def cli(*args: str):
+    return runner.invoke(app, [*args])
+
+
+def commit(repo: Path, day: int, subject: str, files: dict[str, str | None]) -> str:
+    """One more commit in a `make_repo` repository (day = days after START)."""
+    for rel, content in files.items():
+        target = repo / rel
+        if content is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", subject, when=START + timedelta(days=day))
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def check_json(*args: str) -> tuple[int, dict]:
+    result = cli("check", *args, "-j", "1", "--format", "json")
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    """init → add the ungated log → swap methods → move the class to another file."""
+    return make_repo(tmp_path, [
+        ("init", {"engine/__init__.py": "", "engine/runner.py": BASE}),
+        ("add step log", {"engine/runner.py": LOGGED}),
+        ("swap methods", {"engine/runner.py": SWAPPED}),
+        ("move runner", {"engine/runner.py": MOVED_OUT, "engine/model_runner.py": SWAPPED}),
+    ])
+
+
+# ---------------------------------------------------------------------------
+# the two required gates
+
+
+def test_new_ungated_log_fails_check_since(history: Path) -> None:
+    result = cli("check", str(history), "--since", "HEAD~3", "-j", "1")
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    # each new site named, with the rule's fix from rules.yaml
+    fix = load_ruleset().rules["default-on-emitter"].fix
+    assert "NEW engine/model_runner.py:14 default-on-emitter" in out
+    assert "NEW engine/model_runner.py:14 eager-format" in out
+    assert f"fix: {fix}" in out
+    # the commit that added it, checked on its own
+    git(history, "checkout", "-q", "HEAD~2")
+    result = cli("check", str(history), "--since", "HEAD~1", "-j", "1")
+    assert result.exit_code == 1, result.output
+    assert f"NEW engine/runner.py:{LOG_LINE} default-on-emitter" in result.stdout
+
+
+def test_new_ungated_log_fails_check_baseline(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/__init__.py": "", "engine/runner.py": BASE})])
+    baseline = tmp_path / "baseline.json"
+    made = cli("baseline", str(repo), "-o", str(baseline), "-j", "1")
+    assert made.exit_code == 0, made.output
+    assert json.loads(baseline.read_text())["findings"] == []
+    assert cli("check", str(repo), "--baseline", str(baseline), "-j", "1").exit_code == 0
+    (repo / "engine/runner.py").write_text(LOGGED)
+    code, doc = check_json(str(repo), "--baseline", str(baseline))
+    assert code == 1
+    assert [(f["rule"], f["path"], f["line"]) for f in doc["check"]["new"]] == [
+        ("default-on-emitter", "engine/runner.py", LOG_LINE), ("eager-format", "engine/runner.py", LOG_LINE),
+    ]
+    assert doc["check"]["status"] == "fail"
+
+
+def test_only_moving_code_passes_since_and_baseline(history: Path, tmp_path: Path) -> None:
+    # since the commit before each move, and since before both moves
+    for rev in ("HEAD~1", "HEAD~2"):
+        code, doc = check_json(str(history), "--since", rev)
+        assert code == 0, doc["check"]
+        assert doc["check"]["new"] == []
+    code, doc = check_json(str(history), "--since", "HEAD~2")
+    assert doc["check"]["moved"] >= 2  # the log line moved to another file and matched by code
+    # a baseline taken before the moves still matches after them
+    git(history, "checkout", "-q", "HEAD~2")
+    baseline = tmp_path / "b.json"
+    assert cli("baseline", str(history), "-o", str(baseline), "-j", "1").exit_code == 0
+    git(history, "checkout", "-q", "main")
+    code, doc = check_json(str(history), "--baseline", str(baseline))
+    assert code == 0 and doc["check"]["new"] == [] and doc["check"]["fixed"] == []
+
+
+def test_since_ignores_findings_on_unchanged_lines(history: Path) -> None:
+    # HEAD~1..HEAD moved the class: the log line exists before and after
+    assert cli("check", str(history), "--since", "HEAD", "-j", "1").exit_code == 0
+    # an edit elsewhere in the file does not make the old log line new
+    target = history / "engine/model_runner.py"
+    target.write_text(target.read_text() + "\n\ndef helper():\n    return 1\n")
+    assert cli("check", str(history), "--since", "HEAD", "-j", "1").exit_code == 0
+    # an untracked file counts as all new
+    (history / "engine/extra.py").write_text(LOGGED)
+    result = cli("check", str(history), "--since", "HEAD", "-j", "1")
+    assert result.exit_code == 1
+    assert f"NEW engine/extra.py:{LOG_LINE} default-on-emitter" in result.stdout
+
+
+def test_since_in_a_subdirectory_maps_paths(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"svc/engine/runner.py": BASE, "README": "x\n"})])
+    (repo / "svc/engine/runner.py").write_text(LOGGED)
+    code, doc = check_json(str(repo / "svc"), "--since", "HEAD")
+    assert code == 1
+    assert {f["path"] for f in doc["check"]["new"]} == {"engine/runner.py"}
+
+
+# ---------------------------------------------------------------------------
+# exit code 2
+
+
+def test_unreachable_since_exits_2_with_a_hint(history: Path) -> None:
+    result = cli("check", str(history), "--since", "no-such-ref", "-j", "1")
+    assert result.exit_code == 2
+    assert "git fetch --unshallow" in result.stderr
+    result = cli("check", str(history), "--since", "--output=x", "-j", "1")
+    assert result.exit_code == 2
+
+
+def test_shallow_clone_since_beyond_the_boundary_exits_2(history: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{history}", str(clone))
+    result = cli("check", str(clone), "--since", "HEAD~1", "-j", "1")
+    assert result.exit_code == 2
+    assert "shallow clone" in result.stderr and "git fetch --unshallow" in result.stderr
+
+
+def test_since_outside_git_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t/runner.py").write_text(LOGGED)
+    result = cli("check", str(tmp_path / "t"), "--since", "HEAD", "-j", "1")
+    assert result.exit_code == 2
+    assert "not inside a git work tree" in result.stderr
+
+
+def test_could_not_complete_wins_over_new_findings(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED, "engine/broken.py": "def f(:\n"})])
+    assert cli("check", str(repo), "-j", "1").exit_code == 1  # a syntax error alone does not stop the gate
+    result = cli("check", str(repo), "--strict", "-j", "1")
+    assert result.exit_code == 2
+    assert "incomplete: engine/broken.py: syntax" in result.stdout
+
+
+def test_usage_errors_exit_2(tmp_path: Path, history: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert cli("check", str(history), "--baseline", str(bad)).exit_code == 2
+    bad.write_text(json.dumps({"tool": "other", "findings": []}))
+    assert cli("check", str(history), "--baseline", str(bad)).exit_code == 2
+    assert cli("check", str(history), "--baseline", str(tmp_path / "missing.json")).exit_code == 2
+    assert cli("check", str(history), "--gate", "no-such-rule").exit_code == 2
+    assert cli("check", str(history), "--format", "yaml").exit_code == 2
+    assert cli("check", str(history), "--update-baseline").exit_code == 2
+    assert cli("check", str(tmp_path / "nowhere")).exit_code == 2
+    (history / "pyproject.toml").write_text("[tool.cs-audit]\nunknown_key = 1\n")
+    assert cli("check", str(history)).exit_code == 2
+
+
+# ---------------------------------------------------------------------------
+# which rules gate
+
+
+SYNC_BEHIND_SWITCH = BASE.replace('logger.debug("trace %s", out)', 'logger.info("trace %s", out.sum().item())')
+
+
+def test_gates_are_configurable(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED})])
+    assert cli("check", str(repo), "-j", "1").exit_code == 1
+    assert cli("check", str(repo), "--gate", "env-read-hot", "-j", "1").exit_code == 0
+    assert cli("check", str(repo), "--gate", "env-read-hot,eager-format", "-j", "1").exit_code == 1
+
+
+def test_sync_in_debug_gates_only_without_a_switch_by_default(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": SYNC_BEHIND_SWITCH})])
+    code, doc = check_json(str(repo))
+    assert [(f["rule"], f["switch"]) for f in doc["findings"]] == [("sync-in-debug", "ENGINE_TRACE")]
+    assert code == 0
+    code, doc = check_json(str(repo), "--gate", "sync-in-debug:any")
+    assert code == 1 and [f["rule"] for f in doc["check"]["new"]] == ["sync-in-debug"]
+
+
+def test_default_gates_come_from_rules_yaml() -> None:
+    rs = load_ruleset()
+    data = yaml.safe_load((PROJECT / "rules/rules.yaml").read_text())
+    gating = {r["id"] for r in data["rules"] if r.get("gates_ci")}
+    gates = default_gates(rs)
+    assert set(gates.rules) == gating == {"default-on-emitter", "eager-format", "sync-in-debug", "env-read-hot"}
+    assert gates.rules["sync-in-debug"] is True and gates.rules["default-on-emitter"] is False
+    assert parse_gates(["eager-format:default"], rs).rules == {"eager-format": True}
+
+
+# ---------------------------------------------------------------------------
+# baseline: fixed entries and --update-baseline
+
+
+def test_fixed_entries_reported_and_update_baseline_drops_them(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED})])
+    baseline = tmp_path / "b.json"
+    assert cli("baseline", str(repo), "-o", str(baseline), "-j", "1").exit_code == 0
+    recorded = json.loads(baseline.read_text())["findings"]
+    assert [e["rule"] for e in recorded] == ["default-on-emitter", "eager-format"]
+    # the log line goes, a different ungated print comes
+    (repo / "engine/runner.py").write_text(BASE.replace('        return out\n', '        print("x")\n        return out\n', 1))
+    code, doc = check_json(str(repo), "--baseline", str(baseline), "--update-baseline")
+    assert code == 1
+    assert sorted(e["fingerprint"] for e in doc["check"]["fixed"]) == sorted(e["fingerprint"] for e in recorded)
+    assert [f["rule"] for f in doc["check"]["new"]] == ["default-on-emitter"]
+    # rewritten without the fixed entries; the new finding is not accepted into it
+    assert json.loads(baseline.read_text())["findings"] == []
+    assert cli("check", str(repo), "--baseline", str(baseline), "-j", "1").exit_code == 1
+
+
+def test_baseline_survives_line_shifts(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED})])
+    baseline = tmp_path / "b.json"
+    assert cli("baseline", str(repo), "-o", str(baseline), "-j", "1").exit_code == 0
+    (repo / "engine/runner.py").write_text("# a header\n# more\n\n" + LOGGED)
+    code, doc = check_json(str(repo), "--baseline", str(baseline))
+    assert code == 0 and doc["check"]["new"] == [] and doc["check"]["fixed"] == []
+
+
+def test_baseline_file_is_deterministic(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED, "engine/other.py": LOGGED})])
+    one, two = tmp_path / "1.json", tmp_path / "2.json"
+    assert cli("baseline", str(repo), "-o", str(one), "-j", "1").exit_code == 0
+    assert cli("baseline", str(repo), "-o", str(two), "-j", "2").exit_code == 0
+    assert one.read_bytes() == two.read_bytes()
+    doc = json.loads(one.read_text())
+    assert doc["tool"] == "cs-audit" and doc["baseline_version"] == 1
+    assert [(e["path"], e["line"]) for e in doc["findings"]] == sorted((e["path"], e["line"]) for e in doc["findings"])
+
+
+# ---------------------------------------------------------------------------
+# suppressions
+
+
+def _with_comment(comment: str) -> str:
+    return LOGGED.replace('logger.info(f"step {batch} done")', f'logger.info(f"step {{batch}} done")  {comment}')
+
+
+def test_suppression_with_a_reason_silences_the_site(tmp_path: Path) -> None:
+    src = _with_comment("# cs-audit: ignore[default-on-emitter, eager-format] one line per step is the product")
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": BASE}), ("log", {"engine/runner.py": src})])
+    code, doc = check_json(str(repo), "--since", "HEAD~1")
+    assert code == 0, doc["check"]
+    assert [s["reason"] for s in doc["check"]["suppressed"]] == ["one line per step is the product"] * 2
+    assert doc["check"]["notes"] == []
+    # the JSON contract's findings list is untouched: both findings are still there
+    assert [f["rule"] for f in doc["findings"]] == ["default-on-emitter", "eager-format"]
+
+
+def test_suppression_without_a_reason_is_reported_and_suppresses_nothing(tmp_path: Path) -> None:
+    src = _with_comment("# cs-audit: ignore[default-on-emitter]")
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": src})])
+    code, doc = check_json(str(repo))
+    assert code == 1
+    assert [f["rule"] for f in doc["check"]["new"]] == ["default-on-emitter", "eager-format"]
+    assert [(n["id"], n["path"], n["line"]) for n in doc["check"]["notes"]] == [
+        ("invalid-suppression", "engine/runner.py", LOG_LINE)]
+    assert "no reason" in doc["check"]["notes"][0]["message"]
+    text = cli("check", str(repo), "-j", "1").stdout
+    assert f"engine/runner.py:{LOG_LINE} invalid-suppression" in text
+
+
+def test_partial_and_unused_suppressions(tmp_path: Path) -> None:
+    src = _with_comment("# cs-audit: ignore[eager-format] the f-string is cheap here")
+    src = src.replace("    def forward(self, batch):\n", "    def forward(self, batch):  # cs-audit: ignore[env-read-hot] stale\n")
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": src})])
+    code, doc = check_json(str(repo))
+    assert code == 1  # default-on-emitter is still there
+    assert [f["rule"] for f in doc["check"]["new"]] == ["default-on-emitter"]
+    assert [(n["id"], n["line"]) for n in doc["check"]["notes"]] == [("unused-suppression", 16)]
+
+
+def test_suppression_comment_forms() -> None:
+    known = load_ruleset().rules
+    ok = parse_comment("a.py", 3, "# cs-audit: ignore[eager-format] — cheap", known)
+    assert ok is not None and ok.problem is None and ok.rules == ("eager-format",) and ok.reason == "cheap"
+    assert parse_comment("a.py", 3, "# just a comment", known) is None
+    assert "no reason" in (parse_comment("a.py", 3, "# cs-audit: ignore[eager-format]   ", known).problem or "")
+    assert "unknown rule" in (parse_comment("a.py", 3, "# cs-audit: ignore[nope] why", known).problem or "")
+    assert "names no rule" in (parse_comment("a.py", 3, "# cs-audit: ignore because", known).problem or "")
+    assert "unknown directive" in (parse_comment("a.py", 3, "# cs-audit: disable[eager-format] x", known).problem or "")
+    both = parse_comment("a.py", 3, "# noqa: E501  # cs-audit: ignore[eager-format,env-read-hot] r", known)
+    assert both is not None and both.rules == ("eager-format", "env-read-hot") and both.problem is None
+    # a marker inside a string is not a comment
+    data = b's = "# cs-audit: ignore[eager-format] no"\nx = 1  # cs-audit: ignore[eager-format] yes\n'
+    assert [(s.line, s.reason) for s in suppressions_in("a.py", data, known)] == [(2, "yes")]
+
+
+def _finding(rule: str, line: int, end_line: int, fp: str) -> Finding:
+    return Finding(rule=rule, path="m.py", line=line, end_line=end_line, function="f", switch=None,
+                   frequency="step", gpu_sync=False, message="m", fingerprint=fp, code="c")
+
+
+def test_suppression_on_the_statements_first_line(tmp_path: Path) -> None:
+    src = (
+        "def f(x):\n"
+        "    total = combine(  # cs-audit: ignore[sync-in-debug] measured, rare\n"
+        "        x,\n"
+        "        x.item(),\n"
+        "    )  # cs-audit: ignore[eager-format] too late\n"
+        "    return total\n"
+    )
+    (tmp_path / "m.py").write_text(src)
+    result = AuditResult(root=str(tmp_path), commit=None, findings=(
+        _finding("sync-in-debug", 4, 4, "a"),  # an expression line inside the statement of lines 2-5
+        _finding("eager-format", 4, 4, "b"),
+    ), switches=(), duplicates=(), errors=(), files_scanned=1)
+    sup = apply_suppressions(result, load_ruleset(), tmp_path)
+    assert sup.suppressed == {"a": "measured, rare"}
+    assert [f.fingerprint for f in sup.kept] == ["b"]
+    # a comment on the statement's last line is neither the finding's line nor the first line
+    assert [(n.id, n.line) for n in sup.notes] == [("unused-suppression", 5)]
+
+
+# ---------------------------------------------------------------------------
+# matching and diff parsing
+
+
+def test_match_pairs_by_fingerprint_then_by_code() -> None:
+    a = _finding("eager-format", 3, 3, "fp-a")
+    moved = Finding(rule="eager-format", path="other.py", line=40, end_line=40, function="f", switch=None,
+                    frequency="step", gpu_sync=False, message="m", fingerprint="fp-moved", code="c")
+    fresh = Finding(rule="eager-format", path="m.py", line=9, end_line=9, function="g", switch=None,
+                    frequency="step", gpu_sync=False, message="m", fingerprint="fp-new", code="c")
+    old = [BaselineEntry("fp-a", "eager-format", "m.py", 3, "f", "c"), BaselineEntry("fp-gone", "env-read-hot", "m.py", 5, "f", "d")]
+    new, gone, moved_n = match_findings([moved, fresh], old)
+    assert [f.fingerprint for f in new] == ["fp-new"]
+    assert [e.fingerprint for e in gone] == ["fp-gone"]
+    assert moved_n == 1
+    assert match_findings([a], old)[0] == []
+
+
+def test_parse_diff_counts_hunk_bodies_and_follows_renames() -> None:
+    patch = (
+        b"diff --git a/x.py b/y.py\n"
+        b"similarity index 90%\nrename from x.py\nrename to y.py\n"
+        b"--- a/x.py\n+++ b/y.py\n"
+        b"@@ -3,2 +3,3 @@ def f():\n"
+        b"--- not a header\n-old\n+++ not a header either\n+new\n+newer\n"
+        b"@@ -10 +11,0 @@\n-gone\n"
+        b"diff --git a/only_renamed.py b/renamed.py\nsimilarity index 100%\n"
+        b"rename from only_renamed.py\nrename to renamed.py\n"
+        b"diff --git \"a/sp ace\\tq.py\" \"b/sp ace\\tq.py\"\n--- \"a/sp ace\\tq.py\"\n+++ \"b/sp ace\\tq.py\"\n"
+        b"@@ -0,0 +1 @@\n+x\n"
+        b"diff --git a/del.py b/del.py\n--- a/del.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+    )
+    assert parse_diff(patch) == {"y.py": {3, 4, 5}, "sp ace\tq.py": {1}}
+    assert unquote_path(b'"caf\\303\\251.py"') == "café.py".encode()
+
+
+def test_real_git_diff_follows_renames(tmp_path: Path) -> None:
+    from cs_audit.gate import changed_lines
+    from cs_audit.history import GitRepo
+
+    repo = make_repo(tmp_path, [("init", {"a.py": BASE})])
+    git(repo, "mv", "a.py", "b.py")
+    (repo / "b.py").write_text(BASE + "x = 1\n")
+    changed = changed_lines(GitRepo.open(repo), git(repo, "rev-parse", "HEAD").strip())
+    assert changed == {"b.py": frozenset({len(BASE.splitlines()) + 1})}
+    assert ALL not in changed.values()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+    assert "b.py" in status  # the test's own staging is still there: nothing was reset
+
+
+def test_gates_object() -> None:
+    gates = Gates({"sync-in-debug": True, "eager-format": False})
+    f = _finding("sync-in-debug", 1, 1, "x")
+    assert gates.gates(f)
+    assert not gates.gates(replace(f, switch="DBG"))
+    assert not gates.gates(_finding("env-read-hot", 1, 1, "y"))
+    assert Baseline(None, ()).entries == ()
+
+
+# ---------------------------------------------------------------------------
+# pre-commit hook definition
+
+
+def test_pre_commit_hooks_file_names_registered_commands() -> None:
+    hooks = yaml.safe_load((PROJECT / ".pre-commit-hooks.yaml").read_text())
+    assert {h["id"] for h in hooks} == {"cs-audit-check", "cs-audit-baseline-check"}
+    commands = {c.name or c.callback.__name__ for c in app.registered_commands}
+    for hook in hooks:
+        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        entry = hook["entry"].split()
+        assert entry[0] == "cs-audit" and entry[1] in commands
+        assert set(hook) <= {"id", "name", "description", "entry", "args", "language", "pass_filenames", "types",
+                             "files", "always_run", "require_serial", "stages", "minimum_pre_commit_version"}
+
+
+def test_check_since_leaves_the_index_and_work_tree_untouched(history: Path) -> None:
+    from tests.test_history import _state
+
+    (history / "engine/model_runner.py").write_text(SWAPPED + "\nprint('edited')\n")
+    before = _state(history)
+    assert cli("check", str(history), "--since", "HEAD~3", "-j", "1").exit_code == 1
+    assert cli("check", str(history), "--since", "HEAD", "-j", "1").exit_code in (0, 1)
+    assert _state(history) == before  # .git/index bytes and mtime, every file, refs, HEAD
+
+
+def test_text_output_escapes_hostile_file_names(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/__init__.py": ""})])
+    (repo / "engine/new\nline \u202e.py").write_text(LOGGED)  # untracked: all lines new
+    result = cli("check", str(repo), "--since", "HEAD", "-j", "1")
+    assert result.exit_code == 1, result.output
+    assert f"NEW engine/new\\x0aline \\u202e.py:{LOG_LINE} default-on-emitter" in result.stdout
+    assert "\u202e" not in result.stdout
+    md = cli("check", str(repo), "--since", "HEAD", "-j", "1", "--format", "markdown")
+    assert "\u202e" not in md.stdout and "| `default-on-emitter` |" in md.stdout
+
+
+def test_entries_of_a_file_that_no_longer_parses_are_not_fixed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED})])
+    baseline = tmp_path / "b.json"
+    assert cli("baseline", str(repo), "-o", str(baseline), "-j", "1").exit_code == 0
+    recorded = baseline.read_bytes()
+    (repo / "engine/runner.py").write_text(LOGGED + "def broken(:\n")
+    code, doc = check_json(str(repo), "--baseline", str(baseline), "--update-baseline")
+    assert code == 0 and doc["check"]["fixed"] == []
+    assert json.loads(baseline.read_bytes())["findings"] == json.loads(recorded)["findings"]

@@ -1,0 +1,261 @@
+"""`cs-audit report --rev/--range` and `cs-audit diff`: audits of past commits read from
+git objects, with the work tree and the index left exactly as they were.
+
+Golden files: fixtures/snapshots/history_rev.md and history_diff.md (regenerate with
+`pytest --update-snapshots`, then read the diff).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
+from cs_audit.cli import app
+from cs_audit.history import GitRepo, TreeAuditor, render_diff
+from cs_audit.render.markdown import render_markdown
+from tests.gitrepo import git, make_repo
+
+runner = CliRunner()
+SNAPSHOTS = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
+
+V0 = '''\
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"
+
+
+class Runner:
+    def execute_model(self, batch):
+        out = self.forward(batch)
+        if _TRACE:
+            logger.debug("trace %s", out)
+        return out
+
+    def forward(self, batch):
+        return batch
+'''
+V1 = V0.replace("        out = self.forward(batch)\n",
+                "        out = self.forward(batch)\n        logger.info(f\"step {batch} done\")\n")
+V2 = V1.replace(
+    '_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"\n',
+    '_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"\n_KV = os.environ.get("KV_DEBUG") == "1"\n',
+).replace("        return out\n\n", "        if _KV:\n            logger.info(\"kv %s\", out.sum().item())\n        return out\n\n", 1)
+# V2 with the two methods swapped: only moved
+_HEAD, _, _BODY = V2.partition("class Runner:\n")
+_EXEC, _, _FWD = _BODY.partition("\n    def forward")
+V4 = _HEAD + "class Runner:\n    def forward" + _FWD + "\n" + _EXEC.rstrip("\n") + "\n"
+# the step log and KV_DEBUG gone again
+V5 = V4.replace('        logger.info(f"step {batch} done")\n', "").replace(
+    '_KV = os.environ.get("KV_DEBUG") == "1"\n', "").replace(
+    "        if _KV:\n            logger.info(\"kv %s\", out.sum().item())\n", "")
+RUN_SH = "#!/bin/sh\nexport ENGINE_TRACE=1\nexec python -m engine\n"
+DECISIONS = "ENGINE_TRACE:\n  disposition: KEEP\n  reason: on-call tracing needs it\n"
+
+COMMITS = [
+    ("init", {"engine/__init__.py": "", "engine/runner.py": V0, "scripts/run.sh": RUN_SH, "README.md": "demo\n"}),
+    ("add step log", {"engine/runner.py": V1}),
+    ("add KV_DEBUG dump log", {"engine/runner.py": V2, "engine/util.py": "def helper():\n    return 1\n"}),
+    ("decide ENGINE_TRACE", {"cs-audit.decisions.yaml": DECISIONS}),
+    ("swap methods", {"engine/runner.py": V4}),
+    ("drop step log and KV_DEBUG", {"engine/runner.py": V5}),
+]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, COMMITS)
+
+
+def _compare(name: str, actual: str, update: bool) -> None:
+    path = SNAPSHOTS / name
+    if update or not path.exists():
+        path.write_text(actual, encoding="utf-8")
+        if not update:
+            pytest.fail(f"snapshot {name} was missing and has been written; rerun")
+    assert actual == path.read_text(encoding="utf-8"), f"{name} differs; run pytest --update-snapshots and review"
+
+
+def _state(repo: Path) -> dict[str, object]:
+    """Everything a read-only command must leave alone."""
+    index = repo / ".git" / "index"
+    index_bytes, index_mtime = index.read_bytes(), index.stat().st_mtime_ns
+    files = {}
+    for dirpath, dirnames, filenames in os.walk(repo):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            p = Path(dirpath) / name
+            st = p.stat()
+            files[str(p.relative_to(repo))] = (p.read_bytes(), st.st_mtime_ns)
+    # GIT_OPTIONAL_LOCKS=0: the test's own `git status` must not refresh the index either
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, env=env,
+                            capture_output=True, text=True, check=True).stdout
+    refs = subprocess.run(["git", "for-each-ref"], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
+    return {"index": index_bytes, "index_mtime": index_mtime, "files": files,
+            "status": status, "refs": refs, "HEAD": (repo / ".git/HEAD").read_bytes()}
+
+
+def test_report_rev_leaves_the_repository_untouched_and_matches_the_golden(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_snapshots: bool) -> None:
+    before = _state(repo)
+    assert before["status"] == ""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = runner.invoke(app, ["report", str(repo), "--rev", "HEAD~3", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    # default output: reports/<date>_<short-sha>.md under the current directory
+    sha = git(repo, "rev-parse", "HEAD~3").strip()
+    written = work / "reports" / f"2026-01-03_{sha[:9]}.md"
+    assert written.is_file(), sorted(p.name for p in (work / "reports").iterdir())
+    after = _state(repo)
+    assert after == before  # git status clean, .git/index bytes and mtime, every file, refs, HEAD
+    text = written.read_text(encoding="utf-8")
+    assert f"- Commit: `{sha[:12]}`" in text
+    _compare("history_rev.md", text, update_snapshots)
+
+
+def test_report_rev_reads_the_commit_not_the_work_tree(repo: Path, tmp_path: Path) -> None:
+    # uncommitted edits and an untracked file must neither be read nor changed
+    (repo / "engine/runner.py").write_text(V2, encoding="utf-8")
+    (repo / "engine/untracked.py").write_text(V2, encoding="utf-8")
+    before = _state(repo)
+    out = tmp_path / "head.md"
+    result = runner.invoke(app, ["report", str(repo), "--rev", "HEAD", "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert _state(repo) == before
+    text = out.read_text()
+    assert "KV_DEBUG" not in text and "untracked.py" not in text  # HEAD has neither
+    scan = runner.invoke(app, ["scan", str(repo), "--format", "markdown", "-o", str(tmp_path / "wt.md"), "-j", "1"])
+    assert scan.exit_code == 0
+    assert "KV_DEBUG" in (tmp_path / "wt.md").read_text()
+
+
+def test_report_range_over_five_commits(repo: Path, tmp_path: Path) -> None:
+    before = _state(repo)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["report", str(repo), "--range", "HEAD~5..HEAD", "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert _state(repo) == before
+    shas = git(repo, "rev-list", "--reverse", "HEAD~5..HEAD").split()
+    assert len(shas) == 5
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [f"2026-01-{day:02d}_{sha[:9]}.md" for day, sha in zip(range(2, 7), shas)]
+    # progress: one line per commit, then the totals
+    lines = result.stderr.strip().splitlines()
+    assert [line.split()[0] for line in lines[:5]] == [f"[{i}/5]" for i in range(1, 6)]
+    assert "5 commits in" in lines[-1] and "reused" in lines[-1]
+    # each report is exactly what --rev writes for that commit
+    for sha in (shas[0], shas[2], shas[4]):
+        single = tmp_path / f"{sha}.md"
+        assert runner.invoke(app, ["report", str(repo), "--rev", sha, "-o", str(single), "-j", "1"]).exit_code == 0
+        match = next(out.glob(f"*_{sha[:9]}.md"))
+        assert match.read_text() == single.read_text(), sha
+
+
+def test_range_reuses_facts_of_unchanged_blobs(repo: Path) -> None:
+    git_repo = GitRepo.open(repo)
+    shas = git_repo.rev_range("HEAD~5..HEAD")
+    reference = []
+    with TreeAuditor(git_repo, str(repo), reuse=False, jobs=1) as fresh:
+        for sha in shas:
+            reference.append(render_markdown(fresh.audit(sha), fresh.last_rs))
+        assert fresh.stats.reused == 0
+    with TreeAuditor(git_repo, str(repo), reuse=True, jobs=1) as cached:
+        got = [render_markdown(cached.audit(sha), cached.last_rs) for sha in shas]
+        stats = cached.stats
+    assert got == reference
+    # the range starts at "add step log": 3 analysable files (engine/__init__.py, engine/runner.py,
+    # scripts/run.sh; README.md is not read); then only what a commit added or changed is parsed:
+    # engine/util.py once, engine/runner.py in the 3 commits that touch it.  5 commits hold 19 files.
+    touched = [git(repo, "diff", "--name-only", a, b, "--", "engine/runner.py").strip() for a, b in zip(shas, shas[1:])]
+    assert touched == ["engine/runner.py", "", "engine/runner.py", "engine/runner.py"]
+    assert (stats.commits, stats.analysed, stats.reused) == (5, 3 + 1 + 3, 19 - 7)
+
+
+def test_diff_between_two_commits(repo: Path, tmp_path: Path, update_snapshots: bool) -> None:
+    before = _state(repo)
+    out = tmp_path / "diff.md"
+    result = runner.invoke(app, ["diff", "HEAD~5", "HEAD~2", str(repo), "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "| `KV_DEBUG` |" in text.split("## Switches added")[1].split("## Switches removed")[0]
+    changed = text.split("## Dispositions changed")[1].split("## New findings")[0]
+    assert "`ENGINE_TRACE`" in changed and "KEEP" in changed
+    new = text.split("## New findings")[1].split("## Fixed findings")[0]
+    assert "`default-on-emitter` | `engine/runner.py:12`" in new
+    _compare("history_diff.md", text, update_snapshots)
+    # moving code is neither new nor fixed; dropping it is fixed; a removed switch is listed
+    back = runner.invoke(app, ["diff", "HEAD~2", "HEAD", str(repo), "-j", "1"])
+    assert back.exit_code == 0
+    assert "- Findings: 0 new," in back.stdout
+    removed = back.stdout.split("## Switches removed")[1].split("## Dispositions changed")[0]
+    assert "`KV_DEBUG`" in removed
+    fixed = back.stdout.split("## Fixed findings")[1]
+    assert "`default-on-emitter` | `engine/runner.py:12`" in fixed
+    moves = runner.invoke(app, ["diff", "HEAD~2", "HEAD~1", str(repo), "-j", "1"])
+    assert "- Findings: 0 new, 0 fixed," in moves.stdout
+    assert _state(repo) == before
+
+
+def test_render_diff_is_pure(repo: Path) -> None:
+    git_repo = GitRepo.open(repo)
+    a, b = git_repo.verify("HEAD~5"), git_repo.verify("HEAD~4")
+    with TreeAuditor(git_repo, "repo", jobs=1) as auditor:
+        ra, rb = auditor.audit(a), auditor.audit(b)
+    one = render_diff(ra, rb, git_repo.commit_info(a), git_repo.commit_info(b))
+    two = render_diff(ra, rb, git_repo.commit_info(a), git_repo.commit_info(b))
+    assert one == two and "2 new" in one
+
+
+def test_report_on_a_subdirectory_and_bad_revisions(repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sub.md"
+    result = runner.invoke(app, ["report", str(repo / "engine"), "--rev", "HEAD~4", "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "# cs-audit: engine" in text and "`runner.py:" in text and "run.sh" not in text
+    bad = runner.invoke(app, ["report", str(repo), "--rev", "nope"])
+    assert bad.exit_code == 2 and "git fetch --unshallow" in bad.stderr
+    assert runner.invoke(app, ["report", str(repo), "--range", "HEAD~1"]).exit_code == 2
+    assert runner.invoke(app, ["report", str(repo)]).exit_code == 2
+    assert runner.invoke(app, ["report", str(repo), "--rev", "HEAD", "--range", "HEAD~1..HEAD"]).exit_code == 2
+    assert runner.invoke(app, ["report", str(repo), "--rev", "--upload-pack=x"]).exit_code == 2
+    assert runner.invoke(app, ["diff", "HEAD", "nope", str(repo)]).exit_code == 2
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    assert runner.invoke(app, ["report", str(outside), "--rev", "HEAD"]).exit_code == 2
+
+
+def test_hostile_tree_paths_are_not_written_outside(tmp_path: Path) -> None:
+    from cs_audit.history import _safe_parts
+
+    assert _safe_parts("a/b.py") == ["a", "b.py"]
+    for bad in ("../x.py", "a/../../x.py", "/abs.py", "a//b.py", ".git/config", "a/.GIT/hooks/x", "./a.py"):
+        assert _safe_parts(bad) is None, bad
+    # a symlink in the tree is recreated as a link (never followed), and reported as skipped
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": V1})])
+    os.symlink("/etc/passwd", repo / "engine/passwd.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "link")
+    out = tmp_path / "r.md"
+    result = runner.invoke(app, ["report", str(repo), "--rev", "HEAD", "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert "engine/passwd.py" in out.read_text() and "root:" not in out.read_text()
+
+
+def test_report_from_a_bare_mirror(repo: Path, tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(mirror))
+    out, ref = tmp_path / "bare.md", tmp_path / "work.md"
+    assert runner.invoke(app, ["report", str(mirror), "--rev", "HEAD~3", "-o", str(out), "-j", "1"]).exit_code == 0
+    assert runner.invoke(app, ["report", str(repo), "--rev", "HEAD~3", "-o", str(ref), "-j", "1"]).exit_code == 0
+    assert out.read_text().replace("# cs-audit: mirror.git", "# cs-audit: repo") == ref.read_text()
+    result = runner.invoke(app, ["check", str(mirror), "--since", "HEAD~1", "-j", "1"])
+    assert result.exit_code == 2 and "bare repository" in result.stderr
