@@ -1,0 +1,89 @@
+"""Readers join: the file names writers build, and the scripts that read them."""
+
+from __future__ import annotations
+
+from cs_audit.joins.readers import file_refs, grep_patterns, names_match
+from cs_audit.testing import scan_files
+
+WRITER = '''
+import json, os
+from pathlib import Path
+
+DUMP = os.environ.get("ACCEPT_DUMP_DIR")
+TRACE = os.environ.get("MY_TRACE") == "1"
+
+def dump_accept(row):
+    if DUMP:
+        with open(os.path.join(DUMP, "accept_rate.jsonl"), "a") as f:
+            f.write(json.dumps(row))
+
+def dump_step(role, row):
+    if DUMP:
+        path = Path(DUMP) / f"step_{role}.jsonl"
+        with open(path, "a") as f:
+            f.write(json.dumps(row))
+
+def emit(name, **row):
+    if not TRACE:
+        return
+    with open(f"/tmp/trace/{name}.jsonl", "a") as f:
+        f.write(json.dumps(row))
+
+def recompact():
+    emit("recompact_trace", n=1)
+'''
+
+
+def _readers(files: dict[str, str]) -> dict[str, list[tuple[str, int, str]]]:
+    result = scan_files({"engine.py": WRITER, **files})
+    return {s.name: list(s.readers) for s in result.switches if s.readers}
+
+
+def test_literal_join_and_fstring_stems_are_matched_by_literal_and_glob_readers() -> None:
+    readers = _readers({
+        "analysis/accept.py": 'rows = open("runs/accept_rate.jsonl").readlines()\n',
+        "analysis/cells.py": 'import glob\nfiles = glob.glob("out/step_*.jsonl")\n',
+        "scripts/summ.sh": "jq '.n' \"$OUT\"/recompact_trace.jsonl | sort\n",
+    })
+    assert readers == {
+        "ACCEPT_DUMP_DIR": [("analysis/accept.py", 1, "accept_rate.jsonl"), ("analysis/cells.py", 2, "step_*.jsonl")],
+        "MY_TRACE": [("scripts/summ.sh", 1, "recompact_trace.jsonl")],
+    }
+
+
+def test_unrelated_names_and_bare_extensions_are_not_readers() -> None:
+    readers = _readers({
+        "analysis/other.py": 'open("metrics.jsonl"); glob.glob("*.jsonl")\n',
+        "scripts/x.sh": "cat results/sched.jsonl\n",
+    })
+    assert readers == {}
+
+
+def test_grep_of_a_gated_log_word_is_a_reader() -> None:
+    src = '''
+import logging, os
+logger = logging.getLogger(__name__)
+_STAT = os.environ.get("DIFF_STAT_ON") == "1"
+
+def step():
+    if _STAT:
+        logger.info("diff_stat kept=%d", 3)
+'''
+    result = scan_files({"engine.py": src, "scripts/check.sh": "grep -c diff_stat gpu.log\ngrep -v xx a.log\n"})
+    assert {s.name: s.readers for s in result.switches} == {"DIFF_STAT_ON": (("scripts/check.sh", 1, "grep diff_stat"),)}
+
+
+def test_file_refs_and_grep_patterns_forms() -> None:
+    text = 'a = "x/accept_rate.jsonl"\nb = f"{d}/step_*.jsonl"\nc = "notes.txt"\nd = ".hidden.json"\n'
+    assert file_refs(text) == ((1, "accept_rate.jsonl"), (2, "step_*.jsonl"), (3, "notes.txt"))
+    assert grep_patterns('grep -E "RECOMPACT" log | wc -l\nrg diff_stat .\ngrep -q ab x\n') == (
+        (1, "RECOMPACT"), (2, "diff_stat"),
+    )
+
+
+def test_names_match_both_ways() -> None:
+    assert names_match("step_{role}.jsonl", "step_*.jsonl")
+    assert names_match("step_*.jsonl", "step_worker.jsonl")
+    assert names_match("accept_rate.jsonl", "accept_rate.jsonl")
+    assert not names_match("accept_rate.jsonl", "compact_ratio.jsonl")
+    assert not names_match("step_{role}.jsonl", "sched.jsonl")
