@@ -10,8 +10,13 @@ Corpus roots come from ``../shared/corpus/get-real-corpora.sh``.  Commands measu
     cs-audit scan ROOT --format json --no-history -o /dev/null -j 2 -v
     ruff check --select G004 --no-cache --isolated --output-format json ROOT   (stdout to /dev/null)
 
-Nothing is cached between runs (cs-audit keeps no cache; ruff runs with ``--no-cache``),
-but the OS page cache is warm after the first run.
+cs-audit is measured three ways, each with its own empty facts cache (``XDG_CACHE_HOME``
+pointed at a temp dir, so the user's cache is never touched):
+  cold              first run, empty cache (the cache is written)
+  warm              the same command again, nothing changed
+  one file changed  on a temp copy of the tree (the corpus is never modified): a primed
+                    cache, then one line appended to one Python file, then the run measured
+ruff runs with ``--no-cache``.  The OS page cache is warm after the first run.
 
 Measurement, per run, of the tool's whole process tree:
   wall s         ``time.perf_counter()`` around start .. exit
@@ -36,9 +41,11 @@ import argparse
 import datetime as dt
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -97,9 +104,9 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def measure(cmd: list[str]) -> Run:
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = [0]
     done = threading.Event()
 
@@ -120,6 +127,28 @@ def measure(cmd: list[str]) -> Run:
     if proc.returncode not in (0, 1):  # ruff exits 1 when it finds something; cs-audit exits 1 on findings
         sys.exit(f"{' '.join(cmd)} failed (rc={proc.returncode}):\n{err.decode(errors='replace')[-2000:]}")
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, peak[0] / 1024)
+
+
+def _cs_audit_cmd(root: Path, jobs: int) -> list[str]:
+    return ["cs-audit", "scan", str(root), "--format", "json", "--no-history", "-o", os.devnull, "-j", str(jobs), "-v"]
+
+
+def measure_cs_audit(root: Path, jobs: int, mode: str) -> Run:
+    """One cs-audit run in ``mode`` (cold / warm / one file changed), with a private cache dir."""
+    with tempfile.TemporaryDirectory(prefix="cs-audit-bench-") as tmp:
+        env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"))
+        if mode == "cold":
+            return measure(_cs_audit_cmd(root, jobs), env)
+        if mode == "warm":
+            measure(_cs_audit_cmd(root, jobs), env)  # prime
+            return measure(_cs_audit_cmd(root, jobs), env)
+        copy = Path(tmp) / "tree" / root.name  # same relative paths as the corpus
+        shutil.copytree(root, copy, symlinks=True)
+        measure(_cs_audit_cmd(copy, jobs), env)  # prime
+        target = max(copy.rglob("*.py"), key=lambda p: (p.stat().st_size, str(p)))  # the largest file
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write("\n_CS_AUDIT_BENCH_EDIT = 1\n")
+        return measure(_cs_audit_cmd(copy, jobs), env)
 
 
 def median_run(runs: list[Run]) -> Run:
@@ -162,18 +191,20 @@ def main() -> int:
     for tree in trees:
         root = roots[tree]
         files, lines = count_python(root)
-        tools = {
-            f"cs-audit {cs_version} (-j {args.jobs})":
-                ["cs-audit", "scan", str(root), "--format", "json", "--no-history", "-o", os.devnull, "-j", str(args.jobs), "-v"],
-            f"{tool_version(['ruff', '--version'])} G004":
-                ["ruff", "check", "--select", "G004", "--no-cache", "--isolated", "--output-format", "json", str(root)],
-        }
-        for tool, cmd in tools.items():
+        cs_name = f"cs-audit {cs_version} (-j {args.jobs})"
+        for mode in ("cold", "warm", "one file changed"):
             runs = []
             for i in range(args.repeat):
-                print(f"# {tool} on {tree} run {i + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
-                runs.append(measure(cmd))
-            rows.append((tool, TREE_NAMES.get(tree, tree), files, lines, median_run(runs)))
+                print(f"# {cs_name} {mode} on {tree} run {i + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
+                runs.append(measure_cs_audit(root, args.jobs, mode))
+            rows.append((f"{cs_name} {mode}", TREE_NAMES.get(tree, tree), files, lines, median_run(runs)))
+        ruff = f"{tool_version(['ruff', '--version'])} G004"
+        cmd = ["ruff", "check", "--select", "G004", "--no-cache", "--isolated", "--output-format", "json", str(root)]
+        runs = []
+        for i in range(args.repeat):
+            print(f"# {ruff} on {tree} run {i + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
+            runs.append(measure(cmd))
+        rows.append((ruff, TREE_NAMES.get(tree, tree), files, lines, median_run(runs)))
 
     print(f"Date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}  "
           f"nproc: {len(os.sched_getaffinity(0))}  CPU: {cpu_model()}  Python {platform.python_version()}  "

@@ -23,6 +23,8 @@ from cs_audit.discover import discover
 from cs_audit.extract import extract_python
 from cs_audit.joins.readers import file_refs, readers, script_facts, writers
 from cs_audit.joins.setters import setters_in_file, setters_in_python
+from cs_audit import cache
+from cs_audit.pool import map_files
 from cs_audit.model import AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, ScriptFacts, SourceFile, Switch
 from cs_audit.ruleset import RuleSet, load_ruleset
 
@@ -44,8 +46,13 @@ FileResult = FileFacts | FileError | ScriptFacts
 _LAUNCHER = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setdefault)\(|\benv\s*=|putenv\(")
 
 
-def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int) -> FileResult:
-    """Facts for one file; any failure is a ``FileError`` for this file only."""
+def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None) -> FileResult:
+    """Facts for one file; any failure is a ``FileError`` for this file only.
+
+    ``cache_dir``: the facts-cache directory of this scan (``cs_audit.cache.open_cache``,
+    resolved once in the main process), or None for no cache."""
+    from cs_audit import cache
+
     try:
         with open(source.abspath, "rb") as handle:
             data = handle.read(max_bytes + 1)
@@ -53,25 +60,37 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int) -> FileResult:
         return FileError(source.path, "io", f"cannot read: {exc.strerror or exc}")
     if len(data) > max_bytes:
         return FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
+    key = None
+    if cache_dir is not None:
+        key = cache.entry_key(source, data)
+        hit = cache.load(cache_dir, key)
+        if hit is not None:
+            return hit
+    result: FileResult
     try:
         if source.kind == "python":
             facts = extract_python(source.path, data, rs)
             if isinstance(facts, FileError):
-                return facts
+                result = facts
+            else:
+                text = data.decode("utf-8", errors="replace")
+                launcher = _LAUNCHER.search(data) is not None
+                result = replace(
+                    facts, file_refs=file_refs(text),
+                    setters=tuple(setters_in_python(source.path, text)) if launcher else (),
+                )
+        elif b"\0" in data:
+            result = FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
+        else:
             text = data.decode("utf-8", errors="replace")
-            launcher = _LAUNCHER.search(data) is not None
-            return replace(
-                facts, file_refs=file_refs(text),
-                setters=tuple(setters_in_python(source.path, text)) if launcher else (),
-            )
-        if b"\0" in data:
-            return FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
-        text = data.decode("utf-8", errors="replace")
-        return script_facts(source.path, text, setters_in_file(source.path, text, source.kind))
+            result = script_facts(source.path, text, setters_in_file(source.path, text, source.kind))
     except RecursionError:
         return FileError(source.path, "parser-crash", "nesting too deep for the parser")
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the scan
         return FileError(source.path, "internal", f"internal error: {type(exc).__name__}: {exc}")
+    if key is not None:
+        cache.store(cache_dir, key, result)  # type: ignore[arg-type]
+    return result
 
 
 def _worker(source: SourceFile) -> FileResult:
@@ -80,20 +99,23 @@ def _worker(source: SourceFile) -> FileResult:
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None) -> Iterable[FileResult]:
+    """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
+    a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on."""
     total = len(sources)
-    if config.jobs <= 1 or total < POOL_MIN_FILES:
-        for done, source in enumerate(sources, 1):
-            yield analyse_file(source, rs, config.max_file_bytes)
-            if progress:
-                progress(done, total)
-        return
-    # python sources first and largest first would balance better; keep path order for determinism of
-    # the collected results (map preserves input order whatever the worker count)
-    with ProcessPoolExecutor(max_workers=config.jobs, initializer=_init_worker, initargs=(rs, config.max_file_bytes)) as pool:
-        for done, result in enumerate(pool.map(_worker, sources, chunksize=16), 1):
-            yield result
-            if progress:
-                progress(done, total)
+    cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
+    hits: dict[int, FileResult] = {}
+    if cache_dir is not None:  # warm path: no worker starts when every file hits
+        for i, source in enumerate(sources):
+            hit = cache.lookup(source, cache_dir, config.max_file_bytes)
+            if hit is not None:
+                hits[i] = hit
+    misses = [s for i, s in enumerate(sources) if i not in hits]
+    jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
+    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir), jobs=jobs))
+    for done, i in enumerate(range(total), 1):
+        yield hits[i] if i in hits else next(computed)
+        if progress:
+            progress(done, total)
 
 
 def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:

@@ -61,6 +61,7 @@ def scan(
     no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     err = Console(stderr=True)
@@ -71,7 +72,8 @@ def scan(
         err.print(f"cs-audit: {path}: no such file or directory")
         raise typer.Exit(2)
     try:
-        config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=not no_history)
+        config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=not no_history,
+                             cache=False if no_cache else None)
         rs = prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         err.print(f"cs-audit: configuration error: {exc}")

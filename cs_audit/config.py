@@ -29,6 +29,10 @@ class AuditConfig:
     max_file_bytes: int = 1 << 20
     history: bool = True
     config_source: str | None = None
+    #: per-file facts cache (``cs_audit.cache``); ``--no-cache`` turns it off
+    cache: bool = True
+    #: cache root; None: ``$XDG_CACHE_HOME/cs-audit`` or ``~/.cache/cs-audit``
+    cache_dir: str | None = None
 
 
 def _read_project_table(root: Path) -> tuple[dict[str, Any], str | None]:

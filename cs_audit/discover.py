@@ -1,12 +1,24 @@
 """The only filesystem walk: which files a scan reads, and what kind each is.
 
 Inside a git work tree the file list comes from ``git ls-files`` (tracked and
-untracked-but-not-ignored); elsewhere from a walk that never follows symlinks.
+untracked-but-not-ignored); elsewhere (and when the root itself is ignored by an
+enclosing repository) from a walk.  Neither follows symlinks: a link met on the
+way is listed as a skipped ``symlink`` (so ``a -> .`` cannot loop and nothing
+outside the root is read).  Discovery only reads: ``git`` runs with optional
+locks off (no index refresh), fsmonitor off and the caller's ``GIT_*``
+variables dropped.
+
+Paths are POSIX and relative to the root.  A name that is not valid UTF-8 keeps
+its real bytes in ``SourceFile.abspath`` (``os.fsdecode``, surrogateescape) for
+reading, and is shown in ``SourceFile.path`` (and so in every report) with each
+undecodable byte written as ``\\xNN``: ``caf\\xe9.py`` for the latin-1 name
+``café.py``, so reports are always valid UTF-8.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -18,47 +30,92 @@ SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".
 _GIT_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.quotepath=false")
 
 
-def _git_files(root: Path) -> list[str] | None:
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    return env
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
     try:
-        proc = subprocess.run(
-            ["git", *_GIT_SAFE, "-C", str(root), "ls-files", "-z", "-co", "--exclude-standard", "--", "."],
-            capture_output=True, timeout=120, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-        )
+        return subprocess.run(["git", *_GIT_SAFE, "-C", str(root), *args], capture_output=True, timeout=120,
+                              env=_git_env(), stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if proc.returncode != 0:
+
+
+def _git_files(root: Path) -> list[str] | None:
+    proc = _git(root, "ls-files", "-z", "-co", "--exclude-standard", "--", ".")
+    if proc is None or proc.returncode != 0:
         return None
-    out = []
-    for raw in proc.stdout.split(b"\0"):
-        if raw:
-            out.append(os.fsdecode(raw))
+    out = [os.fsdecode(raw) for raw in proc.stdout.split(b"\0") if raw]
+    if not out:
+        ignored = _git(root, "check-ignore", "-q", "--", ".")
+        if ignored is not None and ignored.returncode == 0:
+            return None  # the root is ignored by an enclosing repository: the user asked for it, walk it
     return out
 
 
+def display_path(rel: str) -> str:
+    """``rel`` as reports show it: valid UTF-8, undecodable bytes as ``\\xNN``."""
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
 def _walk(root: Path, errors: list[FileError]) -> list[str]:
+    """Every non-directory entry under ``root`` (regular or not); symlinks are listed as skipped."""
     out: list[str] = []
     stack = [root]
     while stack:
         directory = stack.pop()
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
         except OSError as exc:
-            errors.append(FileError(_rel(root, Path(directory)), "io", f"cannot list directory: {exc.strerror}"))
+            errors.append(FileError(display_path(_rel(root, Path(directory))), "io", f"cannot list directory: {exc.strerror or exc}"))
             continue
         for entry in entries:
-            if entry.is_symlink():
-                errors.append(FileError(_rel(root, Path(entry.path)), "symlink", "symbolic link: not followed"))
+            try:
+                if entry.is_symlink():
+                    errors.append(FileError(display_path(_rel(root, Path(entry.path))), "symlink", "symbolic link: not followed"))
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError as exc:
+                errors.append(FileError(display_path(_rel(root, Path(entry.path))), "io", f"cannot stat: {exc.strerror or exc}"))
                 continue
-            if entry.is_dir(follow_symlinks=False):
+            if is_dir:
                 if entry.name not in SKIP_DIRS:
                     stack.append(Path(entry.path))
-            elif entry.is_file(follow_symlinks=False):
+            else:
                 out.append(_rel(root, Path(entry.path)))
     return out
 
 
 def _rel(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix() if path != root else "."
+
+
+def _symlinked_parent(root: Path, rel: str, cache: dict[str, bool]) -> str | None:
+    """The first directory of ``rel`` that is a symlink now (git lists paths from its index)."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:depth])
+        if prefix not in cache:
+            cache[prefix] = os.path.islink(root / prefix)
+        if cache[prefix]:
+            return prefix
+    return None
+
+
+def _candidate_name(rel: str) -> bool:
+    return rel.endswith(".py") or setter_file_kind(rel, b"") is not None
+
+
+_SPECIAL = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 def file_kind(relpath: str, head: bytes) -> str | None:
@@ -72,28 +129,52 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
     errors: list[FileError] = []
     if root.is_file():
         kind = file_kind(root.name, _head(root))
-        return ([SourceFile(root.name, str(root), kind)] if kind else []), errors
+        return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors
     listed = _git_files(root)
     relpaths = listed if listed is not None else _walk(root, errors)
     files: list[SourceFile] = []
+    linked: dict[str, bool] = {}
+    links: set[str] = set()  # symlinks reported so far (git lists a link and the paths it shadows)
     for rel in sorted(set(relpaths)):
+        shown = display_path(rel)
         if any(part in SKIP_DIRS for part in rel.split("/")[:-1]):
             continue
-        if any(fnmatchcase(rel, pattern) or fnmatchcase(rel, pattern.rstrip("/") + "/*") for pattern in excludes):
+        if any(fnmatchcase(shown, pattern) or fnmatchcase(shown, pattern.rstrip("/") + "/*") for pattern in excludes):
             continue
         full = root / rel
-        if listed is not None and full.is_symlink():
-            errors.append(FileError(rel, "symlink", "symbolic link: not followed"))
+        if listed is not None:
+            link = _symlinked_parent(root, rel, linked)
+            if link is not None:
+                if link not in links:
+                    links.add(link)
+                    errors.append(FileError(display_path(link), "symlink", "symbolic link: not followed"))
+                continue
+        try:
+            mode = os.lstat(full).st_mode
+        except FileNotFoundError:
+            continue  # listed by git's index but gone from the work tree: nothing to scan
+        except OSError as exc:
+            errors.append(FileError(shown, "io", f"cannot stat: {exc.strerror or exc}"))
+            continue
+        if stat.S_ISLNK(mode):
+            if rel not in links:
+                links.add(rel)
+                errors.append(FileError(shown, "symlink", "symbolic link: not followed"))
+            continue
+        if not stat.S_ISREG(mode):
+            if _candidate_name(rel):
+                what = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+                errors.append(FileError(shown, "io", f"{what}, not a regular file: skipped"))
             continue
         if rel.endswith(".py"):
-            files.append(SourceFile(rel, str(full), "python"))
+            files.append(SourceFile(shown, str(full), "python"))
             continue
         name = rel.rsplit("/", 1)[-1]
         if "." in name and not name.startswith(".") and not name.endswith((".sh", ".bash", ".env", ".mk", ".yml", ".yaml", ".dockerfile")):
             continue  # a data or source file of another language: no setters in it
         kind = file_kind(rel, _head(full))
         if kind:
-            files.append(SourceFile(rel, str(full), kind))
+            files.append(SourceFile(shown, str(full), kind))
     return files, errors
 
 

@@ -58,6 +58,8 @@ class TreeModel:
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
     gate_cache: dict[tuple[str, str | None, GateRef], str | None] = field(default_factory=dict)
     syncing: set[FuncKey] | None = None
+    #: (path, function, id(gates)) -> (gates, switches, switch): the gates tuple is held so its id stays unique
+    switch_cache: dict[tuple[str, str | None, int], tuple[tuple[GateRef, ...], tuple[str, ...], str | None]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -66,6 +68,7 @@ class Resolver:
         self.by_module: dict[str, list[str]] = defaultdict(list)
         self.qualnames: dict[str, dict[str, FunctionDef]] = {}
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
+        self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
         for path, ff in facts.items():
             parts = ff.module.split(".")
             for i in range(len(parts)):
@@ -98,6 +101,13 @@ class Resolver:
         return out
 
     def resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
+        key = (path, caller, callee)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._resolve(path, caller, callee)
+        return list(found)
+
+    def _resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
         table = self.qualnames.get(path, {})
         parts = callee.split(".")
         if parts[0] in ("self", "cls") and len(parts) == 2:
@@ -293,22 +303,37 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     return None
 
 
-def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[str]:
+def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
+                rs: RuleSet) -> tuple[tuple[str, ...], str | None]:
+    """(switches, innermost switch) of a site's gates, computed once per gates tuple."""
+    key = (path, function, id(gates))
+    hit = model.switch_cache.get(key)
+    if hit is not None and hit[0] is gates:
+        return hit[1], hit[2]
     out: list[str] = []
     for gate in gates:
         switch = resolve_gate(model, path, function, gate, rs)
         if switch is not None and switch not in out:
             out.append(switch)
-    return out
+    inner: str | None = None
+    if out:
+        env = [s for s in out if s != LEVEL_GATE and not s.startswith("flag:")]
+        inner = (env or out)[-1]
+    model.switch_cache[key] = (gates, tuple(out), inner)
+    return tuple(out), inner
+
+
+def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[str]:
+    if not gates:
+        return []
+    return list(_site_gates(model, path, function, gates, rs)[0])
 
 
 def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> str | None:
     """The innermost env switch gating a site (a level gate or flag when no env var does)."""
-    switches = site_switches(model, path, function, gates, rs)
-    if not switches:
+    if not gates:
         return None
-    env = [s for s in switches if s != LEVEL_GATE and not s.startswith("flag:")]
-    return (env or switches)[-1]
+    return _site_gates(model, path, function, gates, rs)[1]
 
 
 def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:

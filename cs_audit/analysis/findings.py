@@ -179,6 +179,8 @@ def _default_on(model: TreeModel, rs: RuleSet, out: _Builder, path: str, site: C
 
 def _eager_helper_call(model: TreeModel, rs: RuleSet, out: _Builder, path: str, site: CallSite,
                        key: FuncKey | None, switch: str | None) -> None:
+    if not site.eager and not site.arg_calls:
+        return  # nothing eager in the arguments (the same outcome as below, without the lookups)
     targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())
     helper = next((t for t in targets if t in model.gated_emitter_helpers), None)
     if helper is None:

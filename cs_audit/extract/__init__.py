@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+import warnings
 from dataclasses import replace
 from typing import TypeVar
 
@@ -24,10 +25,28 @@ from cs_audit.ruleset import RuleSet
 
 def decode_source(data: bytes) -> str:
     """Decode like the interpreter: coding cookie or UTF-8, BOM dropped.
-    Raises UnicodeDecodeError/SyntaxError (bad cookie) for the caller to report."""
+    Raises UnicodeError/SyntaxError (bad cookie)/LookupError for the caller to report."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
+    return text.removeprefix("\ufeff")
+
+
+def _decode_error(data: bytes, exc: Exception) -> str:
+    """Where and why ``data`` cannot be decoded: ``line:col`` (1-based) when the codec says where."""
+    if isinstance(exc, UnicodeDecodeError):
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        col = exc.start - (before.rfind(b"\n") + 1) + 1
+        bad = f" (byte 0x{exc.object[exc.start]:02x})" if exc.start < len(exc.object) else ""
+        return f"cannot decode at {line}:{col} as {exc.encoding}: {exc.reason}{bad}"
+    if isinstance(exc, SyntaxError):  # tokenize: bad or unknown coding cookie, BOM + other cookie
+        return f"bad coding declaration: {exc.msg}"
+    return f"cannot decode: {type(exc).__name__}: {exc}"
+
+
+def _syntax_error(exc: SyntaxError) -> str:
+    where = f" at {exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else (f" at {exc.lineno}" if exc.lineno else "")
+    return f"syntax error{where}: {exc.msg}"
 
 
 _Fact = TypeVar("_Fact", EnvRead, CallSite)
@@ -50,14 +69,23 @@ def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError
         return FileError(path, "binary", "contains NUL bytes: not a text file, skipped")
     try:
         text = decode_source(data)
-    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return FileError(path, "encoding", f"cannot decode: {exc}")
+    except (UnicodeError, SyntaxError, LookupError, ValueError, TypeError) as exc:
+        return FileError(path, "encoding", _decode_error(data, exc))
+    # ast counts lines as an editor does: \n, \r\n and a lone \r end a line (a form feed does not)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
-        tree = ast.parse(text, filename=path)
-    except SyntaxError as exc:
-        return FileError(path, "syntax", f"syntax error at {exc.lineno}:{exc.offset}: {exc.msg}")
-    except (ValueError, RecursionError, MemoryError) as exc:
+        with warnings.catch_warnings():
+            # invalid escapes etc. are warnings, and errors under `python -W error`: never decisive
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:  # IndentationError, TabError too
+        return FileError(path, "syntax", _syntax_error(exc))
+    except RecursionError:
+        return FileError(path, "parser-crash", "nested too deeply for Python's own parser (RecursionError): not analysed")
+    except MemoryError:
+        # the PEG parser's own stack guard raises MemoryError too ("too complex to parse")
+        return FileError(path, "parser-crash", "Python's own parser gave up (MemoryError: too complex, or out of memory): not analysed")
+    except (ValueError, OverflowError) as exc:
         return FileError(path, "syntax", f"cannot parse: {type(exc).__name__}: {exc}")
     index = index_module(tree, text, path, rs)
     env_reads: list[EnvRead] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
 from cs_audit.model import CallSite, FunctionDef, GateRef
@@ -27,6 +28,16 @@ SNIPPET_TOKENS = re.compile(
     r"environ|getenv|envs\.|logg|\blog\.|_log\b|log_|print|\.write\(|dump|save\(|\.item\(|\.cpu\(|tolist\(|\.numpy\(|"
     r"synchroni[sz]e|open\(|flush\(|strftime|datetime|time_ns|makedirs|mkdir|trace|diag|debug|\.to\(|"
     r"path\.join|\.jsonl|\.pt\b"
+)
+#: literal substrings of SNIPPET_TOKENS: a line matches the pattern only if it holds one; a
+#: literal marked True implies a match, the others are confirmed with the pattern on the line.
+#: Keep in step with SNIPPET_TOKENS.
+_TOKEN_LITERALS: tuple[tuple[str, bool], ...] = (
+    ("environ", True), ("getenv", True), ("envs.", True), ("log", False), ("print", True), (".write(", True),
+    ("dump", True), ("save(", True), (".item(", True), (".cpu(", True), ("tolist(", True), (".numpy(", True),
+    ("synchroni", False), ("open(", True), ("flush(", True), ("strftime", True), ("datetime", True),
+    ("time_ns", True), ("makedirs", True), ("mkdir", True), ("trace", True), ("diag", True), ("debug", True),
+    (".to(", True), ("path.join", True), (".jsonl", True), (".pt", False),
 )
 _CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -121,15 +132,73 @@ def raw_dotted(node: ast.AST) -> str | None:
 MAX_DUPLICATE_LINES = 200
 
 
+#: fields that never hold an AST node with children, per node class (names, literals,
+#: operators): the walkers below skip them.  Walk order of the remaining nodes is unchanged.
+_LEAF_FIELDS: dict[type, frozenset[str]] = {
+    ast.Name: frozenset({"id"}), ast.Constant: frozenset({"value", "kind"}), ast.Attribute: frozenset({"attr"}),
+    ast.keyword: frozenset({"arg"}), ast.arg: frozenset({"arg"}), ast.alias: frozenset({"name", "asname"}),
+    ast.FormattedValue: frozenset({"conversion"}), ast.ImportFrom: frozenset({"module", "level"}),
+    ast.FunctionDef: frozenset({"name"}), ast.AsyncFunctionDef: frozenset({"name"}), ast.ClassDef: frozenset({"name"}),
+    ast.Global: frozenset({"names"}), ast.Nonlocal: frozenset({"names"}),
+    ast.BinOp: frozenset({"op"}), ast.UnaryOp: frozenset({"op"}), ast.BoolOp: frozenset({"op"}),
+    ast.Compare: frozenset({"ops"}), ast.AugAssign: frozenset({"op"}),
+}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        leaf = _LEAF_FIELDS.get(cls, frozenset())
+        fields = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in leaf)  # type: ignore[attr-defined]
+    return fields
+
+
+def _nodes(root: ast.AST) -> list[ast.AST]:
+    """``root`` and its descendants (except contexts, operators and type comments), any order."""
+    out: list[ast.AST] = []
+    stack = [root]
+    pop, push, extend, append = stack.pop, stack.append, stack.extend, out.append
+    fields_of, AST = _CHILD_FIELDS, ast.AST
+    while stack:
+        node = pop()
+        append(node)
+        cls = node.__class__
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = _child_fields(cls)
+        for name in fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                extend([v for v in value if isinstance(v, AST)])
+            elif isinstance(value, AST):
+                push(value)
+    return out
+
+
 def _local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     names = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
     for extra in (func.args.vararg, func.args.kwarg):
         if extra:
             names.add(extra.arg)
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
+    Name, Store = ast.Name, ast.Store
+    for node in _nodes(func):
+        if node.__class__ is Name and node.ctx.__class__ is Store:  # type: ignore[attr-defined]
+            names.add(node.id)  # type: ignore[attr-defined]
     return names
+
+
+def _walk_count_below(nodes: list[ast.stmt], limit: int) -> bool:
+    """Whether ``ast.walk`` of a module holding ``nodes`` yields fewer than ``limit`` nodes."""
+    count = 1
+    stack: list[ast.AST] = list(nodes)
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count >= limit:
+            return False
+        stack.extend(ast.iter_child_nodes(node))
+    return True
 
 
 def _shape(node: ast.AST, rename: dict[str, str], local_names: set[str], out: list[str]) -> None:
@@ -143,9 +212,15 @@ def _shape(node: ast.AST, rename: dict[str, str], local_names: set[str], out: li
     if isinstance(node, ast.arg):
         out.append(f"A:{rename.setdefault(node.arg, f'_v{len(rename)}')}")
         return
-    out.append(type(node).__name__)
-    for name, value in ast.iter_fields(node):
-        if name in ("ctx", "type_comment", "annotation", "returns"):
+    cls = node.__class__
+    out.append(cls.__name__)
+    fields = _SHAPE_FIELDS.get(cls)
+    if fields is None:
+        fields = _SHAPE_FIELDS[cls] = tuple(f for f in cls._fields if f not in ("ctx", "type_comment", "annotation", "returns"))
+    for name in fields:
+        try:
+            value = getattr(node, name)
+        except AttributeError:
             continue
         if isinstance(value, ast.AST):
             _shape(value, rename, local_names, out)
@@ -161,6 +236,9 @@ def _shape(node: ast.AST, rename: dict[str, str], local_names: set[str], out: li
             out.append(repr(value))
 
 
+_SHAPE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """Hash of the body identical up to renamed params/locals; "" for bodies too small or too large."""
     body = list(func.body)
@@ -168,7 +246,7 @@ def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         body = body[1:]
     if not body or (func.end_lineno or func.lineno) - func.lineno > MAX_DUPLICATE_LINES:
         return ""
-    if len(body) < MIN_DUPLICATE_STATEMENTS and sum(1 for _ in ast.walk(ast.Module(body=body, type_ignores=[]))) < 25:
+    if len(body) < MIN_DUPLICATE_STATEMENTS and _walk_count_below(body, 25):
         return ""
     local_names = _local_names(func)
     rename: dict[str, str] = {}
@@ -183,21 +261,25 @@ _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 
 
 def _calls_in(root: ast.AST) -> list[ast.Call]:
-    """Every Call under ``root`` (a stack loop: ~2x faster than ``ast.walk``)."""
+    """Every Call under ``root`` (a stack loop over the fields that can hold children)."""
     out: list[ast.Call] = []
     stack = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    fields_of, AST, Call = _CHILD_FIELDS, ast.AST, ast.Call
     while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Call):
-            out.append(node)
-        for name in node._fields:
-            if name in _SKIP_FIELDS:
-                continue
+        node = pop()
+        cls = node.__class__
+        if cls is Call:
+            out.append(node)  # type: ignore[arg-type]
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = _child_fields(cls)
+        for name in fields:
             value = getattr(node, name, None)
-            if isinstance(value, list):
-                stack.extend(v for v in value if isinstance(v, ast.AST))
-            elif isinstance(value, ast.AST):
-                stack.append(value)
+            if value.__class__ is list:
+                extend([v for v in value if isinstance(v, AST)])
+            elif isinstance(value, AST):
+                push(value)
     out.sort(key=lambda c: (c.lineno, c.col_offset))
     return out
 
@@ -247,9 +329,17 @@ class _Indexer(ast.NodeVisitor):
         self.returned_names: dict[str | None, frozenset[str]] = {}
         self.env_exporters: set[str | None] = set()
         self.returning_tests: set[int] = set()
-        self.token_lines = [SNIPPET_TOKENS.search(line) is not None for line in lines]
+        #: line starts (offsets into the text) and, per pattern, prefix counts of matching lines
+        self.line_starts: list[int] = []
+        offset = 0
+        for line in lines:
+            self.line_starts.append(offset)
+            offset += len(line) + 1
+        self.text = "\n".join(lines)
+        self.token_prefix = self._line_prefix(SNIPPET_TOKENS, _TOKEN_LITERALS)
         self.alias_names: set[str] = set()
         self.alias_tokens: re.Pattern[str] | None = None
+        self.alias_prefix: list[int] | None = None
         #: first line of each simple statement -> (assignment target, is a return)
         self.statements: dict[int, tuple[str | None, bool]] = {}
 
@@ -290,11 +380,46 @@ class _Indexer(ast.NodeVisitor):
             )
         )
 
+    def _line_prefix(self, pattern: re.Pattern[str], literals: tuple[tuple[str, bool], ...]) -> list[int]:
+        """prefix[i]: how many of the first i lines hold a match of ``pattern``.  Every match
+        holds one of ``literals`` (found with ``str.find``, much faster than the pattern's
+        scan); a line holding a literal marked False is confirmed with the pattern."""
+        lines, text, starts = self.lines, self.text, self.line_starts
+        n = len(lines)
+        flags = bytearray(n)
+        checked = bytearray(n)
+        search = pattern.search
+        for literal, exact in literals:
+            find = text.find
+            pos = find(literal)
+            while pos != -1:
+                line = bisect_right(starts, pos) - 1
+                if not flags[line]:
+                    if exact:
+                        flags[line] = 1
+                    elif not checked[line]:
+                        checked[line] = 1
+                        if search(lines[line]) is not None:
+                            flags[line] = 1
+                if line + 1 >= n:
+                    break
+                pos = find(literal, starts[line + 1])
+        prefix = [0] * (n + 1)
+        total = 0
+        for i, flag in enumerate(flags):
+            total += flag
+            prefix[i + 1] = total
+        return prefix
+
     def _has_tokens(self, node: ast.AST) -> bool:
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
-        if any(self.token_lines[first:last]):
+        if self.token_prefix[last] > self.token_prefix[first]:
             return True
-        return self.alias_tokens is not None and any(self.alias_tokens.search(line) for line in self.lines[first:last])
+        if self.alias_tokens is None:
+            return False
+        if self.alias_prefix is None:
+            self.alias_prefix = self._line_prefix(self.alias_tokens, tuple((name, False) for name in sorted(self.alias_names)))
+        return self.alias_prefix[last] > self.alias_prefix[first]
 
     def _note_alias(self, name: str, origin: str) -> None:
         """A local name for an env API or logger (`from os import getenv as ge`) is a token too."""
@@ -303,6 +428,7 @@ class _Indexer(ast.NodeVisitor):
                 or any(origin == r.object for r in self.rs.registries)):
             self.alias_names.add(name)
             self.alias_tokens = re.compile(r"\b(" + "|".join(map(re.escape, sorted(self.alias_names))) + r")\b")
+            self.alias_prefix = None  # recomputed on first use
 
     # ------------------------------------------------------------ imports
     def visit_Import(self, node: ast.Import) -> None:
@@ -408,7 +534,7 @@ class _Indexer(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         self._header(node.test)
-        if self._has_tokens(node.test) and any(isinstance(n, ast.Return) and n.value is not None for b in node.body for n in ast.walk(b)):
+        if self._has_tokens(node.test) and any(n.__class__ is ast.Return and n.value is not None for b in node.body for n in _nodes(b)):  # type: ignore[attr-defined]
             self.returning_tests.add(node.test.lineno)
         self._gated(self.gate_refs(node.test, True), node.body)
         self._gated(self.gate_refs(node.test, False), node.orelse)
@@ -470,7 +596,7 @@ class _Indexer(ast.NodeVisitor):
             scope = self.function
             if scope is not None:
                 scope.returns_value = True
-                scope.returned.update(x.id for x in ast.walk(node.value) if isinstance(x, ast.Name))
+                scope.returned.update(x.id for x in _nodes(node.value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             self._note_assign(targets, node.value)
@@ -527,8 +653,10 @@ class _Indexer(ast.NodeVisitor):
             return
         scope = self.function
         for call in _calls_in(node):
+            if not _may_reach_tree(call.func, self.aliases):
+                continue
             callee = dotted(call.func, self.aliases)
-            if callee is None or not _may_reach_tree(call.func, self.aliases):
+            if callee is None:
                 continue
             self.calls.append(
                 CallSite(

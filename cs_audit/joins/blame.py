@@ -330,17 +330,19 @@ class GitHistory:
         """Whether the work-tree copy differs from HEAD (one ``diff`` for the root)."""
         if self._dirty is None:
             spec = [self._prefix] if self._prefix else []
+            # `git status` with GIT_OPTIONAL_LOCKS=0 refreshes stat data in memory only;
+            # `git diff <rev>` would rewrite .git/index when only stat data changed
             out = self._git_bytes(
-                "diff",
-                "--name-only",
+                "status",
+                "--porcelain",
                 "-z",
+                "--untracked-files=no",
                 "--no-renames",
                 "--ignore-submodules",
-                self.commit or "HEAD",
                 "--",
                 *spec,
             )
-            self._dirty = frozenset(os.fsdecode(n) for n in out.split(b"\0") if n)
+            self._dirty = frozenset(os.fsdecode(entry[3:]) for entry in out.split(b"\0") if len(entry) > 3)
         return repo_path in self._dirty
 
     def _run_blame(self, repo_path: str, lines: Sequence[int]) -> dict[int, _Blamed]:

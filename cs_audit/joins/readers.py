@@ -28,13 +28,36 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+#: the extension part of FILE_REF: every match holds one, and a match never spans lines
+_FILE_EXT = re.compile(r"\.(?:jsonl|json|pt|pth|csv|log|txt|npy|npz|pkl|pickle|parquet|tsv)\b")
+
+
 def file_refs(text: str) -> tuple[tuple[int, str], ...]:
-    """(line, base name) of every file name or glob the text mentions."""
+    """(line, base name) of every file name or glob the text mentions.
+
+    FILE_REF backtracks over every identifier run, so it only runs on the lines that
+    hold an extension (``_FILE_EXT``, a fast scan): the same matches, in the same order."""
     out = []
-    for match in FILE_REF.finditer(text):
-        name = match.group().rsplit("/", 1)[-1]
-        if name.strip("*.?") and not name.startswith("."):
-            out.append((_line_of(text, match.start()), name))
+    line, counted, pos, size = 1, 0, 0, len(text)
+    search = _FILE_EXT.search
+    while True:
+        hit = search(text, pos)
+        if hit is None:
+            break
+        begin = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        if end == -1:
+            end = size
+        for match in FILE_REF.finditer(text, begin, end):
+            name = match.group().rsplit("/", 1)[-1]
+            if name.strip("*.?") and not name.startswith("."):
+                start = match.start()
+                line += text.count("\n", counted, start)
+                counted = start
+                out.append((line, name))
+        pos = end + 1
+        if pos >= size:
+            break
     return tuple(dict.fromkeys(out))
 
 

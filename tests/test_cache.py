@@ -1,0 +1,201 @@
+"""The per-file facts cache (``cs_audit.cache``): same output warm or cold, changed files
+re-analysed, corrupt entries ignored and rewritten, ``--no-cache`` writes nothing,
+concurrent writers safe.  No timings are asserted."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cs_audit import cache
+from cs_audit.api import analyse_file, prepare_ruleset, run_audit
+from cs_audit.config import load_config
+from cs_audit.discover import discover
+from cs_audit.model import FileFacts
+from cs_audit.render.json import render_json
+from cs_audit.ruleset import load_ruleset
+
+PROJECT = Path(__file__).resolve().parent.parent
+TREE = PROJECT / "fixtures" / "compressspec"
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.pkl")) if root.exists() else []
+
+
+def _sources(root: Path):
+    sources, _ = discover(root, ())
+    return sources
+
+
+def _scan(root: Path, cache_root: Path | None, **options) -> str:
+    options.setdefault("jobs", 1)
+    config = load_config(str(root), history=False, cache=cache_root is not None,
+                         cache_dir=str(cache_root) if cache_root else None, **options)
+    result = run_audit(config)
+    return render_json(replace(result, root="<root>", commit=None, history_note=None))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    shutil.copytree(TREE, root)
+    return root
+
+
+@pytest.fixture
+def rs():
+    return prepare_ruleset(load_config(str(TREE)), load_ruleset())
+
+
+def _analyse_all(root: Path, rs, cache_dir: str | None):
+    return [analyse_file(s, rs, 1 << 20, cache_dir) for s in _sources(root)]
+
+
+# ------------------------------------------------------------------ per file (analyse_file)
+def test_warm_results_equal_cold(tree: Path, rs, tmp_path: Path) -> None:
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
+    assert cache_dir is not None
+    uncached = _analyse_all(tree, rs, None)
+    cold = _analyse_all(tree, rs, cache_dir)
+    assert _entries(Path(cache_dir))
+    warm = _analyse_all(tree, rs, cache_dir)
+    assert cold == uncached
+    assert warm == uncached
+
+
+def test_changed_file_is_reanalysed(tree: Path, rs, tmp_path: Path) -> None:
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
+    assert cache_dir is not None
+    _analyse_all(tree, rs, cache_dir)
+    before = len(_entries(Path(cache_dir)))
+    target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 0)
+    target.write_text(target.read_text() + "\nimport os\nDEBUG_X = os.getenv('CSA_NEW_SWITCH', '0')\n")
+    rel = target.relative_to(tree).as_posix()
+    source = next(s for s in _sources(tree) if s.path == rel)
+    result = analyse_file(source, rs, 1 << 20, cache_dir)
+    assert isinstance(result, FileFacts)
+    assert "CSA_NEW_SWITCH" in {r.var for r in result.env_reads}
+    assert result == analyse_file(source, rs, 1 << 20, None)
+    assert len(_entries(Path(cache_dir))) == before + 1
+
+
+def test_same_bytes_at_two_paths_keep_their_own_path(tmp_path: Path, rs) -> None:
+    root = tmp_path / "two"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    body = "from . import helpers\nimport os\nFLAG = os.getenv('CSA_TWO')\n"
+    (root / "a" / "m.py").write_text(body)
+    (root / "b" / "m.py").write_text(body)
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
+    assert cache_dir is not None
+    for _ in range(2):  # cold, then warm
+        results = {r.path: r for r in _analyse_all(root, rs, cache_dir)}
+        assert set(results) == {"a/m.py", "b/m.py"}
+        assert dict(results["a/m.py"].aliases)["helpers"] == "a.helpers"
+        assert dict(results["b/m.py"].aliases)["helpers"] == "b.helpers"
+
+
+def test_corrupt_entry_is_ignored_and_rewritten(tree: Path, rs, tmp_path: Path) -> None:
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
+    assert cache_dir is not None
+    expected = _analyse_all(tree, rs, cache_dir)
+    entries = _entries(Path(cache_dir))
+    garbage = [b"", b"not a pickle", cache._MAGIC + b"\x80\x05truncated", entries[0].read_bytes()[:-7]]
+    for entry, blob in zip(entries, garbage * len(entries)):
+        entry.write_bytes(blob)
+    assert _analyse_all(tree, rs, cache_dir) == expected
+    # rewritten: every entry loads again
+    for entry in entries:
+        assert cache.load(cache_dir, entry.stem) is not None
+
+
+def test_entry_under_another_key_is_a_miss(tree: Path, rs, tmp_path: Path) -> None:
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
+    assert cache_dir is not None
+    _analyse_all(tree, rs, cache_dir)
+    first, second = _entries(Path(cache_dir))[:2]
+    first.write_bytes(second.read_bytes())  # e.g. a rename gone wrong: the key inside does not match
+    assert cache.load(cache_dir, first.stem) is None
+
+
+def test_versions_are_separate_directories(tmp_path: Path) -> None:
+    a = cache.open_cache(True, str(tmp_path), "digest-a")
+    b = cache.open_cache(True, str(tmp_path), "digest-b")
+    assert a and b and a != b
+    assert cache.open_cache(False, str(tmp_path), "digest-a") is None
+    for i in range(cache.KEEP_VERSIONS + 3):
+        os.utime(cache.open_cache(True, str(tmp_path), f"d{i}"), (i, i))  # type: ignore[arg-type]
+    cache.open_cache(True, str(tmp_path), "latest")
+    assert len([d for d in (tmp_path / "facts").iterdir() if d.is_dir()]) <= cache.KEEP_VERSIONS
+
+
+def test_default_root_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.default_cache_root() == tmp_path / "xdg" / "cs-audit"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    assert cache.default_cache_root() == Path.home() / ".cache" / "cs-audit"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache.default_cache_root() == Path.home() / ".cache" / "cs-audit"
+
+
+def _write_same_key(args: tuple[str, str, int]) -> int:
+    cache_dir, key, rounds = args
+    result = FileFacts(path="p.py", module="p", aliases=(("os", "os"),), functions=(), env_reads=(), calls=())
+    for _ in range(rounds):
+        cache.store(cache_dir, key, result)
+        loaded = cache.load(cache_dir, key)
+        assert loaded is None or loaded == result
+    return 0
+
+
+def test_concurrent_writers_of_one_key(tmp_path: Path) -> None:
+    cache_dir = cache.open_cache(True, str(tmp_path), "digest")
+    assert cache_dir is not None
+    key = "ab" * 20
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ctx.Pool(4) as pool:
+        assert pool.map(_write_same_key, [(cache_dir, key, 200)] * 8) == [0] * 8
+    assert cache.load(cache_dir, key) is not None
+    leftovers = [p for p in Path(cache_dir).rglob("*") if p.is_file() and p.suffix != ".pkl"]
+    assert leftovers == []  # no temp files left behind
+
+
+# ------------------------------------------------------------------ whole scans (needs the cache wired into run_audit)
+def test_warm_scan_equals_cold_scan(tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    uncached = _scan(tree, None)
+    cold = _scan(tree, cache_root)
+    assert _entries(cache_root), "run_audit did not write the facts cache (config.cache_dir)"
+    warm = _scan(tree, cache_root)
+    assert cold == uncached
+    assert warm == uncached
+    assert _scan(tree, cache_root, jobs=2) == uncached
+
+
+def test_no_cache_writes_nothing(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from cs_audit.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["scan", str(tree), "--format", "json", "--no-history", "-j", "1", "--no-cache", "-o", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    assert out.exists()
+    assert not (tmp_path / "xdg").exists()
+    result = CliRunner().invoke(app, ["scan", str(tree), "--format", "json", "--no-history", "-j", "1", "-o", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    assert _entries(tmp_path / "xdg" / "cs-audit"), "the default cache dir ($XDG_CACHE_HOME/cs-audit) was not used"
+
+
+def test_cache_dir_from_config(tree: Path, tmp_path: Path) -> None:
+    config = load_config(str(tree), history=False, cache_dir=str(tmp_path / "here"))
+    assert config.cache is True and config.cache_dir == str(tmp_path / "here")
+    run_audit(replace(config, jobs=1))
+    assert _entries(tmp_path / "here")
