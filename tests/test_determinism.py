@@ -25,12 +25,14 @@ import pytest
 
 from cs_audit import api
 from cs_audit.api import run_audit
-from cs_audit.config import load_config
+from cs_audit.config import AuditConfig, load_config
 from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown
 from cs_audit.ruleset import load_ruleset
 from tests.gitrepo import START, git
 
+#: every file parsed for real, never served from a facts cache (where the engine has one)
+NO_CACHE = {"cache": False} if "cache" in AuditConfig.__dataclass_fields__ else {}
 PROJECT = Path(__file__).resolve().parent.parent
 FIXTURES = PROJECT / "fixtures"
 
@@ -79,7 +81,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _outputs(root: str, jobs: int) -> tuple[str, str]:
     rs = load_ruleset()
-    result = run_audit(load_config(root, jobs=jobs), rs)
+    result = run_audit(load_config(root, jobs=jobs, **NO_CACHE), rs)
     return render_json(result), render_markdown(result, rs)
 
 
@@ -145,12 +147,13 @@ def test_identical_for_a_relative_and_an_absolute_root(tree: Path, reference: tu
 _SCRIPT = """
 import sys
 from cs_audit.api import run_audit
-from cs_audit.config import load_config
+from cs_audit.config import AuditConfig, load_config
 from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown
 from cs_audit.ruleset import load_ruleset
 rs = load_ruleset()
-result = run_audit(load_config(sys.argv[1], jobs=2), rs)
+no_cache = {"cache": False} if "cache" in AuditConfig.__dataclass_fields__ else {}
+result = run_audit(load_config(sys.argv[1], jobs=2, **no_cache), rs)
 sys.stdout.buffer.write((render_json(result) + "\\f" + render_markdown(result, rs)).encode("utf-8"))
 """
 

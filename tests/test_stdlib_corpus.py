@@ -57,6 +57,8 @@ PINNED: dict[tuple[int, int], frozenset[tuple[str, str]]] = {
 #: failures that must never happen on the stdlib, pinned or not
 NEVER = frozenset({"timeout", "internal"})
 FULL = bool(os.environ.get("CS_AUDIT_CORPUS_FULL"))
+#: every file parsed for real, never served from a facts cache (where the engine has one)
+NO_CACHE = {"cache": False} if "cache" in AuditConfig.__dataclass_fields__ else {}
 _TEST_DIRS = frozenset({"test", "tests", "idle_test"})
 
 
@@ -84,7 +86,7 @@ def stdlib_scan(tmp_path_factory: pytest.TempPathFactory) -> AuditResult:
     if not STDLIB.is_dir():
         pytest.skip(f"no standard library directory at {STDLIB}")
     root = STDLIB if FULL else _subset(tmp_path_factory.mktemp("stdlib"))
-    config = AuditConfig(root=str(root), jobs=os.cpu_count() or 1, history=False, exclude=("site-packages",))
+    config = AuditConfig(root=str(root), jobs=os.cpu_count() or 1, history=False, exclude=("site-packages",), **NO_CACHE)
     return run_audit(config)
 
 

@@ -71,12 +71,11 @@ def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError
         text = decode_source(data)
     except (UnicodeError, SyntaxError, LookupError, ValueError, TypeError) as exc:
         return FileError(path, "encoding", _decode_error(data, exc))
-    # ast counts lines as an editor does: \n, \r\n and a lone \r end a line (a form feed does not)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
         with warnings.catch_warnings():
             # invalid escapes etc. are warnings, and errors under `python -W error`: never decisive
             warnings.simplefilter("ignore")
+            # the text as it is: CPython's verdict (a `\` + CRLF at the very end is valid, + LF is not)
             tree = ast.parse(text, filename=path)
     except SyntaxError as exc:  # IndentationError, TabError too
         return FileError(path, "syntax", _syntax_error(exc))
@@ -87,6 +86,8 @@ def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError
         return FileError(path, "parser-crash", "Python's own parser gave up (MemoryError: too complex, or out of memory): not analysed")
     except (ValueError, OverflowError) as exc:
         return FileError(path, "syntax", f"cannot parse: {type(exc).__name__}: {exc}")
+    # lines as an editor (and ast) counts them: \n, \r\n and a lone \r end a line, a form feed does not
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     index = index_module(tree, text, path, rs)
     env_reads: list[EnvRead] = []
     calls = _mark_returned(list(index.calls), index)
