@@ -69,14 +69,14 @@ def scan(
         err.print(f"cs-audit: unknown format {format!r}; choose from {', '.join(_format_names())}", markup=False)
         raise typer.Exit(2)
     if not path.exists():
-        err.print(f"cs-audit: {path}: no such file or directory")
+        err.print(f"cs-audit: {path}: no such file or directory", markup=False)
         raise typer.Exit(2)
     try:
         config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=not no_history,
                              cache=False if no_cache else None)
         rs = prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
-        err.print(f"cs-audit: configuration error: {exc}")
+        err.print(f"cs-audit: configuration error: {exc}", markup=False)
         raise typer.Exit(2)
     result = _run_with_progress(config, rs, err, quiet=format != "text")
     if format == "text":
