@@ -470,3 +470,13 @@ if batch.key not in self.debug_seen:
     logger.info("first time %s", batch)
 ''')
     assert findings_of(src, "default-on-emitter") == [(15, "default-on-emitter", None), (17, "default-on-emitter", None)]
+
+
+def test_non_ascii_text_before_and_after_a_statement_keeps_its_code() -> None:
+    src = hot('''
+x = "é"; logger.info(f"naïve {batch}")  # café
+''')
+    result = scan_files({"mod.py": src})
+    assert [(f.rule, f.code) for f in result.findings if f.rule == "eager-format"] == [
+        ("eager-format", 'logger.info(f"naïve {batch}")'),
+    ]

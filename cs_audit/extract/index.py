@@ -360,11 +360,13 @@ class _Indexer(ast.NodeVisitor):
     def _source(self, node: ast.AST) -> str:
         """Exact source of a node (first line from its column), no re-split of the file."""
         first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        start = _char_offset(self.lines[first], node.col_offset)
+        end = _char_offset(self.lines[last], node.end_col_offset or 0)
         if first == last:
-            return self.lines[first][node.col_offset:node.end_col_offset]
-        parts = [self.lines[first][node.col_offset:]]
+            return self.lines[first][start:end]
+        parts = [self.lines[first][start:]]
         parts.extend(self.lines[first + 1:last])
-        parts.append(self.lines[last][: node.end_col_offset])
+        parts.append(self.lines[last][:end])
         return "\n".join(parts)
 
     def _snippet(self, text: str, node: ast.AST, *, assign_target: str | None = None, is_return: bool = False,
@@ -792,6 +794,13 @@ class _Indexer(ast.NodeVisitor):
         # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
         args = ("operand",) if scope is not None and raw in scope.params else ()
         out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
+
+
+def _char_offset(line: str, byte_offset: int) -> int:
+    """`ast` columns count UTF-8 bytes; str slicing counts characters."""
+    if line.isascii():
+        return byte_offset
+    return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
 
 
 def may_reach_tree(raw_callee: str | None, aliases: dict[str, str]) -> bool:
