@@ -19,7 +19,7 @@ from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_
 from cs_audit.analysis.switches import build_switches
 from cs_audit.joins.blame import open_history
 from cs_audit.config import AuditConfig
-from cs_audit.discover import discover
+from cs_audit.discover import discover, display_path
 from cs_audit.extract import extract_python
 from cs_audit.joins.readers import file_refs, readers, script_facts, writers
 from cs_audit.joins.setters import setters_in_file, setters_in_python
@@ -180,7 +180,7 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
         decisions = {}
     switches, overridden = apply_dispositions(switches, rs, decisions)
     return AuditResult(
-        root=config.root,
+        root=display_path(config.root),
         commit=commit,
         findings=tuple(findings),
         switches=tuple(switches),

@@ -95,3 +95,13 @@ def test_output_to_a_device_is_written_in_place(tmp_path: Path) -> None:
     result = runner.invoke(app, ["scan", str(root), "--format", "json", "-o", str(fifo_like)])
     assert result.exit_code == 0
     assert fifo_like.is_char_device()  # not replaced by a regular file
+
+
+def test_a_root_whose_name_is_not_utf8_gives_valid_json(tmp_path: Path) -> None:
+    import os
+
+    root = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    write_tree(root, {"a.py": "import os\nX = os.getenv('A')\n"})
+    result = runner.invoke(app, ["scan", str(root), "--format", "json", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["root"].endswith("caf\\xe9")
