@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable
@@ -31,15 +30,6 @@ from cs_audit.ruleset import RuleSet, load_ruleset
 Progress = Callable[[int, int], None]
 #: below this many files the pool costs more than it saves
 POOL_MIN_FILES = 64
-
-_WORKER_RULES: RuleSet | None = None
-_WORKER_MAX_BYTES = 1 << 20
-
-
-def _init_worker(rs: RuleSet, max_bytes: int) -> None:
-    global _WORKER_RULES, _WORKER_MAX_BYTES
-    _WORKER_RULES, _WORKER_MAX_BYTES = rs, max_bytes
-
 
 FileResult = FileFacts | FileError | ScriptFacts
 #: a Python file that may set env vars for children (launcher): worth the setter pass
@@ -91,11 +81,6 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     if key is not None:
         cache.store(cache_dir, key, result)  # type: ignore[arg-type]
     return result
-
-
-def _worker(source: SourceFile) -> FileResult:
-    assert _WORKER_RULES is not None
-    return analyse_file(source, _WORKER_RULES, _WORKER_MAX_BYTES)
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None) -> Iterable[FileResult]:

@@ -60,24 +60,22 @@ def make_repo(tmp_path: Path, commits: list[Commit], name: str = "repo") -> Path
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     for i, (subject, files) in enumerate(commits):
-        for rel, content in files.items():
-            target = repo / rel
-            if content is None:
-                target.unlink()
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(content, encoding="utf-8")
-        git(repo, "add", "-A")
-        git(
-            repo,
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            subject,
-            when=START + timedelta(days=i),
-        )
+        commit_files(repo, subject, files, day=i)
     return repo
+
+
+def commit_files(repo: Path, subject: str, files: dict[str, str | None], day: int) -> str:
+    """Write (``None``: delete) ``files`` and commit them at START + ``day`` days; the new HEAD sha."""
+    for rel, content in files.items():
+        target = repo / rel
+        if content is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", subject, when=START + timedelta(days=day))
+    return head(repo)
 
 
 def head(repo: Path) -> str:
@@ -92,3 +90,24 @@ def sha_of(repo: Path, subject: str) -> str:
         if subj == subject:
             return sha
     raise KeyError(subject)
+
+
+#: a tiny engine module for gate/history tests: a hot step whose trace log sits behind an env switch
+HOT_ENGINE = '''\
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"
+
+
+class Runner:
+    def execute_model(self, batch):
+        out = self.forward(batch)
+        if _TRACE:
+            logger.debug("trace %s", out)
+        return out
+
+    def forward(self, batch):
+        return batch
+'''

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,29 +19,12 @@ from cs_audit.gate import (
 from cs_audit.model import AuditResult, Finding
 from cs_audit.ruleset import load_ruleset
 from cs_audit.suppress import apply_suppressions, parse_comment, suppressions_in
-from tests.gitrepo import START, git, make_repo
+from tests.gitrepo import HOT_ENGINE, commit_files, git, make_repo
 
 runner = CliRunner()
 PROJECT = Path(__file__).resolve().parent.parent
 
-BASE = '''\
-import logging
-import os
-
-logger = logging.getLogger(__name__)
-_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"
-
-
-class Runner:
-    def execute_model(self, batch):
-        out = self.forward(batch)
-        if _TRACE:
-            logger.debug("trace %s", out)
-        return out
-
-    def forward(self, batch):
-        return batch
-'''
+BASE = HOT_ENGINE
 # the commit under test: an ungated f-string log in the hot step function (line 11)
 LOGGED = BASE.replace(
     "        out = self.forward(batch)\n",
@@ -79,16 +61,7 @@ def cli(*args: str):
 
 def commit(repo: Path, day: int, subject: str, files: dict[str, str | None]) -> str:
     """One more commit in a `make_repo` repository (day = days after START)."""
-    for rel, content in files.items():
-        target = repo / rel
-        if content is None:
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", subject, when=START + timedelta(days=day))
-    return git(repo, "rev-parse", "HEAD").strip()
+    return commit_files(repo, subject, files, day)
 
 
 def check_json(*args: str) -> tuple[int, dict]:

@@ -18,29 +18,12 @@ import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
 from cs_audit.cli import app
 from cs_audit.history import GitRepo, TreeAuditor, render_diff
 from cs_audit.render.markdown import render_markdown
-from tests.gitrepo import git, make_repo
+from tests.gitrepo import HOT_ENGINE, git, make_repo
 
 runner = CliRunner()
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
 
-V0 = '''\
-import logging
-import os
-
-logger = logging.getLogger(__name__)
-_TRACE = os.environ.get("ENGINE_TRACE", "0") == "1"
-
-
-class Runner:
-    def execute_model(self, batch):
-        out = self.forward(batch)
-        if _TRACE:
-            logger.debug("trace %s", out)
-        return out
-
-    def forward(self, batch):
-        return batch
-'''
+V0 = HOT_ENGINE
 V1 = V0.replace("        out = self.forward(batch)\n",
                 "        out = self.forward(batch)\n        logger.info(f\"step {batch} done\")\n")
 V2 = V1.replace(

@@ -15,8 +15,6 @@ import warnings
 from dataclasses import replace
 from typing import TypeVar
 
-import libcst as cst
-
 from cs_audit.extract.facts import collect_facts
 from cs_audit.extract.index import ModuleIndex, index_module, module_name
 from cs_audit.model import CallSite, EnvRead, FileError, FileFacts
