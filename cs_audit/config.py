@@ -35,20 +35,26 @@ class AuditConfig:
     cache_dir: str | None = None
 
 
+def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
+    """A project YAML file (`yaml.safe_load`, size-capped) that must hold a mapping; ``error`` otherwise."""
+    with open(path, "rb") as handle:
+        raw = handle.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise error(f"{path.name}: larger than {max_bytes} bytes")
+    try:
+        data = yaml.safe_load(raw) or {}
+    except yaml.YAMLError as exc:
+        raise error(f"{path.name}: {exc}") from None
+    if not isinstance(data, dict):
+        raise error(f"{path.name}: expected {expected}")
+    return data
+
+
 def _read_project_table(root: Path) -> tuple[dict[str, Any], str | None]:
     base = root if root.is_dir() else root.parent
     yaml_path = base / "cs-audit.yaml"
     if yaml_path.is_file():
-        text = yaml_path.read_bytes()[: MAX_CONFIG_BYTES + 1]
-        if len(text) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{yaml_path}: larger than {MAX_CONFIG_BYTES} bytes")
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{yaml_path}: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{yaml_path}: expected a mapping")
-        return data, "cs-audit.yaml"
+        return read_yaml_mapping(yaml_path, ConfigError, "a mapping"), "cs-audit.yaml"
     pyproject = base / "pyproject.toml"
     if pyproject.is_file():
         try:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-import yaml
 
+from cs_audit.config import read_yaml_mapping
 from cs_audit.model import Switch
 from cs_audit.ruleset import DispositionRule, RuleSet
 
@@ -34,15 +34,7 @@ def load_decisions(root: Path) -> dict[str, Decision]:
     path = (root if root.is_dir() else root.parent) / DECISIONS_FILE
     if not path.is_file():
         return {}
-    raw = path.read_bytes()
-    if len(raw) > MAX_DECISIONS_BYTES:
-        raise DecisionsError(f"{DECISIONS_FILE}: larger than {MAX_DECISIONS_BYTES} bytes")
-    try:
-        data = yaml.safe_load(raw) or {}
-    except yaml.YAMLError as exc:
-        raise DecisionsError(f"{DECISIONS_FILE}: {exc}") from None
-    if not isinstance(data, dict):
-        raise DecisionsError(f"{DECISIONS_FILE}: expected a mapping of switch -> {{disposition, reason}}")
+    data = read_yaml_mapping(path, DecisionsError, "a mapping of switch -> {disposition, reason}", MAX_DECISIONS_BYTES)
     out: dict[str, Decision] = {}
     for name, entry in data.items():
         if not isinstance(entry, dict) or set(entry) - _DECISION_KEYS or entry.get("disposition") not in ("KEEP", "MERGE", "REMOVE"):
