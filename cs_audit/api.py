@@ -6,11 +6,13 @@ progress is reported through an optional callback.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from cs_audit.analysis.callgraph import build_model
 from cs_audit.analysis.findings import analyse, duplicate_groups
@@ -24,7 +26,9 @@ from cs_audit.joins.readers import file_refs, readers, script_facts, writers
 from cs_audit.joins.setters import setters_in_file, setters_in_python
 from cs_audit import cache
 from cs_audit.pool import map_files
-from cs_audit.model import AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, ScriptFacts, SourceFile, Switch
+from cs_audit.model import (
+    AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, Finding, ScriptFacts, SourceFile, Switch,
+)
 from cs_audit.ruleset import RuleSet, load_ruleset
 
 Progress = Callable[[int, int], None]
@@ -83,15 +87,22 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     return result
 
 
-def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None) -> Iterable[FileResult]:
+def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None,
+               cache_dir: str | None = None, keys: list[str | None] | None = None) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
-    a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on."""
+    a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
+    ``cache_dir``/``keys``: the facts cache of this scan and each source's key in it
+    (``cache.source_key``); opened and computed here when not given."""
     total = len(sources)
-    cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
+    if cache_dir is None and keys is None:
+        cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)
+    if cache_dir is not None and keys is None:
+        keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
+    keys = keys or []
     hits: dict[int, FileResult] = {}
     if cache_dir is not None:  # warm path: no worker starts when every file hits
-        for i, source in enumerate(sources):
-            hit = cache.lookup(source, cache_dir, config.max_file_bytes)
+        for i, key in enumerate(keys):
+            hit = cache.load(cache_dir, key) if key is not None else None
             if hit is not None:
                 hits[i] = hit
     misses = [s for i, s in enumerate(sources) if i not in hits]
@@ -112,7 +123,25 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     return rs
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the scan: facts are acyclic and freed by reference
+    counting, and each full collection would traverse every fact held so far."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None) -> AuditResult:
+    with _collector_paused():
+        return _run_audit(config, rs, progress)
+
+
+def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None) -> AuditResult:
     timings: list[tuple[str, float]] = []
     clock = time.perf_counter()
 
@@ -126,32 +155,20 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
     root = Path(config.root)
     sources, errors = discover(root, config.exclude)
     lap("discover")
-    facts: dict[str, FileFacts] = {}
-    scripts: dict[str, ScriptFacts] = {}
-    for result in _map_files(sources, rs, config, progress):
-        if isinstance(result, FileFacts):
-            facts[result.path] = result
-        elif isinstance(result, FileError):
-            errors.append(result)
-        else:
-            scripts[result.path] = result
-    lap("parse/extract")
-    model = build_model(facts, rs)
-    lap("joins")
-    findings = analyse(model, rs)
-    setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
-    written = writers(model, rs)
-    files: dict[str, list[str]] = {}
-    for w in written:
-        files.setdefault(w.switch, []).append(w.pattern)
-    switches = build_switches(
-        model, findings, rs, setters, readers(model, rs, written, scripts), files,
-    )
-    duplicates = tuple(
-        DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
-        for name, members in duplicate_groups(model)
-    )
-    lap("analysis")
+    cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
+    keys = [cache.source_key(s, config.max_file_bytes) for s in sources] if cache_dir is not None else []
+    result_key = None
+    if cache_dir is not None and all(k is not None for k in keys):
+        result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], _result_context(config, errors))  # type: ignore[misc]
+    stored = cache.load_result(cache_dir, result_key) if cache_dir is not None and result_key is not None else None
+    if isinstance(stored, TreeAnalysis):
+        analysis = stored
+        lap("cached result")
+    else:
+        analysis = _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, lap)
+        if cache_dir is not None and result_key is not None and analysis.cacheable:
+            cache.store_result(cache_dir, result_key, analysis)
+    findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
         switches, commit, history_note = _with_history(root, switches)
@@ -176,6 +193,60 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
         timings=tuple(timings),
         overridden=tuple(overridden),
     )
+
+
+@dataclass(frozen=True)
+class TreeAnalysis:
+    """What a scan derives from the tree's files alone (before history and decisions):
+    stored whole in the cache, keyed by every file's key."""
+
+    findings: tuple[Finding, ...]
+    switches: tuple[Switch, ...]
+    duplicates: tuple[DuplicateGroup, ...]
+    errors: tuple[FileError, ...]
+    #: no file failed for a reason that may not repeat (timeout, crash, internal error)
+    cacheable: bool
+
+
+def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> str:
+    """What a whole-tree result depends on besides the files, the rules and the code."""
+    return repr((config.hot_roots, config.default_level, config.max_file_bytes,
+                 sorted((e.path, e.kind, e.message) for e in discover_errors)))
+
+
+def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
+                  progress: Progress | None, cache_dir: str | None, keys: list[str | None],
+                  lap: Callable[[str], None]) -> TreeAnalysis:
+    facts: dict[str, FileFacts] = {}
+    scripts: dict[str, ScriptFacts] = {}
+    errors = list(errors)
+    cacheable = True
+    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys):
+        if isinstance(result, FileFacts):
+            facts[result.path] = result
+        elif isinstance(result, FileError):
+            errors.append(result)
+            cacheable = cacheable and cache.cacheable(result)
+        else:
+            scripts[result.path] = result
+    lap("parse/extract")
+    model = build_model(facts, rs)
+    lap("joins")
+    findings = analyse(model, rs)
+    setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
+    written = writers(model, rs)
+    files: dict[str, list[str]] = {}
+    for w in written:
+        files.setdefault(w.switch, []).append(w.pattern)
+    switches = build_switches(
+        model, findings, rs, setters, readers(model, rs, written, scripts), files,
+    )
+    duplicates = tuple(
+        DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
+        for name, members in duplicate_groups(model)
+    )
+    lap("analysis")
+    return TreeAnalysis(tuple(findings), tuple(switches), duplicates, tuple(errors), cacheable)
 
 
 def _with_history(root: Path, switches: list[Switch]) -> tuple[list[Switch], str | None, str | None]:

@@ -1,4 +1,6 @@
-"""Per-file facts cache: one pickled ``FileFacts | ScriptFacts | FileError`` per file.
+"""Per-file facts cache: one pickled ``FileFacts | ScriptFacts | FileError`` per file,
+and whole-tree results keyed by every file's key (a warm scan of an unchanged tree
+loads one result: no facts, no joins).
 
 Facts are a pure function of (the file's bytes, its path, the rules, the code of
 cs-audit), so an entry is found by
@@ -24,11 +26,8 @@ directories and removes the others.
 
 from __future__ import annotations
 
-import copyreg
-import dataclasses
+import contextlib
 import hashlib
-import io
-import operator
 import os
 import pickle
 import shutil
@@ -36,7 +35,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cs_audit import model
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
 
 #: bump when the entry layout changes
@@ -50,29 +48,9 @@ _CACHEABLE_ERRORS = frozenset({"syntax", "encoding", "binary"})
 CachedResult = FileFacts | ScriptFacts | FileError
 
 
-def _dispatch_table() -> dict:
-    """Pickle the model's dataclasses as ``cls(*field values)``: the default for slotted
-    dataclasses calls ``dataclasses.fields()`` per object on load, 5x slower."""
-    table = copyreg.dispatch_table.copy()
-    for cls in vars(model).values():
-        if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == model.__name__:
-            names = [f.name for f in dataclasses.fields(cls) if f.init]
-            if len(names) < 2 or len(names) != len(dataclasses.fields(cls)):
-                continue
-            getter = operator.attrgetter(*names)
-            table[cls] = lambda obj, cls=cls, getter=getter: (cls, getter(obj))
-    return table
-
-
-_DISPATCH = _dispatch_table()
-
-
 def _dumps(value: object) -> bytes:
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _DISPATCH
-    pickler.dump(value)
-    return buffer.getvalue()
+    """The model's dataclasses pickle as ``cls(*field values)`` (``model._pickle_as_constructor_call``)."""
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def default_cache_root() -> Path:
@@ -149,52 +127,60 @@ def _entry_path(cache_dir: str, key: str) -> str:
 
 def load(cache_dir: str, key: str) -> CachedResult | None:
     """The cached result for ``key``, or None (missing, corrupt, or written by other code)."""
-    try:
-        with open(_entry_path(cache_dir, key), "rb") as handle:
-            blob = handle.read()
-    except OSError:
-        return None
-    if not blob.startswith(_MAGIC):
-        return None
-    try:
-        stored_key, result = pickle.loads(blob[len(_MAGIC):])
-    except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
-        return None
-    if stored_key != key or not isinstance(result, (FileFacts, ScriptFacts, FileError)):
-        return None
-    return result
+    result = _read_entry(_entry_path(cache_dir, key), _MAGIC, key)
+    return result if isinstance(result, (FileFacts, ScriptFacts, FileError)) else None
 
 
 def cacheable(result: CachedResult) -> bool:
     return not isinstance(result, FileError) or result.kind in _CACHEABLE_ERRORS
 
 
-def store(cache_dir: str, key: str, result: CachedResult) -> None:
-    """Write an entry atomically (temp file + rename); any failure leaves the cache as it was."""
-    if not cacheable(result):
-        return
-    target = _entry_path(cache_dir, key)
+def _write_entry(target: str, magic: bytes, key: str, value: object) -> bool:
+    """Write ``magic + pickle((key, value))`` atomically (temp file in the same directory +
+    rename); any failure leaves the cache as it was and returns False."""
     directory = os.path.dirname(target)
     try:
-        blob = _MAGIC + _dumps((key, result))
+        blob = magic + _dumps((key, value))
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key[:8]}.", suffix=".tmp")
     except (OSError, pickle.PicklingError):
-        return
+        return False
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(blob)
         os.replace(tmp, target)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
+        return False
+    return True
 
 
-def lookup(source: SourceFile, cache_dir: str, max_bytes: int) -> CachedResult | None:
-    """The cached result of one source file, reading its bytes (for a warm check in the
-    main process before any worker starts); None on a miss."""
+def _read_entry(path: str, magic: bytes, key: str) -> object | None:
+    """The value stored under ``key`` at ``path``; None when missing, corrupt or foreign."""
+    try:
+        with open(path, "rb") as handle:
+            blob = handle.read()
+    except OSError:
+        return None
+    if not blob.startswith(magic):
+        return None
+    try:
+        stored_key, value = pickle.loads(blob[len(magic):])
+    except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
+        return None
+    return value if stored_key == key else None
+
+
+def store(cache_dir: str, key: str, result: CachedResult) -> None:
+    """Write an entry atomically; any failure leaves the cache as it was."""
+    if cacheable(result):
+        _write_entry(_entry_path(cache_dir, key), _MAGIC, key, result)
+
+
+def source_key(source: SourceFile, max_bytes: int) -> str | None:
+    """The entry key of one source file from its bytes (read in the main process for a warm
+    check before any worker starts); None when it cannot be read or is over ``max_bytes``."""
     try:
         with open(source.abspath, "rb") as handle:
             data = handle.read(max_bytes + 1)
@@ -202,4 +188,46 @@ def lookup(source: SourceFile, cache_dir: str, max_bytes: int) -> CachedResult |
         return None
     if len(data) > max_bytes:
         return None
-    return load(cache_dir, entry_key(source, data))
+    return entry_key(source, data)
+
+
+# --------------------------------------------------------------------------- whole-tree results
+#: whole-tree results kept per version directory (most recently used first)
+KEEP_RESULTS = 16
+_RESULT_MAGIC = b"csa-result"
+
+
+def tree_key(file_keys: list[tuple[str, str]], context: str) -> str:
+    """Key of a whole-tree result: every file's (path, entry key) and ``context`` (whatever
+    else the result depends on: discovery errors, extra hot roots, default level)."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(context.encode("utf-8", "surrogateescape") + b"\0")
+    for path, key in sorted(file_keys):
+        h.update(f"{path}\0{key}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def _result_path(cache_dir: str, key: str) -> str:
+    return os.path.join(cache_dir, "results", key + ".pkl")
+
+
+def load_result(cache_dir: str, key: str) -> object | None:
+    """A stored whole-tree result for ``key``, or None (missing, corrupt, foreign)."""
+    path = _result_path(cache_dir, key)
+    value = _read_entry(path, _RESULT_MAGIC, key)
+    if value is not None:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # most recently used
+    return value
+
+
+def store_result(cache_dir: str, key: str, value: object) -> None:
+    """Write a whole-tree result atomically and keep the ``KEEP_RESULTS`` most recent."""
+    if not _write_entry(_result_path(cache_dir, key), _RESULT_MAGIC, key, value):
+        return
+    with contextlib.suppress(OSError):
+        directory = os.path.join(cache_dir, "results")
+        entries = sorted((e for e in os.scandir(directory) if e.name.endswith(".pkl")),
+                         key=lambda e: e.stat().st_mtime, reverse=True)
+        for old in entries[KEEP_RESULTS:]:
+            os.unlink(old.path)

@@ -10,6 +10,8 @@ import difflib
 import os
 import sys
 import tempfile
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -79,9 +81,11 @@ def scan(
         err.print(f"cs-audit: configuration error: {exc}", markup=False)
         raise typer.Exit(2)
     result = _run_with_progress(config, rs, err, quiet=format != "text")
+    started = time.perf_counter()
     if format == "text":
         target = output or Path("reports") / f"{title(result)}.md"
         write_atomically(target, render_markdown(result, rs))
+        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
         print_summary(Console(), result, rs, str(target), verbose)
     else:
         text = FORMATS[format](result, rs)
@@ -89,6 +93,7 @@ def scan(
             write_atomically(output, text)
         else:
             sys.stdout.write(text)
+        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
     if verbose and format != "text":
         err.print("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings))
     if strict and result.errors:

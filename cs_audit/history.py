@@ -421,7 +421,7 @@ class TreeAuditor:
             return
         stats, cache, reuse = self.stats, self._facts, self.reuse
 
-        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any) -> Iterator[Any]:
+        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any, **_cache: Any) -> Iterator[Any]:
             scope = (rs.digest, rs.default_level, rs.hot_roots, config.max_file_bytes)
 
             def key(source: SourceFile) -> FactsKey | None:

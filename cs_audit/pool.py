@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import math
 import multiprocessing
 import os
@@ -59,6 +60,8 @@ TIMEOUT_S: float = 60.0
 MEMORY_LIMIT_BYTES: int = 2 << 30
 #: most items handed to a worker at once (fewer when there are few items per worker)
 CHUNK_MAX = 32
+#: items a worker handles between two cyclic garbage collections (the collector is off otherwise)
+GC_EVERY = 256
 
 _START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 _PARENT_CHECK_S = 1.0
@@ -124,7 +127,13 @@ def _arm_cpu_limit(timeout: float | None) -> None:
 def _worker_main(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None,
                  memory_limit: int | None, parent_pid: int) -> None:
     _limit_worker(memory_limit)
+    # Facts are trees of acyclic objects freed by reference counting: the cyclic collector
+    # only costs time here (~15% of parse/extract).  What the fork inherited is frozen (never
+    # scanned, pages stay shared) and a collection runs every GC_EVERY items instead.
+    gc.freeze()
+    gc.disable()
     code = 0
+    done = 0
     try:
         while True:
             while not conn.poll(_PARENT_CHECK_S):
@@ -147,6 +156,9 @@ def _worker_main(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]
                     conn.send((index, False, ("parser-crash", "out of memory")))
                 except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
                     conn.send((index, False, ("internal", f"result could not be sent: {type(exc).__name__}: {exc}")))
+                done += 1
+                if done % GC_EVERY == 0:
+                    gc.collect()
     except (EOFError, OSError):
         code = 1
     finally:

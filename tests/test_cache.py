@@ -199,3 +199,61 @@ def test_cache_dir_from_config(tree: Path, tmp_path: Path) -> None:
     assert config.cache is True and config.cache_dir == str(tmp_path / "here")
     run_audit(replace(config, jobs=1))
     assert _entries(tmp_path / "here")
+
+
+# ------------------------------------------------------------------ whole-tree results
+def _results(cache_root: Path) -> list[Path]:
+    return sorted(cache_root.rglob("results/*.pkl")) if cache_root.exists() else []
+
+
+def _no_file_work(*_args, **_kwargs):
+    raise AssertionError("a warm scan of an unchanged tree analysed files")
+
+
+def test_unchanged_tree_loads_the_stored_result(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cs_audit import api
+
+    cache_root = tmp_path / "cache"
+    cold = _scan(tree, cache_root)
+    assert len(_results(cache_root)) == 1
+    monkeypatch.setattr(api, "_map_files", _no_file_work)
+    monkeypatch.setattr(api, "build_model", _no_file_work)
+    assert _scan(tree, cache_root) == cold
+
+
+def test_changed_file_misses_the_stored_result(tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(tree, cache_root)
+    target = next(p for p in sorted(tree.rglob("*.py")) if "logger" in p.read_text(encoding="utf-8"))
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write('\n\ndef _late(x):\n    logger.info(f"late {x}")\n')
+    after = _scan(tree, cache_root)
+    assert after != before
+    assert after == _scan(tree, None)  # the same as an uncached scan of the changed tree
+    assert '"late {x}"' in after or "late {x}" in after
+    assert len(_results(cache_root)) == 2
+
+
+def test_config_outside_the_files_misses_the_stored_result(tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)
+    _scan(tree, cache_root, default_level="debug")
+    assert len(_results(cache_root)) == 2
+    assert _scan(tree, cache_root, default_level="debug") == _scan(tree, None, default_level="debug")
+
+
+def test_corrupt_result_is_recomputed(tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    cold = _scan(tree, cache_root)
+    (stored,) = _results(cache_root)
+    stored.write_bytes(b"csa-result" + b"\x80garbage")
+    assert _scan(tree, cache_root) == cold
+    assert stored.read_bytes().startswith(b"csa-result") and len(stored.read_bytes()) > 100  # rewritten
+
+
+def test_stored_results_are_bounded(tmp_path: Path) -> None:
+    cache_dir = str(tmp_path)
+    for i in range(cache.KEEP_RESULTS + 5):
+        cache.store_result(cache_dir, f"{i:040x}", ("value", i))
+    assert len(list((tmp_path / "results").glob("*.pkl"))) == cache.KEEP_RESULTS
+    assert cache.load_result(cache_dir, f"{cache.KEEP_RESULTS + 4:040x}") == ("value", cache.KEEP_RESULTS + 4)

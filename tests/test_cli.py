@@ -105,3 +105,26 @@ def test_a_root_whose_name_is_not_utf8_gives_valid_json(tmp_path: Path) -> None:
     result = runner.invoke(app, ["scan", str(root), "--format", "json", "-j", "1"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["root"].endswith("caf\\xe9")
+
+
+def test_verbose_prints_each_phase_and_a_warm_run_loads_the_stored_result(tmp_path: Path, monkeypatch) -> None:
+    import re
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = write_tree(tmp_path / "tree", TREE)
+    out = tmp_path / "out.json"
+    args = ["scan", str(root), "--format", "json", "-o", str(out), "-j", "1", "--no-history", "-v"]
+
+    def phases(output: str) -> list[str]:
+        text = " ".join(output.split())  # the console may wrap the line
+        listed = text.split("phases: ", 1)[1]
+        return [name.strip() for name in re.findall(r"([a-z/ ]+?) \d+\.\d\ds,?", listed)]
+
+    cold = runner.invoke(app, args)
+    assert cold.exit_code == 0, cold.output
+    assert phases(cold.output) == ["discover", "parse/extract", "joins", "analysis", "history", "render"]
+    first = out.read_text()
+    warm = runner.invoke(app, args)
+    assert warm.exit_code == 0, warm.output
+    assert phases(warm.output) == ["discover", "cached result", "history", "render"]
+    assert out.read_text() == first

@@ -57,8 +57,8 @@ def _scan_corpus(programs: list[bytes], jobs: int = 2) -> dict[str, tuple[object
     rs = load_ruleset()
     recorded: list[tuple[str, object]] = []
 
-    def recording(sources, rs, config, progress):  # the engine's own mapper, watched
-        for source, result in zip(sources, original(sources, rs, config, progress), strict=True):
+    def recording(sources, rs, config, progress, **cache_args):  # the engine's own mapper, watched
+        for source, result in zip(sources, original(sources, rs, config, progress, **cache_args), strict=True):
             recorded.append((source.path, result))
             yield result
 

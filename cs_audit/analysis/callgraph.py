@@ -58,7 +58,8 @@ class TreeModel:
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
     gate_cache: dict[tuple[str, str | None, GateRef], str | None] = field(default_factory=dict)
     syncing: set[FuncKey] | None = None
-    #: (path, function, id(gates)) -> (gates, switches, switch): the gates tuple is held so its id stays unique
+    #: (path, function, id(gates)) -> (gates, switches, switch): the gates tuple is held so its id
+    #: stays unique; extraction shares one tuple among the sites of a block, so ids repeat
     switch_cache: dict[tuple[str, str | None, int], tuple[tuple[GateRef, ...], tuple[str, ...], str | None]] = field(default_factory=dict)
 
 
@@ -364,8 +365,9 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
 
 def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
     roots: dict[FuncKey, Frequency] = {}
+    root_names = {r.name for r in rs.hot_roots}
     for key, f in model.functions.items():
-        root = rs.hot_root_for(f.name, f.class_name, key[0])
+        root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
         if root is not None:
             roots[key] = root.frequency
     out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)

@@ -15,7 +15,6 @@ import warnings
 from dataclasses import replace
 from typing import TypeVar
 
-from cs_audit.extract.facts import collect_facts
 from cs_audit.extract.index import ModuleIndex, index_module, module_name
 from cs_audit.model import CallSite, EnvRead, FileError, FileFacts
 from cs_audit.ruleset import RuleSet
@@ -91,18 +90,21 @@ def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError
     calls = _mark_returned(list(index.calls), index)
     literal_paths: list[tuple[int, str]] = []
     if index.snippets:
+        from cs_audit.extract.facts import collect_facts  # libcst: imported by the workers that need it
+
         try:
-            walker = collect_facts(index.snippets, rs, index.aliases, index.logger_names, index.string_constants)
+            walker = collect_facts(index.snippets, rs, index.aliases, index.logger_names, index.string_constants, index.shadowed)
         except RecursionError:
             return FileError(path, "parser-crash", "expression nesting too deep for the parser")
         env_reads = _mark_returned(walker.env_reads, index)
         calls.extend(_mark_returned(walker.calls, index))
         literal_paths = walker.literal_paths
+    with_facts = {r.function for r in env_reads if r.function} | {c.function for c in calls if c.function and c.role is not None}
     return FileFacts(
         path=path,
         module=module_name(path),
         aliases=tuple(sorted(index.aliases.items())),
-        functions=index.functions,
+        functions=index.hash_bodies(with_facts),
         env_reads=tuple(env_reads),
         calls=tuple(sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=tuple(sorted(set(literal_paths))),

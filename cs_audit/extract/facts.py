@@ -11,6 +11,7 @@ of ``A and f()`` / ``f() if A else g()``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -78,8 +79,10 @@ class StatementFacts(cst.CSTVisitor):
     """Walks one statement at a time; ``snippet`` is the current statement's context."""
 
     def __init__(self, module: cst.Module, rs: RuleSet, aliases: dict[str, str],
-                 logger_names: frozenset[str], string_constants: dict[str, str]) -> None:
+                 logger_names: frozenset[str], string_constants: dict[str, str],
+                 shadowed: frozenset[str] = frozenset()) -> None:
         super().__init__()
+        self.shadowed = shadowed
         self.module = module
         self.rs = rs
         self.aliases = aliases
@@ -97,6 +100,10 @@ class StatementFacts(cst.CSTVisitor):
         #: (function, local name) -> base-name pattern of a path assigned to it
         self.local_paths: dict[tuple[str | None, str], str] = {}
         self.attr_registries = {r.object: r for r in rs.registries if r.access == "attribute"}
+        #: cheap first check of `<owner>.NAME`: the owner's last name must be one a registry
+        #: object ends in (`envs`), or a local alias of a registry object
+        self.registry_tails = {o.rsplit(".", 1)[-1] for o in self.attr_registries}
+        self.registry_tails.update(n for n, origin in aliases.items() if origin in self.attr_registries)
         self.method_registries = {r.object: r for r in rs.registries if r.access == "method"}
 
     def walk(self, statement: cst.CSTNode, snippet: Snippet) -> None:
@@ -104,13 +111,35 @@ class StatementFacts(cst.CSTVisitor):
         self.pending.clear()
         self.local_gates.clear()
         self.timestamp_seen = False
-        statement.visit(self)
+        self._walk(statement)
         target = snippet.assign_target
         if target and ("." not in target or target.startswith("self.")):
             value = _assigned_value(statement)
             pattern = self.path_pattern(value) if value is not None else None
             if pattern:
                 self.local_paths[(self._path_scope(target), target)] = pattern
+
+    def _walk(self, node: cst.CSTNode) -> None:
+        """``visit_X``, the children in source order, ``leave_X``: libcst's ``node.visit``
+        without its cost (it rebuilds and re-validates every node it passes, even for a
+        read-only visitor).  Whitespace, parentheses and punctuation are not entered."""
+        cls = node.__class__
+        plan = _WALK_PLANS.get(cls)
+        if plan is None:
+            plan = _WALK_PLANS[cls] = _walk_plan(cls)
+        visit, leave, fields = plan
+        if visit is None or getattr(self, visit)(node) is not False:
+            walk, Node = self._walk, cst.CSTNode
+            for name in fields:
+                value = getattr(node, name)
+                if isinstance(value, Node):
+                    walk(value)
+                elif value.__class__ in (tuple, list):
+                    for item in value:
+                        if isinstance(item, Node):
+                            walk(item)
+        if leave is not None:
+            getattr(self, leave)(node)
 
     def _path_scope(self, name: str) -> str | None:
         """Locals live in their function; `self.x` in the class (`A.__init__` sets, `A.log` opens)."""
@@ -194,7 +223,7 @@ class StatementFacts(cst.CSTVisitor):
     @property
     def gates(self) -> tuple[GateRef, ...]:
         assert self.snippet is not None
-        return self.snippet.gates + tuple(self.local_gates)
+        return self.snippet.gates + tuple(self.local_gates) if self.local_gates else self.snippet.gates
 
     # ---------------------------------------------------------------- in-expression gates
     def _simple_refs(self, expr: cst.BaseExpression, active: bool) -> list[GateRef]:
@@ -218,20 +247,20 @@ class StatementFacts(cst.CSTVisitor):
         return []
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
-        node.left.visit(self)
+        self._walk(node.left)
         refs = self._simple_refs(node.left, isinstance(node.operator, cst.And))
         self.local_gates.extend(refs)
-        node.right.visit(self)
+        self._walk(node.right)
         if refs:
             del self.local_gates[-len(refs):]
         return False
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
-        node.test.visit(self)
+        self._walk(node.test)
         for branch, active in ((node.body, True), (node.orelse, False)):
             refs = self._simple_refs(node.test, active)
             self.local_gates.extend(refs)
-            branch.visit(self)
+            self._walk(branch)
             if refs:
                 del self.local_gates[-len(refs):]
         return False
@@ -311,7 +340,9 @@ class StatementFacts(cst.CSTVisitor):
             left = target.comparator
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if id(node) in self.skip_nodes or not self.attr_registries:
+        owner = node.value
+        tail = owner.attr.value if isinstance(owner, cst.Attribute) else owner.value if isinstance(owner, cst.Name) else None
+        if tail not in self.registry_tails or id(node) in self.skip_nodes:
             return
         registry = self.attr_registries.get(self.dotted(node.value) or "")
         if registry is not None and re.match(registry.name_pattern, node.attr.value):
@@ -394,7 +425,7 @@ class StatementFacts(cst.CSTVisitor):
                 return  # `datetime.now().strftime(...)`: one timestamp per statement
             self.timestamp_seen = True
         role, level, resolution = self._role(original_node, pending.callee)
-        if role is None and not may_reach_tree(self.raw_dotted(original_node.func), self.aliases):
+        if role is None and not may_reach_tree(self.raw_dotted(original_node.func), self.aliases, self.shadowed):
             return
         self._record(original_node, pending.callee, role, level, resolution, pending.arg_calls)
 
@@ -436,6 +467,25 @@ class StatementFacts(cst.CSTVisitor):
                 bound_to=bound_to, code=self._code(node), path_pattern=path_pattern,
             )
         )
+
+
+#: node fields that never hold an expression or statement: layout, punctuation, operators
+_TRIVIA_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "equal", "semicolon", "dot", "colon", "star", "operator", "newline", "leading_lines",
+    "trailing_whitespace", "lines_after_decorators", "header", "footer", "lbracket", "rbracket", "lbrace", "rbrace",
+    "whitespace_before_colon", "whitespace_after_colon", "asynchronous", "await_",
+})
+#: node class -> (its visit_ method name or None, its leave_ method name or None, the fields to enter)
+_WALK_PLANS: dict[type, tuple[str | None, str | None, tuple[str, ...]]] = {}
+
+
+def _walk_plan(cls: type) -> tuple[str | None, str | None, tuple[str, ...]]:
+    visit, leave = f"visit_{cls.__name__}", f"leave_{cls.__name__}"
+    fields = tuple(
+        f.name for f in dataclasses.fields(cls)
+        if f.name not in _TRIVIA_FIELDS and not f.name.startswith("whitespace")
+    )
+    return (visit if visit in vars(StatementFacts) else None, leave if leave in vars(StatementFacts) else None, fields)
 
 
 def _assigned_value(statement: cst.CSTNode) -> cst.BaseExpression | None:
@@ -506,10 +556,11 @@ def _parse_snippets(snippets: tuple[Snippet, ...]) -> list[tuple[cst.CSTNode, Sn
 
 
 def collect_facts(snippets: tuple[Snippet, ...], rs: RuleSet, aliases: dict[str, str],
-                  logger_names: frozenset[str], string_constants: dict[str, str]) -> StatementFacts:
+                  logger_names: frozenset[str], string_constants: dict[str, str],
+                  shadowed: frozenset[str] = frozenset()) -> StatementFacts:
     pairs = _parse_snippets(snippets)
     module = cst.Module(body=[])
-    walker = StatementFacts(module, rs, aliases, logger_names, string_constants)
+    walker = StatementFacts(module, rs, aliases, logger_names, string_constants, shadowed)
     for statement, snippet in pairs:
         walker.walk(statement, snippet)
     return walker

@@ -12,6 +12,7 @@ handed, all at once, to the libcst walker in ``facts.py`` with this context.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import re
 from bisect import bisect_right
@@ -25,19 +26,19 @@ MIN_DUPLICATE_STATEMENTS = 3
 _MAX_GATE_REFS = 8
 #: statements holding one of these get the libcst walk
 SNIPPET_TOKENS = re.compile(
-    r"environ|getenv|envs\.|logg|\blog\.|_log\b|log_|print|\.write\(|dump|save\(|\.item\(|\.cpu\(|tolist\(|\.numpy\(|"
-    r"synchroni[sz]e|open\(|flush\(|strftime|datetime|time_ns|makedirs|mkdir|trace|diag|debug|\.to\(|"
+    r"environ|getenv|putenv|envs\.|logg|\blog\.|_log\b|log_|print|\.write\(|dump|save\(|\.item\(|\.cpu\(|tolist\(|\.numpy\(|"
+    r"synchroni[sz]e|open\(|flush\(|strftime|datetime|time_ns|makedirs|mkdir|trace|diag|debug|[\"']cpu[\"']|"
     r"path\.join|\.jsonl|\.pt\b"
 )
 #: literal substrings of SNIPPET_TOKENS: a line matches the pattern only if it holds one; a
 #: literal marked True implies a match, the others are confirmed with the pattern on the line.
 #: Keep in step with SNIPPET_TOKENS.
 _TOKEN_LITERALS: tuple[tuple[str, bool], ...] = (
-    ("environ", True), ("getenv", True), ("envs.", True), ("log", False), ("print", True), (".write(", True),
+    ("environ", True), ("getenv", True), ("putenv", True), ("envs.", True), ("log", False), ("print", True), (".write(", True),
     ("dump", True), ("save(", True), (".item(", True), (".cpu(", True), ("tolist(", True), (".numpy(", True),
     ("synchroni", False), ("open(", True), ("flush(", True), ("strftime", True), ("datetime", True),
     ("time_ns", True), ("makedirs", True), ("mkdir", True), ("trace", True), ("diag", True), ("debug", True),
-    (".to(", True), ("path.join", True), (".jsonl", True), (".pt", False),
+    ("'cpu'", True), ('"cpu"', True), ("path.join", True), (".jsonl", True), (".pt", False),
 )
 _CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -77,6 +78,18 @@ class ModuleIndex:
     returning_tests: frozenset[int] = frozenset()
     #: first line of each simple statement -> (assignment target, is a return)
     statements: dict[int, tuple[str | None, bool]] = field(default_factory=dict)
+    #: builtin names the module binds at top level
+    shadowed: frozenset[str] = frozenset()
+    #: (qualname, line) -> its ast node (for ``hash_bodies``)
+    function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+
+    def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
+        """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
+        facts: only they can be duplicated helpers, and hashing a body is not free)."""
+        return tuple(
+            replace(f, body_hash=body_hash(self.function_nodes[(f.qualname, f.line)])) if f.qualname in qualnames else f
+            for f in self.functions
+        )
 
 
 def module_name(path: str) -> str:
@@ -261,11 +274,12 @@ _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 
 
 def _calls_in(root: ast.AST) -> list[ast.Call]:
-    """Every Call under ``root`` (a stack loop over the fields that can hold children)."""
+    """Every Call under ``root`` (a stack loop over the fields that can hold children; names
+    and constants, half of all nodes, are never pushed)."""
     out: list[ast.Call] = []
     stack = [root]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    fields_of, AST, Call = _CHILD_FIELDS, ast.AST, ast.Call
+    pop, push = stack.pop, stack.append
+    fields_of, AST, Call, leaves = _CHILD_FIELDS, ast.AST, ast.Call, _LEAF_NODES
     while stack:
         node = pop()
         cls = node.__class__
@@ -276,12 +290,42 @@ def _calls_in(root: ast.AST) -> list[ast.Call]:
             fields = _child_fields(cls)
         for name in fields:
             value = getattr(node, name, None)
-            if value.__class__ is list:
-                extend([v for v in value if isinstance(v, AST)])
-            elif isinstance(value, AST):
+            kind = value.__class__
+            if kind is list:
+                for item in value:  # type: ignore[union-attr]
+                    if item.__class__ not in leaves and isinstance(item, AST):
+                        push(item)
+            elif kind not in leaves and isinstance(value, AST):
                 push(value)
-    out.sort(key=lambda c: (c.lineno, c.col_offset))
+    if len(out) > 1:
+        out.sort(key=lambda c: (c.lineno, c.col_offset))
     return out
+
+
+#: node classes without children that can hold a call
+_LEAF_NODES = frozenset({ast.Name, ast.Constant})
+
+
+#: statement fields that hold statements (the bodies of compound statements)
+_BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _returns_value(body: list[ast.stmt]) -> bool:
+    """Whether a block holds a `return <value>` (nested blocks included; nested defs and
+    classes, and expressions, are not searched)."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        cls = node.__class__
+        if cls is ast.Return:
+            if node.value is not None:  # type: ignore[attr-defined]
+                return True
+            continue
+        if cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda):
+            continue
+        for name in _BODY_FIELDS:
+            stack.extend(getattr(node, name, ()))
+    return False
 
 
 def _ends_in_exit(body: list[ast.stmt]) -> bool:
@@ -324,6 +368,7 @@ class _Indexer(ast.NodeVisitor):
         self.snippets: list[Snippet] = []
         self.scopes: list[_Scope] = []
         self.gates: list[GateRef] = []
+        self._interned_gates: dict[tuple[GateRef, ...], tuple[GateRef, ...]] = {}
         self.loop_depth = 0
         self.loop_iters: list[str] = []
         self.returned_names: dict[str | None, frozenset[str]] = {}
@@ -338,6 +383,11 @@ class _Indexer(ast.NodeVisitor):
         self.text = "\n".join(lines)
         self.token_prefix = self._line_prefix(SNIPPET_TOKENS, _TOKEN_LITERALS)
         self.alias_names: set[str] = set()
+        self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        #: builtin names this module binds itself (calls to them are edges)
+        self.shadowed: frozenset[str] = frozenset()
+        #: last name of each logger factory (`getLogger`, `init_logger`): a cheap first check
+        self.factory_names = {f.rsplit(".", 1)[-1] for f in rs.logger_factories}
         self.alias_tokens: re.Pattern[str] | None = None
         self.alias_prefix: list[int] | None = None
         #: first line of each simple statement -> (assignment target, is a return)
@@ -350,6 +400,14 @@ class _Indexer(ast.NodeVisitor):
             if scope.kind == "def":
                 return scope
         return None
+
+    def _gates_now(self) -> tuple[GateRef, ...]:
+        """The gates around the current statement as one tuple shared by every site under the
+        same gates (the joins cache gate resolution by the tuple's identity)."""
+        if not self.gates:
+            return ()
+        gates = tuple(self.gates)
+        return self._interned_gates.setdefault(gates, gates)
 
     def _qualname(self, name: str) -> str:
         if not self.scopes:
@@ -376,7 +434,7 @@ class _Indexer(ast.NodeVisitor):
             Snippet(
                 text=text, line=node.lineno, end_line=node.end_lineno or node.lineno,
                 function=scope.qualname if scope else None, params=scope.params if scope else (),
-                once=scope is None or scope.once, gates=tuple(self.gates), loop_depth=self.loop_depth,
+                once=scope is None or scope.once, gates=self._gates_now(), loop_depth=self.loop_depth,
                 assign_target=assign_target, is_return=is_return, builds_path=builds_path,
                 loop_iter=self.loop_iters[-1] if self.loop_iters else "",
             )
@@ -487,12 +545,13 @@ class _Indexer(ast.NodeVisitor):
         self.gates = saved_gates
         self.scopes.pop()
         self.returned_names[qualname] = frozenset(scope.returned)
+        self.function_nodes[(qualname, node.lineno)] = node
         self.functions.append(
             FunctionDef(
                 qualname=qualname, name=node.name, class_name=self.scopes[-1].name if self.scopes and self.scopes[-1].kind == "class" else None,
                 line=node.lineno, end_line=end, params=params, returns_value=scope.returns_value,
-                # only functions that may hold facts can be duplicated *helpers*; hashing is not free
-                body_hash=body_hash(node) if self._has_tokens(node) else "",
+                # filled in by ``hash_bodies`` for the functions that hold facts (duplicated *helpers*)
+                body_hash="",
                 body_lines=end - node.lineno + 1, decorators=decorators,
                 entry_gates=entry_gates, param_defaults=param_defaults,
             )
@@ -514,6 +573,7 @@ class _Indexer(ast.NodeVisitor):
             del self.gates[-pushed:]
 
     def visit_Module(self, node: ast.Module) -> None:
+        self.shadowed = _builtins_bound_by(node)
         self._block(node.body)
 
     def _gated(self, refs: list[GateRef], body: list[ast.stmt]) -> None:
@@ -536,7 +596,7 @@ class _Indexer(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         self._header(node.test)
-        if self._has_tokens(node.test) and any(n.__class__ is ast.Return and n.value is not None for b in node.body for n in _nodes(b)):  # type: ignore[attr-defined]
+        if self._has_tokens(node.test) and _returns_value(node.body):
             self.returning_tests.add(node.test.lineno)
         self._gated(self.gate_refs(node.test, True), node.body)
         self._gated(self.gate_refs(node.test, False), node.orelse)
@@ -599,6 +659,8 @@ class _Indexer(ast.NodeVisitor):
             if scope is not None:
                 scope.returns_value = True
                 scope.returned.update(x.id for x in _nodes(node.value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
+        # env reads and writes always hold a token (`environ`, `getenv`, `envs.`, an alias)
+        has_tokens = self._has_tokens(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             self._note_assign(targets, node.value)
@@ -607,14 +669,14 @@ class _Indexer(ast.NodeVisitor):
                 value = node.value
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CONVERSIONS and value.args:
                     value = value.args[0]
-                is_env, default = self._env_default(value) if value is not None else (False, None)
+                is_env, default = self._env_default(value) if has_tokens and value is not None else (False, None)
                 scope = self.function
                 if is_env and scope is not None and isinstance(targets[0], ast.Name):
                     scope.env_defaults[targets[0].id] = default
-        if self._exports_env(node):
+        if has_tokens and self._exports_env(node):
             scope = self.function
             self.env_exporters.add(scope.qualname if scope else None)
-        if self._has_tokens(node):
+        if has_tokens:
             builds_path = bool(target and re.search(r"(?i)(dir|path|root|run|file|out)", target.rsplit(".", 1)[-1]))
             self._snippet(self._source(node), node, assign_target=target, is_return=isinstance(node, ast.Return),
                           builds_path=builds_path)
@@ -626,7 +688,11 @@ class _Indexer(ast.NodeVisitor):
         if value is None:
             return
         if isinstance(value, ast.Call):
-            factory = dotted(value.func, self.aliases)
+            func = value.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if last is None or (last not in self.factory_names and last not in self.alias_names):
+                return
+            factory = dotted(func, self.aliases)
             if factory in self.rs.logger_factories:
                 self.logger_names.update(t for t in (raw_dotted(x) for x in targets) if t)
         elif not self.scopes and isinstance(value, ast.Constant) and isinstance(value.value, str):
@@ -651,11 +717,11 @@ class _Indexer(ast.NodeVisitor):
     def _edges(self, node: ast.AST) -> None:
         """Call-graph edges of a statement the libcst walker does not see."""
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
-        if not any("(" in line for line in self.lines[first:last]):
+        if self.text.find("(", self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)) == -1:
             return
         scope = self.function
         for call in _calls_in(node):
-            if not _may_reach_tree(call.func, self.aliases):
+            if not may_reach_tree(raw_dotted(call.func), self.aliases, self.shadowed):
                 continue
             callee = dotted(call.func, self.aliases)
             if callee is None:
@@ -663,7 +729,7 @@ class _Indexer(ast.NodeVisitor):
             self.calls.append(
                 CallSite(
                     callee=callee, function=scope.qualname if scope else None, line=call.lineno,
-                    end_line=call.end_lineno or call.lineno, gates=tuple(self.gates), loop_depth=self.loop_depth,
+                    end_line=call.end_lineno or call.lineno, gates=self._gates_now(), loop_depth=self.loop_depth,
                     loop_iter=self.loop_iters[-1] if self.loop_iters else "",
                     literal_args=tuple(_literal(a) if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args[:4]),
                     eager=(), arg_calls=(), role=None, level=None, resolution="exact", in_emitter_args=False,
@@ -750,7 +816,7 @@ class _Indexer(ast.NodeVisitor):
             flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
             self._refs(right, (active == low) if flips else active, out)
         # a name compared with something is an operand (`x not in seen`), never a bare flag
-        out[start:] = [replace(r, args=("operand",)) if r.kind == "name" else r for r in out[start:]]
+        out[start:] = [GateRef(r.kind, r.ref, ("operand",), r.active_when_set) if r.kind == "name" else r for r in out[start:]]
 
     def _call_ref(self, expr: ast.Call, active: bool, out: list[GateRef]) -> None:
         callee = dotted(expr.func, self.aliases)
@@ -803,17 +869,32 @@ def _char_offset(line: str, byte_offset: int) -> int:
     return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
 
 
-def may_reach_tree(raw_callee: str | None, aliases: dict[str, str]) -> bool:
+#: names of the builtins module: `len(x)`, `ValueError(...)` never land in the tree
+_BUILTINS = frozenset(dir(builtins))
+
+
+def may_reach_tree(raw_callee: str | None, aliases: dict[str, str], shadowed: frozenset[str] = frozenset()) -> bool:
     """Whether a call may land in the scanned tree (a call-graph edge), from its unresolved
-    dotted text: `f()`, `self.f()`, `cls.f()`, `module.f()` through an import; not `x.append()`."""
+    dotted text: `f()`, `self.f()`, `cls.f()`, `module.f()` through an import; not `x.append()`,
+    not a builtin (`len()`) unless the module binds that name itself (``shadowed``)."""
     if raw_callee is None:
         return False
     root, dot, _ = raw_callee.partition(".")
-    return not dot or root in ("self", "cls") or root in aliases
+    if not dot:
+        return root not in _BUILTINS or root in aliases or root in shadowed
+    return root in ("self", "cls") or root in aliases
 
 
-def _may_reach_tree(func: ast.AST, aliases: dict[str, str]) -> bool:
-    return may_reach_tree(raw_dotted(func), aliases)
+def _builtins_bound_by(module: ast.Module) -> frozenset[str]:
+    """Builtin names the module binds at top level (`def max(...)`, `input = ...`)."""
+    bound: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                bound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return frozenset(bound & _BUILTINS)
 
 
 def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
@@ -830,4 +911,6 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         env_exporters=frozenset(indexer.env_exporters),
         returning_tests=frozenset(indexer.returning_tests),
         statements=indexer.statements,
+        shadowed=indexer.shadowed,
+        function_nodes=indexer.function_nodes,
     )
