@@ -18,7 +18,7 @@ from cs_audit.analysis.callgraph import build_model
 from cs_audit.analysis.findings import analyse, duplicate_groups
 from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_dispositions, load_decisions
 from cs_audit.analysis.switches import build_switches
-from cs_audit.joins.blame import open_history
+from cs_audit.joins.blame import blame_cache_dir, open_history
 from cs_audit.config import AuditConfig
 from cs_audit.discover import discover, display_path
 from cs_audit.extract import extract_python
@@ -171,7 +171,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
-        switches, commit, history_note = _with_history(root, switches)
+        switches, commit, history_note = _with_history(root, switches, config)
     else:
         commit = _head_commit(root)
     lap("history")
@@ -249,10 +249,12 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     return TreeAnalysis(tuple(findings), tuple(switches), duplicates, tuple(errors), cacheable)
 
 
-def _with_history(root: Path, switches: list[Switch]) -> tuple[list[Switch], str | None, str | None]:
-    """`added_in` for each switch: the oldest commit among the blames of its reads."""
-    history = open_history(root)
+def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
+    """`added_in` for each switch: the oldest commit among the blames of its reads (blame
+    answers cached on disk next to the facts, per HEAD commit)."""
+    history = open_history(root, cache_dir=blame_cache_dir(config.cache, config.cache_dir), jobs=config.jobs)
     try:
+        history.prefetch((r.path, r.line) for s in switches for r in s.reads)  # each file once, in parallel
         out = []
         for s in switches:
             info, note = history.first_added((r.path, r.line) for r in s.reads)

@@ -10,7 +10,12 @@
   :func:`cs_audit.api.run_audit` on it, so a past commit is audited by exactly the code
   that audits a work tree.  Across commits the directory is updated in place (only
   changed paths are rewritten) and, with ``reuse=True``, the per-file facts of blobs
-  already analysed are reused: each further commit only parses what it changed.
+  already analysed are reused: each further commit only parses what it changed.  When
+  the Python facts of a commit are the same as those of the commit audited before it
+  (a commit that changed only docs, CI files or shell scripts), the whole-tree joins
+  (the call-graph model, the findings and the duplicate groups, pure functions of those
+  facts and the rules) are reused too; setters, readers, switches and dispositions are
+  always computed afresh.
 * :func:`render_diff` words what changed in the audit between two commits.
 """
 
@@ -85,7 +90,6 @@ class TreeEntry:
     mode: str
     kind: str  # blob | commit (submodule) | tree
     sha: str
-    size: int
 
 
 def _utc_day(epoch: int) -> str:
@@ -181,18 +185,43 @@ class GitRepo:
 
     def tree(self, sha: str) -> dict[str, TreeEntry]:
         """Repo-relative path -> entry, for every file under the scanned path at ``sha``."""
-        out = self.git("ls-tree", "-r", "-z", "-l", "--full-tree", sha, *self.pathspec())
+        out = self.git("ls-tree", "-r", "-z", "--full-tree", sha, *self.pathspec())
         entries: dict[str, TreeEntry] = {}
         for record in out.split(b"\0"):
             if not record:
                 continue
             meta, _, name = record.partition(b"\t")
             parts = meta.split()
-            if len(parts) != 4:
+            if len(parts) != 3:
                 continue
-            mode, kind, obj, size = (p.decode("ascii") for p in parts)
-            entries[os.fsdecode(name)] = TreeEntry(mode, kind, obj, int(size) if size.isdigit() else 0)
+            mode, kind, obj = (p.decode("ascii") for p in parts)
+            entries[os.fsdecode(name)] = TreeEntry(mode, kind, obj)
         return entries
+
+    def changes(self, old: str, new: str) -> dict[str, TreeEntry | None]:
+        """Repo-relative path -> its entry at ``new`` (None: not there), for every file under
+        the scanned path whose entry differs between commits ``old`` and ``new``."""
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", old, new, *self.pathspec())
+        fields = out.split(b"\0")
+        changed: dict[str, TreeEntry | None] = {}
+        i = 0
+        while i + 1 < len(fields):
+            meta = fields[i]
+            if not meta.startswith(b":"):
+                i += 1
+                continue
+            parts = meta[1:].split()
+            name = os.fsdecode(fields[i + 1])
+            i += 2
+            if len(parts) != 5:
+                raise GitError(f"git diff-tree: cannot read {meta!r}")
+            mode, sha = parts[1].decode("ascii"), parts[3].decode("ascii")
+            if parts[4][:1] == b"D" or mode == "000000":
+                changed[name] = None
+            else:
+                kind = {"160000": "commit", "040000": "tree"}.get(mode, "blob")
+                changed[name] = TreeEntry(mode, kind, sha)
+        return changed
 
     def renames(self, old: str, new: str) -> dict[str, str]:
         """Repo-relative old path -> new path for files renamed between two commits."""
@@ -297,10 +326,35 @@ class AuditStats:
     commits: int = 0
     analysed: int = 0  # files parsed
     reused: int = 0  # files whose facts came from an earlier commit's identical blob
+    joins_reused: int = 0  # commits whose whole-tree joins came from the commit before
     seconds: list[float] = field(default_factory=list)
 
 
 FactsKey = tuple[Any, ...]
+
+
+@dataclass
+class _Joins:
+    """The whole-tree joins of the last commit audited, and what they were computed from."""
+
+    facts: tuple[tuple[str, Any], ...]  # the Python facts, in the order run_audit passed them
+    rs: RuleSet
+    model: Any
+    findings: tuple[Any, ...] | None = None
+    duplicates: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
+
+
+@contextlib.contextmanager
+def _patched(module: Any, replacements: Mapping[str, Callable[..., Any]]) -> Iterator[None]:
+    """Set attributes of ``module`` for the duration of the block."""
+    originals = {name: getattr(module, name) for name in replacements}
+    for name, value in replacements.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in originals.items():
+            setattr(module, name, value)
 
 
 class TreeAuditor:
@@ -319,8 +373,11 @@ class TreeAuditor:
         self.stats = AuditStats()
         self._workdir = Path(tempfile.mkdtemp(prefix="cs-audit-rev-"))
         self._current: dict[str, TreeEntry] = {}
+        self._current_sha: str | None = None  # the commit the directory holds
         self._blobs: _BlobReader | None = None
         self._facts: dict[FactsKey, Any] = {}
+        self._joins: _Joins | None = None
+        self._shipped_rs: RuleSet | None = None
         self.last_rs: RuleSet | None = None
 
     def __enter__(self) -> TreeAuditor:
@@ -342,10 +399,24 @@ class TreeAuditor:
 
     # -- the tree on disk -------------------------------------------------------
 
+    def _listing(self, sha: str) -> dict[str, TreeEntry]:
+        """The files to write for ``sha``: the full listing for the first commit, then the
+        previous commit's listing updated with ``git diff-tree`` (only what changed)."""
+        if self._current_sha is None:
+            return {p: e for p, e in self.repo.tree(sha).items() if e.kind == "blob" and _safe_parts(p)}
+        new = dict(self._current)
+        for path, entry in self.repo.changes(self._current_sha, sha).items():
+            if entry is not None and entry.kind == "blob" and _safe_parts(path):
+                new[path] = entry
+            else:
+                new.pop(path, None)
+        return new
+
     def _write_tree(self, sha: str) -> dict[str, TreeEntry]:
         """Make the temporary directory hold exactly the tree of ``sha`` (changed paths only)."""
-        new = {p: e for p, e in self.repo.tree(sha).items() if e.kind == "blob" and _safe_parts(p)}
+        new = self._listing(sha)
         old = self._current
+        self._current_sha = None  # until the directory holds ``new``
         gone = [p for p in old if p not in new or old[p] != new[p]]
         for path in sorted(gone, reverse=True):
             target = self._workdir / path
@@ -378,6 +449,7 @@ class TreeAuditor:
         if not self.repo.is_file:
             self.root.mkdir(parents=True, exist_ok=True)
         self._current = new
+        self._current_sha = sha
         return new
 
     # -- audits -----------------------------------------------------------------
@@ -396,10 +468,14 @@ class TreeAuditor:
         started = time.perf_counter()
         tree = self._write_tree(sha)
         config = self.config()
-        base_rs = rs or load_ruleset()
+        if rs is None:
+            if self._shipped_rs is None:
+                self._shipped_rs = load_ruleset()  # parsed once, not per commit
+            rs = self._shipped_rs
+        base_rs = rs
         self.last_rs = api.prepare_ruleset(config, base_rs)
         blobs = {p[len(self.repo.base):]: e.sha for p, e in tree.items() if p.startswith(self.repo.base)}
-        with self._reusing_facts(blobs):
+        with self._reusing_facts(blobs), self._reusing_joins():
             result = api.run_audit(config, base_rs, progress)
         self.stats.commits += 1
         self.stats.seconds.append(time.perf_counter() - started)
@@ -421,20 +497,29 @@ class TreeAuditor:
             return
         stats, cache, reuse = self.stats, self._facts, self.reuse
 
-        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any, **_cache: Any) -> Iterator[Any]:
+        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any,
+                   cache_dir: str | None = None, keys: list[Any] | None = None) -> Iterator[Any]:
+            """The engine's mapper over the files not seen before; ``cache_dir`` and ``keys``
+            (one per source) are the engine's disk-cache arguments, passed on for the files
+            that are mapped."""
             scope = (rs.digest, rs.default_level, rs.hot_roots, config.max_file_bytes)
 
             def key(source: SourceFile) -> FactsKey | None:
                 blob = blobs.get(source.path)
                 return (scope, source.path, source.kind, blob) if blob and reuse else None
 
-            keys = [key(s) for s in sources]
-            misses = [s for s, k in zip(sources, keys, strict=True) if k is None or k not in cache]
-            fresh = dict(zip([s.path for s in misses], list(original(misses, rs, config, None)), strict=True))
+            facts_keys = [key(s) for s in sources]
+            missed = [i for i, k in enumerate(facts_keys) if k is None or k not in cache]
+            misses = [sources[i] for i in missed]
+            extra: dict[str, Any] = {}
+            if cache_dir is not None or keys is not None:
+                aligned = keys is not None and len(keys) == len(sources)
+                extra = {"cache_dir": cache_dir, "keys": [keys[i] for i in missed] if aligned else keys}
+            fresh = dict(zip([s.path for s in misses], list(original(misses, rs, config, None, **extra)), strict=True))
             stats.analysed += len(misses)
             stats.reused += len(sources) - len(misses)
             total = len(sources)
-            for done, (source, k) in enumerate(zip(sources, keys, strict=True), 1):
+            for done, (source, k) in enumerate(zip(sources, facts_keys, strict=True), 1):
                 if source.path in fresh:
                     got = fresh[source.path]
                     if k is not None:
@@ -450,6 +535,60 @@ class TreeAuditor:
             yield
         finally:
             api._map_files = original  # type: ignore[assignment]
+
+    @contextlib.contextmanager
+    def _reusing_joins(self) -> Iterator[None]:
+        """Serve the whole-tree joins of the commit audited before when nothing they read changed.
+
+        ``build_model(facts, rs)``, ``analyse(model, rs)`` and ``duplicate_groups(model)``
+        are pure functions of the Python facts and the rules: when both are equal to
+        those of the previous ``run_audit`` of this auditor (compared in full, in order;
+        facts of unchanged blobs are the very same objects, so this is cheap), the
+        previous model, findings and groups are returned instead of recomputed.  Like
+        ``_reusing_facts`` this wraps the engine's own functions for one call; a call
+        with other arguments, or an engine without them, is passed through unchanged.
+        """
+        names = ("build_model", "analyse", "duplicate_groups")
+        originals = {name: getattr(api, name, None) for name in names}
+        if not self.reuse or any(f is None for f in originals.values()):
+            yield
+            return
+        build_model, analyse, duplicate_groups = (originals[n] for n in names)
+        assert build_model is not None and analyse is not None and duplicate_groups is not None
+
+        def reused_model(facts: Any, rs: Any, *args: Any, **kwargs: Any) -> Any:
+            if args or kwargs or not isinstance(facts, dict):
+                self._joins = None
+                return build_model(facts, rs, *args, **kwargs)
+            items = tuple(facts.items())
+            last = self._joins
+            if last is not None and last.rs == rs and last.facts == items:
+                self.stats.joins_reused += 1
+                return last.model
+            self._joins = None  # never pair a new model with the old answers
+            model = build_model(facts, rs)
+            self._joins = _Joins(items, rs, model)
+            return model
+
+        def reused_findings(model: Any, rs: Any, *args: Any, **kwargs: Any) -> Any:
+            last = self._joins
+            if args or kwargs or last is None or model is not last.model or rs != last.rs:
+                return analyse(model, rs, *args, **kwargs)
+            if last.findings is None:
+                last.findings = tuple(analyse(model, rs))
+            return list(last.findings)
+
+        def reused_groups(model: Any, *args: Any, **kwargs: Any) -> Any:
+            last = self._joins
+            if args or kwargs or last is None or model is not last.model:
+                return duplicate_groups(model, *args, **kwargs)
+            if last.duplicates is None:
+                last.duplicates = tuple((name, tuple(members)) for name, members in duplicate_groups(model))
+            return [(name, list(members)) for name, members in last.duplicates]
+
+        with _patched(api, {"build_model": reused_model, "analyse": reused_findings,
+                            "duplicate_groups": reused_groups}):
+            yield
 
 
 # ---------------------------------------------------------------------------

@@ -10,12 +10,14 @@ from typing import Any
 import git
 import pytest
 
+import cs_audit.joins.blame as blame_module
 from cs_audit.joins.blame import (
     SHALLOW_MAY_BE_OLDER,
     FakeHistory,
     GitHistory,
     History,
     NoHistory,
+    blame_cache_dir,
     open_history,
 )
 from cs_audit.model import BlameInfo
@@ -50,7 +52,7 @@ def _git_history(root: Path) -> GitHistory:
 
 @pytest.fixture
 def spawned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """Record every command GitPython runs."""
+    """Record every git command: those GitPython runs and the blame/commit-graph processes."""
     calls: list[list[str]] = []
     original = git.cmd.Git.execute
 
@@ -60,7 +62,14 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         )
         return original(self, command, *args, **kwargs)
 
+    spawn = blame_module._spawn
+
+    def counting_spawn(argv: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append([str(c) for c in argv])
+        return spawn(argv, *args, **kwargs)
+
     monkeypatch.setattr(git.cmd.Git, "execute", counting)
+    monkeypatch.setattr(blame_module, "_spawn", counting_spawn)
     return calls
 
 
@@ -124,6 +133,142 @@ def test_blame_is_cached_and_batched_per_file(
     info, _ = hist.first_added([("a.py", 5), ("a.py", 6)])
     assert info == first[5]
     assert len(spawned) == before  # nothing spawned after the first blame
+
+
+MANY_FILES: list[tuple[str, dict[str, str | None]]] = [
+    ("first", {f"m{i}.py": f"import os\nA{i} = os.getenv('A{i}')\n" for i in range(5)}),
+    ("second", {f"m{i}.py": f"import os\n# moved\nA{i} = os.getenv('A{i}')\nB = 1\n" for i in range(0, 5, 2)}),
+]
+MANY_SITES = [(f"m{i}.py", n) for i in range(5) for n in (1, 2, 3, 4)]
+
+
+def _answers(hist: GitHistory) -> list[object]:
+    per_switch = [[(f"m{i}.py", n) for n in (1, 2, 3, 4)] for i in range(5)]
+    return [hist.first_added(sites) for sites in per_switch] + [
+        hist.blame_lines(path, [1, 2, 3, 4]) for path in sorted({p for p, _ in MANY_SITES})
+    ]
+
+
+def test_prefetch_blames_each_file_once_in_parallel(
+    tmp_path: Path, spawned: list[list[str]]
+) -> None:
+    repo = make_repo(tmp_path, MANY_FILES)
+    reference = _answers(_git_history(repo))
+    spawned.clear()
+    hist = open_history(repo, jobs=3)
+    assert isinstance(hist, GitHistory)
+    hist.prefetch(MANY_SITES)
+    blames = _blame_calls(spawned)
+    assert sorted(c[-1] for c in blames) == [f"m{i}.py" for i in range(5)]  # once per file
+    assert hist.files_blamed == 5
+    before = len(spawned)
+    assert _answers(hist) == reference  # the same answers as one query at a time
+    assert len(spawned) == before  # all served from the prefetch
+    hist.prefetch(MANY_SITES)
+    assert len(spawned) == before
+
+
+def test_blame_cache_on_disk_is_reused_and_keyed_by_head(
+    tmp_path: Path, spawned: list[list[str]]
+) -> None:
+    repo = make_repo(tmp_path, MANY_FILES)
+    cache = tmp_path / "cache"
+    reference = _answers(_git_history(repo))
+    cold = open_history(repo, cache_dir=cache)
+    assert isinstance(cold, GitHistory)
+    assert _answers(cold) == reference
+    cold.close()
+    assert len(list((cache / "v1").glob("*.json"))) == 1
+    spawned.clear()
+    warm = open_history(repo, cache_dir=cache)
+    assert isinstance(warm, GitHistory)
+    assert _answers(warm) == reference  # identical with the cache ...
+    assert _blame_calls(spawned) == [] and warm.files_blamed == 0  # ... and no blame ran
+    warm.close()
+
+
+def test_blame_cache_never_answers_for_another_head(tmp_path: Path) -> None:
+    # a revert brings back an older blob whose changed line now blames to the revert: an
+    # answer stored for that blob under the older HEAD must not be served
+    repo = make_repo(tmp_path, [("first", {"a.py": "import os\nX = os.getenv('X', '1')\n"})])
+    cache = tmp_path / "cache"
+    before = open_history(repo, cache_dir=cache)
+    assert isinstance(before, GitHistory)
+    assert before.blame_lines("a.py", [2])[2].subject == "first"
+    before.close()
+    (repo / "a.py").write_text("import os\nX = os.getenv('X', '2')\n")
+    run_git(repo, "commit", "-q", "-am", "second", when=START + timedelta(days=1))
+    run_git(repo, "revert", "--no-edit", "HEAD", when=START + timedelta(days=2))
+    after = open_history(repo, cache_dir=cache)
+    assert isinstance(after, GitHistory)
+    assert after.blame_lines("a.py", [2])[2].subject.startswith("Revert")
+    assert after.files_blamed == 1
+    after.close()
+    assert len(list((cache / "v1").glob("*.json"))) == 2
+
+
+def test_blame_cache_survives_a_damaged_file(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, MANY_FILES)
+    cache = tmp_path / "cache"
+    reference = _answers(_git_history(repo))
+    hist = open_history(repo, cache_dir=cache)
+    assert isinstance(hist, GitHistory)
+    _answers(hist)
+    hist.close()
+    (entry,) = (cache / "v1").glob("*.json")
+    for damage in (b"", b"{not json", entry.read_bytes()[:40], b'{"format": 1, "key": "other"}'):
+        entry.write_bytes(damage)
+        again = open_history(repo, cache_dir=cache)
+        assert isinstance(again, GitHistory)
+        assert _answers(again) == reference
+        assert again.files_blamed == 5
+        again.close()
+
+
+def test_blame_cache_dir_follows_the_cache_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert blame_cache_dir(False, None) is None
+    assert blame_cache_dir(False, str(tmp_path / "c")) is None
+    assert blame_cache_dir(True, str(tmp_path / "c")) == str(tmp_path / "c" / "blame")
+    assert blame_cache_dir(True, None) == str(tmp_path / "xdg" / "cs-audit" / "blame")
+
+
+def test_temporary_commit_graph_gives_the_same_answers(
+    tmp_path: Path, spawned: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path, MANY_FILES)
+    reference = _answers(_git_history(repo))
+    objects = sorted(p.relative_to(repo) for p in (repo / ".git").rglob("*"))
+    monkeypatch.setattr(blame_module, "GRAPH_MIN_FILES", 1)
+    spawned.clear()
+    hist = _git_history(repo)
+    hist.prefetch(MANY_SITES)
+    graph = [c for c in spawned if "commit-graph" in c]
+    assert len(graph) == 1
+    where = hist._graph_env["GIT_OBJECT_DIRECTORY"]
+    assert Path(where, "info", "commit-graph").is_file()
+    assert _answers(hist) == reference
+    hist.close()
+    assert not Path(where).exists()  # removed on close
+    # the repository itself was not written
+    assert sorted(p.relative_to(repo) for p in (repo / ".git").rglob("*")) == objects
+    # a shallow clone gets no graph (git ignores it there): same answers as before
+    clone = _clone(repo, tmp_path / "clone", 1)
+    shallow = _git_history(clone)
+    shallow.prefetch(MANY_SITES)
+    assert shallow._graph_env == {}
+    shallow.close()
+
+
+def test_jobs_do_not_change_the_answers(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, MANY_FILES)
+    one = open_history(repo, jobs=1)
+    many = open_history(repo, jobs=4)
+    assert isinstance(one, GitHistory) and isinstance(many, GitHistory)
+    many.prefetch(MANY_SITES)
+    assert _answers(one) == _answers(many)
 
 
 # -- no git / no commits / no git binary ------------------------------------

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
 from cs_audit.cli import app
 from cs_audit.history import GitRepo, TreeAuditor, render_diff
+from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown
 from tests.gitrepo import HOT_ENGINE, git, make_repo
 
@@ -162,6 +163,92 @@ def test_range_reuses_facts_of_unchanged_blobs(repo: Path) -> None:
     touched = [git(repo, "diff", "--name-only", a, b, "--", "engine/runner.py").strip() for a, b in zip(shas, shas[1:])]
     assert touched == ["engine/runner.py", "", "engine/runner.py", "engine/runner.py"]
     assert (stats.commits, stats.analysed, stats.reused) == (5, 3 + 1 + 3, 19 - 7)
+
+
+def test_range_reuses_the_joins_when_the_python_facts_did_not_change(tmp_path: Path) -> None:
+    # commits that touch only a runner script, a README or nothing the scan reads leave the
+    # Python facts as they were: the model, findings and duplicate groups are reused, while
+    # setters and switches follow the script
+    commits = [
+        ("init", {"engine/__init__.py": "", "engine/runner.py": V0, "scripts/run.sh": RUN_SH}),
+        ("docs", {"README.md": "demo\n"}),
+        ("runner sets KV_DEBUG", {"scripts/run.sh": RUN_SH.replace("exec", "export KV_DEBUG=1\nexec")}),
+        ("add step log", {"engine/runner.py": V1}),
+        ("runner drops ENGINE_TRACE", {"scripts/run.sh": "#!/bin/sh\nexec python -m engine\n"}),
+        ("decide ENGINE_TRACE", {"cs-audit.decisions.yaml": DECISIONS}),
+    ]
+    root = make_repo(tmp_path, commits)
+    git_repo = GitRepo.open(root)
+    shas = [git_repo.verify("HEAD~5"), *git_repo.rev_range("HEAD~5..HEAD")]
+    with TreeAuditor(git_repo, str(root), reuse=False, jobs=1, cache=False) as fresh:
+        reference = [fresh.audit(sha) for sha in shas]
+        assert fresh.stats.joins_reused == 0
+    with TreeAuditor(git_repo, str(root), reuse=True, jobs=1, cache=False) as cached:
+        got = [cached.audit(sha) for sha in shas]
+        stats = cached.stats
+    assert [render_json(r) for r in got] == [render_json(r) for r in reference]
+    # reused for "docs", "runner sets KV_DEBUG", "runner drops ENGINE_TRACE", "decide ENGINE_TRACE"
+    assert stats.joins_reused == 4
+    setters = [{s.name: len(s.setters) for s in r.switches} for r in got]
+    assert setters == [{"ENGINE_TRACE": 1}] * 4 + [{"ENGINE_TRACE": 0}] * 2
+    assert got[-1].overridden == ("ENGINE_TRACE",) and got[-2].overridden == ()
+    # a rule set with other hot roots is not served the joins of the shipped one
+    from cs_audit.ruleset import load_ruleset
+
+    shipped = load_ruleset()
+    other = shipped.with_extra_roots([{"name": "forward", "class": "Runner", "frequency": "step"}])
+    with TreeAuditor(git_repo, str(root), reuse=True, jobs=1, cache=False) as auditor:
+        plain = auditor.audit(shas[-1], shipped)
+        hot = auditor.audit(shas[-1], other)
+        assert auditor.stats.joins_reused == 0
+    with TreeAuditor(git_repo, str(root), reuse=False, jobs=1, cache=False) as auditor:
+        assert render_json(auditor.audit(shas[-1], other)) == render_json(hot)
+    assert render_json(plain) == render_json(got[-1])
+
+
+def test_the_tree_on_disk_follows_each_commit(tmp_path: Path) -> None:
+    # after the first commit the directory is updated from `git diff-tree`: added, deleted,
+    # renamed, retyped (file <-> symlink) and mode-changed paths, in any order of commits
+    root = make_repo(tmp_path, [
+        ("init", {"a.py": "A = 1\n", "d/b.py": "B = 1\n", "d/e/c.sh": "export X=1\n", "keep.txt": "k\n"}),
+        ("edit and add", {"a.py": "A = 2\n", "d/new.py": "N = 1\n"}),
+        ("delete a whole directory", {"d/e/c.sh": None}),
+        ("rename", {"d/b.py": None, "d/renamed.py": "B = 1\n"}),
+    ])
+    os.remove(root / "keep.txt")
+    os.symlink("a.py", root / "keep.txt")
+    os.chmod(root / "a.py", 0o755)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "retype and chmod")
+    git_repo = GitRepo.open(root)
+    shas = git(root, "rev-list", "--reverse", "HEAD").split()
+
+    def on_disk(directory: Path) -> dict[str, str]:
+        out = {}
+        for dirpath, _, filenames in os.walk(directory):
+            for name in filenames:
+                p = Path(dirpath) / name
+                rel = p.relative_to(directory).as_posix()
+                out[rel] = "-> " + os.readlink(p) if p.is_symlink() else p.read_text()
+        return out
+
+    def expected(sha: str) -> dict[str, str]:
+        names = git(root, "ls-tree", "-r", "--name-only", sha).split("\n")
+        out = {}
+        for name in filter(None, names):
+            mode = git(root, "ls-tree", sha, "--", name).split()[0]
+            body = git(root, "show", f"{sha}:{name}")
+            out[name] = "-> " + body if mode == "120000" else body
+        return out
+
+    order = [*shas, shas[0], shas[3], shas[1], shas[-1]]
+    with TreeAuditor(git_repo, str(root), jobs=1, cache=False) as auditor:
+        for sha in order:
+            auditor.audit(sha)
+            assert on_disk(auditor.root) == expected(sha), sha
+            # no directory left behind by deleted files
+            for dirpath, dirnames, filenames in os.walk(auditor.root):
+                assert dirnames or filenames, dirpath
 
 
 def test_diff_between_two_commits(repo: Path, tmp_path: Path, update_snapshots: bool) -> None:

@@ -3,7 +3,7 @@
 A switch's ``added_in`` is the *oldest* commit among the blames of its read
 sites (report contract: ``{commit, date, subject}`` of the commit that
 introduced the first read).  This module is the only place cs-audit talks to
-git, and it only ever reads:
+git about blame, and it only ever reads the repository:
 
 * ``open_history(root)`` returns a :class:`GitHistory` when ``root`` lies in a
   git work tree with at least one commit, else a :class:`NoHistory` that
@@ -17,9 +17,25 @@ git, and it only ever reads:
   the line numbers may not match; such files get no blame (``{}``) rather
   than a wrong one.  Files not in HEAD (untracked, newly added) get ``{}``
   too, and lines past the end of the file are ignored.
-* One ``git blame --porcelain -w`` call per file covers all requested lines
-  (adjacent lines merged into ``-L a,b`` ranges); results are cached on
-  ``(repo path, blob sha at HEAD)`` per line, so asking again spawns nothing.
+* Only the lines asked for are blamed: one ``git blame --porcelain -w`` per
+  file covers all of them (adjacent lines merged into ``-L a,b`` ranges).
+  :meth:`GitHistory.prefetch` takes every site of a scan at once, so each file
+  is blamed once, and the files are blamed in parallel (``jobs`` git processes).
+* Answers are cached per ``(repo path, blob sha at HEAD)`` and line in memory,
+  so asking again spawns nothing; with ``cache_dir`` they are also kept on disk,
+  one file per (HEAD commit, blame settings), so the next scan of the same
+  commit spawns no blame at all.  The HEAD commit is part of the key because the
+  blame of a blob depends on the history that leads to it (a revert brings back
+  an old blob whose lines now blame to the revert).
+* When many files need blame and the repository has no usable commit-graph,
+  a commit-graph with changed-path Bloom filters is written into a private
+  temporary object directory (``git commit-graph write`` with
+  ``GIT_OBJECT_DIRECTORY`` pointing there and the repository's objects as an
+  alternate) and the blames read it: each blame then skips the commits that
+  did not touch its file without opening their trees.  Nothing is written into
+  the repository, and the answers are the same with or without it (the graph
+  only caches what git would read from the commits; a Bloom filter has false
+  positives, never false negatives).
 * Nothing checks out, stashes, resets or writes: every call runs with
   ``GIT_OPTIONAL_LOCKS=0`` (no index refresh written back) and
   ``-c core.fsmonitor=false``.
@@ -32,14 +48,22 @@ git, and it only ever reads:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import posixpath
 import re
+import shutil
+import subprocess
+import tempfile
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cs_audit.model import BlameInfo
 
@@ -52,21 +76,33 @@ __all__ = [
     "GitHistory",
     "History",
     "NoHistory",
+    "blame_cache_dir",
     "open_history",
 ]
 
 #: length of the abbreviated sha in ``BlameInfo.commit``
 SHORT_SHA = 9
 SHALLOW_MAY_BE_OLDER = "shallow clone: may be older"
+#: files to blame from which writing a temporary commit-graph pays for itself (writing one
+#: costs about as much as 6-8 blames without it; with it a blame costs 3-6 times less)
+GRAPH_MIN_FILES = 8
+#: blame files kept on disk (one per HEAD commit and blame settings); older ones are deleted
+KEEP_BLAME_FILES = 16
+#: bump when the on-disk layout or what a blame is run with changes
+BLAME_CACHE_FORMAT = 1
+_BLAME_FLAGS = ("--porcelain", "-w")
 
 _GIT_CONFIG = ("core.fsmonitor=false", "core.quotepath=false")
 _GIT_ENV = {
     "GIT_OPTIONAL_LOCKS": "0",  # never write the index back (read-only)
     "GIT_LITERAL_PATHSPECS": "1",  # file names are names, not globs
     "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",  # error messages are parsed ("has only N lines")
+    "LANGUAGE": "C",
 }
 _HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
 _ONLY_N_LINES = re.compile(r"has only (\d+) lines?")
+_FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
 @runtime_checkable
@@ -81,6 +117,12 @@ class History(Protocol):
 
     def blame_lines(self, path: str, lines: Sequence[int]) -> dict[int, BlameInfo]:
         """Blame ``lines`` (HEAD line numbers) of ``path`` (relative to the root)."""
+        ...
+
+    def prefetch(self, sites: Iterable[tuple[str, int]]) -> None:
+        """Blame all of ``sites`` at once (one git call per file, files in parallel), so
+        that the queries that follow are answered from the cache.  Optional: the answers
+        are the same without it."""
         ...
 
     def first_added(
@@ -105,6 +147,9 @@ class NoHistory:
     def blame_lines(self, path: str, lines: Sequence[int]) -> dict[int, BlameInfo]:
         return {}
 
+    def prefetch(self, sites: Iterable[tuple[str, int]]) -> None:
+        return None
+
     def first_added(
         self, sites: Iterable[tuple[str, int]]
     ) -> tuple[BlameInfo | None, str | None]:
@@ -128,6 +173,9 @@ class FakeHistory:
 
     def blame_lines(self, path: str, lines: Sequence[int]) -> dict[int, BlameInfo]:
         return {n: self.blames[(path, n)] for n in lines if (path, n) in self.blames}
+
+    def prefetch(self, sites: Iterable[tuple[str, int]]) -> None:
+        return None
 
     def first_added(
         self, sites: Iterable[tuple[str, int]]
@@ -209,20 +257,128 @@ def parse_porcelain(output: bytes) -> dict[int, _Blamed]:
     return out
 
 
+def _spawn(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: bytes = b""
+) -> tuple[int, bytes, bytes]:
+    """Run one git process: ``(exit code, stdout, stderr)``.  Every blame and
+    commit-graph process goes through here (the tests count them)."""
+    try:
+        proc = subprocess.run(
+            list(argv), cwd=cwd, env=dict(env), input=stdin, capture_output=True, check=False
+        )
+    except OSError as exc:
+        return 127, b"", str(exc).encode()
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+FileKey = tuple[str, str]  # (repo-relative path, blob sha at HEAD)
+Known = dict[int, "_Blamed | None"]  # line -> blame (None: git gave none, e.g. past the end)
+
+
+class _BlameStore:
+    """The blame answers of one (HEAD commit, blame settings) on disk: ``<dir>/<key>.json``.
+
+    Written whole and atomically (temp file + rename); a missing, truncated or foreign
+    file reads as empty.  The directory keeps the ``KEEP_BLAME_FILES`` most recently
+    used files."""
+
+    def __init__(self, directory: Path, key: str) -> None:
+        self.directory = directory
+        self.key = key
+        self.path = directory / f"{key}.json"
+
+    def load(self) -> dict[FileKey, Known]:
+        try:
+            raw = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        try:
+            if raw["format"] != BLAME_CACHE_FORMAT or raw["key"] != self.key:
+                return {}
+            commits: dict[str, _Blamed] = {}
+            for sha, (ctime, subject, author) in raw["commits"].items():
+                if not _FULL_SHA.match(sha):
+                    return {}
+                ctime = int(ctime)
+                info = BlameInfo(sha[:SHORT_SHA], _utc_day(ctime), str(subject), str(author))
+                commits[sha] = _Blamed(info, sha, ctime)
+            out: dict[FileKey, Known] = {}
+            for entry in raw["files"]:
+                known: Known = {
+                    int(n): (None if sha is None else commits[sha])
+                    for n, sha in entry["lines"].items()
+                }
+                out[(str(entry["path"]), str(entry["blob"]))] = known
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return {}
+        with contextlib.suppress(OSError):
+            os.utime(self.path)  # most recently used
+        return out
+
+    def save(self, entries: Mapping[FileKey, Known]) -> None:
+        commits: dict[str, list[Any]] = {}
+        files = []
+        for (path, blob), known in sorted(entries.items()):
+            lines: dict[str, str | None] = {}
+            for n in sorted(known):
+                b = known[n]
+                lines[str(n)] = None if b is None else b.sha
+                if b is not None:
+                    commits[b.sha] = [b.committer_time, b.info.subject, b.info.author]
+            files.append({"path": path, "blob": blob, "lines": lines})
+        data = json.dumps(
+            {"format": BLAME_CACHE_FORMAT, "key": self.key, "commits": commits, "files": files},
+            sort_keys=True,
+        ).encode("ascii")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".blame-", suffix=".tmp")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return
+        self._prune()
+
+    def _prune(self) -> None:
+        try:
+            files = [p for p in self.directory.iterdir() if p.suffix == ".json"]
+            files.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:
+            return
+        for old in files[KEEP_BLAME_FILES:]:
+            if old != self.path:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+
+
 class GitHistory:
-    """History read from a git work tree via GitPython (read-only, cached).
+    """History read from a git work tree (read-only, cached).
 
     Build it with :func:`open_history`.  Besides the :class:`History`
     protocol it records why a file got no blame in ``skipped``
     (repo-relative path -> "not committed" | "modified since HEAD" |
-    "blame failed: ...").
+    "blame failed: ...") and counts the files it had git blame in
+    ``files_blamed``.  Call :meth:`close` when done: it writes the disk cache
+    and removes the temporary commit-graph.
     """
 
     commit: str | None
     reason: str | None
     shallow: bool
 
-    def __init__(self, repo: git.Repo, root: Path) -> None:
+    def __init__(
+        self,
+        repo: git.Repo,
+        root: Path,
+        cache_dir: str | Path | None = None,
+        jobs: int | None = None,
+    ) -> None:
         """Use :func:`open_history`; raises ``ValueError`` when unusable."""
         self._repo = repo
         worktree = repo.working_tree_dir
@@ -250,9 +406,19 @@ class GitHistory:
         self._boundary: frozenset[str] = frozenset()
         self.reason = self._shallow_reason(shallow_file) if self.shallow else None
         self.skipped: dict[str, str] = {}
+        self.files_blamed = 0
+        self._jobs = max(1, jobs or os.cpu_count() or 1)
         self._blobs: dict[str, str] | None = None
         self._dirty: frozenset[str] | None = None
-        self._cache: dict[tuple[str, str], dict[int, _Blamed | None]] = {}
+        self._cache: dict[FileKey, Known] = {}
+        self._failed: set[FileKey] = set()  # blame failed: answered empty, never stored on disk
+        self._cache_dir = Path(cache_dir) if cache_dir else None
+        self._store: _BlameStore | None = None
+        self._stored: dict[FileKey, Known] | None = None
+        self._unsaved = False
+        self._graph_tried = False
+        self._graph_env: dict[str, str] = {}
+        self._graph_cleanup: weakref.finalize | None = None
 
     # -- git plumbing -------------------------------------------------------
 
@@ -260,13 +426,9 @@ class GitHistory:
         """Run ``git -c ... <args>`` in the work tree; stdout as bytes."""
         from git.exc import GitCommandError
 
-        argv: list[str] = [str(self._repo.git.GIT_PYTHON_GIT_EXECUTABLE or "git")]
-        for kv in _GIT_CONFIG:
-            argv += ["-c", kv]
-        argv += args
         try:
             out = self._repo.git.execute(
-                argv,
+                self._argv(*args),
                 env=_GIT_ENV,
                 stdout_as_string=False,
                 strip_newline_in_stdout=False,
@@ -280,6 +442,16 @@ class GitHistory:
 
     def _git_text(self, *args: str, check: bool = True) -> str:
         return _decode(self._git_bytes(*args, check=check)).strip()
+
+    def _argv(self, *args: str) -> list[str]:
+        argv: list[str] = [str(self._repo.git.GIT_PYTHON_GIT_EXECUTABLE or "git")]
+        for kv in _GIT_CONFIG:
+            argv += ["-c", kv]
+        return argv + list(args)
+
+    def _env(self) -> dict[str, str]:
+        """Environment of a blame process (with the temporary commit-graph, if any)."""
+        return {**os.environ, **_GIT_ENV, **self._graph_env}
 
     def _shallow_reason(self, shallow_file: Path) -> str:
         """Name the boundary commits (``.git/shallow``) in the reason."""
@@ -327,7 +499,7 @@ class GitHistory:
         return self._blobs.get(repo_path)
 
     def _is_dirty(self, repo_path: str) -> bool:
-        """Whether the work-tree copy differs from HEAD (one ``diff`` for the root)."""
+        """Whether the work-tree copy differs from HEAD (one ``status`` for the root)."""
         if self._dirty is None:
             spec = [self._prefix] if self._prefix else []
             # `git status` with GIT_OPTIONAL_LOCKS=0 refreshes stat data in memory only;
@@ -345,56 +517,225 @@ class GitHistory:
             self._dirty = frozenset(os.fsdecode(entry[3:]) for entry in out.split(b"\0") if len(entry) > 3)
         return repo_path in self._dirty
 
-    def _run_blame(self, repo_path: str, lines: Sequence[int]) -> dict[int, _Blamed]:
-        """One porcelain blame over merged ranges; ranges past EOF are dropped."""
-        from git.exc import GitCommandError
+    # -- the disk cache -------------------------------------------------------
 
+    def _settings_key(self) -> str:
+        """Everything a blame answer depends on besides the file: HEAD, the blame
+        flags, git's version, the blame/mailmap/diff configuration and the files it
+        names (ignore-revs lists, ``.mailmap``), replace refs, grafts and the shallow
+        boundary."""
+        h = hashlib.sha256()
+
+        def add(label: str, data: bytes) -> None:
+            h.update(label.encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
+
+        add("format", f"{BLAME_CACHE_FORMAT} {' '.join(_BLAME_FLAGS)}".encode())
+        add("head", (self.commit or "").encode())
+        add("git", self._git_bytes("--version", check=False))
+        config = self._git_bytes(
+            "config", "--null", "--get-regexp", r"^(blame|mailmap|diff)\.", check=False
+        )
+        add("config", config)
+        named = [".mailmap"]
+        for record in config.split(b"\0"):
+            key, _, value = record.partition(b"\n")
+            if key in (b"blame.ignorerevsfile", b"mailmap.file") and value:
+                named.append(os.fsdecode(value))
+        for name in named:
+            p = Path(os.path.expanduser(name))
+            try:
+                add(name, (p if p.is_absolute() else self._worktree / p).read_bytes())
+            except OSError:
+                add(name, b"<none>")
+        add("replace", self._git_bytes(
+            "for-each-ref", "--format=%(refname) %(objectname)", "refs/replace/", check=False
+        ))
+        grafts = Path(self._git_text("rev-parse", "--git-path", "info/grafts", check=False) or "-")
+        try:
+            add("grafts", (grafts if grafts.is_absolute() else self._worktree / grafts).read_bytes())
+        except OSError:
+            add("grafts", b"<none>")
+        add("shallow", f"{self.shallow} {' '.join(sorted(self._boundary))}".encode())
+        return h.hexdigest()[:32]
+
+    def _on_disk(self) -> dict[FileKey, Known]:
+        """The answers stored for this HEAD and these settings (read once)."""
+        if self._stored is None:
+            self._stored = {}
+            if self._cache_dir is not None:
+                directory = self._cache_dir / f"v{BLAME_CACHE_FORMAT}"
+                self._store = _BlameStore(directory, self._settings_key())
+                self._stored = self._store.load()
+        return self._stored
+
+    def _save(self) -> None:
+        if not self._unsaved or self._store is None:
+            return
+        entries = dict(self._on_disk())
+        for key, known in self._cache.items():
+            if key not in self._failed:
+                entries[key] = known
+        self._store.save(entries)
+        self._unsaved = False
+
+    # -- the temporary commit-graph -------------------------------------------
+
+    def _write_graph(self) -> None:
+        """A commit-graph with changed-path Bloom filters for HEAD's history, in a private
+        temporary object directory the blames then read (the repository is not written)."""
+        self._graph_tried = True
+        if self.shallow or not self.commit or os.environ.get("GIT_OBJECT_DIRECTORY"):
+            return  # git ignores commit-graphs in shallow clones
+        objects = self._git_text("rev-parse", "--git-path", "objects", check=False)
+        if not objects:
+            return
+        where = Path(objects)
+        where = (where if where.is_absolute() else self._worktree / where).resolve()
+        if not where.is_dir() or any(c in str(where) for c in (os.pathsep, '"')):
+            return  # an alternates list cannot hold this path unquoted
+        tmp = tempfile.mkdtemp(prefix="cs-audit-graph-")
+        cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+        alternates = os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        env = {
+            "GIT_OBJECT_DIRECTORY": tmp,
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": f"{where}{os.pathsep}{alternates}" if alternates else str(where),
+        }
+        try:
+            os.mkdir(os.path.join(tmp, "info"))
+            os.mkdir(os.path.join(tmp, "pack"))
+        except OSError:
+            cleanup()
+            return
+        code, _, _ = _spawn(
+            self._argv("commit-graph", "write", "--no-progress", "--stdin-commits", "--changed-paths"),
+            self._worktree,
+            {**os.environ, **_GIT_ENV, **env},
+            stdin=f"{self.commit}\n".encode("ascii"),
+        )
+        if code != 0 or not os.path.isfile(os.path.join(tmp, "info", "commit-graph")):
+            cleanup()
+            return
+        self._graph_env = env
+        self._graph_cleanup = cleanup
+
+    def _drop_graph(self) -> None:
+        self._graph_env = {}
+        if self._graph_cleanup is not None:
+            self._graph_cleanup()
+            self._graph_cleanup = None
+
+    # -- blame --------------------------------------------------------------
+
+    def _run_blame(
+        self, repo_path: str, lines: Sequence[int], env: Mapping[str, str]
+    ) -> tuple[dict[int, _Blamed], str | None]:
+        """One porcelain blame over merged ranges; ranges past EOF are dropped.
+        ``(answers, None)``, or ``({}, why)`` when git failed.  Thread-safe."""
         ranges = _ranges(lines)
         while ranges:
-            args = ["blame", "--porcelain", "-w"]
+            args = ["blame", *_BLAME_FLAGS]
             for a, b in ranges:
                 args += ["-L", f"{a},{b}"]
             args += [self.commit or "HEAD", "--", repo_path]
-            try:
-                return parse_porcelain(self._git_bytes(*args))
-            except GitCommandError as exc:
-                m = _ONLY_N_LINES.search(str(exc.stderr))
-                if not m:
-                    self.skipped[repo_path] = (
-                        f"blame failed: {str(exc.stderr).strip()[:200]}"
-                    )
-                    return {}
-                n = int(m.group(1))
-                clamped = [(a, min(b, n)) for a, b in ranges if a <= n]
-                if clamped == ranges:  # no progress: give up rather than loop
-                    self.skipped[repo_path] = (
-                        f"blame failed: {str(exc.stderr).strip()[:200]}"
-                    )
-                    return {}
-                ranges = clamped
-        return {}
+            code, out, err = _spawn(self._argv(*args), self._worktree, env)
+            if code == 0:
+                return parse_porcelain(out), None
+            message = _decode(err).strip()
+            m = _ONLY_N_LINES.search(message)
+            if not m:
+                return {}, f"blame failed: {message[:200] or f'exit {code}'}"
+            n = int(m.group(1))
+            clamped = [(a, min(b, n)) for a, b in ranges if a <= n]
+            if clamped == ranges:  # no progress: give up rather than loop
+                return {}, f"blame failed: {message[:200]}"
+            ranges = clamped
+        return {}, None
 
-    # -- queries --------------------------------------------------------------
+    def _blame_files(self, todo: Sequence[tuple[FileKey, Sequence[int]]]) -> None:
+        """Blame the missing lines of each file (one git process per file, ``jobs`` at a
+        time) and record the answers."""
+        if not self._graph_tried and self.files_blamed + len(todo) >= GRAPH_MIN_FILES:
+            self._write_graph()
+        env = self._env()
 
-    def _blamed(self, path: str, lines: Sequence[int]) -> dict[int, _Blamed]:
+        def one(item: tuple[FileKey, Sequence[int]]) -> tuple[dict[int, _Blamed], str | None]:
+            return self._run_blame(item[0][0], item[1], env)
+
+        jobs = min(self._jobs, len(todo))
+        if jobs <= 1:
+            results = [one(item) for item in todo]
+        else:
+            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cs-audit-blame") as pool:
+                results = list(pool.map(one, todo))
+        self.files_blamed += len(todo)
+        for (key, lines), (got, error) in zip(todo, results):
+            if error is not None and self._graph_env:
+                # never let the temporary graph be the reason for a missing answer
+                got, error = self._run_blame(key[0], lines, {**os.environ, **_GIT_ENV})
+            known = self._known(key)
+            if error is not None:
+                self.skipped[key[0]] = error
+                self._failed.add(key)
+            else:
+                self._unsaved = True
+            for n in lines:
+                known[n] = got.get(n)
+
+    def _resolve(self, path: str) -> FileKey | None:
+        """``(repo path, blob)`` of a root-relative path that can be blamed, else None
+        (the reason recorded in ``skipped``)."""
         repo_path = self._repo_path(path)
         if repo_path is None:
-            return {}
+            return None
         blob = self._blob(repo_path)
         if blob is None:
             self.skipped[repo_path] = "not committed"
-            return {}
+            return None
         if self._is_dirty(repo_path):
             self.skipped[repo_path] = "modified since HEAD"
+            return None
+        return repo_path, blob
+
+    def _known(self, key: FileKey) -> Known:
+        """The answers known for a file so far (memory, seeded from the disk cache)."""
+        known = self._cache.get(key)
+        if known is None:
+            known = self._cache[key] = dict(self._on_disk().get(key, {}))
+        return known
+
+    # -- queries --------------------------------------------------------------
+
+    def prefetch(self, sites: Iterable[tuple[str, int]]) -> None:
+        """Blame every line of ``sites`` not known yet: one git call per file, the files
+        ``jobs`` at a time.  The answers are the same as asking one query at a time."""
+        wanted: dict[FileKey, set[int]] = {}
+        by_path: dict[str, set[int]] = {}
+        for path, line in sites:
+            if line >= 1:
+                by_path.setdefault(path, set()).add(line)
+        for path in sorted(by_path):
+            key = self._resolve(path)
+            if key is not None:
+                wanted.setdefault(key, set()).update(by_path[path])
+        todo: list[tuple[FileKey, Sequence[int]]] = []
+        for key in sorted(wanted):
+            known = self._known(key)
+            missing = sorted(n for n in wanted[key] if n not in known)
+            if missing:
+                todo.append((key, missing))
+        if todo:
+            self._blame_files(todo)
+
+    def _blamed(self, path: str, lines: Sequence[int]) -> dict[int, _Blamed]:
+        key = self._resolve(path)
+        if key is None:
             return {}
         wanted = sorted({n for n in lines if n >= 1})
-        cached = self._cache.setdefault((repo_path, blob), {})
-        missing = [n for n in wanted if n not in cached]
+        known = self._known(key)
+        missing = [n for n in wanted if n not in known]
         if missing:
-            got = self._run_blame(repo_path, missing)
-            for n in missing:
-                cached[n] = got.get(n)
-        return {n: b for n in wanted if (b := cached[n]) is not None}
+            self._blame_files([(key, missing)])
+        return {n: b for n in wanted if (b := known.get(n)) is not None}
 
     def blame_lines(self, path: str, lines: Sequence[int]) -> dict[int, BlameInfo]:
         """Blame HEAD ``lines`` of root-relative ``path``; ``{}`` if not blamable."""
@@ -412,6 +753,7 @@ class GitHistory:
         by_path: dict[str, set[int]] = {}
         for path, line in sites:
             by_path.setdefault(path, set()).add(line)
+        self.prefetch((path, line) for path, lines in by_path.items() for line in lines)
         found: list[_Blamed] = []
         unblamed: list[str] = []
         for path in sorted(by_path):
@@ -434,12 +776,33 @@ class GitHistory:
         return oldest.info, "; ".join(caveats) or None
 
     def close(self) -> None:
-        """Release GitPython's cached processes (safe to call twice)."""
-        self._repo.close()
+        """Write the disk cache, remove the temporary commit-graph and release
+        GitPython's cached processes (safe to call twice)."""
+        try:
+            self._save()
+        finally:
+            self._drop_graph()
+            self._repo.close()
 
 
-def open_history(root: str | Path) -> History:
-    """A :class:`GitHistory` for the work tree holding ``root``, else :class:`NoHistory`."""
+def blame_cache_dir(enabled: bool, cache_dir: str | None) -> str | None:
+    """Where :func:`open_history` keeps blame answers for a scan with ``AuditConfig.cache``
+    and ``AuditConfig.cache_dir``: ``<cache root>/blame``, or None when caching is off."""
+    if not enabled:
+        return None
+    from cs_audit.cache import default_cache_root
+
+    return str((Path(cache_dir) if cache_dir else default_cache_root()) / "blame")
+
+
+def open_history(
+    root: str | Path, cache_dir: str | Path | None = None, jobs: int | None = None
+) -> History:
+    """A :class:`GitHistory` for the work tree holding ``root``, else :class:`NoHistory`.
+
+    ``cache_dir`` (see :func:`blame_cache_dir`): keep blame answers on disk there;
+    None: in memory only.  ``jobs``: git blame processes at a time (default: cores).
+    """
     try:
         import git
         from git.exc import (
@@ -462,7 +825,7 @@ def open_history(root: str | Path) -> History:
     except (InvalidGitRepositoryError, NoSuchPathError):
         return NoHistory("not a git repository")
     try:
-        return GitHistory(repo, root_path)
+        return GitHistory(repo, root_path, cache_dir=cache_dir, jobs=jobs)
     except GitCommandNotFound:
         repo.close()
         return NoHistory("git not installed")
