@@ -292,7 +292,7 @@ def report(
         later = stats.seconds[1:]
         _say(f"cs-audit: {stats.commits} commits in {total:.2f}s (first {first:.2f}s, then "
              f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
-             f"reused {stats.reused}")
+             f"reused {stats.reused}; joins reused for {stats.joins_reused} commits")
     if failed:
         raise typer.Exit(2)
 
