@@ -87,18 +87,13 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     return result
 
 
-def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None,
-               cache_dir: str | None = None, keys: list[str | None] | None = None) -> Iterable[FileResult]:
+def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
+               cache_dir: str | None, keys: list[str | None]) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
     a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
-    ``cache_dir``/``keys``: the facts cache of this scan and each source's key in it
-    (``cache.source_key``); opened and computed here when not given."""
+    ``cache_dir``/``keys``: the facts cache of this scan (None: off) and each source's key in
+    it (``cache.source_key``, computed once per scan by ``run_audit``)."""
     total = len(sources)
-    if cache_dir is None and keys is None:
-        cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)
-    if cache_dir is not None and keys is None:
-        keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
-    keys = keys or []
     hits: dict[int, FileResult] = {}
     if cache_dir is not None:  # warm path: no worker starts when every file hits
         for i, key in enumerate(keys):
@@ -156,7 +151,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     sources, errors = discover(root, config.exclude)
     lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
-    keys = [cache.source_key(s, config.max_file_bytes) for s in sources] if cache_dir is not None else []
+    keys = [cache.source_key(s, config.max_file_bytes) if cache_dir is not None else None for s in sources]
     result_key = None
     if cache_dir is not None and all(k is not None for k in keys):
         result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], _result_context(config, errors))  # type: ignore[misc]

@@ -497,8 +497,8 @@ class TreeAuditor:
             return
         stats, cache, reuse = self.stats, self._facts, self.reuse
 
-        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any,
-                   cache_dir: str | None = None, keys: list[Any] | None = None) -> Iterator[Any]:
+        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any, *,
+                   cache_dir: str | None, keys: list[str | None]) -> Iterator[Any]:
             """The engine's mapper over the files not seen before; ``cache_dir`` and ``keys``
             (one per source) are the engine's disk-cache arguments, passed on for the files
             that are mapped."""
@@ -511,11 +511,8 @@ class TreeAuditor:
             facts_keys = [key(s) for s in sources]
             missed = [i for i, k in enumerate(facts_keys) if k is None or k not in cache]
             misses = [sources[i] for i in missed]
-            extra: dict[str, Any] = {}
-            if cache_dir is not None or keys is not None:
-                aligned = keys is not None and len(keys) == len(sources)
-                extra = {"cache_dir": cache_dir, "keys": [keys[i] for i in missed] if aligned else keys}
-            fresh = dict(zip([s.path for s in misses], list(original(misses, rs, config, None, **extra)), strict=True))
+            mapped_keys = [keys[i] for i in missed]
+            fresh = dict(zip([s.path for s in misses], list(original(misses, rs, config, None, cache_dir=cache_dir, keys=mapped_keys)), strict=True))
             stats.analysed += len(misses)
             stats.reused += len(sources) - len(misses)
             total = len(sources)
