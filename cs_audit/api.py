@@ -10,26 +10,22 @@ import contextlib
 import gc
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from cs_audit.analysis.callgraph import build_model
-from cs_audit.analysis.findings import analyse, duplicate_groups
-from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_dispositions, load_decisions
-from cs_audit.analysis.switches import build_switches
-from cs_audit.joins.blame import blame_cache_dir, open_history
-from cs_audit.config import AuditConfig
-from cs_audit.discover import discover, display_path
-from cs_audit.extract import extract_python
-from cs_audit.joins.readers import file_refs, readers, script_facts, writers
-from cs_audit.joins.setters import setters_in_file, setters_in_python
 from cs_audit import cache
-from cs_audit.pool import map_files
+from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_dispositions, load_decisions
+from cs_audit.config import AuditConfig
+from cs_audit.discover import discover, display_path, git_head
 from cs_audit.model import (
     AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, Finding, ScriptFacts, SourceFile, Switch,
 )
 from cs_audit.ruleset import RuleSet, load_ruleset
+
+# The parser, joins, analysis, pool and git modules are imported where they are used: a
+# warm scan (one stored whole-tree result) needs none of them, and their import is a
+# good part of its time.
 
 Progress = Callable[[int, int], None]
 #: below this many files the pool costs more than it saves
@@ -45,7 +41,9 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
 
     ``cache_dir``: the facts-cache directory of this scan (``cs_audit.cache.open_cache``,
     resolved once in the main process), or None for no cache."""
-    from cs_audit import cache
+    from cs_audit.extract import extract_python
+    from cs_audit.joins.readers import file_refs, script_facts
+    from cs_audit.joins.setters import setters_in_file, setters_in_python
 
     try:
         with open(source.abspath, "rb") as handle:
@@ -88,25 +86,107 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
-               cache_dir: str | None, keys: list[str | None]) -> Iterable[FileResult]:
+               cache_dir: str | None, keys: list[str | None], memo: ScanMemo | None = None) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
     a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
     ``cache_dir``/``keys``: the facts cache of this scan (None: off) and each source's key in
-    it (``cache.source_key``, computed once per scan by ``run_audit``)."""
+    it (``cache.source_keys``, computed once per scan by ``run_audit``).  ``memo``: results of
+    earlier scans in this process, served first (and updated)."""
+    from cs_audit.pool import map_files
+
     total = len(sources)
     hits: dict[int, FileResult] = {}
-    if cache_dir is not None:  # warm path: no worker starts when every file hits
-        for i, key in enumerate(keys):
-            hit = cache.load(cache_dir, key) if key is not None else None
-            if hit is not None:
-                hits[i] = hit
+    remembered: set[int] = set()  # hits served by the memo
+    scope = _memo_scope(rs, config) if memo is not None else ""
+    for i, key in enumerate(keys):
+        if key is None:
+            continue
+        hit = memo.files.get((scope, key)) if memo is not None else None
+        if hit is not None:
+            remembered.add(i)
+        elif cache_dir is not None:  # warm path: no worker starts when every file hits
+            hit = cache.load(cache_dir, key)
+        if hit is not None:
+            hits[i] = hit
     misses = [s for i, s in enumerate(sources) if i not in hits]
     jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
     computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir), jobs=jobs))
     for done, i in enumerate(range(total), 1):
-        yield hits[i] if i in hits else next(computed)
+        result = hits[i] if i in hits else next(computed)
+        if memo is not None:
+            memo.note_file(scope, keys[i], result, reused=i in remembered)
+        yield result
         if progress:
             progress(done, total)
+
+
+def _memo_scope(rs: RuleSet, config: AuditConfig) -> str:
+    """What a file's result depends on besides its key (kind, path, bytes) and cs-audit's code."""
+    return repr((rs.digest, rs.default_level, rs.hot_roots, config.max_file_bytes))
+
+
+@dataclass
+class ScanMemo:
+    """What one process reuses between ``run_audit`` calls on trees that share most files
+    (``report --range`` audits consecutive commits): each file's result by its key, and the
+    joins of the last call when its Python facts and rules were the same.  Only the files
+    of the last call are kept (memory stays one tree's worth)."""
+
+    files: dict[tuple[str, str], FileResult] = field(default_factory=dict)
+    joins: Joins | None = None
+    #: files computed or loaded from the disk cache / served by the memo; calls whose joins were reused
+    analysed: int = 0
+    reused: int = 0
+    joins_reused: int = 0
+    _seen: dict[tuple[str, str], FileResult] = field(default_factory=dict)
+
+    def note_file(self, scope: str, key: str | None, result: FileResult, reused: bool) -> None:
+        if reused:
+            self.reused += 1
+        else:
+            self.analysed += 1
+        if key is not None and (not isinstance(result, FileError) or cache.cacheable(result)):
+            self._seen[(scope, key)] = result
+
+    def end_scan(self) -> None:
+        """Keep the files of the scan that just ended, drop the others."""
+        self.files, self._seen = self._seen, {}
+
+
+@dataclass
+class Joins:
+    """The whole-tree joins of a set of Python facts under a rule set."""
+
+    facts: tuple[tuple[str, FileFacts], ...]
+    rs: RuleSet
+    model: object
+    findings: tuple[Finding, ...]
+    duplicates: tuple[DuplicateGroup, ...]
+
+
+def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap: Callable[[str], None]) -> Joins:
+    """The call-graph model, findings and duplicate groups of ``facts`` (pure functions of the
+    facts and the rules): the memo's when both are equal to those it holds."""
+    from cs_audit.analysis.callgraph import build_model
+    from cs_audit.analysis.findings import analyse, duplicate_groups
+
+    items = tuple(facts.items())
+    last = memo.joins if memo is not None else None
+    if last is not None and last.rs == rs and last.facts == items:  # unchanged facts are the same objects: cheap
+        memo.joins_reused += 1  # type: ignore[union-attr]
+        lap("joins")
+        return last
+    model = build_model(facts, rs)
+    lap("joins")
+    findings = tuple(analyse(model, rs))
+    duplicates = tuple(
+        DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
+        for name, members in duplicate_groups(model)
+    )
+    joins = Joins(items, rs, model, findings, duplicates)
+    if memo is not None:
+        memo.joins = joins
+    return joins
 
 
 def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
@@ -131,12 +211,18 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None) -> AuditResult:
+def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None,
+              memo: ScanMemo | None = None) -> AuditResult:
+    """Audit ``config.root``.  ``memo``: reuse between calls of one process (see ``ScanMemo``)."""
     with _collector_paused():
-        return _run_audit(config, rs, progress)
+        try:
+            return _run_audit(config, rs, progress, memo)
+        finally:
+            if memo is not None:
+                memo.end_scan()
 
 
-def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None) -> AuditResult:
+def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None) -> AuditResult:
     timings: list[tuple[str, float]] = []
     clock = time.perf_counter()
 
@@ -151,7 +237,12 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     sources, errors = discover(root, config.exclude)
     lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
-    keys = [cache.source_key(s, config.max_file_bytes) if cache_dir is not None else None for s in sources]
+    if cache_dir is not None:
+        keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, str(root))
+    elif memo is not None:
+        keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
+    else:
+        keys = [None] * len(sources)
     result_key = None
     if cache_dir is not None and all(k is not None for k in keys):
         result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], _result_context(config, errors))  # type: ignore[misc]
@@ -160,7 +251,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         analysis = stored
         lap("cached result")
     else:
-        analysis = _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, lap)
+        analysis = _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
         if cache_dir is not None and result_key is not None and analysis.cacheable:
             cache.store_result(cache_dir, result_key, analysis)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
@@ -168,7 +259,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     if config.history:
         switches, commit, history_note = _with_history(root, switches, config)
     else:
-        commit = _head_commit(root)
+        commit = git_head(root)
     lap("history")
     try:
         decisions = load_decisions(root)
@@ -211,12 +302,15 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                  lap: Callable[[str], None]) -> TreeAnalysis:
+                  memo: ScanMemo | None, lap: Callable[[str], None]) -> TreeAnalysis:
+    from cs_audit.analysis.switches import build_switches
+    from cs_audit.joins.readers import readers, writers
+
     facts: dict[str, FileFacts] = {}
     scripts: dict[str, ScriptFacts] = {}
     errors = list(errors)
     cacheable = True
-    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys):
+    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo):
         if isinstance(result, FileFacts):
             facts[result.path] = result
         elif isinstance(result, FileError):
@@ -225,28 +319,25 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
         else:
             scripts[result.path] = result
     lap("parse/extract")
-    model = build_model(facts, rs)
-    lap("joins")
-    findings = analyse(model, rs)
+    joins = _joins(facts, rs, memo, lap)
+    model, findings = joins.model, list(joins.findings)
     setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
-    written = writers(model, rs)
+    written = writers(model, rs)  # type: ignore[arg-type]
     files: dict[str, list[str]] = {}
     for w in written:
         files.setdefault(w.switch, []).append(w.pattern)
     switches = build_switches(
-        model, findings, rs, setters, readers(model, rs, written, scripts), files,
-    )
-    duplicates = tuple(
-        DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
-        for name, members in duplicate_groups(model)
+        model, findings, rs, setters, readers(model, rs, written, scripts), files,  # type: ignore[arg-type]
     )
     lap("analysis")
-    return TreeAnalysis(tuple(findings), tuple(switches), duplicates, tuple(errors), cacheable)
+    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable)
 
 
 def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
     """`added_in` for each switch: the oldest commit among the blames of its reads (blame
     answers cached on disk next to the facts, per HEAD commit)."""
+    from cs_audit.joins.blame import blame_cache_dir, open_history
+
     history = open_history(root, cache_dir=blame_cache_dir(config.cache, config.cache_dir), jobs=config.jobs)
     try:
         history.prefetch((r.path, r.line) for s in switches for r in s.reads)  # each file once, in parallel
@@ -255,16 +346,6 @@ def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tu
             info, note = history.first_added((r.path, r.line) for r in s.reads)
             out.append(replace(s, added_in=info, added_in_note=note))
         return out, history.commit, history.reason
-    finally:
-        close = getattr(history, "close", None)
-        if close:
-            close()
-
-
-def _head_commit(root: Path) -> str | None:
-    history = open_history(root)
-    try:
-        return history.commit
     finally:
         close = getattr(history, "close", None)
         if close:

@@ -33,6 +33,7 @@ import pickle
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
@@ -142,7 +143,7 @@ def _write_entry(target: str, magic: bytes, key: str, value: object) -> bool:
     try:
         blob = magic + _dumps((key, value))
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key[:8]}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)[:8]}.", suffix=".tmp")
     except (OSError, pickle.PicklingError):
         return False
     try:
@@ -191,6 +192,57 @@ def source_key(source: SourceFile, max_bytes: int) -> str | None:
     return entry_key(source, data)
 
 
+# --------------------------------------------------------------------------- stat memo
+_STAT_MAGIC = b"csa-stats"
+#: a file modified less than this before it was hashed is hashed again next time: its
+#: mtime may not change if it is written again within the file system's timestamp tick
+#: (git's "racily clean" entries)
+RACY_NS = 3_000_000_000
+
+#: stat records kept per version directory (one per scanned root, most recently used first)
+KEEP_STAT_MEMOS = 16
+#: (stat signature, entry key, when hashed in ns) per (kind, path, abspath)
+StatMemo = dict[tuple[str, str, str], tuple[tuple[int, int, int, int], str, int]]
+
+
+def _stat_memo_path(cache_dir: str, root: str) -> str:
+    name = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
+    return os.path.join(cache_dir, "stats", name + ".pkl")
+
+
+def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root: str) -> list[str | None]:
+    """``source_key`` of every source, without reading the files whose size, mtime, ctime
+    and inode are those recorded when they were last hashed (git's index does the same).
+    The record is one file per scanned root in the cache directory; a file changed within
+    ``RACY_NS`` of being hashed is not trusted from the record."""
+    path = _stat_memo_path(cache_dir, root)
+    stored = _read_entry(path, _STAT_MAGIC, root)
+    memo: StatMemo = stored if isinstance(stored, dict) else {}
+    fresh: StatMemo = {}
+    keys: list[str | None] = []
+    for source in sources:
+        ident = (source.kind, source.path, source.abspath)
+        try:
+            st = os.stat(source.abspath)
+        except OSError:
+            keys.append(None)
+            continue
+        signature = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        known = memo.get(ident)
+        if known is not None and known[0] == signature:
+            fresh[ident] = known
+            keys.append(known[1])
+            continue
+        hashed_at = time.time_ns()
+        key = source_key(source, max_bytes)
+        keys.append(key)
+        if key is not None and hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+            fresh[ident] = (signature, key, hashed_at)
+    if fresh != memo and _write_entry(path, _STAT_MAGIC, root, fresh):
+        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+    return keys
+
+
 # --------------------------------------------------------------------------- whole-tree results
 #: whole-tree results kept per version directory (most recently used first)
 KEEP_RESULTS = 16
@@ -223,11 +275,14 @@ def load_result(cache_dir: str, key: str) -> object | None:
 
 def store_result(cache_dir: str, key: str, value: object) -> None:
     """Write a whole-tree result atomically and keep the ``KEEP_RESULTS`` most recent."""
-    if not _write_entry(_result_path(cache_dir, key), _RESULT_MAGIC, key, value):
-        return
+    if _write_entry(_result_path(cache_dir, key), _RESULT_MAGIC, key, value):
+        _keep_newest(os.path.join(cache_dir, "results"), KEEP_RESULTS)
+
+
+def _keep_newest(directory: str, keep: int) -> None:
+    """Delete all but the ``keep`` most recently modified entries of ``directory``."""
     with contextlib.suppress(OSError):
-        directory = os.path.join(cache_dir, "results")
         entries = sorted((e for e in os.scandir(directory) if e.name.endswith(".pkl")),
                          key=lambda e: e.stat().st_mtime, reverse=True)
-        for old in entries[KEEP_RESULTS:]:
+        for old in entries[keep:]:
             os.unlink(old.path)

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from cs_audit.ruleset import safe_load_yaml
+
 MAX_CONFIG_BYTES = 1 << 20
 _KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes"}
 
@@ -42,7 +44,7 @@ def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_by
     if len(raw) > max_bytes:
         raise error(f"{path.name}: larger than {max_bytes} bytes")
     try:
-        data = yaml.safe_load(raw) or {}
+        data = safe_load_yaml(raw) or {}
     except yaml.YAMLError as exc:
         raise error(f"{path.name}: {exc}") from None
     if not isinstance(data, dict):

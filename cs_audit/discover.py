@@ -18,6 +18,7 @@ undecodable byte written as ``\\xNN``: ``caf\\xe9.py`` for the latin-1 name
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from fnmatch import fnmatchcase
@@ -44,6 +45,21 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
         return None
 
 
+def git_head(root: Path) -> str | None:
+    """The commit HEAD names in the git work tree holding directory ``root``; None outside
+    a work tree (or in a bare repository), before the first commit, or without git.  One
+    ``git rev-parse``: a scan with history off needs no more of git than this."""
+    if not root.is_dir():
+        return None
+    proc = _git(root, "rev-parse", "--is-inside-work-tree", "HEAD^{commit}")
+    if proc is None or proc.returncode != 0:
+        return None
+    lines = proc.stdout.decode("ascii", "replace").split()
+    if len(lines) != 2 or lines[0] != "true" or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", lines[1]):
+        return None
+    return lines[1]
+
+
 def _git_files(root: Path) -> list[str] | None:
     proc = _git(root, "ls-files", "-z", "-co", "--exclude-standard", "--", ".")
     if proc is None or proc.returncode != 0:
@@ -68,34 +84,40 @@ def display_path(rel: str) -> str:
 def _walk(root: Path, errors: list[FileError]) -> list[str]:
     """Every non-directory entry under ``root`` (regular or not); symlinks are listed as skipped."""
     out: list[str] = []
-    stack = [root]
+    top = os.fspath(root)
+    prefix = len(top.rstrip(os.sep)) + 1  # relative paths are the entry paths past this
+    stack = [top]
     while stack:
         directory = stack.pop()
         try:
             with os.scandir(directory) as scan:
                 entries = sorted(scan, key=lambda e: e.name)
         except OSError as exc:
-            errors.append(FileError(display_path(_rel(root, Path(directory))), "io", f"cannot list directory: {exc.strerror or exc}"))
+            errors.append(FileError(display_path(_rel(directory, top, prefix)), "io", f"cannot list directory: {exc.strerror or exc}"))
             continue
         for entry in entries:
             try:
                 if entry.is_symlink():
-                    errors.append(FileError(display_path(_rel(root, Path(entry.path))), "symlink", "symbolic link: not followed"))
+                    errors.append(FileError(display_path(_rel(entry.path, top, prefix)), "symlink", "symbolic link: not followed"))
                     continue
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError as exc:
-                errors.append(FileError(display_path(_rel(root, Path(entry.path))), "io", f"cannot stat: {exc.strerror or exc}"))
+                errors.append(FileError(display_path(_rel(entry.path, top, prefix)), "io", f"cannot stat: {exc.strerror or exc}"))
                 continue
             if is_dir:
                 if entry.name not in SKIP_DIRS:
-                    stack.append(Path(entry.path))
+                    stack.append(entry.path)
             else:
-                out.append(_rel(root, Path(entry.path)))
+                out.append(_rel(entry.path, top, prefix))
     return out
 
 
-def _rel(root: Path, path: Path) -> str:
-    return path.relative_to(root).as_posix() if path != root else "."
+def _rel(path: str, top: str, prefix: int) -> str:
+    """``path`` (``top`` or below it, as ``os.scandir`` spells it) relative to ``top``, POSIX."""
+    if path == top:
+        return "."
+    rel = path[prefix:]
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
 def _symlinked_parent(root: Path, rel: str, cache: dict[str, bool]) -> str | None:
@@ -130,6 +152,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
     if root.is_file():
         kind = file_kind(root.name, _head(root))
         return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors
+    top = os.fspath(root)
     listed = _git_files(root)
     relpaths = listed if listed is not None else _walk(root, errors)
     files: list[SourceFile] = []
@@ -141,7 +164,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             continue
         if any(fnmatchcase(shown, pattern) or fnmatchcase(shown, pattern.rstrip("/") + "/*") for pattern in excludes):
             continue
-        full = root / rel
+        full = os.path.join(top, rel)
         if listed is not None:
             link = _symlinked_parent(root, rel, linked)
             if link is not None:
@@ -167,18 +190,18 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
                 errors.append(FileError(shown, "io", f"{what}, not a regular file: skipped"))
             continue
         if rel.endswith(".py"):
-            files.append(SourceFile(shown, str(full), "python"))
+            files.append(SourceFile(shown, full, "python"))
             continue
         name = rel.rsplit("/", 1)[-1]
         if "." in name and not name.startswith(".") and not name.endswith((".sh", ".bash", ".env", ".mk", ".yml", ".yaml", ".dockerfile")):
             continue  # a data or source file of another language: no setters in it
         kind = file_kind(rel, _head(full))
         if kind:
-            files.append(SourceFile(shown, str(full), kind))
+            files.append(SourceFile(shown, full, kind))
     return files, errors
 
 
-def _head(path: Path) -> bytes:
+def _head(path: str | Path) -> bytes:
     try:
         with open(path, "rb") as handle:
             return handle.read(256)

@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 
 from cs_audit import api
 from cs_audit.config import AuditConfig, load_config
-from cs_audit.model import AuditResult, Finding, SourceFile
+from cs_audit.model import AuditResult, Finding
 from cs_audit.ruleset import RuleSet, load_ruleset
 
 SHORT_SHA = 9
@@ -330,33 +329,6 @@ class AuditStats:
     seconds: list[float] = field(default_factory=list)
 
 
-FactsKey = tuple[Any, ...]
-
-
-@dataclass
-class _Joins:
-    """The whole-tree joins of the last commit audited, and what they were computed from."""
-
-    facts: tuple[tuple[str, Any], ...]  # the Python facts, in the order run_audit passed them
-    rs: RuleSet
-    model: Any
-    findings: tuple[Any, ...] | None = None
-    duplicates: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
-
-
-@contextlib.contextmanager
-def _patched(module: Any, replacements: Mapping[str, Callable[..., Any]]) -> Iterator[None]:
-    """Set attributes of ``module`` for the duration of the block."""
-    originals = {name: getattr(module, name) for name in replacements}
-    for name, value in replacements.items():
-        setattr(module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in originals.items():
-            setattr(module, name, value)
-
-
 class TreeAuditor:
     """Audit commits of ``repo`` at its scanned path, from git objects only.
 
@@ -375,8 +347,8 @@ class TreeAuditor:
         self._current: dict[str, TreeEntry] = {}
         self._current_sha: str | None = None  # the commit the directory holds
         self._blobs: _BlobReader | None = None
-        self._facts: dict[FactsKey, Any] = {}
-        self._joins: _Joins | None = None
+        #: per-file results and joins reused across the commits (None: audit each from scratch)
+        self._memo: api.ScanMemo | None = api.ScanMemo() if reuse else None
         self._shipped_rs: RuleSet | None = None
         self.last_rs: RuleSet | None = None
 
@@ -466,7 +438,7 @@ class TreeAuditor:
         Raises ``ConfigError`` when the commit's project configuration is malformed.
         """
         started = time.perf_counter()
-        tree = self._write_tree(sha)
+        self._write_tree(sha)
         config = self.config()
         if rs is None:
             if self._shipped_rs is None:
@@ -474,118 +446,18 @@ class TreeAuditor:
             rs = self._shipped_rs
         base_rs = rs
         self.last_rs = api.prepare_ruleset(config, base_rs)
-        blobs = {p[len(self.repo.base):]: e.sha for p, e in tree.items() if p.startswith(self.repo.base)}
-        with self._reusing_facts(blobs), self._reusing_joins():
-            result = api.run_audit(config, base_rs, progress)
+        memo = self._memo
+        before = (memo.analysed, memo.reused, memo.joins_reused) if memo is not None else None
+        result = api.run_audit(config, base_rs, progress, memo=memo)
+        if memo is not None and before is not None:
+            self.stats.analysed += memo.analysed - before[0]
+            self.stats.reused += memo.reused - before[1]
+            self.stats.joins_reused += memo.joins_reused - before[2]
+        else:
+            self.stats.analysed += result.files_scanned
         self.stats.commits += 1
         self.stats.seconds.append(time.perf_counter() - started)
         return replace(result, root=self.display_root, commit=sha, history_note=None)
-
-    @contextlib.contextmanager
-    def _reusing_facts(self, blobs: Mapping[str, str]) -> Iterator[None]:
-        """Serve per-file facts of already analysed blobs from memory during one ``run_audit``.
-
-        ``run_audit`` has no hook for a facts cache, so its file mapper is wrapped for
-        the duration of the call; everything else (discovery, joins, analysis) is the
-        engine's own.  Without ``_map_files`` (a refactored engine) nothing is reused,
-        which is slower but still correct.
-        """
-        original: Callable[..., Any] | None = getattr(api, "_map_files", None)
-        if original is None:
-            # no mapper to wrap: every file is parsed again
-            yield
-            return
-        stats, cache, reuse = self.stats, self._facts, self.reuse
-
-        def mapped(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Any, *,
-                   cache_dir: str | None, keys: list[str | None]) -> Iterator[Any]:
-            """The engine's mapper over the files not seen before; ``cache_dir`` and ``keys``
-            (one per source) are the engine's disk-cache arguments, passed on for the files
-            that are mapped."""
-            scope = (rs.digest, rs.default_level, rs.hot_roots, config.max_file_bytes)
-
-            def key(source: SourceFile) -> FactsKey | None:
-                blob = blobs.get(source.path)
-                return (scope, source.path, source.kind, blob) if blob and reuse else None
-
-            facts_keys = [key(s) for s in sources]
-            missed = [i for i, k in enumerate(facts_keys) if k is None or k not in cache]
-            misses = [sources[i] for i in missed]
-            mapped_keys = [keys[i] for i in missed]
-            fresh = dict(zip([s.path for s in misses], list(original(misses, rs, config, None, cache_dir=cache_dir, keys=mapped_keys)), strict=True))
-            stats.analysed += len(misses)
-            stats.reused += len(sources) - len(misses)
-            total = len(sources)
-            for done, (source, k) in enumerate(zip(sources, facts_keys, strict=True), 1):
-                if source.path in fresh:
-                    got = fresh[source.path]
-                    if k is not None:
-                        cache[k] = got
-                else:
-                    got = cache[k]
-                yield got
-                if progress:
-                    progress(done, total)
-
-        api._map_files = mapped  # type: ignore[assignment]
-        try:
-            yield
-        finally:
-            api._map_files = original  # type: ignore[assignment]
-
-    @contextlib.contextmanager
-    def _reusing_joins(self) -> Iterator[None]:
-        """Serve the whole-tree joins of the commit audited before when nothing they read changed.
-
-        ``build_model(facts, rs)``, ``analyse(model, rs)`` and ``duplicate_groups(model)``
-        are pure functions of the Python facts and the rules: when both are equal to
-        those of the previous ``run_audit`` of this auditor (compared in full, in order;
-        facts of unchanged blobs are the very same objects, so this is cheap), the
-        previous model, findings and groups are returned instead of recomputed.  Like
-        ``_reusing_facts`` this wraps the engine's own functions for one call; a call
-        with other arguments, or an engine without them, is passed through unchanged.
-        """
-        names = ("build_model", "analyse", "duplicate_groups")
-        originals = {name: getattr(api, name, None) for name in names}
-        if not self.reuse or any(f is None for f in originals.values()):
-            yield
-            return
-        build_model, analyse, duplicate_groups = (originals[n] for n in names)
-        assert build_model is not None and analyse is not None and duplicate_groups is not None
-
-        def reused_model(facts: Any, rs: Any, *args: Any, **kwargs: Any) -> Any:
-            if args or kwargs or not isinstance(facts, dict):
-                self._joins = None
-                return build_model(facts, rs, *args, **kwargs)
-            items = tuple(facts.items())
-            last = self._joins
-            if last is not None and last.rs == rs and last.facts == items:
-                self.stats.joins_reused += 1
-                return last.model
-            self._joins = None  # never pair a new model with the old answers
-            model = build_model(facts, rs)
-            self._joins = _Joins(items, rs, model)
-            return model
-
-        def reused_findings(model: Any, rs: Any, *args: Any, **kwargs: Any) -> Any:
-            last = self._joins
-            if args or kwargs or last is None or model is not last.model or rs != last.rs:
-                return analyse(model, rs, *args, **kwargs)
-            if last.findings is None:
-                last.findings = tuple(analyse(model, rs))
-            return list(last.findings)
-
-        def reused_groups(model: Any, *args: Any, **kwargs: Any) -> Any:
-            last = self._joins
-            if args or kwargs or last is None or model is not last.model:
-                return duplicate_groups(model, *args, **kwargs)
-            if last.duplicates is None:
-                last.duplicates = tuple((name, tuple(members)) for name, members in duplicate_groups(model))
-            return [(name, list(members)) for name, members in last.duplicates]
-
-        with _patched(api, {"build_model": reused_model, "analyse": reused_findings,
-                            "duplicate_groups": reused_groups}):
-            yield
 
 
 # ---------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
+#: the switch name of a site gated only by a log-level check (`logger.isEnabledFor(DEBUG)`)
+LEVEL_GATE = "<log level>"
 #: hot frequencies, most frequent first (per-layer work runs L times a step ...)
 HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
 

@@ -171,10 +171,20 @@ class RuleSet:
         return replace(self, hot_roots=extra + self.hot_roots)
 
 
+#: libyaml's safe loader when PyYAML has it (the rule files parse ~10x faster: 0.2 s of
+#: pure-Python parsing on every run otherwise), the pure-Python one when not
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def safe_load_yaml(text: str | bytes) -> Any:
+    """``yaml.safe_load`` through the fastest safe loader available."""
+    return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a SafeLoader
+
+
 def _load_yaml(name: str, text: str) -> dict[str, Any]:
     if len(text) > MAX_RULE_FILE_BYTES:
         raise RuleDataError(f"{name}: larger than {MAX_RULE_FILE_BYTES} bytes")
-    data = yaml.safe_load(text)
+    data = safe_load_yaml(text)
     if not isinstance(data, dict):
         raise RuleDataError(f"{name}: expected a mapping at top level")
     unknown = set(data) - _EXPECTED_KEYS.get(name, set(data))

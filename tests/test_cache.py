@@ -217,7 +217,7 @@ def test_unchanged_tree_loads_the_stored_result(tree: Path, tmp_path: Path, monk
     cold = _scan(tree, cache_root)
     assert len(_results(cache_root)) == 1
     monkeypatch.setattr(api, "_map_files", _no_file_work)
-    monkeypatch.setattr(api, "build_model", _no_file_work)
+    monkeypatch.setattr(api, "_joins", _no_file_work)
     assert _scan(tree, cache_root) == cold
 
 
@@ -257,3 +257,71 @@ def test_stored_results_are_bounded(tmp_path: Path) -> None:
         cache.store_result(cache_dir, f"{i:040x}", ("value", i))
     assert len(list((tmp_path / "results").glob("*.pkl"))) == cache.KEEP_RESULTS
     assert cache.load_result(cache_dir, f"{cache.KEEP_RESULTS + 4:040x}") == ("value", cache.KEEP_RESULTS + 4)
+
+
+# ------------------------------------------------------------------ stat records (source_keys)
+def _read_counter(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Paths whose bytes ``source_keys`` reads (through ``cache.source_key``)."""
+    read: list[str] = []
+    original = cache.source_key
+
+    def counting(source, max_bytes):
+        read.append(source.path)
+        return original(source, max_bytes)
+
+    monkeypatch.setattr(cache, "source_key", counting)
+    return read
+
+
+def test_unchanged_files_are_not_read_for_their_keys(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "RACY_NS", 0)  # the fixture's files were written just now
+    sources = _sources(tree)
+    first = cache.source_keys(sources, 1 << 20, str(tmp_path), str(tree))
+    assert first == [cache.source_key(s, 1 << 20) for s in sources]
+    read = _read_counter(monkeypatch)
+    assert cache.source_keys(sources, 1 << 20, str(tmp_path), str(tree)) == first
+    assert read == []
+    # same size, new bytes: the stat signature (mtime, ctime) changed, so it is read again
+    target = next(s for s in sources if s.path.endswith(".py"))
+    data = Path(target.abspath).read_bytes()
+    Path(target.abspath).write_bytes(data.replace(b"(", b"[", 1) if b"(" in data else data + b"#")
+    again = cache.source_keys(sources, 1 << 20, str(tmp_path), str(tree))
+    assert read == [target.path]
+    index = sources.index(target)
+    assert again[index] != first[index] and again[:index] + again[index + 1:] == first[:index] + first[index + 1:]
+
+
+def test_files_changed_just_before_hashing_are_read_every_time(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a file written within RACY_NS of being hashed could change again without a new mtime
+    sources = _sources(tree)
+    cache.source_keys(sources, 1 << 20, str(tmp_path), str(tree))
+    read = _read_counter(monkeypatch)
+    cache.source_keys(sources, 1 << 20, str(tmp_path), str(tree))
+    assert sorted(read) == sorted(s.path for s in sources)
+
+
+def test_stat_records_of_other_roots_are_bounded(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    sources = _sources(tree)[:2]
+    for i in range(cache.KEEP_STAT_MEMOS + 3):
+        cache.source_keys(sources, 1 << 20, str(tmp_path), f"{tree}/view{i}")
+    assert len(list((tmp_path / "stats").glob("*.pkl"))) == cache.KEEP_STAT_MEMOS
+
+
+def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
+    # a stored whole-tree result is all a warm scan needs: the parsers, the joins and
+    # GitPython stay unimported (their import is a good part of a warm scan's time)
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom cs_audit.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('libcst', 'git', 'cs_audit.analysis.callgraph', 'cs_audit.extract.index', 'cs_audit.pool') if m in sys.modules))\n"
+    )
+    args = ["scan", str(tree), "--format", "json", "--no-history", "-j", "1", "-o", str(tmp_path / "r.json")]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    cold = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
+    warm = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
+    assert "cs_audit.analysis.callgraph" in cold.stdout, cold.stdout + cold.stderr  # the probe sees imports
+    assert warm.stdout.strip().splitlines()[-1] == "[]", warm.stdout + warm.stderr

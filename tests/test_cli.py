@@ -97,6 +97,21 @@ def test_output_to_a_device_is_written_in_place(tmp_path: Path) -> None:
     assert fifo_like.is_char_device()  # not replaced by a regular file
 
 
+def test_report_file_gets_the_mode_open_would_give(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    root = write_tree(tmp_path / "tree", TREE)
+    out = tmp_path / "out" / "report.json"
+    old_mask = os.umask(0o027)
+    try:
+        assert runner.invoke(app, ["scan", str(root), "--format", "json", "-j", "1", "-o", str(out)]).exit_code == 0
+    finally:
+        os.umask(old_mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640  # 0666 under the umask, not the temp file's 0600
+    assert json.loads(out.read_text())["tool"] == "cs-audit"
+
+
 def test_a_root_whose_name_is_not_utf8_gives_valid_json(tmp_path: Path) -> None:
     import os
 

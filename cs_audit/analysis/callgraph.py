@@ -9,12 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from cs_audit.model import CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef, HOT_FREQUENCIES
+from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
 
 FuncKey = tuple[str, str]  # (path, qualname)
-#: marker switch for code behind a logger level check
-LEVEL_GATE = "<log level>"
 EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
 _RANK = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
 

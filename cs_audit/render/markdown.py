@@ -11,8 +11,7 @@ import re
 from collections import Counter
 from pathlib import PurePath
 
-from cs_audit.analysis.callgraph import LEVEL_GATE
-from cs_audit.model import AuditResult, Finding
+from cs_audit.model import LEVEL_GATE, AuditResult, Finding
 from cs_audit.ruleset import RuleSet
 
 DEFAULT_ON_RULES = ("default-on-emitter", "sync-in-debug", "eager-format", "env-read-hot", "per-call-open", "redundant-flush")
