@@ -68,6 +68,7 @@ class Resolver:
         self.qualnames: dict[str, dict[str, FunctionDef]] = {}
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
         self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
+        self._module_calls: dict[str, bool] = {}
         for path, ff in facts.items():
             parts = ff.module.split(".")
             for i in range(len(parts)):
@@ -100,11 +101,26 @@ class Resolver:
         return out
 
     def resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
+        # only `self.f`, `cls(...)` and bare names depend on the caller: a dotted callee
+        # resolves the same from every function of the file
+        if "." in callee and not callee.startswith(("self.", "cls.")) and callee != "self.__class__":
+            if not self._may_be_module_call(callee):
+                return []
+            caller = None
         key = (path, caller, callee)
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = self._resolve(path, caller, callee)
         return list(found)
+
+    def _may_be_module_call(self, callee: str) -> bool:
+        """Whether some leading part of dotted ``callee`` names a module of the tree (else
+        it resolves to nothing from any file: `torch.cat`, `np.zeros`)."""
+        known = self._module_calls.get(callee)
+        if known is None:
+            parts = callee.split(".")
+            known = self._module_calls[callee] = any(".".join(parts[:split]) in self.by_module for split in range(len(parts) - 1, 0, -1))
+        return known
 
     def _resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
         table = self.qualnames.get(path, {})
