@@ -54,6 +54,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import entry_point  # noqa: E402  (the console script, not a version manager's shim)
+
+CS_AUDIT = entry_point("cs-audit")
+
 DEFAULT_TREE = Path("/tmp/ascend")
 MIRROR = Path("/work/.mirror/vllm-project+vllm-ascend/repo")
 _PHASES = re.compile(r"phases: (.*)")
@@ -127,7 +132,7 @@ def scan_pair(tree: Path, jobs: int, history: bool, work: Path, no_cache: bool) 
     runs = []
     for label in ("cold", "warm", "no-cache") if no_cache else ("cold", "warm"):
         out = work / f"scan-{'hist' if history else 'nohist'}-{label}.json"
-        cmd = ["cs-audit", "scan", str(tree), "--format", "json", "-o", str(out), "-j", str(jobs), "-v"]
+        cmd = [CS_AUDIT, "scan", str(tree), "--format", "json", "-o", str(out), "-j", str(jobs), "-v"]
         if not history:
             cmd.append("--no-history")
         if label == "no-cache":
@@ -148,7 +153,7 @@ def blame_runs(tree: Path, jobs: int, repeat: int, work: Path) -> tuple[list[Sca
     cache, then before each cold run the blame cache (``<cache>/cs-audit/blame``) is
     deleted, and the warm run follows it."""
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
-    cmd = ["cs-audit", "scan", str(tree), "--format", "json", "-o", os.devnull, "-j", str(jobs), "-v"]
+    cmd = [CS_AUDIT, "scan", str(tree), "--format", "json", "-o", os.devnull, "-j", str(jobs), "-v"]
     print("# blame: priming the facts cache ...", file=sys.stderr, flush=True)
     run(cmd, cache)
     cold: list[ScanRun] = []
@@ -165,7 +170,7 @@ def blame_runs(tree: Path, jobs: int, repeat: int, work: Path) -> tuple[list[Sca
 
 def range_run(tree: Path, spec: str, jobs: int, out: Path) -> RangeRun:
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=out.parent))
-    cmd = ["cs-audit", "report", str(tree), "--range", spec, "--format", "json", "-o", str(out), "-j", str(jobs)]
+    cmd = [CS_AUDIT, "report", str(tree), "--range", spec, "--format", "json", "-o", str(out), "-j", str(jobs)]
     wall, cpu, err = run(cmd, cache)
     shutil.rmtree(cache, ignore_errors=True)
     result = RangeRun(wall, cpu)
