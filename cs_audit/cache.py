@@ -50,7 +50,7 @@ CachedResult = FileFacts | ScriptFacts | FileError
 
 
 def _dumps(value: object) -> bytes:
-    """The model's dataclasses pickle as ``cls(*field values)`` (``model._pickle_as_constructor_call``)."""
+    """The model's slotted dataclasses pickle as ``_restore_<Class>(*field values)`` (``model._pickle_by_slots``)."""
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 

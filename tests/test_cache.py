@@ -325,3 +325,23 @@ def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
     warm = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
     assert "cs_audit.analysis.callgraph" in cold.stdout, cold.stdout + cold.stderr  # the probe sees imports
     assert warm.stdout.strip().splitlines()[-1] == "[]", warm.stdout + warm.stderr
+
+
+def test_facts_pickle_through_the_slot_restorers(rs) -> None:
+    import dataclasses
+    import pickle
+
+    from cs_audit import model
+
+    results = _analyse_all(TREE, rs, None)
+    facts = [r for r in results if isinstance(r, FileFacts) and r.calls and r.functions]
+    assert facts
+    blob = pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
+    assert b"_restore_CallSite" in blob and b"_restore_FileFacts" in blob
+    back = pickle.loads(blob)
+    assert back == results and [type(r) for r in back] == [type(r) for r in results]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back[results.index(facts[0])].calls[0].line = 0  # still frozen
+    slotted = [c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+               and c.__module__ == model.__name__ and getattr(c, "__slots__", None)]
+    assert all(hasattr(model, f"_restore_{c.__name__}") for c in slotted)
