@@ -69,6 +69,8 @@ class Resolver:
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
         self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
         self._module_calls: dict[str, bool] = {}
+        self._defining: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> files defining it
+        self._methods_by_path: dict[str, dict[str, str]] = {}
         for path, ff in facts.items():
             parts = ff.module.split(".")
             for i in range(len(parts)):
@@ -93,7 +95,12 @@ class Resolver:
         return sorted(p for p in paths if shared(p) == best)[:1]
 
     def _in_module(self, module: str, qualname: str, near: str) -> list[FuncKey]:
-        paths = [p for p in self.by_module.get(module, ()) if qualname in self.qualnames[p] or f"{qualname}.__init__" in self.qualnames[p]]
+        paths = self._defining.get((module, qualname))
+        if paths is None:
+            init = f"{qualname}.__init__"
+            paths = self._defining[(module, qualname)] = [
+                p for p in self.by_module.get(module, ()) if qualname in self.qualnames[p] or init in self.qualnames[p]
+            ]
         out: list[FuncKey] = []
         for p in self._closest(paths, near):
             table = self.qualnames[p]
@@ -101,17 +108,40 @@ class Resolver:
         return out
 
     def resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
-        # only `self.f`, `cls(...)` and bare names depend on the caller: a dotted callee
-        # resolves the same from every function of the file
-        if "." in callee and not callee.startswith(("self.", "cls.")) and callee != "self.__class__":
-            if not self._may_be_module_call(callee):
-                return []
+        # answers are kept per (path, what of the caller the callee depends on, callee): the
+        # caller's class for `self.f`/`cls.f`/`cls()`, nothing for bare names (after the
+        # caller's own nested functions) and for dotted names
+        head, dot, rest = callee.partition(".")
+        context: str | None = None
+        if callee == "cls" or callee == "self.__class__" or (head in ("self", "cls") and dot and "." not in rest):
+            context = _class_of(caller)
+        elif not dot:
+            if caller:
+                local = f"{caller}.<locals>.{callee}"
+                if local in self.qualnames.get(path, ()):
+                    return [(path, local)]
+            caller = None  # nothing else of the caller matters
+        elif not self._may_be_module_call(callee):
+            return []
+        else:
             caller = None
-        key = (path, caller, callee)
+        key = (path, context, callee)
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = self._resolve(path, caller, callee)
         return list(found)
+
+    def _methods_in(self, path: str) -> dict[str, str]:
+        """Method name -> the first (sorted) qualname of a method so named in ``path``."""
+        methods = self._methods_by_path.get(path)
+        if methods is None:
+            methods = {}
+            for q in sorted(self.qualnames.get(path, {})):
+                f = self.qualnames[path][q]
+                if f.class_name is not None and "<locals>" not in q:
+                    methods.setdefault(f.name, q)
+            self._methods_by_path[path] = methods
+        return methods
 
     def _may_be_module_call(self, callee: str) -> bool:
         """Whether some leading part of dotted ``callee`` names a module of the tree (else
@@ -130,9 +160,9 @@ class Resolver:
             cls = _class_of(caller)
             if cls and f"{cls}.{name}" in table:
                 return [(path, f"{cls}.{name}")]
-            local = sorted(q for q, f in table.items() if f.name == name and f.class_name is not None and "<locals>" not in q)
+            local = self._methods_in(path).get(name)
             if local:
-                return [(path, local[0])]
+                return [(path, local)]
             candidates = self.methods_by_name.get(name, [])
             return list(candidates) if len(candidates) == 1 else []
         if parts == ["cls"] or parts == ["self.__class__"]:
@@ -469,6 +499,8 @@ def _emitter_arg_callees(model: TreeModel) -> set[tuple[str, int, str]]:
     out: set[tuple[str, int, str]] = set()
     for path, ff in model.facts.items():
         for site in ff.calls:
+            if not site.arg_calls:
+                continue  # no call in its arguments: nothing to add
             is_emitter = site.role in EMITTER_ROLES
             if not is_emitter:
                 targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), [])

@@ -147,6 +147,8 @@ def _first(values) -> str | None:
 def _emitter_rules(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
     for path in sorted(model.facts):
         for site in model.facts[path].calls:
+            if site.role not in EMITTER_ROLES and (site.role is not None or (not site.eager and not site.arg_calls)):
+                continue  # neither an emitter nor a call with eager arguments: no rule below applies
             key = (path, site.function) if site.function else None
             switches = site_switches(model, path, site.function, site.gates, rs)
             switch = site_switch(model, path, site.function, site.gates, rs)
@@ -261,12 +263,18 @@ def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tup
 
 
 # ----------------------------------------------------------------- file output rules
+#: the call roles the file output rules look at
+_FILE_ROLES = frozenset({"open", "flush", "timestamp"})
+
+
 def _file_rules(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
     for path in sorted(model.facts):
         ff = model.facts[path]
         buffered_handles = {s.bound_to for s in ff.calls if s.role == "open" and s.line_buffered and s.bound_to}
         exporters = set(ff.env_exporters)  # a launcher minting the run dir it exports is the design
         for site in ff.calls:
+            if site.role not in _FILE_ROLES:
+                continue
             key = (path, site.function) if site.function else None
             switch = site_switch(model, path, site.function, site.gates, rs)
             if switch is None and key is not None and key not in model.freq_default:
