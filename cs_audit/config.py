@@ -60,7 +60,14 @@ def _read_project_table(root: Path) -> tuple[dict[str, Any], str | None]:
     pyproject = base / "pyproject.toml"
     if pyproject.is_file():
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8", errors="replace"))
+            with open(pyproject, "rb") as handle:
+                raw = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{pyproject}: cannot read: {exc.strerror or exc}") from None
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{pyproject}: larger than {MAX_CONFIG_BYTES} bytes")
+        try:
+            data = tomllib.loads(raw.decode("utf-8", errors="replace"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{pyproject}: {exc}") from None
         table = data.get("tool", {}).get("cs-audit")

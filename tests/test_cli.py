@@ -72,6 +72,19 @@ def test_missing_path_and_bad_config_exit_2(tmp_path: Path) -> None:
     assert "unknown keys" in result.output
 
 
+def test_oversized_or_unreadable_pyproject_is_a_config_error(tmp_path: Path) -> None:
+    from cs_audit.config import MAX_CONFIG_BYTES
+
+    big = write_tree(tmp_path / "big", {"pyproject.toml": "# pad\n" * (MAX_CONFIG_BYTES // 6 + 1), "a.py": "x = 1\n"})
+    result = runner.invoke(app, ["scan", str(big), "--format", "json"])
+    assert result.exit_code == 2 and "larger than" in result.output
+    odd = write_tree(tmp_path / "odd", {"a.py": "x = 1\n"})
+    (odd / "pyproject.toml").write_bytes(b"\xff\xfe[tool.cs-audit]\nunknown_key = 1\n")  # not UTF-8: still read, no traceback
+    result = runner.invoke(app, ["scan", str(odd), "--format", "json"])
+    assert result.exit_code == 2 and isinstance(result.exception, (SystemExit, type(None)))
+    assert "configuration error" in result.output and "Invalid statement" in result.output
+
+
 def test_project_hot_roots_extend_the_defaults(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "tree", {
         "pyproject.toml": '[tool.cs-audit]\nhot_roots = [{name = "tick", frequency = "step"}]\n',
