@@ -16,7 +16,7 @@ import pytest
 
 from cs_audit.extract import decode_source, extract_python
 from cs_audit.extract import facts as facts_module
-from cs_audit.extract.index import index_module, may_reach_tree
+from cs_audit.extract.index import ModuleIndex, Snippet, index_module, may_reach_tree
 from cs_audit.model import FileFacts
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import scan_files
@@ -108,3 +108,124 @@ def quiet(x):
     assert isinstance(facts, FileFacts)
     hashes = {f.qualname: f.body_hash for f in facts.functions}
     assert hashes["emits"] != "" and hashes["quiet"] == ""
+
+
+# ---------------------------------------------------------------- index.py shortcuts
+
+TRICKY = '''
+import os
+import logging as lg
+
+NAME = "BASE"
+if os.getenv(NAME) == "1":
+    NAME = "OTHER"  # a module-level string constant changes under a pending gate
+    helper(NAME)
+if flag == "on":
+    from pkg import flag  # an import changes the aliases under a pending gate
+    run()
+
+
+def f(mode=None):
+    if mode == "block":
+        mode = os.getenv("MODE", "block")  # an env default changes under a pending gate
+        if mode == "block":
+            work()
+    if not os.environ.get("X"):
+        return
+    if not mode:  # a parameter: an operand of f's gates, worked out in f
+        return
+    def inner():
+        import numpy as np  # an import in a nested def, with the outer gates pending
+        np.zeros(3)
+    while verbose > 1:
+        self.step()
+    else:
+        self.done()
+    x = (a.b(1)
+         .c("s", 2)(3))
+    lg.getLogger(__name__).info("%s", x)
+'''
+
+
+def _index_sources() -> list[tuple[str, str]]:
+    return [("tricky.py", TRICKY)] + [(p.name, decode_source(p.read_bytes())) for p in FIXTURE_FILES]
+
+
+def test_token_literals_find_the_lines_the_pattern_matches() -> None:
+    from cs_audit.extract import index as index_module_
+    rs = load_ruleset()
+    extra = "\n".join(["os.environ['X']", "self.env = 1", "t = time.time()", "x = 'cpu'", "y.cpu()", "datetime.now()",
+                       "s.strftime('%Y')", "time_ns()", "a.pt", "a.ptx", "nothing here", "synchronize()", "log.x", "catalog"])
+    for name, text in [("extra.py", extra)] + _index_sources():
+        indexer = index_module_._Indexer(name, text, rs)
+        expected = [0]
+        for line in text.split("\n"):
+            expected.append(expected[-1] + (index_module_.SNIPPET_TOKENS.search(line) is not None))
+        assert indexer.token_prefix == expected, name
+
+
+def test_lazy_gates_equal_gates_worked_out_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gate refs are worked out when a statement below records them; the result (and the
+    sharing of equal gate tuples) is that of working them out when the test is reached."""
+    from cs_audit.extract import index as index_module_
+
+    class EagerGates(index_module_._Indexer):
+        def _push_gates(self, test: ast.expr, active: bool) -> None:
+            super()._push_gates(test, active)
+            self._settle(self.gate_groups[-1])
+
+    rs = load_ruleset()
+    for name, text in _index_sources():
+        tree = ast.parse(text)
+        lazy = index_module(tree, text, name, rs)
+        with monkeypatch.context() as patch:
+            patch.setattr(index_module_, "_Indexer", EagerGates)
+            eager = index_module(tree, text, name, rs)
+        assert (lazy.calls, lazy.snippets, lazy.functions) == (eager.calls, eager.snippets, eager.functions), name
+        assert _gate_sharing(lazy) == _gate_sharing(eager), name
+    tricky = index_module(ast.parse(TRICKY), TRICKY, "tricky.py", rs)
+    assert any(site.gates for site in tricky.calls)
+
+
+def _gate_sharing(index: ModuleIndex) -> list[int]:
+    """For each site, the first site with the very same gates tuple."""
+    ids = [id(site.gates) for site in (*index.calls, *index.snippets)]
+    return [ids.index(i) for i in ids]
+
+
+def test_calls_in_source_order() -> None:
+    from cs_audit.extract.index import _calls_in
+    for name, text in _index_sources():
+        for stmt in ast.walk(ast.parse(text)):
+            if isinstance(stmt, ast.stmt):
+                expected = sorted((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+                assert _calls_in(stmt) == expected, (name, stmt.lineno)
+
+
+def test_code_from_the_snippet_text_equals_generated_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_code`` of a statement's final expression slices the snippet's text instead of
+    asking libcst to generate the code: the same strings."""
+    rs = load_ruleset()
+    sources = _index_sources() + [("crlf.py", "import logging\nlogger = logging.getLogger()\nlogger.info(\r\n  'x')\n")]
+    final_expression = facts_module._final_expression
+    shortcuts = 0
+
+    def counted(statement: cst.CSTNode, snippet: Snippet) -> object:
+        nonlocal shortcuts
+        found = final_expression(statement, snippet)
+        shortcuts += found is not None
+        return found
+
+    for name, text in sources:
+        index = index_module(ast.parse(text), text, name, rs)
+        if not index.snippets:
+            continue
+        args = (index.snippets, rs, index.aliases, index.logger_names, index.string_constants, index.shadowed)
+        with monkeypatch.context() as patch:
+            patch.setattr(facts_module, "_final_expression", counted)
+            sliced = facts_module.collect_facts(*args)
+        with monkeypatch.context() as patch:
+            patch.setattr(facts_module, "_final_expression", lambda statement, snippet: None)
+            generated = facts_module.collect_facts(*args)
+        assert (sliced.env_reads, sliced.calls) == (generated.env_reads, generated.calls), name
+    assert shortcuts >= 20

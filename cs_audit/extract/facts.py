@@ -92,6 +92,8 @@ class StatementFacts(cst.CSTVisitor):
         self.calls: list[CallSite] = []
         self.literal_paths: list[tuple[int, str]] = []
         self.snippet: Snippet | None = None
+        #: the expression the current statement ends in, and the nodes before it (see ``_code``)
+        self.final_expression: tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None = None
         self.pending: list[_Pending] = []
         self.local_gates: list[GateRef] = []
         self.handles: set[str] = set()
@@ -108,6 +110,7 @@ class StatementFacts(cst.CSTVisitor):
 
     def walk(self, statement: cst.CSTNode, snippet: Snippet) -> None:
         self.snippet = snippet
+        self.final_expression = _final_expression(statement, snippet)
         self.pending.clear()
         self.local_gates.clear()
         self.timestamp_seen = False
@@ -129,14 +132,15 @@ class StatementFacts(cst.CSTVisitor):
             plan = _WALK_PLANS[cls] = _walk_plan(cls)
         visit, leave, fields = plan
         if visit is None or getattr(self, visit)(node) is not False:
-            walk, Node = self._walk, cst.CSTNode
+            walk, is_node = self._walk, _IS_NODE
             for name in fields:
                 value = getattr(node, name)
-                if isinstance(value, Node):
+                kind = value.__class__
+                if is_node[kind]:
                     walk(value)
-                elif value.__class__ in (tuple, list):
+                elif kind is tuple or kind is list:
                     for item in value:
-                        if isinstance(item, Node):
+                        if is_node[item.__class__]:
                             walk(item)
         if leave is not None:
             getattr(self, leave)(node)
@@ -216,6 +220,11 @@ class StatementFacts(cst.CSTVisitor):
         return ".".join(reversed(parts))
 
     def _code(self, node: cst.CSTNode) -> str:
+        if self.final_expression is not None and node is self.final_expression[0]:
+            # what libcst's code generation would give, without its cost: the end of the text
+            assert self.snippet is not None
+            start = sum(len(self.module.code_for_node(before)) for before in self.final_expression[1])
+            return _squash(self.snippet.text[start:])
         if getattr(node, "lpar", None):
             node = node.with_changes(lpar=(), rpar=())  # parentheses added around header snippets
         return _squash(self.module.code_for_node(node))
@@ -475,6 +484,19 @@ _TRIVIA_FIELDS = frozenset({
     "trailing_whitespace", "lines_after_decorators", "header", "footer", "lbracket", "rbracket", "lbrace", "rbrace",
     "whitespace_before_colon", "whitespace_after_colon", "asynchronous", "await_",
 })
+
+
+class _NodeClasses(dict):
+    """class -> whether it is a libcst node class (``isinstance`` against the abstract
+    ``CSTNode`` runs Python code per check; this is a dict lookup)."""
+
+    def __missing__(self, cls: type) -> bool:
+        self[cls] = is_node = issubclass(cls, cst.CSTNode)
+        return is_node
+
+
+_IS_NODE = _NodeClasses()
+
 #: node class -> (its visit_ method name or None, its leave_ method name or None, the fields to enter)
 _WALK_PLANS: dict[type, tuple[str | None, str | None, tuple[str, ...]]] = {}
 
@@ -486,6 +508,28 @@ def _walk_plan(cls: type) -> tuple[str | None, str | None, tuple[str, ...]]:
         if f.name not in _TRIVIA_FIELDS and not f.name.startswith("whitespace")
     )
     return (visit if visit in vars(StatementFacts) else None, leave if leave in vars(StatementFacts) else None, fields)
+
+
+def _final_expression(statement: cst.CSTNode, snippet: Snippet) -> tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None:
+    """The expression a statement ends in, and the nodes before it: `logger.info(...)` (none),
+    `x = f(...)` (the `x = ` target).  The module was parsed from the snippets' texts and
+    libcst gives back its source exactly, so the expression's code is the snippet's text
+    after the code of those nodes.  None when the expression is parenthesized, or there is
+    a semicolon, comment or blank line around the statement, or the text holds a carriage
+    return (the code libcst generates here may write such line breaks differently)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1 or statement.leading_lines:
+        return None
+    small, trailing = statement.body[0], statement.trailing_whitespace
+    if isinstance(small, cst.Expr):
+        before: tuple[cst.CSTNode, ...] = ()
+    elif isinstance(small, cst.Assign):
+        before = small.targets
+    else:
+        return None
+    if (small.value.lpar or small.semicolon is not cst.MaybeSentinel.DEFAULT or trailing.whitespace.value
+            or trailing.comment is not None or "\r" in snippet.text):
+        return None
+    return small.value, before
 
 
 def _assigned_value(statement: cst.CSTNode) -> cst.BaseExpression | None:

@@ -17,6 +17,8 @@ import hashlib
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
+from operator import attrgetter
 
 from cs_audit.model import CallSite, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
@@ -32,13 +34,15 @@ SNIPPET_TOKENS = re.compile(
 )
 #: literal substrings of SNIPPET_TOKENS: a line matches the pattern only if it holds one; a
 #: literal marked True implies a match, the others are confirmed with the pattern on the line.
+#: One literal may stand for several alternatives ("env": environ, getenv, putenv, envs.):
+#: each literal costs a scan of the whole file, a confirmation only a line.
 #: Keep in step with SNIPPET_TOKENS.
 _TOKEN_LITERALS: tuple[tuple[str, bool], ...] = (
-    ("environ", True), ("getenv", True), ("putenv", True), ("envs.", True), ("log", False), ("print", True), (".write(", True),
-    ("dump", True), ("save(", True), (".item(", True), (".cpu(", True), ("tolist(", True), (".numpy(", True),
-    ("synchroni", False), ("open(", True), ("flush(", True), ("strftime", True), ("datetime", True),
-    ("time_ns", True), ("makedirs", True), ("mkdir", True), ("trace", True), ("diag", True), ("debug", True),
-    ("'cpu'", True), ('"cpu"', True), ("path.join", True), (".jsonl", True), (".pt", False),
+    ("env", False), ("log", False), ("print", True), (".write(", True),
+    ("dump", True), ("save(", True), (".item(", True), ("cpu", False), ("tolist(", True), (".numpy(", True),
+    ("synchroni", False), ("open(", True), ("flush(", True), ("time", False),
+    ("makedirs", True), ("mkdir", True), ("trace", True), ("diag", True), ("debug", True),
+    ("path.join", True), (".jsonl", True), (".pt", False),
 )
 _CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -130,6 +134,11 @@ def dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
 
 
 def raw_dotted(node: ast.AST) -> str | None:
+    cls = node.__class__
+    if cls is ast.Name:
+        return node.id  # type: ignore[attr-defined]
+    if cls is ast.Attribute and node.value.__class__ is ast.Name:  # type: ignore[attr-defined]
+        return f"{node.value.id}.{node.attr}"  # type: ignore[attr-defined]
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -275,16 +284,34 @@ _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 
 def _calls_in(root: ast.AST) -> list[ast.Call]:
     """Every Call under ``root`` (a stack loop over the fields that can hold children; names
-    and constants, half of all nodes, are never pushed)."""
+    and constants, half of all nodes, are never pushed).  Calls, attribute chains and keyword
+    arguments, the commonest nodes, are taken apart inline; the order calls are found in (it
+    breaks ties of the final sort) is that of the plain stack walk."""
     out: list[ast.Call] = []
     stack = [root]
-    pop, push = stack.pop, stack.append
-    fields_of, AST, Call, leaves = _CHILD_FIELDS, ast.AST, ast.Call, _LEAF_NODES
+    pop, push, append = stack.pop, stack.append, out.append
+    fields_of, AST, Call, Attribute, leaves = _CHILD_FIELDS, ast.AST, ast.Call, ast.Attribute, _LEAF_NODES
     while stack:
         node = pop()
         cls = node.__class__
+        while cls is Attribute:  # `a.b.c`: only the head can hold a call
+            node = node.value  # type: ignore[attr-defined]
+            cls = node.__class__
         if cls is Call:
-            out.append(node)  # type: ignore[arg-type]
+            append(node)  # type: ignore[arg-type]
+            func = node.func  # type: ignore[attr-defined]
+            if func.__class__ not in leaves:
+                push(func)
+            for arg in node.args:  # type: ignore[attr-defined]
+                if arg.__class__ not in leaves:
+                    push(arg)
+            for keyword in node.keywords:  # type: ignore[attr-defined]
+                value = keyword.value  # a keyword's only child: pushed in its place
+                if value.__class__ not in leaves:
+                    push(value)
+            continue
+        if cls in leaves:
+            continue
         fields = fields_of.get(cls)
         if fields is None:
             fields = _child_fields(cls)
@@ -298,8 +325,11 @@ def _calls_in(root: ast.AST) -> list[ast.Call]:
             elif kind not in leaves and isinstance(value, AST):
                 push(value)
     if len(out) > 1:
-        out.sort(key=lambda c: (c.lineno, c.col_offset))
+        out.sort(key=_POSITION)
     return out
+
+
+_POSITION = attrgetter("lineno", "col_offset")
 
 
 #: node classes without children that can hold a call
@@ -340,6 +370,17 @@ def _literal(node: ast.AST | None) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class _GateGroup:
+    """The gates of one test (``gate_refs(test, active)``), worked out in ``function`` when
+    first needed (``refs`` is None until then)."""
+
+    test: ast.expr
+    active: bool
+    function: _Scope | None
+    refs: list[GateRef] | None = None
+
+
 @dataclass
 class _Scope:
     kind: str  # "def" | "class"
@@ -354,9 +395,10 @@ class _Scope:
 
 
 class _Indexer(ast.NodeVisitor):
-    def __init__(self, path: str, lines: list[str], rs: RuleSet) -> None:
+    def __init__(self, path: str, text: str, rs: RuleSet) -> None:
         self.path = path
-        self.lines = lines
+        self.text = text
+        self.lines = lines = text.split("\n")
         self.module = module_name(path)
         self.is_package = path.endswith("__init__.py")
         self.rs = rs
@@ -367,8 +409,15 @@ class _Indexer(ast.NodeVisitor):
         self.calls: list[CallSite] = []
         self.snippets: list[Snippet] = []
         self.scopes: list[_Scope] = []
-        self.gates: list[GateRef] = []
+        #: the innermost enclosing def scope (a class body inside a def keeps the def's), None at module level
+        self.function: _Scope | None = None
+        #: the gates around the current statement, one group per test (see ``_gates_now``)
+        self.gate_groups: list[_GateGroup] = []
+        #: the gate groups of the enclosing bodies a def or class body set aside
+        self._saved_gate_groups: list[list[_GateGroup]] = []
         self._interned_gates: dict[tuple[GateRef, ...], tuple[GateRef, ...]] = {}
+        #: the gates as their interned tuple; None when the groups changed since
+        self._gates_tuple: tuple[GateRef, ...] | None = ()
         self.loop_depth = 0
         self.loop_iters: list[str] = []
         self.returned_names: dict[str | None, frozenset[str]] = {}
@@ -380,7 +429,6 @@ class _Indexer(ast.NodeVisitor):
         for line in lines:
             self.line_starts.append(offset)
             offset += len(line) + 1
-        self.text = "\n".join(lines)
         self.token_prefix = self._line_prefix(SNIPPET_TOKENS, _TOKEN_LITERALS)
         self.alias_names: set[str] = set()
         self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
@@ -388,26 +436,66 @@ class _Indexer(ast.NodeVisitor):
         self.shadowed: frozenset[str] = frozenset()
         #: last name of each logger factory (`getLogger`, `init_logger`): a cheap first check
         self.factory_names = {f.rsplit(".", 1)[-1] for f in rs.logger_factories}
+        #: literals a compared value is "off" at (`x == "0"`, `x is None`)
+        self.off_literals = rs.off_values | {"None", "False"}
         self.alias_tokens: re.Pattern[str] | None = None
         self.alias_prefix: list[int] | None = None
         #: first line of each simple statement -> (assignment target, is a return)
         self.statements: dict[int, tuple[str | None, bool]] = {}
 
     # ------------------------------------------------------------ context
-    @property
-    def function(self) -> _Scope | None:
-        for scope in reversed(self.scopes):
-            if scope.kind == "def":
-                return scope
-        return None
-
     def _gates_now(self) -> tuple[GateRef, ...]:
         """The gates around the current statement as one tuple shared by every site under the
-        same gates (the joins cache gate resolution by the tuple's identity)."""
-        if not self.gates:
-            return ()
-        gates = tuple(self.gates)
-        return self._interned_gates.setdefault(gates, gates)
+        same gates (the joins cache gate resolution by the tuple's identity).  Kept until the
+        gates change (``_push_gates``, ``_pop_gates``, ``_set_gates_aside``, ``_restore_gates``)."""
+        gates = self._gates_tuple
+        if gates is None:
+            refs: list[GateRef] = []
+            for group in self.gate_groups:
+                if group.refs is None:
+                    self._settle(group)
+                refs.extend(group.refs)  # type: ignore[arg-type]
+            gates = tuple(refs)
+            if gates:
+                gates = self._interned_gates.setdefault(gates, gates)
+            self._gates_tuple = gates
+        return gates
+
+    def _push_gates(self, test: ast.expr, active: bool) -> None:
+        """The gates of ``test`` hold from here on; their refs are worked out only when a
+        statement below records its gates (most blocks record none)."""
+        self.gate_groups.append(_GateGroup(test, active, self.function))
+        self._gates_tuple = None
+
+    def _pop_gates(self, count: int) -> None:
+        if count:
+            del self.gate_groups[-count:]
+            self._gates_tuple = None
+
+    def _set_gates_aside(self) -> None:
+        """A def or class body starts with no gates; ``_restore_gates`` after it."""
+        self._saved_gate_groups.append(self.gate_groups)
+        self.gate_groups = []
+        self._gates_tuple = None
+
+    def _restore_gates(self) -> None:
+        self.gate_groups = self._saved_gate_groups.pop()
+        self._gates_tuple = None
+
+    def _settle(self, group: _GateGroup) -> None:
+        """Work out a group's refs as ``gate_refs`` would have when it was pushed: in its own
+        function, and before any change of what refs depend on (see ``_settle_all``)."""
+        current, self.function = self.function, group.function
+        group.refs = self.gate_refs(group.test, group.active)
+        self.function = current
+
+    def _settle_all(self) -> None:
+        """Work out every pending group: called before aliases, string constants or a
+        function's env defaults change (``gate_refs`` reads them)."""
+        for groups in (*self._saved_gate_groups, self.gate_groups):
+            for group in groups:
+                if group.refs is None:
+                    self._settle(group)
 
     def _qualname(self, name: str) -> str:
         if not self.scopes:
@@ -464,12 +552,7 @@ class _Indexer(ast.NodeVisitor):
                 if line + 1 >= n:
                     break
                 pos = find(literal, starts[line + 1])
-        prefix = [0] * (n + 1)
-        total = 0
-        for i, flag in enumerate(flags):
-            total += flag
-            prefix[i + 1] = total
-        return prefix
+        return list(accumulate(flags, initial=0))
 
     def _has_tokens(self, node: ast.AST) -> bool:
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
@@ -483,6 +566,7 @@ class _Indexer(ast.NodeVisitor):
 
     def _note_alias(self, name: str, origin: str) -> None:
         """A local name for an env API or logger (`from os import getenv as ge`) is a token too."""
+        self._settle_all()
         self.aliases[name] = origin
         if (origin in self.rs.env_calls or origin in self.rs.env_mappings or origin in self.rs.logger_factories
                 or any(origin == r.object for r in self.rs.registries)):
@@ -497,7 +581,9 @@ class _Indexer(ast.NodeVisitor):
                 self._note_alias(alias.asname, alias.name)
             else:
                 head = alias.name.split(".")[0]
-                self.aliases.setdefault(head, head)
+                if head not in self.aliases:
+                    self._settle_all()
+                    self.aliases[head] = head
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         base = node.module or ""
@@ -512,9 +598,9 @@ class _Indexer(ast.NodeVisitor):
         for expr in (*node.bases, *node.decorator_list):
             self._edges(expr)
         self.scopes.append(_Scope("class", node.name, self._qualname(node.name), once=True))
-        saved, self.gates = self.gates, []
+        self._set_gates_aside()
         self._block(node.body)
-        self.gates = saved
+        self._restore_gates()
         self.scopes.pop()
 
     def _visit_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -531,18 +617,20 @@ class _Indexer(ast.NodeVisitor):
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = _Scope("def", node.name, qualname, params, once)
         self.scopes.append(scope)
+        saved_function, self.function = self.function, scope
         entry_gates = tuple(
             ref for stmt in node.body
             if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body)
             for ref in self.gate_refs(stmt.test, active=False)
         )
-        saved_gates, self.gates = self.gates, []
+        self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
         saved_iters, self.loop_iters = self.loop_iters, []
         self._block(node.body)
         self.loop_iters = saved_iters
         self.loop_depth = saved_loops
-        self.gates = saved_gates
+        self._restore_gates()
+        self.function = saved_function
         self.scopes.pop()
         self.returned_names[qualname] = frozenset(scope.returned)
         self.function_nodes[(qualname, node.lineno)] = node
@@ -563,24 +651,27 @@ class _Indexer(ast.NodeVisitor):
     # ------------------------------------------------------------ blocks and gates
     def _block(self, body: list[ast.stmt]) -> None:
         pushed = 0
+        visitors = _STATEMENT_VISITORS
         for stmt in body:
-            self.visit(stmt)
+            visitor = visitors.get(stmt.__class__)
+            if visitor is None:
+                self._simple(stmt)
+            else:
+                visitor(self, stmt)
             if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body):
-                refs = self.gate_refs(stmt.test, active=False)
-                self.gates.extend(refs)
-                pushed += len(refs)
-        if pushed:
-            del self.gates[-pushed:]
+                self._push_gates(stmt.test, active=False)
+                pushed += 1
+        self._pop_gates(pushed)
 
     def visit_Module(self, node: ast.Module) -> None:
         self.shadowed = _builtins_bound_by(node)
         self._block(node.body)
 
-    def _gated(self, refs: list[GateRef], body: list[ast.stmt]) -> None:
-        self.gates.extend(refs)
+    def _gated(self, test: ast.expr, active: bool, body: list[ast.stmt]) -> None:
+        """``body`` under the gates of ``test`` (``active``: the body runs when it is true)."""
+        self._push_gates(test, active)
         self._block(body)
-        if refs:
-            del self.gates[-len(refs):]
+        self._pop_gates(1)
 
     def _header(self, expr: ast.AST, builds_path: bool = False, assign_target: str | None = None) -> None:
         """An expression in a compound statement's header: snippet when it holds tokens, else edges."""
@@ -598,14 +689,15 @@ class _Indexer(ast.NodeVisitor):
         self._header(node.test)
         if self._has_tokens(node.test) and _returns_value(node.body):
             self.returning_tests.add(node.test.lineno)
-        self._gated(self.gate_refs(node.test, True), node.body)
-        self._gated(self.gate_refs(node.test, False), node.orelse)
+        self._gated(node.test, True, node.body)
+        if node.orelse:
+            self._gated(node.test, False, node.orelse)
 
     def visit_While(self, node: ast.While) -> None:
         self._header(node.test)
         self.loop_depth += 1
         self.loop_iters.append("while")
-        self._gated(self.gate_refs(node.test, True), node.body)
+        self._gated(node.test, True, node.body)
         self.loop_iters.pop()
         self.loop_depth -= 1
         self._block(node.orelse)
@@ -658,7 +750,11 @@ class _Indexer(ast.NodeVisitor):
             scope = self.function
             if scope is not None:
                 scope.returns_value = True
-                scope.returned.update(x.id for x in _nodes(node.value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
+                value = node.value
+                if value.__class__ is ast.Name:
+                    scope.returned.add(value.id)  # type: ignore[attr-defined]
+                else:
+                    scope.returned.update(x.id for x in _nodes(value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
         # env reads and writes always hold a token (`environ`, `getenv`, `envs.`, an alias)
         has_tokens = self._has_tokens(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -672,6 +768,7 @@ class _Indexer(ast.NodeVisitor):
                 is_env, default = self._env_default(value) if has_tokens and value is not None else (False, None)
                 scope = self.function
                 if is_env and scope is not None and isinstance(targets[0], ast.Name):
+                    self._settle_all()
                     scope.env_defaults[targets[0].id] = default
         if has_tokens and self._exports_env(node):
             scope = self.function
@@ -698,6 +795,7 @@ class _Indexer(ast.NodeVisitor):
         elif not self.scopes and isinstance(value, ast.Constant) and isinstance(value.value, str):
             for t in targets:
                 if isinstance(t, ast.Name):
+                    self._settle_all()
                     self.string_constants[t.id] = value.value
         elif isinstance(value, (ast.Name, ast.Attribute)):
             origin = dotted(value, self.aliases)
@@ -720,21 +818,34 @@ class _Indexer(ast.NodeVisitor):
         if self.text.find("(", self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)) == -1:
             return
         scope = self.function
+        function = scope.qualname if scope else None
+        aliases, shadowed, lines, Constant = self.aliases, self.shadowed, self.lines, ast.Constant
+        gates = None  # worked out for the first edge: that may settle pending gate groups
         for call in _calls_in(node):
-            if not may_reach_tree(raw_dotted(call.func), self.aliases, self.shadowed):
+            raw = raw_dotted(call.func)
+            if not may_reach_tree(raw, aliases, shadowed):
                 continue
-            callee = dotted(call.func, self.aliases)
-            if callee is None:
-                continue
+            # `dotted(call.func)`: a name chain, so only its head is resolved
+            head, dot, rest = raw.partition(".")  # type: ignore[union-attr]
+            callee = aliases.get(head, head) + dot + rest
+            line = lines[call.lineno - 1]
+            if call.end_lineno == call.lineno and line.isascii():  # ``_source`` of the common case
+                source = line[call.col_offset:call.end_col_offset]
+            else:
+                source = self._source(call)
+            args = call.args
+            if gates is None:
+                gates = self._gates_now()
             self.calls.append(
                 CallSite(
-                    callee=callee, function=scope.qualname if scope else None, line=call.lineno,
-                    end_line=call.end_lineno or call.lineno, gates=self._gates_now(), loop_depth=self.loop_depth,
+                    callee=callee, function=function, line=call.lineno,
+                    end_line=call.end_lineno or call.lineno, gates=gates, loop_depth=self.loop_depth,
                     loop_iter=self.loop_iters[-1] if self.loop_iters else "",
-                    literal_args=tuple(_literal(a) if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args[:4]),
+                    # the string literals among the first four positional arguments
+                    literal_args=tuple([a.value if a.__class__ is Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
                     eager=(), arg_calls=(), role=None, level=None, resolution="exact", in_emitter_args=False,
                     receiver=None, mode=None, line_buffered=False, builds_path=False, bound_to=None,
-                    code=" ".join(self._source(call).split())[:160],
+                    code=" ".join(source.split())[:160],
                 )
             )
 
@@ -788,7 +899,7 @@ class _Indexer(ast.NodeVisitor):
             out.append(GateRef("env", self._env_key(expr.left), (), active if isinstance(op, ast.In) else not active))
             return
         literal = _literal(right)
-        off = self.rs.off_values | {"None", "False"}
+        off = self.off_literals
         left = expr.left
         while isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id in _CONVERSIONS and left.args:
             left = left.args[0]
@@ -862,6 +973,13 @@ class _Indexer(ast.NodeVisitor):
         out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
 
 
+#: statement class -> its ``_Indexer.visit_X`` (``_block`` calls it directly, without
+#: ``NodeVisitor.visit``'s name lookup); statements not listed are simple: ``_simple``
+_STATEMENT_VISITORS = {
+    cls: vars(_Indexer)[f"visit_{cls.__name__}"] for cls in ast.stmt.__subclasses__() if f"visit_{cls.__name__}" in vars(_Indexer)
+}
+
+
 def _char_offset(line: str, byte_offset: int) -> int:
     """`ast` columns count UTF-8 bytes; str slicing counts characters."""
     if line.isascii():
@@ -893,12 +1011,15 @@ def _builtins_bound_by(module: ast.Module) -> frozenset[str]:
             bound.add(stmt.name)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                bound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                if target.__class__ is ast.Name:
+                    bound.add(target.id)  # type: ignore[attr-defined]
+                else:
+                    bound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     return frozenset(bound & _BUILTINS)
 
 
 def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
-    indexer = _Indexer(path, text.split("\n"), rs)
+    indexer = _Indexer(path, text, rs)
     indexer.visit(tree)
     return ModuleIndex(
         aliases=indexer.aliases,
