@@ -150,7 +150,7 @@ class ScanMemo:
     analysed: int = 0
     reused: int = 0
     joins_reused: int = 0
-    _seen: dict[tuple[str, str], FileResult] = field(default_factory=dict)
+    _seen: dict[tuple[str, str], FileResult] = field(default_factory=dict, repr=False)  # this scan's files
 
     def note_file(self, scope: str, key: str | None, result: FileResult, reused: bool) -> None:
         if reused:
