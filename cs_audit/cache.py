@@ -201,8 +201,8 @@ RACY_NS = 3_000_000_000
 
 #: stat records kept per version directory (one per scanned root, most recently used first)
 KEEP_STAT_MEMOS = 16
-#: (stat signature, entry key, when hashed in ns) per (kind, path, abspath)
-StatMemo = dict[tuple[str, str, str], tuple[tuple[int, int, int, int], str, int]]
+#: (stat signature, entry key) per (kind, path, abspath)
+StatMemo = dict[tuple[str, str, str], tuple[tuple[int, int, int, int], str]]
 
 
 def _stat_memo_path(cache_dir: str, root: str) -> str:
@@ -227,6 +227,9 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
         except OSError:
             keys.append(None)
             continue
+        if st.st_size > max_bytes:
+            keys.append(None)  # what ``source_key`` says of it, whatever the record holds
+            continue
         signature = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         known = memo.get(ident)
         if known is not None and known[0] == signature:
@@ -237,7 +240,7 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
         key = source_key(source, max_bytes)
         keys.append(key)
         if key is not None and hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
-            fresh[ident] = (signature, key, hashed_at)
+            fresh[ident] = (signature, key)
     if fresh != memo and _write_entry(path, _STAT_MAGIC, root, fresh):
         _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
     return keys

@@ -291,6 +291,18 @@ def test_unchanged_files_are_not_read_for_their_keys(tree: Path, tmp_path: Path,
     assert again[index] != first[index] and again[:index] + again[index + 1:] == first[:index] + first[index + 1:]
 
 
+def test_a_recorded_file_over_a_lower_size_limit_has_no_key(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the record was made under a larger max_file_bytes: the file is now too large to scan
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    sources = _sources(tree)
+    first = cache.source_keys(sources, 1 << 20, str(tmp_path), str(tree))
+    biggest = max(sources, key=lambda s: Path(s.abspath).stat().st_size)
+    limit = Path(biggest.abspath).stat().st_size - 1
+    lowered = cache.source_keys(sources, limit, str(tmp_path), str(tree))
+    assert lowered == [cache.source_key(s, limit) for s in sources]
+    assert lowered[sources.index(biggest)] is None and first[sources.index(biggest)] is not None
+
+
 def test_files_changed_just_before_hashing_are_read_every_time(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a file written within RACY_NS of being hashed could change again without a new mtime
     sources = _sources(tree)

@@ -332,3 +332,23 @@ def test_report_from_a_bare_mirror(repo: Path, tmp_path: Path) -> None:
     assert out.read_text().replace("# cs-audit: mirror.git", "# cs-audit: repo") == ref.read_text()
     result = runner.invoke(app, ["check", str(mirror), "--since", "HEAD~1", "-j", "1"])
     assert result.exit_code == 2 and "bare repository" in result.stderr
+
+
+def test_head_commit_without_history(tmp_path: Path) -> None:
+    # `--no-history` still names the commit: one `git rev-parse`, no GitPython
+    from cs_audit.discover import git_head
+
+    root = make_repo(tmp_path, [("init", {"pkg/a.py": "import os\nX = os.getenv('A')\n"})])
+    head = git(root, "rev-parse", "HEAD").strip()
+    assert git_head(root) == head and git_head(root / "pkg") == head
+    assert git_head(root / "pkg" / "a.py") is None  # a file, not a directory
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_head(plain) is None  # not a git work tree
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    assert git_head(empty) is None  # no commit yet
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(root), str(bare))
+    assert git_head(bare) is None  # no work tree
