@@ -45,7 +45,11 @@ pointed at a temp dir, so the user's cache is never touched):
   cold              first run, empty cache (the cache is written)
   warm              the same command again, nothing changed
   one file changed  on a temp copy of the tree (the corpus is never modified): a primed
-                    cache, then one line appended to one Python file, then the run measured
+                    cache, then one edit of the largest Python file, then the run measured;
+                    two edits, each before the statement in the middle of the file:
+      lines moved   a comment line (every fact below it moves: the stored result is
+                    reused with that file's lines moved)
+      call added    a ``print(...)`` statement (a new fact: the tree is joined again)
 ruff runs with ``--no-cache``; Semgrep and Fixit keep no cache between runs.  The OS page
 cache is warm after the first run.  Each tool's output goes to a temp file (cs-audit: the
 JSON report of the cold run, else ``/dev/null``), read after the run for the hit counts.
@@ -243,9 +247,23 @@ def measure_cs_audit(root: Path, jobs: int, mode: str, report: Path | None = Non
         shutil.copytree(root, copy, symlinks=True)
         measure(_cs_audit_cmd(copy, jobs), env)  # prime
         target = max(copy.rglob("*.py"), key=lambda p: (p.stat().st_size, str(p)))  # the largest file
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write("\n_CS_AUDIT_BENCH_EDIT = 1\n")
+        edit = "# cs-audit bench edit" if mode.endswith("lines moved") else "print('cs-audit bench edit')"
+        insert_before_middle_statement(target, edit)
         return measure(_cs_audit_cmd(copy, jobs), env)
+
+
+def insert_before_middle_statement(path: Path, text: str) -> None:
+    """Insert ``text`` as a line of its own, indented like the statement in the middle of
+    the file (in source order; not a def/class, whose decorators come first) and before it."""
+    source = path.read_text(encoding="utf-8")
+    statements = sorted(
+        (node.lineno, node.col_offset) for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    )
+    line, column = statements[len(statements) // 2]
+    lines = source.splitlines(keepends=True)
+    lines.insert(line - 1, " " * column + text + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
 
 
 def median_run(runs: list[Run]) -> Run:
@@ -465,7 +483,7 @@ def main() -> int:
             cold_wall: float | None = None
             if "cs-audit" in tools:
                 report = tmp / f"cs-audit-{tree}.json"
-                for mode in ("cold", "warm", "one file changed"):
+                for mode in ("cold", "warm", "one file changed, lines moved", "one file changed, call added"):
                     runs = []
                     for i in range(args.repeat):
                         progress(names["cs-audit"], f" {mode}", tree, i)

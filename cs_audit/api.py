@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,7 @@ from cs_audit.discover import discover, display_path, git_head
 from cs_audit.model import (
     AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, Finding, ScriptFacts, SourceFile, Switch,
 )
+from cs_audit.reuse import line_map, moved_results
 from cs_audit.ruleset import RuleSet, load_ruleset
 
 # The parser, joins, analysis, pool and git modules are imported where they are used: a
@@ -250,22 +252,28 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
     if cache_dir is not None:
-        keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, str(root))
+        keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(root))
     elif memo is not None:
         keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
     else:
         keys = [None] * len(sources)
     result_key = None
+    context = _result_context(config, errors)
     if cache_dir is not None and all(k is not None for k in keys):
-        result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], _result_context(config, errors))  # type: ignore[misc]
+        result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
     stored = cache.load_result(cache_dir, result_key) if cache_dir is not None and result_key is not None else None
     if isinstance(stored, TreeAnalysis):
         analysis = stored
         lap("cached result")
     else:
-        analysis = _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
+        reused = None
+        if cache_dir is not None and result_key is not None and memo is None:
+            reused = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
+        analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
         if cache_dir is not None and result_key is not None and analysis.cacheable:
             cache.store_result(cache_dir, result_key, analysis)
+            files = {s.path: k for s, k in zip(sources, keys)}
+            cache.store_tree_record(cache_dir, os.path.abspath(root), cache.TreeRecord(result_key, context, files))  # type: ignore[arg-type]
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
@@ -310,6 +318,56 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
     """What a whole-tree result depends on besides the files, the rules and the code."""
     return repr((config.hot_roots, config.default_level, config.max_file_bytes,
                  sorted((e.path, e.kind, e.message) for e in discover_errors)))
+
+
+#: more changed files than this since the last stored tree: analyse the tree, do not compare
+MAX_COMPARED_FILES = POOL_MIN_FILES
+
+
+def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: str, rs: RuleSet,
+                           config: AuditConfig, cache_dir: str, lap: Callable[[str], None]) -> TreeAnalysis | None:
+    """The stored result of the last tree scanned at this root when every file changed since
+    gives the result it gave then (an edit of code no fact records: the whole-tree result is
+    a function of the per-file results, so it is the same), or gives it with lines moved
+    (comments, blank lines, docstrings: the result with those lines moved, ``reuse``).
+    None when that does not hold; the changed files' results are in the cache by then, for
+    the full analysis that follows."""
+    record = cache.load_tree_record(cache_dir, os.path.abspath(config.root))
+    if record is None or record.context != context or len(record.files) != len(sources):
+        return None
+    changed = [i for i, s in enumerate(sources) if record.files.get(s.path) != keys[i]]
+    if not changed or len(changed) > MAX_COMPARED_FILES:
+        return None
+    before: list[FileResult] = []
+    for i in changed:
+        old_key = record.files.get(sources[i].path)
+        old = cache.load(cache_dir, old_key) if old_key is not None else None
+        if old is None:
+            return None
+        before.append(old)
+    stored = cache.load_result(cache_dir, record.result_key)
+    if not isinstance(stored, TreeAnalysis):
+        return None
+    now = list(_map_files([sources[i] for i in changed], rs, config, None, cache_dir=cache_dir,
+                          keys=[keys[i] for i in changed]))
+    lap("changed files")
+    maps: dict[str, dict[int, int]] = {}
+    for old, new in zip(before, now):
+        if new == old:
+            continue
+        if not (isinstance(old, FileFacts) and isinstance(new, FileFacts)):
+            return None
+        mapping = line_map(old, new)
+        if mapping is None:
+            return None
+        maps[new.path] = mapping
+    if maps:
+        moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps)
+        if moved is None:
+            return None
+        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2])
+    lap("cached result")
+    return stored
 
 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,

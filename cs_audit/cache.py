@@ -1,6 +1,8 @@
 """Per-file facts cache: one pickled ``FileFacts | ScriptFacts | FileError`` per file,
 and whole-tree results keyed by every file's key (a warm scan of an unchanged tree
-loads one result: no facts, no joins).
+loads one result: no facts, no joins), with a record per root of the last tree stored
+(``TreeRecord``: a scan after an edit that left the facts as they were, or only moved
+their lines, reuses that tree's result; see ``api._result_of_equal_facts``).
 
 Facts are a pure function of (the file's bytes, its path, the rules, the code of
 cs-audit), so an entry is found by
@@ -34,6 +36,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
@@ -201,8 +204,8 @@ RACY_NS = 3_000_000_000
 
 #: stat records kept per version directory (one per scanned root, most recently used first)
 KEEP_STAT_MEMOS = 16
-#: (stat signature, entry key) per (kind, path, abspath)
-StatMemo = dict[tuple[str, str, str], tuple[tuple[int, int, int, int], str]]
+#: (stat signature, entry key) per (kind, path); one record per root (its absolute path)
+StatMemo = dict[tuple[str, str], tuple[tuple[int, int, int, int], str]]
 
 
 def _stat_memo_path(cache_dir: str, root: str) -> str:
@@ -213,15 +216,16 @@ def _stat_memo_path(cache_dir: str, root: str) -> str:
 def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root: str) -> list[str | None]:
     """``source_key`` of every source, without reading the files whose size, mtime, ctime
     and inode are those recorded when they were last hashed (git's index does the same).
-    The record is one file per scanned root in the cache directory; a file changed within
-    ``RACY_NS`` of being hashed is not trusted from the record."""
+    The record is one file per scanned ``root`` (its absolute path: a relative and an absolute
+    spelling share it) in the cache directory; a file changed within ``RACY_NS`` of being
+    hashed is not trusted from the record."""
     path = _stat_memo_path(cache_dir, root)
     stored = _read_entry(path, _STAT_MAGIC, root)
     memo: StatMemo = stored if isinstance(stored, dict) else {}
     fresh: StatMemo = {}
     keys: list[str | None] = []
     for source in sources:
-        ident = (source.kind, source.path, source.abspath)
+        ident = (source.kind, source.path)
         try:
             st = os.stat(source.abspath)
         except OSError:
@@ -280,6 +284,37 @@ def store_result(cache_dir: str, key: str, value: object) -> None:
     """Write a whole-tree result atomically and keep the ``KEEP_RESULTS`` most recent."""
     if _write_entry(_result_path(cache_dir, key), _RESULT_MAGIC, key, value):
         _keep_newest(os.path.join(cache_dir, "results"), KEEP_RESULTS)
+
+
+# --------------------------------------------------------------------------- last tree per root
+_TREE_MAGIC = b"csa-tree"
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    """The last whole-tree result stored for a root: its key, the context it was computed
+    in, and the entry key of each file (by path) it was computed from.  A scan whose changed
+    files all give the results they gave then derives the same whole-tree result."""
+
+    result_key: str
+    context: str
+    files: dict[str, str]
+
+
+def _tree_record_path(cache_dir: str, root: str) -> str:
+    name = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
+    return os.path.join(cache_dir, "trees", name + ".pkl")
+
+
+def load_tree_record(cache_dir: str, root: str) -> TreeRecord | None:
+    value = _read_entry(_tree_record_path(cache_dir, root), _TREE_MAGIC, root)
+    return value if isinstance(value, TreeRecord) else None
+
+
+def store_tree_record(cache_dir: str, root: str, record: TreeRecord) -> None:
+    path = _tree_record_path(cache_dir, root)
+    if _write_entry(path, _TREE_MAGIC, root, record):
+        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
 
 
 def _keep_newest(directory: str, keep: int) -> None:

@@ -13,6 +13,9 @@ from typing import Literal
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 #: the switch name of a site gated only by a log-level check (`logger.isEnabledFor(DEBUG)`)
 LEVEL_GATE = "<log level>"
+#: a function this short (lines, `def` to end) that only wraps gated emitters is itself one;
+#: the joins read ``FunctionDef.body_lines`` through this comparison alone (see ``reuse``)
+SMALL_BODY_LINES = 40
 #: hot frequencies, most frequent first (per-layer work runs L times a step ...)
 HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
+from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, SMALL_BODY_LINES, CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
 
 FuncKey = tuple[str, str]  # (path, qualname)
@@ -401,7 +401,7 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
         for edge in model.edges:
             if edge.callee in helpers and edge.caller and edge.caller not in helpers and edge.switch is None:
                 direct = emits.get(edge.caller, [])
-                if all(g for _, g in direct) and model.functions.get(edge.caller, None) is not None and model.functions[edge.caller].body_lines <= 40:
+                if all(g for _, g in direct) and model.functions.get(edge.caller, None) is not None and model.functions[edge.caller].body_lines <= SMALL_BODY_LINES:
                     helpers.add(edge.caller)
                     changed = True
     return helpers

@@ -1,0 +1,130 @@
+"""Reusing a stored whole-tree result after an edit that moved lines and nothing else.
+
+The joins read line numbers only to order and contain things within one file (a site in
+a function's span, in a call's argument lines, sorted by line) and to report them; they
+never add or subtract them, except ``FunctionDef.body_lines``, which they only compare
+with ``SMALL_BODY_LINES``.  So when a file's new facts equal its old facts once every line
+number is blanked out, and the old lines map to the new ones one-to-one and in order, the
+whole-tree result of the new tree is the old one with that file's lines mapped.  Both
+functions here are pure; ``api`` decides when to use them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from cs_audit.model import SMALL_BODY_LINES, DuplicateGroup, FileFacts, Finding, Switch
+
+#: fields that hold a line number; (line, text) pairs in the fields of ``_LINE_PAIRS``
+_LINE_FIELDS = frozenset({"line", "end_line"})
+_LINE_PAIRS = frozenset({"literal_paths", "file_refs"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_ATOMS = frozenset({str, int, bool, float, type(None)})
+
+
+def _shape(value: Any, lines: list[int]) -> Any:
+    """``value`` as plain tuples with line numbers blanked (appended to ``lines`` in order)."""
+    cls = type(value)
+    if cls in _ATOMS:
+        return value
+    if cls is tuple:
+        return tuple(v if type(v) in _ATOMS else _shape(v, lines) for v in value)
+    if not hasattr(cls, "__dataclass_fields__"):
+        return value
+    out: list[Any] = [cls.__name__]
+    for name in _field_names(cls):
+        item = getattr(value, name)
+        if type(item) in _ATOMS:
+            if name in _LINE_FIELDS:
+                lines.append(item)
+                item = 0
+            elif name == "body_lines":
+                item = item <= SMALL_BODY_LINES
+        elif name in _LINE_PAIRS:
+            lines.extend(line for line, _ in item)
+            item = tuple(text for _, text in item)
+        else:
+            item = _shape(item, lines)
+        out.append(item)
+    return tuple(out)
+
+
+def line_map(old: FileFacts, new: FileFacts) -> dict[int, int] | None:
+    """Old line -> new line when ``new`` is ``old`` with its lines moved (one-to-one, order
+    kept); None when anything else differs."""
+    old_lines: list[int] = []
+    new_lines: list[int] = []
+    if _shape(old, old_lines) != _shape(new, new_lines):
+        return None
+    mapping: dict[int, int] = {}
+    for before, after in zip(old_lines, new_lines):
+        if mapping.setdefault(before, after) != after:
+            return None
+    pairs = sorted(mapping.items())
+    if any(a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):
+        return None  # two old lines on one new line, or order changed
+    return mapping
+
+
+class _Unmapped(Exception):
+    """A result names a line of a moved file that no fact of that file had."""
+
+
+_T = TypeVar("_T")
+
+
+def _moved(value: _T, maps: dict[str, dict[int, int]]) -> _T:
+    """``value`` with every (path, line[, end_line]) of a file in ``maps`` mapped."""
+    cls = type(value)
+    if cls is tuple:
+        out = tuple(v if type(v) in _ATOMS else _moved(v, maps) for v in value)
+        return value if all(a is b for a, b in zip(out, value)) else out  # type: ignore[return-value]
+    if not hasattr(cls, "__dataclass_fields__"):
+        return value
+    names = _field_names(cls)
+    changes: dict[str, Any] = {}
+    mapping = maps.get(getattr(value, "path", None)) if "path" in names else None  # type: ignore[arg-type]
+    for name in names:
+        item = getattr(value, name)
+        if type(item) in _ATOMS:
+            if name in _LINE_FIELDS and mapping is not None:
+                if item not in mapping:
+                    raise _Unmapped(name)
+                changes[name] = mapping[item]
+        elif name == "readers":  # (path, line, pattern)
+            changes[name] = tuple(_moved_reader(r, maps) for r in item)
+        else:
+            moved = _moved(item, maps)
+            if moved is not item:
+                changes[name] = moved
+    return dataclasses.replace(value, **changes) if changes else value  # type: ignore[type-var]
+
+
+def _moved_reader(reader: tuple[str, int, str], maps: dict[str, dict[int, int]]) -> tuple[str, int, str]:
+    path, line, pattern = reader
+    mapping = maps.get(path)
+    if mapping is None:
+        return reader
+    if line not in mapping:
+        raise _Unmapped("readers")
+    return (path, mapping[line], pattern)
+
+
+def moved_results(findings: tuple[Finding, ...], switches: tuple[Switch, ...], duplicates: tuple[DuplicateGroup, ...],
+                  maps: dict[str, dict[int, int]]) -> tuple[tuple[Finding, ...], tuple[Switch, ...], tuple[DuplicateGroup, ...]] | None:
+    """The findings, switches and duplicate groups with the lines of the files in ``maps``
+    moved; None when one names a line the map does not know (then the caller analyses)."""
+    try:
+        return _moved(findings, maps), _moved(switches, maps), _moved(duplicates, maps)
+    except _Unmapped:
+        return None

@@ -1,0 +1,194 @@
+"""A changed file whose facts are unchanged, or unchanged but for moved lines, reuses the
+root's last stored whole-tree result (``api._result_of_equal_facts``, ``cs_audit.reuse``):
+the report is exactly that of an uncached scan, and no joins run.  Anything else that
+changed goes through the full analysis.  No timings are asserted."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cs_audit import api
+from cs_audit.api import run_audit
+from cs_audit.config import load_config
+from cs_audit.extract import extract_python
+from cs_audit.model import DuplicateGroup, DuplicateSite, FileFacts, Finding
+from cs_audit.render.json import render_json
+from cs_audit.reuse import line_map, moved_results
+from cs_audit.ruleset import load_ruleset
+
+PROJECT = Path(__file__).resolve().parent.parent
+FIXTURES = PROJECT / "fixtures"
+
+
+def _scan(root: Path, cache_root: Path | None) -> str:
+    config = load_config(str(root), history=False, cache=cache_root is not None,
+                         cache_dir=str(cache_root) if cache_root else None, jobs=1)
+    result = run_audit(config)
+    return render_json(replace(result, root="<root>", commit=None, history_note=None))
+
+
+def _no_joins(*_args, **_kwargs):
+    raise AssertionError("the tree was analysed again")
+
+
+def _insert(path: Path, before_line: int, text: str) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines.insert(before_line - 1, text)
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(params=["compressspec", "sglang_trace"])
+def tree(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    shutil.copytree(FIXTURES / request.param, root)
+    return root
+
+
+def _files_with_findings(root: Path, report: str) -> list[Path]:
+    return [p for p in sorted(root.rglob("*.py")) if f'"{p.relative_to(root).as_posix()}"' in report]
+
+
+def test_comment_on_top_of_each_file_reuses_the_stored_result(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(tree, cache_root)
+    files = _files_with_findings(tree, before)
+    assert len(files) >= 2
+    for target in files:
+        _insert(target, 1, "# moved every line of this file down by one\n")
+        uncached = _scan(tree, None)
+        assert uncached != before  # lines moved in the report
+        with monkeypatch.context() as patched:
+            patched.setattr(api, "_joins", _no_joins)
+            assert _scan(tree, cache_root) == uncached, target
+        before = uncached
+
+
+def test_lines_moved_anywhere_give_the_uncached_report(tree: Path, tmp_path: Path) -> None:
+    """Blank lines and comments at many places (inside functions, between statements of a
+    gated block, in multi-line calls): whichever path the scan takes, the report is right."""
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)
+    files = _files_with_findings(tree, _scan(tree, None))
+    for target in files[:3]:
+        count = len(target.read_text(encoding="utf-8").splitlines())
+        for line in range(2, count, max(1, count // 6)):
+            _insert(target, line, "\n" if line % 2 else "    # note\n")
+            try:
+                compile(target.read_text(encoding="utf-8"), str(target), "exec")
+            except SyntaxError:  # a comment line inside a string literal is fine; elsewhere skip
+                continue
+            assert _scan(tree, cache_root) == _scan(tree, None), (target, line)
+
+
+def test_unchanged_facts_reuse_the_stored_result(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(tree, cache_root)
+    target = _files_with_findings(tree, before)[0]
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write("\n_EDITED = 1  # a module constant no rule reads\n")
+    monkeypatch.setattr(api, "_joins", _no_joins)
+    assert _scan(tree, cache_root) == before
+
+
+def test_a_new_call_is_analysed(tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(tree, cache_root)
+    target = _files_with_findings(tree, before)[0]
+    _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
+    after = _scan(tree, cache_root)
+    assert after == _scan(tree, None)
+    assert "{__name__} loaded" in after and after != before
+
+
+# ------------------------------------------------------------------ line_map / moved_results
+RS = load_ruleset()
+SOURCE = '''import os
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def step(batch):
+    if os.getenv("TRACE_STEP"):
+        logger.info(f"step {len(batch)}")
+    return run(batch)
+
+
+def run(batch):
+    return [b * 2 for b in batch]
+'''
+
+
+def _facts(text: str) -> FileFacts:
+    facts = extract_python("m.py", text.encode(), RS)
+    assert isinstance(facts, FileFacts)
+    return facts
+
+
+def test_line_map_of_inserted_lines() -> None:
+    old = _facts(SOURCE)
+    new = _facts("# a\n# b\n" + SOURCE.replace("    return run", "\n    return run"))
+    mapping = line_map(old, new)
+    assert mapping is not None
+    assert mapping[8] == 10 and mapping[9] == 11  # the gate line and the log line, 2 down
+    assert mapping[10] == 13  # `return run(batch)`: one more blank line above it
+
+
+def test_line_map_refuses_other_changes() -> None:
+    old = _facts(SOURCE)
+    assert line_map(old, _facts(SOURCE.replace("step {len", "steps {len"))) is None  # code text
+    assert line_map(old, _facts(SOURCE.replace('"TRACE_STEP"', '"TRACE_STEPS"'))) is None  # a switch
+    assert line_map(old, _facts(SOURCE + "\n\ndef extra():\n    run([])\n")) is None  # a call more
+
+
+def test_line_map_refuses_lines_that_change_order_or_merge() -> None:
+    old = _facts(SOURCE)
+    step, run = old.functions
+    swapped = replace(old, functions=(replace(step, line=run.line, end_line=run.end_line),
+                                      replace(run, line=step.line, end_line=step.end_line)))
+    assert line_map(old, swapped) is None
+    merged = replace(old, functions=(step, replace(run, line=step.line, end_line=run.end_line)))
+    assert line_map(old, merged) is None
+
+
+def test_line_map_keeps_body_lines_on_its_side_of_the_small_helper_limit() -> None:
+    old = _facts(SOURCE)
+    step = old.functions[0]
+    assert line_map(old, replace(old, functions=(replace(step, body_lines=step.body_lines + 3), *old.functions[1:]))) is not None
+    assert line_map(old, replace(old, functions=(replace(step, body_lines=400), *old.functions[1:]))) is None
+
+
+def _finding(path: str, line: int) -> Finding:
+    return Finding("env-read-hot", path, line, line, "step", "TRACE_STEP", "step", False, "m", "fp")
+
+
+def test_moved_results_map_only_the_moved_files() -> None:
+    findings = (_finding("m.py", 8), _finding("other.py", 8))
+    duplicates = (DuplicateGroup("h", (DuplicateSite("m.py", 7, "step"), DuplicateSite("other.py", 7, "step"))),)
+    moved = moved_results(findings, (), duplicates, {"m.py": {7: 9, 8: 10}})
+    assert moved is not None
+    assert [(f.path, f.line, f.end_line) for f in moved[0]] == [("m.py", 10, 10), ("other.py", 8, 8)]
+    assert [(s.path, s.line) for s in moved[2][0].sites] == [("m.py", 9), ("other.py", 7)]
+    assert moved_results(findings, (), (), {"m.py": {7: 9}}) is None  # line 8 unknown: analyse
+
+
+def test_records_are_shared_by_the_relative_and_absolute_root(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cs_audit import cache
+
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)  # absolute root
+    target = _files_with_findings(tree, _scan(tree, None))[0]
+    _insert(target, 1, "# moved\n")
+    expected = _scan(tree, None)
+    hashed: list[str] = []
+    real_key = cache.source_key
+    monkeypatch.setattr(cache, "source_key", lambda source, limit: hashed.append(source.path) or real_key(source, limit))
+    monkeypatch.setattr(api, "_joins", _no_joins)
+    monkeypatch.chdir(tree.parent)
+    assert _scan(Path(tree.name), cache_root) == expected
+    assert hashed == [target.relative_to(tree).as_posix()]  # only the edited file was read for its key
