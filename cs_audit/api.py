@@ -88,12 +88,15 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
-               cache_dir: str | None, keys: list[str | None], memo: ScanMemo | None = None) -> Iterable[FileResult]:
+               cache_dir: str | None, keys: list[str | None], memo: ScanMemo | None = None,
+               known: dict[str, FileResult] | None = None) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
     a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
     ``cache_dir``/``keys``: the facts cache of this scan (None: off) and each source's key in
     it (``cache.source_keys``, computed once per scan by ``run_audit``).  ``memo``: results of
-    earlier scans in this process, served first (and updated)."""
+    earlier scans in this process, served first (and updated).  ``known``: results already
+    computed in this scan, by path (never computed twice: a file that timed out once is not
+    given a second timeout)."""
     from cs_audit.pool import map_files
 
     total = len(sources)
@@ -101,6 +104,9 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
     remembered: set[int] = set()  # hits served by the memo
     scope = _memo_scope(rs, config) if memo is not None else ""
     for i, key in enumerate(keys):
+        if known and sources[i].path in known:
+            hits[i] = known[sources[i].path]
+            continue
         if key is None:
             continue
         hit = memo.files.get((scope, key)) if memo is not None else None
@@ -266,10 +272,10 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         analysis = stored
         lap("cached result")
     else:
-        reused = None
+        reused, known = None, {}
         if cache_dir is not None and result_key is not None and memo is None:
-            reused = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
-        analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
+            reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
+        analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known)
         if cache_dir is not None and result_key is not None and analysis.cacheable:
             cache.store_result(cache_dir, result_key, analysis)
             files = {s.path: k for s, k in zip(sources, keys)}
@@ -324,55 +330,56 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
 MAX_COMPARED_FILES = POOL_MIN_FILES
 
 
-def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: str, rs: RuleSet,
-                           config: AuditConfig, cache_dir: str, lap: Callable[[str], None]) -> TreeAnalysis | None:
+def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: str, rs: RuleSet, config: AuditConfig,
+                           cache_dir: str, lap: Callable[[str], None]) -> tuple[TreeAnalysis | None, dict[str, FileResult]]:
     """The stored result of the last tree scanned at this root when every file changed since
     gives the result it gave then (an edit of code no fact records: the whole-tree result is
     a function of the per-file results, so it is the same), or gives it with lines moved
     (comments, blank lines, docstrings: the result with those lines moved, ``reuse``).
-    None when that does not hold; the changed files' results are in the cache by then, for
-    the full analysis that follows."""
+    None when that does not hold, with the results of the changed files computed on the way
+    (by path), for the full analysis that follows."""
     record = cache.load_tree_record(cache_dir, os.path.abspath(config.root))
     if record is None or record.context != context or len(record.files) != len(sources):
-        return None
+        return None, {}
     changed = [i for i, s in enumerate(sources) if record.files.get(s.path) != keys[i]]
     if not changed or len(changed) > MAX_COMPARED_FILES:
-        return None
+        return None, {}
     before: list[FileResult] = []
     for i in changed:
         old_key = record.files.get(sources[i].path)
         old = cache.load(cache_dir, old_key) if old_key is not None else None
         if old is None:
-            return None
+            return None, {}
         before.append(old)
     stored = cache.load_result(cache_dir, record.result_key)
     if not isinstance(stored, TreeAnalysis):
-        return None
+        return None, {}
     now = list(_map_files([sources[i] for i in changed], rs, config, None, cache_dir=cache_dir,
                           keys=[keys[i] for i in changed]))
     lap("changed files")
+    computed = {sources[i].path: result for i, result in zip(changed, now)}
     maps: dict[str, dict[int, int]] = {}
     for old, new in zip(before, now):
         if new == old:
             continue
         if not (isinstance(old, FileFacts) and isinstance(new, FileFacts)):
-            return None
+            return None, computed
         mapping = line_map(old, new)
         if mapping is None:
-            return None
+            return None, computed
         maps[new.path] = mapping
     if maps:
         moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps)
         if moved is None:
-            return None
+            return None, computed
         stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2])
     lap("cached result")
-    return stored
+    return stored, computed
 
 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                  memo: ScanMemo | None, lap: Callable[[str], None]) -> TreeAnalysis:
+                  memo: ScanMemo | None, lap: Callable[[str], None], known: dict[str, FileResult] | None = None) -> TreeAnalysis:
     from cs_audit.analysis.switches import build_switches
     from cs_audit.joins.readers import readers, writers
 
@@ -380,7 +387,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     scripts: dict[str, ScriptFacts] = {}
     errors = list(errors)
     cacheable = True
-    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo):
+    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known):
         if isinstance(result, FileFacts):
             facts[result.path] = result
         elif isinstance(result, FileError):

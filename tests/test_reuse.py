@@ -192,3 +192,29 @@ def test_records_are_shared_by_the_relative_and_absolute_root(tree: Path, tmp_pa
     monkeypatch.chdir(tree.parent)
     assert _scan(Path(tree.name), cache_root) == expected
     assert hashed == [target.relative_to(tree).as_posix()]  # only the edited file was read for its key
+
+
+def test_a_changed_file_is_analysed_once_when_the_tree_is_analysed_again(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result that cannot be cached (an internal error, a timeout) is not computed a second
+    time by the full analysis that follows the comparison."""
+    from cs_audit.model import FileError
+
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)
+    target = _files_with_findings(tree, _scan(tree, None))[0]
+    relative = target.relative_to(tree).as_posix()
+    _insert(target, 1, "# moved\n")
+    log = tmp_path / "analysed.log"
+    real = api.analyse_file
+
+    def failing(source, *args, **kwargs):  # runs in the worker processes (forked after the patch)
+        if source.path != relative:
+            return real(source, *args, **kwargs)
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(source.path + "\n")
+        return FileError(source.path, "internal", "internal error: simulated")
+
+    monkeypatch.setattr(api, "analyse_file", failing)
+    report = _scan(tree, cache_root)
+    assert "internal error: simulated" in report
+    assert log.read_text(encoding="utf-8").splitlines() == [relative]
