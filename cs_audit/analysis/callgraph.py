@@ -59,6 +59,8 @@ class TreeModel:
     #: (path, function, id(gates)) -> (gates, switches, switch): the gates tuple is held so its id
     #: stays unique; extraction shares one tuple among the sites of a block, so ids repeat
     switch_cache: dict[tuple[str, str | None, int], tuple[tuple[GateRef, ...], tuple[str, ...], str | None]] = field(default_factory=dict)
+    #: ``findings.duplicate_groups`` of this model, once worked out
+    duplicates: list[tuple[str, list[tuple[str, FunctionDef]]]] | None = None
 
 
 # ---------------------------------------------------------------- resolution

@@ -307,15 +307,19 @@ def _is_per_call_open(model: TreeModel, rs: RuleSet, key: FuncKey | None, site: 
 # ----------------------------------------------------------------- duplicate-helper
 def duplicate_groups(model: TreeModel) -> list[tuple[str, list[tuple[str, FunctionDef]]]]:
     """Copies of *helper* bodies: functions that read the env, emit, or sync (the
-    audit's subject), identical up to renamed locals."""
+    audit's subject), identical up to renamed locals.  Worked out once per model (the
+    rule and the report's duplicate groups both read it)."""
+    if model.duplicates is not None:
+        return model.duplicates
     with_facts: set[FuncKey] = set()
     for path, ff in model.facts.items():
         with_facts.update((path, r.function) for r in ff.env_reads if r.function)
         with_facts.update((path, c.function) for c in ff.calls if c.function and c.role is not None)
     by_hash: dict[str, list[tuple[str, FunctionDef]]] = defaultdict(list)
-    for (path, qualname), f in sorted(model.functions.items()):
-        if f.body_hash and (path, qualname) in with_facts:
-            by_hash[f.body_hash].append((path, f))
+    for key in sorted(with_facts):
+        f = model.functions.get(key)
+        if f is not None and f.body_hash:
+            by_hash[f.body_hash].append((key[0], f))
     groups = []
     for members in by_hash.values():
         if len(members) >= 2:
@@ -323,6 +327,7 @@ def duplicate_groups(model: TreeModel) -> list[tuple[str, list[tuple[str, Functi
             name = sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
             groups.append((name, sorted(members, key=lambda m: (m[0], m[1].line))))
     groups.sort(key=lambda g: (g[0], g[1][0][0], g[1][0][1].line))
+    model.duplicates = groups
     return groups
 
 
