@@ -263,23 +263,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
     else:
         keys = [None] * len(sources)
-    result_key = None
-    context = _result_context(config, errors)
-    if cache_dir is not None and all(k is not None for k in keys):
-        result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
-    stored = cache.load_result(cache_dir, result_key) if cache_dir is not None and result_key is not None else None
-    if isinstance(stored, TreeAnalysis):
-        analysis = stored
-        lap("cached result")
-    else:
-        reused, known = None, {}
-        if cache_dir is not None and result_key is not None and memo is None:
-            reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
-        analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known)
-        if cache_dir is not None and result_key is not None and analysis.cacheable:
-            cache.store_result(cache_dir, result_key, analysis)
-            files = {s.path: k for s, k in zip(sources, keys)}
-            cache.store_tree_record(cache_dir, os.path.abspath(root), cache.TreeRecord(result_key, context, files))  # type: ignore[arg-type]
+    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
@@ -324,6 +308,33 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
     """What a whole-tree result depends on besides the files, the rules and the code."""
     return repr((config.hot_roots, config.default_level, config.max_file_bytes,
                  sorted((e.path, e.kind, e.message) for e in discover_errors)))
+
+
+def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
+                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
+                   memo: ScanMemo | None, lap: Callable[[str], None]) -> TreeAnalysis:
+    """The tree's ``TreeAnalysis``: stored under every file's key (warm), else the last stored
+    one of this root when the changed files' results allow it (``_result_of_equal_facts``),
+    else analysed; stored for the next scan, with the root's record of its files."""
+    result_key = None
+    context = _result_context(config, errors)
+    if cache_dir is not None and all(k is not None for k in keys):
+        result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
+    if cache_dir is None or result_key is None:
+        return _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
+    stored = cache.load_result(cache_dir, result_key)
+    if isinstance(stored, TreeAnalysis):
+        lap("cached result")
+        return stored
+    reused, known = None, {}
+    if memo is None:
+        reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
+    analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known)
+    if analysis.cacheable:
+        cache.store_result(cache_dir, result_key, analysis)
+        files = {s.path: k for s, k in zip(sources, keys)}
+        cache.store_tree_record(cache_dir, os.path.abspath(config.root), cache.TreeRecord(result_key, context, files))  # type: ignore[arg-type]
+    return analysis
 
 
 #: more changed files than this since the last stored tree: analyse the tree, do not compare
