@@ -218,3 +218,14 @@ def test_a_changed_file_is_analysed_once_when_the_tree_is_analysed_again(tree: P
     report = _scan(tree, cache_root)
     assert "internal error: simulated" in report
     assert log.read_text(encoding="utf-8").splitlines() == [relative]
+
+
+def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)
+    (record,) = cache_root.rglob("trees/*.pkl")
+    record.write_bytes(b"csa-tree" + b"\x80not a pickle")
+    target = _files_with_findings(tree, _scan(tree, None))[0]
+    _insert(target, 1, "# moved\n")
+    assert _scan(tree, cache_root) == _scan(tree, None)
+    assert record.read_bytes() != b"csa-tree" + b"\x80not a pickle"  # rewritten by the full analysis
