@@ -208,9 +208,10 @@ KEEP_STAT_MEMOS = 16
 StatMemo = dict[tuple[str, str], tuple[tuple[int, int, int, int], str]]
 
 
-def _stat_memo_path(cache_dir: str, root: str) -> str:
+def _root_record_path(cache_dir: str, kind: str, root: str) -> str:
+    """Where the record of ``kind`` (``stats``, ``trees``) for the scanned ``root`` lives."""
     name = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
-    return os.path.join(cache_dir, "stats", name + ".pkl")
+    return os.path.join(cache_dir, kind, name + ".pkl")
 
 
 def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root: str) -> list[str | None]:
@@ -219,7 +220,7 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
     The record is one file per scanned ``root`` (its absolute path: a relative and an absolute
     spelling share it) in the cache directory; a file changed within ``RACY_NS`` of being
     hashed is not trusted from the record."""
-    path = _stat_memo_path(cache_dir, root)
+    path = _root_record_path(cache_dir, "stats", root)
     stored = _read_entry(path, _STAT_MAGIC, root)
     memo: StatMemo = stored if isinstance(stored, dict) else {}
     fresh: StatMemo = {}
@@ -301,18 +302,13 @@ class TreeRecord:
     files: dict[str, str]
 
 
-def _tree_record_path(cache_dir: str, root: str) -> str:
-    name = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
-    return os.path.join(cache_dir, "trees", name + ".pkl")
-
-
 def load_tree_record(cache_dir: str, root: str) -> TreeRecord | None:
-    value = _read_entry(_tree_record_path(cache_dir, root), _TREE_MAGIC, root)
+    value = _read_entry(_root_record_path(cache_dir, "trees", root), _TREE_MAGIC, root)
     return value if isinstance(value, TreeRecord) else None
 
 
 def store_tree_record(cache_dir: str, root: str, record: TreeRecord) -> None:
-    path = _tree_record_path(cache_dir, root)
+    path = _root_record_path(cache_dir, "trees", root)
     if _write_entry(path, _TREE_MAGIC, root, record):
         _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
 
