@@ -34,15 +34,36 @@ Progress = Callable[[int, int], None]
 POOL_MIN_FILES = 64
 
 FileResult = FileFacts | FileError | ScriptFacts
-#: a Python file that may set env vars for children (launcher): worth the setter pass
-_LAUNCHER = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setdefault)\(|\benv\s*=|putenv\(")
+#: what a Python file that may set env vars for children (a launcher) holds, each form anchored
+#: at its "env": `environ[...] =`, `environ.update(`/`.setdefault(`, `env =` (a word), `putenv(`
+_ENVIRON_WRITE = re.compile(rb"environ(?:\s*\[[^\]]+\]\s*=|\.(?:update|setdefault)\()")
+_ENV_ASSIGN = re.compile(rb"env\s*=")
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None) -> FileResult:
+def may_set_env(data: bytes) -> bool:
+    """Whether ``data`` holds an env write a launcher makes (worth the setter pass).  Every
+    form contains "env": its occurrences are found with ``bytes.find`` and each is checked in
+    place (4x faster than one regex search for the alternatives over the whole file)."""
+    find, pos = data.find, data.find(b"env")
+    while pos != -1:
+        if _ENVIRON_WRITE.match(data, pos) or (pos >= 3 and data.startswith(b"put", pos - 3) and data.startswith(b"(", pos + 3)):
+            return True
+        if (pos == 0 or data[pos - 1] not in _WORD_BYTES) and _ENV_ASSIGN.match(data, pos):
+            return True
+        pos = find(b"env", pos + 1)
+    return False
+
+
+def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None,
+                 packed: bool = False) -> FileResult | bytes:
     """Facts for one file; any failure is a ``FileError`` for this file only.
 
     ``cache_dir``: the facts-cache directory of this scan (``cs_audit.cache.open_cache``,
-    resolved once in the main process), or None for no cache."""
+    resolved once in the main process), or None for no cache.  ``packed``: return facts
+    as ``cache.pack`` bytes (what a worker sends back: the pickle the cache entry holds is
+    made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
+    returned as it is."""
     from cs_audit.extract import extract_python
     from cs_audit.joins.readers import file_refs, script_facts
     from cs_audit.joins.setters import setters_in_file, setters_in_python
@@ -59,7 +80,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
         key = cache.entry_key(source, data)
         hit = cache.load(cache_dir, key)
         if hit is not None:
-            return hit
+            return cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
     result: FileResult
     try:
         if source.kind == "python":
@@ -68,7 +89,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
                 result = facts
             else:
                 text = data.decode("utf-8", errors="replace")
-                launcher = _LAUNCHER.search(data) is not None
+                launcher = may_set_env(data)
                 result = replace(
                     facts, file_refs=file_refs(text),
                     setters=tuple(setters_in_python(source.path, text)) if launcher else (),
@@ -79,12 +100,17 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
             text = data.decode("utf-8", errors="replace")
             result = script_facts(source.path, text, setters_in_file(source.path, text, source.kind))
     except RecursionError:
-        return FileError(source.path, "parser-crash", "nesting too deep for the parser")
+        result = FileError(source.path, "parser-crash", "nesting too deep for the parser")
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the scan
-        return FileError(source.path, "internal", f"internal error: {type(exc).__name__}: {exc}")
+        result = FileError(source.path, "internal", f"internal error: {type(exc).__name__}: {exc}")
+    if not packed or isinstance(result, FileError):  # errors as they are: the pool confirms some (``pool.map_files``)
+        if key is not None:
+            cache.store(cache_dir, key, result)  # type: ignore[arg-type]
+        return result
+    blob = cache.pack(result)  # type: ignore[arg-type]
     if key is not None:
-        cache.store(cache_dir, key, result)  # type: ignore[arg-type]
-    return result
+        cache.store(cache_dir, key, result, blob)  # type: ignore[arg-type]
+    return blob
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
@@ -120,14 +146,23 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
     if misses:
         _import_worker_modules()
     jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
-    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir), jobs=jobs))
+    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir, True), jobs=jobs))
     for done, i in enumerate(range(total), 1):
-        result = hits[i] if i in hits else next(computed)
+        result = hits[i] if i in hits else _unpacked(sources[i], next(computed))
         if memo is not None:
             memo.note_file(scope, keys[i], result, reused=i in remembered)
         yield result
         if progress:
             progress(done, total)
+
+
+def _unpacked(source: SourceFile, outcome: FileResult | bytes) -> FileResult:
+    """A worker's answer: ``analyse_file(..., packed=True)`` bytes, or a ``FileError`` for
+    a worker that crashed, hung or ran out of memory on the file."""
+    if not isinstance(outcome, bytes):
+        return outcome
+    result = cache.unpack(outcome)
+    return result if result is not None else FileError(source.path, "internal", "internal error: a worker's result could not be read")
 
 
 def _import_worker_modules() -> None:

@@ -1,4 +1,5 @@
-"""Per-file facts cache: one pickled ``FileFacts | ScriptFacts | FileError`` per file,
+"""Per-file facts cache: one ``FileFacts | ScriptFacts | FileError`` per file (a header, then
+the pickle a worker sent back: ``pack``),
 and whole-tree results keyed by every file's key (a warm scan of an unchanged tree
 loads one result: no facts, no joins), with a record per root of the last tree stored
 (``TreeRecord``: a scan after an edit that left the facts as they were, or only moved
@@ -42,7 +43,7 @@ from pathlib import Path
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
 
 #: bump when the entry layout changes
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: version directories kept (most recently used first); older ones are deleted
 KEEP_VERSIONS = 4
 _MAGIC = b"csa-facts"
@@ -129,10 +130,34 @@ def _entry_path(cache_dir: str, key: str) -> str:
     return os.path.join(cache_dir, key[:2], key + ".pkl")
 
 
+def pack(result: CachedResult) -> bytes:
+    """A file's result as the bytes a facts entry holds after its header: what a worker sends
+    back (pickled once, for the pipe and the cache alike) and ``unpack`` reads."""
+    return _dumps(result)
+
+
+def unpack(packed: bytes) -> CachedResult | None:
+    """The result ``pack`` gave ``packed``; None when the bytes are corrupt or foreign."""
+    try:
+        result = pickle.loads(packed)
+    except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
+        return None
+    return result if isinstance(result, (FileFacts, ScriptFacts, FileError)) else None
+
+
+def _entry_header(key: str) -> bytes:
+    return _MAGIC + key.encode("ascii", "replace") + b"\0"
+
+
 def load(cache_dir: str, key: str) -> CachedResult | None:
     """The cached result for ``key``, or None (missing, corrupt, or written by other code)."""
-    result = _read_entry(_entry_path(cache_dir, key), _MAGIC, key)
-    return result if isinstance(result, (FileFacts, ScriptFacts, FileError)) else None
+    try:
+        with open(_entry_path(cache_dir, key), "rb") as handle:
+            blob = handle.read()
+    except OSError:
+        return None
+    header = _entry_header(key)
+    return unpack(blob[len(header):]) if blob.startswith(header) else None
 
 
 def cacheable(result: CachedResult) -> bool:
@@ -140,14 +165,22 @@ def cacheable(result: CachedResult) -> bool:
 
 
 def _write_entry(target: str, magic: bytes, key: str, value: object) -> bool:
-    """Write ``magic + pickle((key, value))`` atomically (temp file in the same directory +
-    rename); any failure leaves the cache as it was and returns False."""
-    directory = os.path.dirname(target)
+    """Write ``magic + pickle((key, value))`` atomically (``_write_bytes``); False on failure."""
     try:
         blob = magic + _dumps((key, value))
+    except pickle.PicklingError:
+        return False
+    return _write_bytes(target, blob)
+
+
+def _write_bytes(target: str, blob: bytes) -> bool:
+    """Write ``blob`` atomically (temp file in the same directory + rename); any failure
+    leaves the cache as it was and returns False."""
+    directory = os.path.dirname(target)
+    try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)[:8]}.", suffix=".tmp")
-    except (OSError, pickle.PicklingError):
+    except OSError:
         return False
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -176,10 +209,15 @@ def _read_entry(path: str, magic: bytes, key: str) -> object | None:
     return value if stored_key == key else None
 
 
-def store(cache_dir: str, key: str, result: CachedResult) -> None:
-    """Write an entry atomically; any failure leaves the cache as it was."""
+def store(cache_dir: str, key: str, result: CachedResult, packed: bytes | None = None) -> None:
+    """Write an entry (header + ``pack(result)``, or ``packed`` when the caller has it)
+    atomically; any failure leaves the cache as it was."""
     if cacheable(result):
-        _write_entry(_entry_path(cache_dir, key), _MAGIC, key, result)
+        try:
+            body = pack(result) if packed is None else packed
+        except pickle.PicklingError:
+            return
+        _write_bytes(_entry_path(cache_dir, key), _entry_header(key) + body)
 
 
 def source_key(source: SourceFile, max_bytes: int) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -14,9 +15,9 @@ import pytest
 
 from cs_audit import cache
 from cs_audit.api import analyse_file, prepare_ruleset, run_audit
-from cs_audit.config import load_config
+from cs_audit.config import AuditConfig, load_config
 from cs_audit.discover import discover
-from cs_audit.model import FileFacts
+from cs_audit.model import FileError, FileFacts
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
 
@@ -357,3 +358,25 @@ def test_facts_pickle_through_the_slot_restorers(rs) -> None:
     slotted = [c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
                and c.__module__ == model.__name__ and getattr(c, "__slots__", None)]
     assert all(hasattr(model, f"_restore_{c.__name__}") for c in slotted)
+
+
+def test_a_packed_result_is_the_entry_and_reads_back(tmp_path: Path) -> None:
+    """A worker sends back the bytes the cache entry holds (pickled once); they read back
+    to the result of an unpacked call, and a cache hit packs the same way."""
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "m.py").write_text("import os\nX = os.getenv('A')\n", encoding="utf-8")
+    (root / "bad.py").write_text("def (:\n", encoding="utf-8")
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), "digest")
+    assert cache_dir is not None
+    rs = prepare_ruleset(AuditConfig(root=root))
+    good, bad = sorted(_sources(root), key=lambda s: s.path != "m.py")
+    blob = analyse_file(good, rs, 1 << 20, cache_dir, True)
+    assert isinstance(blob, bytes)
+    assert cache.unpack(blob) == analyse_file(good, rs, 1 << 20, None)
+    (entry,) = [p for p in Path(cache_dir).rglob("*.pkl")]
+    assert entry.read_bytes().endswith(blob)
+    assert analyse_file(good, rs, 1 << 20, cache_dir, True) == blob  # from the cache
+    error = analyse_file(bad, rs, 1 << 20, cache_dir, True)
+    assert isinstance(error, FileError) and error.kind == "syntax"  # errors come back as they are
+    assert cache.unpack(b"\x80garbage") is None and cache.unpack(pickle.dumps(["foreign"])) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -712,3 +713,44 @@ def test_readers_never_raise_and_lines_are_in_range(text: str) -> None:
         for setter in reader("f", text):
             assert 1 <= setter.line <= breaks + 1
             assert setter.kind in ("set", "passthrough", "commented", "off")
+
+
+# the launcher pre-check (``api.may_set_env``): which Python files get the setter pass
+_LAUNCHER_FORMS = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setdefault)\(|\benv\s*=|putenv\(")
+
+
+@pytest.mark.parametrize("data, expected", [
+    (b'os.environ["A"] = "1"', True),
+    (b"environ ['A']=1", True),
+    (b"os.environ.update(x)", True),
+    (b"os.environ.setdefault('A', '1')", True),
+    (b"os.putenv('A', '1')", True),
+    (b"run(cmd, env={})", True),
+    (b"env = dict(os.environ)", True),
+    (b"\xffenv=1", True),  # a non-word byte is a word boundary
+    (b"", False),
+    (b"env", False),
+    (b"envs.SGLANG_X.get()", False),
+    (b"os.environ.get('A')", False),
+    (b"my_env = 1", False),  # `env` inside a word
+    (b"xenv=1", False),
+    (b"putenv ('A')", False),
+    (b"put(env)", False),
+    (b"environ[]=1", False),  # an empty key is no write
+    (b"os.environ .update(x)", False),
+])
+def test_launcher_precheck(data: bytes, expected: bool) -> None:
+    from cs_audit.api import may_set_env
+
+    assert may_set_env(data) is expected
+    # the one-regex form it replaces (4x slower) says the same
+    assert (_LAUNCHER_FORMS.search(data) is not None) is expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([b"env", b"environ", b"put", b"s", b"x", b"_", b" ", b"=", b"[", b"]", b"'A'", b"(", b".",
+                                 b".update(", b".setdefault(", b"\n", b"\xff"]), max_size=12).map(b"".join))
+def test_launcher_precheck_agrees_with_the_regex(data: bytes) -> None:
+    from cs_audit.api import may_set_env
+
+    assert may_set_env(data) is (_LAUNCHER_FORMS.search(data) is not None)
