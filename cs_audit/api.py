@@ -369,6 +369,7 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
         cache.store_result(cache_dir, result_key, analysis)
         files = {s.path: k for s, k in zip(sources, keys)}
         cache.store_tree_record(cache_dir, os.path.abspath(config.root), cache.TreeRecord(result_key, context, files))  # type: ignore[arg-type]
+        lap("store")
     return analysis
 
 
@@ -383,7 +384,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     a function of the per-file results, so it is the same), or gives it with lines moved
     (comments, blank lines, docstrings: the result with those lines moved, ``reuse``).
     None when that does not hold, with the results of the changed files computed on the way
-    (by path), for the full analysis that follows."""
+    and of the other files loaded while they were (by path), for the full analysis that follows."""
     record = cache.load_tree_record(cache_dir, os.path.abspath(config.root))
     if record is None or record.context != context or len(record.files) != len(sources):
         return None, {}
@@ -400,10 +401,23 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     stored = cache.load_result(cache_dir, record.result_key)
     if not isinstance(stored, TreeAnalysis):
         return None, {}
-    now = list(_map_files([sources[i] for i in changed], rs, config, None, cache_dir=cache_dir,
-                          keys=[keys[i] for i in changed]))
+    from cs_audit.pool import map_files
+
+    # the worker imports what it needs (libcst) itself, while this process loads the facts of
+    # the other files that a full analysis would need, until the worker has answered
+    changed_sources = [sources[i] for i in changed]
+    computing = map_files(analyse_file, changed_sources, (rs, config.max_file_bytes, cache_dir, True))
+    computed: dict[str, FileResult] = {}
+    unchanged = set(range(len(sources))) - set(changed)
+    for i in sorted(unchanged):
+        if computing.ready():
+            break
+        hit = cache.load(cache_dir, keys[i])
+        if hit is not None:
+            computed[sources[i].path] = hit
+    now = [_unpacked(s, outcome) for s, outcome in zip(changed_sources, computing)]
     lap("changed files")
-    computed = {sources[i].path: result for i, result in zip(changed, now)}
+    computed.update((s.path, result) for s, result in zip(changed_sources, now))
     maps: dict[str, dict[int, int]] = {}
     for old, new in zip(before, now):
         if new == old:

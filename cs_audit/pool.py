@@ -414,6 +414,11 @@ class _Pool(Generic[T]):
             return
         self._bury(worker)
 
+    def ready(self) -> bool:
+        """Whether a worker has an answer waiting (or has died): the parent can stop doing
+        something else in the meantime."""
+        return any(w.process.exitcode is not None or (w.items and w.conn.poll()) for w in self.workers)
+
     def run(self) -> Iterator[object]:
         n = len(self.items)
         next_index = 0
@@ -434,7 +439,7 @@ class _Pool(Generic[T]):
 
 def map_isolated(fn: Callable[..., R], items: Sequence[T], args: tuple[Any, ...] = (), *, jobs: int = 1,
                  timeout: float | None = None, wall_timeout: float | None = None, memory_limit: int | None = None,
-                 chunk_size: int | None = None, confirm: Callable[[object], bool] | None = None) -> Iterator[R | Failure]:
+                 chunk_size: int | None = None, confirm: Callable[[object], bool] | None = None) -> Results[R | Failure]:
     """``fn(item, *args)`` for every item, in ``jobs`` worker processes; yields, in input order,
     exactly one result per item: what ``fn`` returned, or a ``Failure``.
 
@@ -448,11 +453,37 @@ def map_isolated(fn: Callable[..., R], items: Sequence[T], args: tuple[Any, ...]
         wall_timeout = 2 * timeout if timeout else 0
     memory_limit = MEMORY_LIMIT_BYTES if memory_limit is None else memory_limit
     if not items:
-        return iter(())
+        return Results(iter(()))
     check = confirm or _default_confirm
     pool: _Pool[T] = _Pool(fn, items, args, jobs, timeout or None, wall_timeout or None, memory_limit or None,
                            chunk_size, lambda outcome: _default_confirm(outcome) or check(outcome))
-    return pool.run()  # type: ignore[return-value]
+    pool._dispatch()  # the workers start now, not at the first ``next``
+    return Results(pool.run(), pool.ready, pool.close)  # type: ignore[arg-type]
+
+
+class Results(Iterator[R]):
+    """The results of ``map_isolated`` / ``map_files``, in input order.  The workers are
+    already at work: the caller can do something else first, until ``ready()``.  Workers
+    left when the results are dropped unread are stopped."""
+
+    def __init__(self, results: Iterator[R], ready: Callable[[], bool] = lambda: True,
+                 close: Callable[[], None] = lambda: None) -> None:
+        self._results = results
+        self.ready = ready
+        self._close = close
+
+    def __next__(self) -> R:
+        return next(self._results)
+
+    def close(self) -> None:
+        """Stop here: the workers still running are stopped (as when the results are dropped)."""
+        close = getattr(self._results, "close", None)
+        if close is not None:
+            close()
+        self._close()
+
+    def __del__(self) -> None:
+        self._close()
 
 
 # --------------------------------------------------------------------------- files
@@ -478,11 +509,12 @@ def _file_result(source: SourceFile, outcome: object, memory_limit: int) -> obje
 
 
 def map_files(analyse: Callable[..., R], sources: Sequence[SourceFile], args: tuple[Any, ...] = (), *, jobs: int = 1,
-              timeout: float | None = None, memory_limit: int | None = None) -> Iterator[R | FileError]:
-    """``analyse(source, *args)`` for each file in worker processes, one result per file in input
-    order; a file whose worker crashed, hung or ran out of memory gets a ``FileError``."""
+              timeout: float | None = None, memory_limit: int | None = None) -> Results[R | FileError]:
+    """``analyse(source, *args)`` for each file in worker processes (started on the call), one
+    result per file in input order; a file whose worker crashed, hung or ran out of memory
+    gets a ``FileError``."""
     memory_limit = MEMORY_LIMIT_BYTES if memory_limit is None else memory_limit
     outcomes = map_isolated(analyse, sources, args, jobs=jobs, timeout=timeout, memory_limit=memory_limit,
                             confirm=_may_depend_on_worker)
-    for source, outcome in zip(sources, outcomes):
-        yield _file_result(source, outcome, memory_limit)  # type: ignore[misc]
+    results = (_file_result(source, outcome, memory_limit) for source, outcome in zip(sources, outcomes))
+    return Results(results, outcomes.ready)  # type: ignore[arg-type]  (``outcomes`` stops its workers)

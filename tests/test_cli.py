@@ -150,7 +150,7 @@ def test_verbose_prints_each_phase_and_a_warm_run_loads_the_stored_result(tmp_pa
 
     cold = runner.invoke(app, args)
     assert cold.exit_code == 0, cold.output
-    assert phases(cold.output) == ["discover", "parse/extract", "joins", "analysis", "history", "render"]
+    assert phases(cold.output) == ["discover", "parse/extract", "joins", "analysis", "store", "history", "render"]
     first = out.read_text()
     warm = runner.invoke(app, args)
     assert warm.exit_code == 0, warm.output

@@ -222,6 +222,39 @@ def test_a_changed_file_is_analysed_once_when_the_tree_is_analysed_again(tree: P
     assert log.read_text(encoding="utf-8").splitlines() == [relative]
 
 
+def test_facts_loaded_while_a_changed_file_is_analysed_are_not_loaded_again(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a worker analyses the changed file, this process loads the other files' facts a
+    full analysis needs; the full analysis that follows (a new call) takes them as they are."""
+    import collections
+    import time
+
+    from cs_audit import cache
+
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)
+    target = _files_with_findings(tree, _scan(tree, None))[0]
+    _insert(target, 1, "print('new call')\n")
+    expected = _scan(tree, None)
+    real_analyse, real_load = api.analyse_file, cache.load
+    loaded: collections.Counter[str] = collections.Counter()
+
+    def slow(source, *args, **kwargs):  # runs in the worker (forked after the patch)
+        time.sleep(1.0)  # time enough for this process to load every other file
+        return real_analyse(source, *args, **kwargs)
+
+    def counting(cache_dir, key):
+        loaded[key] += 1
+        return real_load(cache_dir, key)
+
+    monkeypatch.setattr(api, "analyse_file", slow)
+    monkeypatch.setattr(cache, "load", counting)
+    assert _scan(tree, cache_root) == expected
+    files = [p for p in tree.rglob("*") if p.is_file()]
+    assert len(loaded) >= len(files) - 1  # every other file's entry (and the edited file's old one)
+    assert max(loaded.values()) == 1, loaded.most_common(3)
+
+
 def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
     _scan(tree, cache_root)

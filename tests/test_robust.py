@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import gc
 import os
 import resource
 import shutil
@@ -183,6 +184,24 @@ def test_abandoning_the_results_stops_the_workers() -> None:
     results = map_isolated(_sleepy, list(range(100)), jobs=2, chunk_size=5)
     assert next(results) == 0
     results.close()
+    assert multiprocessing.active_children() == []
+
+
+def test_the_workers_start_on_the_call_and_ready_says_when_an_answer_waits() -> None:
+    results = map_isolated(_hostile, ["pid"], jobs=1)
+    deadline = time.monotonic() + 30
+    while not results.ready() and time.monotonic() < deadline:  # no ``next`` yet: already at work
+        time.sleep(0.01)
+    assert results.ready()
+    (pid,) = results
+    assert pid != os.getpid()
+
+
+def test_dropping_unread_results_stops_the_workers() -> None:
+    results = map_isolated(_sleepy, list(range(100)), jobs=2, chunk_size=5)
+    assert len(multiprocessing.active_children()) == 2
+    del results
+    gc.collect()
     assert multiprocessing.active_children() == []
 
 

@@ -470,12 +470,23 @@ def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | N
         if rs.debug_name_re.search(f.name):
             debug[key] = set()
     arg_of_emitter = _emitter_arg_callees(model)
+    # a function is worked out again only when one of its callers' entries changed since it
+    # last was (its other inputs are fixed): the same rounds, in the same order, with the same
+    # result as working out every function in every round
+    dependents: dict[FuncKey, list[FuncKey]] = defaultdict(list)
+    for key, edges in model.callers.items():
+        for caller in {edge.caller for edge in edges if edge.caller is not None}:
+            dependents[caller].append(key)
+    stale: set[FuncKey] = set(model.callers)
     changed = True
     rounds = 0
     while changed and rounds < 20:
         changed = False
         rounds += 1
         for key, edges in model.callers.items():
+            if key not in stale:
+                continue
+            stale.discard(key)
             switches: set[str | None] = set()
             all_debug = True
             for edge in edges:
@@ -492,6 +503,7 @@ def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | N
                 if debug.get(key) != switches and not (key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name)):
                     debug[key] = switches
                     changed = True
+                    stale.update(dependents.get(key, ()))
     return debug
 
 

@@ -1,0 +1,100 @@
+"""The call-graph model's fixpoints give what the plain rounds they replace give."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cs_audit.analysis import callgraph
+from cs_audit.api import analyse_file, prepare_ruleset
+from cs_audit.config import AuditConfig
+from cs_audit.discover import discover
+from cs_audit.model import FileFacts
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _model(root: Path) -> tuple[callgraph.TreeModel, object]:
+    rs = prepare_ruleset(AuditConfig(root=root))
+    sources, _ = discover(root)
+    facts = {}
+    for source in sources:
+        result = analyse_file(source, rs, 1 << 20)
+        if isinstance(result, FileFacts):
+            facts[result.path] = result
+    return callgraph.build_model(facts, rs), rs
+
+
+def _debug_functions_every_round(model, rs):
+    """The fixpoint as first written: every function worked out again in every round."""
+    debug = {key: set() for key, f in model.functions.items() if rs.debug_name_re.search(f.name)}
+    arg_of_emitter = callgraph._emitter_arg_callees(model)
+    changed, rounds = True, 0
+    while changed and rounds < 20:
+        changed, rounds = False, rounds + 1
+        for key, edges in model.callers.items():
+            switches, all_debug = set(), True
+            for edge in edges:
+                if edge.switch is not None:
+                    switches.add(edge.switch)
+                elif (edge.path, edge.site.line, edge.callee[1].rsplit(".", 1)[-1]) in arg_of_emitter or edge.site.in_emitter_args:
+                    switches.add(None)
+                elif edge.caller in debug:
+                    switches |= debug[edge.caller] or {None}
+                else:
+                    all_debug = False
+                    break
+            if all_debug and edges:
+                if debug.get(key) != switches and not (key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name)):
+                    debug[key] = switches
+                    changed = True
+    return debug
+
+
+_CHAIN = '''
+    import os
+
+    # defined callee-first: each round of the fixpoint reaches one more helper
+    def h4(x):
+        return x + 4
+
+    def h3(x):
+        return h4(x) + 3
+
+    def h2(x):
+        return h3(x) + 2
+
+    def h1(x):
+        return h2(x) + 1
+
+    def mixed(x):
+        return x
+
+    def dump_state(x):
+        h1(x)
+        mixed(x)
+
+    def step(x):
+        if os.getenv("DUMP_STATE"):
+            dump_state(x)
+        mixed(x)  # also called outside debug code
+'''
+
+
+@pytest.mark.parametrize("tree", ["fixtures/compressspec", "fixtures/sglang_trace", "chain"])
+def test_debug_functions_are_those_of_the_every_round_fixpoint(tree: str, tmp_path: Path) -> None:
+    if tree == "chain":
+        root = tmp_path / "chain"
+        root.mkdir()
+        (root / "engine.py").write_text(textwrap.dedent(_CHAIN), encoding="utf-8")
+    else:
+        root = PROJECT / tree
+    model, rs = _model(root)
+    expected = _debug_functions_every_round(model, rs)
+    assert callgraph._debug_functions(model, rs) == expected
+    if tree == "chain":
+        names = {key[1] for key in expected}
+        assert {"dump_state", "h1", "h2", "h3", "h4"} <= names
+        assert "mixed" not in names
