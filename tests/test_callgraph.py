@@ -29,27 +29,14 @@ def _model(root: Path) -> tuple[callgraph.TreeModel, object]:
 
 def _debug_functions_every_round(model, rs):
     """The fixpoint as first written: every function worked out again in every round."""
-    debug = {key: set() for key, f in model.functions.items() if rs.debug_name_re.search(f.name)}
+    debug = callgraph._named_debug(model, rs)
     arg_of_emitter = callgraph._emitter_arg_callees(model)
     changed, rounds = True, 0
-    while changed and rounds < 20:
+    while changed and rounds < callgraph.DEBUG_ROUNDS:
         changed, rounds = False, rounds + 1
         for key, edges in model.callers.items():
-            switches, all_debug = set(), True
-            for edge in edges:
-                if edge.switch is not None:
-                    switches.add(edge.switch)
-                elif (edge.path, edge.site.line, edge.callee[1].rsplit(".", 1)[-1]) in arg_of_emitter or edge.site.in_emitter_args:
-                    switches.add(None)
-                elif edge.caller in debug:
-                    switches |= debug[edge.caller] or {None}
-                else:
-                    all_debug = False
-                    break
-            if all_debug and edges:
-                if debug.get(key) != switches and not (key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name)):
-                    debug[key] = switches
-                    changed = True
+            if callgraph._debug_step(model, rs, debug, arg_of_emitter, key, edges):
+                changed = True
     return debug
 
 

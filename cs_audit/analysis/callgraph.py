@@ -465,10 +465,7 @@ def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | N
     """Functions that only run as part of debug/log/dump code, with the switches
     that lead there (None in the set: some path reaches it with no switch set,
     e.g. through the eager arguments of an ungated log call)."""
-    debug: dict[FuncKey, set[str | None]] = {}
-    for key, f in model.functions.items():
-        if rs.debug_name_re.search(f.name):
-            debug[key] = set()
+    debug = _named_debug(model, rs)
     arg_of_emitter = _emitter_arg_callees(model)
     # a function is worked out again only when one of its callers' entries changed since it
     # last was (its other inputs are fixed): the same rounds, in the same order, with the same
@@ -480,31 +477,48 @@ def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | N
     stale: set[FuncKey] = set(model.callers)
     changed = True
     rounds = 0
-    while changed and rounds < 20:
+    while changed and rounds < DEBUG_ROUNDS:
         changed = False
         rounds += 1
         for key, edges in model.callers.items():
             if key not in stale:
                 continue
             stale.discard(key)
-            switches: set[str | None] = set()
-            all_debug = True
-            for edge in edges:
-                if edge.switch is not None:
-                    switches.add(edge.switch)
-                elif (edge.path, edge.site.line, edge.callee[1].rsplit(".", 1)[-1]) in arg_of_emitter or edge.site.in_emitter_args:
-                    switches.add(None)
-                elif edge.caller in debug:
-                    switches |= debug[edge.caller] or {None}
-                else:
-                    all_debug = False
-                    break
-            if all_debug and edges:
-                if debug.get(key) != switches and not (key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name)):
-                    debug[key] = switches
-                    changed = True
-                    stale.update(dependents.get(key, ()))
+            if _debug_step(model, rs, debug, arg_of_emitter, key, edges):
+                changed = True
+                stale.update(dependents.get(key, ()))
     return debug
+
+
+#: most rounds of the debug-function fixpoint
+DEBUG_ROUNDS = 20
+
+
+def _named_debug(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | None]]:
+    """Where the debug-function fixpoint starts: functions named like debug code."""
+    return {key: set() for key, f in model.functions.items() if rs.debug_name_re.search(f.name)}
+
+
+def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[str | None]],
+                arg_of_emitter: set[tuple[str, int, str]], key: FuncKey, edges: list[Edge]) -> bool:
+    """Work ``key`` out once from its callers' entries (every call gated, in an emitter's
+    arguments, or made by debug code): update ``debug``; whether its entry changed."""
+    switches: set[str | None] = set()
+    for edge in edges:
+        if edge.switch is not None:
+            switches.add(edge.switch)
+        elif (edge.path, edge.site.line, edge.callee[1].rsplit(".", 1)[-1]) in arg_of_emitter or edge.site.in_emitter_args:
+            switches.add(None)
+        elif edge.caller in debug:
+            switches |= debug[edge.caller] or {None}
+        else:
+            return False
+    if not edges or debug.get(key) == switches:
+        return False
+    if key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name):
+        return False  # named debug and reached with no switch: stays so
+    debug[key] = switches
+    return True
 
 
 def _emitter_arg_callees(model: TreeModel) -> set[tuple[str, int, str]]:
