@@ -85,3 +85,53 @@ def test_debug_functions_are_those_of_the_every_round_fixpoint(tree: str, tmp_pa
         names = {key[1] for key in expected}
         assert {"dump_state", "h1", "h2", "h3", "h4"} <= names
         assert "mixed" not in names
+
+
+_RESOLVE = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''
+        def helper():
+            return 1
+
+        class Tool:
+            def run(self):
+                return helper()
+    ''',
+    "pkg/engine.py": '''
+        import torch
+        from pkg import util
+
+        class Engine:
+            def step(self):
+                return self.emit()
+
+            def emit(self):
+                return util.helper() + torch.cat([])
+
+        def outer():
+            def inner():
+                return 0
+            return inner()
+
+        Engine().step()
+    ''',
+}
+
+
+def test_resolution_of_each_kind_of_callee(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    for rel, text in _RESOLVE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    model, _ = _model(root)
+    resolve = model.resolver.resolve
+    engine, util = "pkg/engine.py", "pkg/util.py"
+    assert resolve(engine, "Engine.step", "self.emit") == [(engine, "Engine.emit")]
+    assert resolve(engine, None, "self.emit") == [(engine, "Engine.emit")]  # module level: the file's method so named
+    assert resolve(engine, "Engine.emit", "pkg.util.helper") == [(util, "helper")]
+    assert resolve(engine, "Engine.emit", "torch.cat") == []  # no module of the tree
+    assert resolve(engine, "outer", "inner") == [(engine, "outer.<locals>.inner")]
+    assert resolve(engine, None, "inner") == []
+    assert resolve(engine, None, "Engine") == []  # a class without __init__
+    assert resolve(util, "Tool.run", "helper") == [(util, "helper")]
+    assert resolve(engine, "Engine.emit", "pkg.util.Tool.run") == [(util, "Tool.run")]

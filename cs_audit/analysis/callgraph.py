@@ -115,6 +115,7 @@ class Resolver:
         # caller's own nested functions) and for dotted names
         head, dot, rest = callee.partition(".")
         context: str | None = None
+        module_call = False
         if callee == "cls" or callee == "self.__class__" or (head in ("self", "cls") and dot and "." not in rest):
             context = _class_of(caller)
         elif not dot:
@@ -123,15 +124,17 @@ class Resolver:
                 if local in self.qualnames.get(path, ()):
                     return [(path, local)]
             caller = None  # nothing else of the caller matters
-        elif not self._may_be_module_call(callee):
-            return []
-        else:
+        else:  # dotted: `module.f`, `module.Class.f`, or nothing of the tree (`torch.cat`)
             caller = None
+            module_call = True
         key = (path, context, callee)
         found = self._memo.get(key)
         if found is None:
-            found = self._memo[key] = self._resolve(path, caller, callee)
-        return list(found)
+            if module_call and not self._may_be_module_call(callee):
+                found = self._memo[key] = []
+            else:
+                found = self._memo[key] = self._resolve(path, caller, callee)
+        return found  # shared with the memo: callers only read it
 
     def _methods_in(self, path: str) -> dict[str, str]:
         """Method name -> the first (sorted) qualname of a method so named in ``path``."""
@@ -496,7 +499,9 @@ DEBUG_ROUNDS = 20
 
 def _named_debug(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | None]]:
     """Where the debug-function fixpoint starts: functions named like debug code."""
-    return {key: set() for key, f in model.functions.items() if rs.debug_name_re.search(f.name)}
+    search = rs.debug_name_re.search
+    debug_names = {name for name in {f.name for f in model.functions.values()} if search(name)}  # each name once
+    return {key: set() for key, f in model.functions.items() if f.name in debug_names}
 
 
 def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[str | None]],
