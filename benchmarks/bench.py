@@ -8,7 +8,9 @@ Run from the project root::
     python benchmarks/bench.py --no-install                      # skip Semgrep/Fixit unless their venvs exist
 
 Corpus roots come from ``../shared/corpus/get-real-corpora.sh``.  ``--tools`` picks among
-cs-audit, ruff, semgrep, fixit (default: all four).  Commands measured (``-j`` is ``--jobs``, 2):
+cs-audit, floor, ruff, semgrep, fixit (default: all five).  ``floor`` is no tool: it reads and
+``ast.parse``-s every ``.py`` file in one process (one core), the floor the issue measured its
+targets against; cs-audit cold / floor compares across machines.  Commands measured (``-j`` is ``--jobs``, 2):
 
     cs-audit scan ROOT --format json --no-history -o REPORT -j 2 -v
     ruff check --select G004 --no-cache --isolated --output-format json ROOT
@@ -98,7 +100,25 @@ PROJECT = Path(__file__).resolve().parent.parent
 BENCH_DIR = PROJECT / "benchmarks"
 CORPORA_SCRIPT = PROJECT.parent / "shared" / "corpus" / "get-real-corpora.sh"
 TREE_NAMES = {"vllm": "vllm 0.33.0", "sglang": "sglang 0.5.23"}
-TOOLS = ("cs-audit", "ruff", "semgrep", "fixit")
+TOOLS = ("cs-audit", "floor", "ruff", "semgrep", "fixit")
+
+#: the "floor" row: every ``.py`` file of the tree read and parsed by the stdlib ``ast``, in one
+#: process (one core), as the issue's floor was measured; cs-audit's cold wall divided by it is
+#: a figure that carries across machines (a faster machine parses faster and scans faster)
+FLOOR_SCRIPT = """
+import ast, os, sys, warnings
+warnings.simplefilter("ignore")
+for top, dirs, names in os.walk(sys.argv[1]):
+    dirs.sort()
+    for name in sorted(names):
+        if name.endswith(".py"):
+            with open(os.path.join(top, name), "rb") as handle:
+                data = handle.read()
+            try:
+                ast.parse(data)
+            except (SyntaxError, ValueError):
+                pass
+"""
 SEMGREP_RULE = BENCH_DIR / "semgrep_fstring_logging.yaml"
 FIXIT_DIR = BENCH_DIR / "fixit_rules"  # fixit runs here: `.cs_bench_rules` is imported from it
 FIXIT_RULE = ".cs_bench_rules:CsBenchLoggingEagerFormat"
@@ -493,6 +513,12 @@ def main() -> int:
                     if mode == "cold":
                         cold_wall = run.wall_s
                 hits.append(cs_audit_hits(label, report, files))
+            if "floor" in tools:
+                runs = []
+                for i in range(args.repeat):
+                    progress("floor: ast.parse, one core", "", tree, i)
+                    runs.append(measure([sys.executable, "-c", FLOOR_SCRIPT, str(root)]))
+                tree_rows.append(("floor: ast.parse of every file, one core", median_run(runs)))
             if "ruff" in tools:
                 cmd = [entry_point("ruff"), "check", "--select", "G004", "--no-cache", "--isolated", "--output-format", "json", str(root)]
                 out = tmp / f"ruff-{tree}.json"
