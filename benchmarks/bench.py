@@ -472,6 +472,9 @@ def main() -> int:
         if tool in tools and (exe := venv_tool(tool, install=not args.no_install)) is not None:
             exes[tool] = exe
     tools = [t for t in tools if t not in ("semgrep", "fixit") or t in exes]
+    if "ruff" in tools and shutil.which(entry_point("ruff")) is None:
+        print("note: skipping ruff: not installed next to this interpreter nor on PATH (pip install ruff)", file=sys.stderr)
+        tools.remove("ruff")
     names = {}
     if "cs-audit" in tools:
         from cs_audit import __version__ as cs_version
