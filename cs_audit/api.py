@@ -20,7 +20,7 @@ from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_
 from cs_audit.config import AuditConfig
 from cs_audit.discover import discover, display_path, git_head
 from cs_audit.model import (
-    AuditResult, DuplicateGroup, DuplicateSite, FileError, FileFacts, Finding, ScriptFacts, SourceFile, Switch,
+    AuditResult, DuplicateGroup, DuplicateSite, EnvSetter, FileError, FileFacts, Finding, ScriptFacts, SourceFile, Switch,
 )
 from cs_audit.reuse import line_map, moved_results
 from cs_audit.ruleset import RuleSet, load_ruleset
@@ -64,7 +64,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     as ``cache.pack`` bytes (what a worker sends back: the pickle the cache entry holds is
     made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
     returned as it is."""
-    from cs_audit.extract import extract_python
+    from cs_audit.extract import extract_parsed, parse_python
     from cs_audit.joins.readers import file_refs, script_facts
     from cs_audit.joins.setters import setters_in_file, setters_in_python
 
@@ -84,16 +84,18 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     result: FileResult
     try:
         if source.kind == "python":
-            facts = extract_python(source.path, data, rs)
+            parsed = parse_python(source.path, data)
+            facts = parsed if isinstance(parsed, FileError) else extract_parsed(source.path, *parsed, rs)
             if isinstance(facts, FileError):
                 result = facts
             else:
                 text = data.decode("utf-8", errors="replace")
-                launcher = may_set_env(data)
-                result = replace(
-                    facts, file_refs=file_refs(text),
-                    setters=tuple(setters_in_python(source.path, text)) if launcher else (),
-                )
+                setters: tuple[EnvSetter, ...] = ()
+                if may_set_env(data):
+                    # the setter pass takes the tree already made when it was made of this text
+                    tree = parsed[1] if parsed[0] == text else None  # type: ignore[index]
+                    setters = tuple(setters_in_python(source.path, text, tree))
+                result = replace(facts, file_refs=file_refs(text), setters=setters)
         elif b"\0" in data:
             result = FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
         else:

@@ -577,6 +577,38 @@ def test_python_commented_setting() -> None:
     ) == [("K", 2, "1", "commented")]
 
 
+def test_python_commented_setting_inside_strings_is_no_comment() -> None:
+    """A line that starts with ``#`` inside a string spanning lines is text, not a comment
+    (the tokenizer decides then); one between the parts of an implicit concatenation is a
+    comment; with no such string the lines are read as they are."""
+    text = """
+        import os
+        HELP = '''
+        # os.environ["IN_DOCSTRING"] = "1"
+        '''
+        PARTS = ("a"
+                 # os.environ["BETWEEN_PARTS"] = "1"
+                 "b")
+        \f# os.environ["AFTER_FORM_FEED"] = "1"
+            # os.environ["INDENTED"] = "0"
+        """
+    assert python(text) == [("BETWEEN_PARTS", 6, "1", "commented"), ("AFTER_FORM_FEED", 8, "1", "commented"),
+                            ("INDENTED", 9, "0", "commented")]
+    plain = "import os\n\f# os.environ['A'] = '1'\n    # os.environ['B'] = '2'\n"
+    assert rows(setters_in_python("launch.py", plain)) == [("A", 2, "1", "commented"), ("B", 3, "2", "commented")]
+
+
+def test_python_setters_take_a_tree_already_made() -> None:
+    import ast
+
+    text = "import os\nos.environ['A'] = '1'\n# os.environ['B'] = '0'\n"
+    tree = ast.parse(text)
+    assert setters_in_python("launch.py", text, tree) == setters_in_python("launch.py", text)
+    assert rows(setters_in_python("launch.py", text, tree)) == [("A", 2, "1", "set"), ("B", 3, "0", "commented")]
+    crlf = text.replace("\n", "\r\n")  # a tree of text with carriage returns is not taken
+    assert setters_in_python("launch.py", crlf, ast.parse(crlf)) == setters_in_python("launch.py", text)
+
+
 def test_python_reads_and_negatives_stay_silent() -> None:
     assert (
         python(

@@ -62,6 +62,13 @@ def _mark_returned(facts: list[_Fact], index: ModuleIndex) -> list[_Fact]:
 
 
 def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError:
+    parsed = parse_python(path, data)
+    return parsed if isinstance(parsed, FileError) else extract_parsed(path, *parsed, rs)
+
+
+def parse_python(path: str, data: bytes) -> tuple[str, ast.Module] | FileError:
+    """The decoded text of a Python file and its ``ast``; a ``FileError`` when it is binary,
+    cannot be decoded or does not parse."""
     if b"\0" in data:
         return FileError(path, "binary", "contains NUL bytes: not a text file, skipped")
     try:
@@ -83,6 +90,11 @@ def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError
         return FileError(path, "parser-crash", "Python's own parser gave up (MemoryError: too complex, or out of memory): not analysed")
     except (ValueError, OverflowError) as exc:
         return FileError(path, "syntax", f"cannot parse: {type(exc).__name__}: {exc}")
+    return text, tree
+
+
+def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileFacts | FileError:
+    """Facts of a file ``parse_python`` gave ``text`` and ``tree`` for."""
     # lines as an editor (and ast) counts them: \n, \r\n and a lone \r end a line, a form feed does not
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     index = index_module(tree, text, path, rs)

@@ -1210,28 +1210,23 @@ class _PythonScan:
 
 
 #: a whole-line comment that mentions env (``environ``, ``putenv``, ``env=``, ``env[``)
-_ENV_COMMENT_HINT = re.compile(r"^[ \t]*#[^\n]*env", flags=re.MULTILINE)
+_ENV_COMMENT_HINT = re.compile(r"^[ \t\f]*#[^\n]*env", flags=re.MULTILINE)
 
 
 def _python_comment_sites(
-    text: str, aliases: dict[str, str], env_dict_names: set[str]
+    text: str, aliases: dict[str, str], env_dict_names: set[str], nodes: list[ast.AST]
 ) -> list[_Site]:
     """Settings in whole-line comments, found by parsing the comment body as Python."""
     sites: list[_Site] = []
-    if _ENV_COMMENT_HINT.search(text) is None:
-        return sites  # tokenizing is the slow part: skip files with no candidate
+    candidates = [m.start() for m in _ENV_COMMENT_HINT.finditer(text)]
+    if not candidates:
+        return sites
     lines = text.split("\n")
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
+    comments = _whole_line_comments(text, lines, candidates, nodes)
+    if comments is None:
         return []
-    for token in tokens:
-        if token.type != tokenize.COMMENT:
-            continue
-        row, column = token.start
-        if row > len(lines) or not _is_whole_line_comment(lines[row - 1], column):
-            continue
-        body = token.string.lstrip("#").strip()
+    for row, column, comment in comments:
+        body = comment.lstrip("#").strip()
         if "env" not in body:
             continue
         try:
@@ -1247,20 +1242,80 @@ def _python_comment_sites(
     return sites
 
 
-def setters_in_python(path: str, text: str) -> list[EnvSetter]:
-    """Settings made by a Python launcher (stdlib ``ast`` only); a file that does not parse -> []."""
-    # Python counts a lone "\r" as a line break; normalise so ast and tokenize agree
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+def _whole_line_comments(
+    text: str, lines: list[str], candidates: list[int], nodes: list[ast.AST]
+) -> list[tuple[int, int, str]] | None:
+    """(row, column, text) of every whole-line comment token; None when the file does not
+    tokenize.  A line that starts with ``#`` is a comment unless it lies inside a string
+    literal that spans lines: when no candidate line (``_ENV_COMMENT_HINT``'s matches, at
+    offsets ``candidates``) does, they are the comments that matter, read off the lines;
+    else the tokenizer decides, for every comment."""
+    spans = [
+        (node.lineno, node.end_lineno)
+        for node in nodes
+        if isinstance(node, (ast.Constant, ast.JoinedStr))
+        and node.end_lineno is not None and node.end_lineno > node.lineno
+    ]
+    rows = [text.count("\n", 0, offset) + 1 for offset in candidates]
+    if not any(first < row <= last for row in rows for first, last in spans):
+        out = []
+        for row in rows:
+            line = lines[row - 1]
+            column = line.index("#")
+            out.append((row, column, line[column:]))
+        return out
     try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    nodes = list(ast.walk(tree))
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return [
+        (token.start[0], token.start[1], token.string)
+        for token in tokens
+        if token.type == tokenize.COMMENT
+        and token.start[0] <= len(lines)
+        and _is_whole_line_comment(lines[token.start[0] - 1], token.start[1])
+    ]
+
+
+def _walk_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes ``ast.walk`` yields, in its order (breadth first), ~2x faster; nodes with no
+    fields (contexts, operators: no children, never scanned) are left out, which changes
+    the order of no other node."""
+    out: list[ast.AST] = [tree]
+    append, AST = out.append, ast.AST
+    index = 0
+    while index < len(out):
+        node = out[index]
+        index += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                if value._fields:
+                    append(value)
+            elif value.__class__ is list:
+                for item in value:
+                    if isinstance(item, AST) and item._fields:
+                        append(item)
+    return out
+
+
+def setters_in_python(path: str, text: str, tree: ast.Module | None = None) -> list[EnvSetter]:
+    """Settings made by a Python launcher (stdlib ``ast`` only); a file that does not parse -> [].
+    ``tree``: ``text`` already parsed (it must hold no carriage return: the tree's lines are
+    those of ``text`` as it is)."""
+    # Python counts a lone "\r" as a line break; normalise so ast and tokenize agree
+    if tree is None or "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+    nodes = _walk_nodes(tree)
     aliases = _python_aliases(nodes)
     scan = _PythonScan(text, aliases)
     scan.collect_env_dict_names(nodes)
     sites = scan.scan(nodes)
-    sites += _python_comment_sites(text, aliases, scan.env_dict_names)
+    sites += _python_comment_sites(text, aliases, scan.env_dict_names, nodes)
     return _bind(sites, path, "python")
 
 
