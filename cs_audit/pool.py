@@ -415,9 +415,10 @@ class _Pool(Generic[T]):
         self._bury(worker)
 
     def ready(self) -> bool:
-        """Whether a worker has an answer waiting (or has died): the parent can stop doing
-        something else in the meantime."""
-        return any(w.process.exitcode is not None or (w.items and w.conn.poll()) for w in self.workers)
+        """Whether a worker has an answer waiting, has died, or none is at work (all done, or
+        none could start): the parent can stop doing something else in the meantime."""
+        busy = [w for w in self.workers if w.items]
+        return not busy or any(w.process.exitcode is not None or w.conn.poll() for w in busy)
 
     def run(self) -> Iterator[object]:
         n = len(self.items)

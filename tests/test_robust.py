@@ -195,6 +195,7 @@ def test_the_workers_start_on_the_call_and_ready_says_when_an_answer_waits() -> 
     assert results.ready()
     (pid,) = results
     assert pid != os.getpid()
+    assert results.ready()  # no worker at work: nothing to wait for
 
 
 def test_dropping_unread_results_stops_the_workers() -> None:
