@@ -409,34 +409,34 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     # the other files that a full analysis would need, until the worker has answered
     changed_sources = [sources[i] for i in changed]
     computing = map_files(analyse_file, changed_sources, (rs, config.max_file_bytes, cache_dir, True))
-    computed: dict[str, FileResult] = {}
+    known: dict[str, FileResult] = {}  # by path: results loaded or computed here
     unchanged = set(range(len(sources))) - set(changed)
     for i in sorted(unchanged):
         if computing.ready():
             break
         hit = cache.load(cache_dir, keys[i])
         if hit is not None:
-            computed[sources[i].path] = hit
+            known[sources[i].path] = hit
     now = [_unpacked(s, outcome) for s, outcome in zip(changed_sources, computing)]
     lap("changed files")
-    computed.update((s.path, result) for s, result in zip(changed_sources, now))
+    known.update((s.path, result) for s, result in zip(changed_sources, now))
     maps: dict[str, dict[int, int]] = {}
     for old, new in zip(before, now):
         if new == old:
             continue
         if not (isinstance(old, FileFacts) and isinstance(new, FileFacts)):
-            return None, computed
+            return None, known
         mapping = line_map(old, new)
         if mapping is None:
-            return None, computed
+            return None, known
         maps[new.path] = mapping
     if maps:
         moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps)
         if moved is None:
-            return None, computed
+            return None, known
         stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2])
     lap("cached result")
-    return stored, computed
+    return stored, known
 
 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
