@@ -255,6 +255,19 @@ def test_facts_loaded_while_a_changed_file_is_analysed_are_not_loaded_again(
     assert max(loaded.values()) == 1, loaded.most_common(3)
 
 
+def test_a_changed_file_that_crashes_its_worker_is_reported_and_the_rest_is_the_uncached_report(
+        tree: Path, tmp_path: Path) -> None:
+    """The changed file's worker dies (libcst overflows its stack) while this process loads
+    the other files' facts: the file is a ``parser-crash``, everything else as uncached."""
+    cache_root = tmp_path / "cache"
+    _scan(tree, cache_root)
+    target = _files_with_findings(tree, _scan(tree, None))[0]
+    target.write_bytes((FIXTURES / "hostile" / "and_chain_10000.py").read_bytes())
+    expected = _scan(tree, None)
+    assert '"parser-crash"' in expected and "SIGSEGV" in expected
+    assert _scan(tree, cache_root) == expected
+
+
 def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
     _scan(tree, cache_root)
