@@ -518,4 +518,4 @@ def map_files(analyse: Callable[..., R], sources: Sequence[SourceFile], args: tu
     outcomes = map_isolated(analyse, sources, args, jobs=jobs, timeout=timeout, memory_limit=memory_limit,
                             confirm=_may_depend_on_worker)
     results = (_file_result(source, outcome, memory_limit) for source, outcome in zip(sources, outcomes))
-    return Results(results, outcomes.ready)  # type: ignore[arg-type]  (``outcomes`` stops its workers)
+    return Results(results, outcomes.ready, outcomes.close)  # type: ignore[arg-type]

@@ -198,6 +198,19 @@ def test_the_workers_start_on_the_call_and_ready_says_when_an_answer_waits() -> 
     assert results.ready()  # no worker at work: nothing to wait for
 
 
+def _sleepy_source(source: SourceFile) -> str:
+    time.sleep(0.05)
+    return source.path
+
+
+def test_closing_file_results_stops_the_workers() -> None:
+    sources = [SourceFile(f"f{i}.py", f"/nonexistent/f{i}.py", "python") for i in range(60)]
+    results = map_files(_sleepy_source, sources, jobs=2)
+    assert next(results) == "f0.py"
+    results.close()
+    assert multiprocessing.active_children() == []
+
+
 def test_dropping_unread_results_stops_the_workers() -> None:
     results = map_isolated(_sleepy, list(range(100)), jobs=2, chunk_size=5)
     assert len(multiprocessing.active_children()) == 2

@@ -747,7 +747,7 @@ def test_readers_never_raise_and_lines_are_in_range(text: str) -> None:
             assert setter.kind in ("set", "passthrough", "commented", "off")
 
 
-# the launcher pre-check (``api.may_set_env``): which Python files get the setter pass
+# the launcher pre-check (``setters.may_set_env``): which Python files get the setter pass
 _LAUNCHER_FORMS = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setdefault)\(|\benv\s*=|putenv\(")
 
 
@@ -772,7 +772,7 @@ _LAUNCHER_FORMS = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setd
     (b"os.environ .update(x)", False),
 ])
 def test_launcher_precheck(data: bytes, expected: bool) -> None:
-    from cs_audit.api import may_set_env
+    from cs_audit.joins.setters import may_set_env
 
     assert may_set_env(data) is expected
     # the one-regex form it replaces (4x slower) says the same
@@ -783,6 +783,6 @@ def test_launcher_precheck(data: bytes, expected: bool) -> None:
 @given(st.lists(st.sampled_from([b"env", b"environ", b"put", b"s", b"x", b"_", b" ", b"=", b"[", b"]", b"'A'", b"(", b".",
                                  b".update(", b".setdefault(", b"\n", b"\xff"]), max_size=12).map(b"".join))
 def test_launcher_precheck_agrees_with_the_regex(data: bytes) -> None:
-    from cs_audit.api import may_set_env
+    from cs_audit.joins.setters import may_set_env
 
     assert may_set_env(data) is (_LAUNCHER_FORMS.search(data) is not None)

