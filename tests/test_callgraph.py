@@ -93,9 +93,20 @@ _RESOLVE = {
         def helper():
             return 1
 
+
         class Tool:
+            def __init__(self):
+                self.n = 0
+
             def run(self):
                 return helper()
+
+            @classmethod
+            def make(cls):
+                return cls()
+
+            def again(self):
+                return self.__class__()
     ''',
     "pkg/engine.py": '''
         import torch
@@ -135,3 +146,11 @@ def test_resolution_of_each_kind_of_callee(tmp_path: Path) -> None:
     assert resolve(engine, None, "Engine") == []  # a class without __init__
     assert resolve(util, "Tool.run", "helper") == [(util, "helper")]
     assert resolve(engine, "Engine.emit", "pkg.util.Tool.run") == [(util, "Tool.run")]
+    assert resolve(engine, "Engine.emit", "pkg.util.Tool") == [(util, "Tool.__init__")]
+    # `cls()` / `self.__class__()`: named after no function, still the class's __init__
+    assert resolve(util, "Tool.make", "cls") == [(util, "Tool.__init__")]
+    assert resolve(util, "Tool.again", "self.__class__") == [(util, "Tool.__init__")]
+    # a last name no function or class of the tree has: nothing, from any caller
+    assert resolve(engine, "Engine.step", "self.register_buffer") == []
+    assert resolve(engine, None, "pkg.util.absent") == []
+    assert "register_buffer" not in model.resolver.names and {"Tool", "run", "helper"} <= model.resolver.names

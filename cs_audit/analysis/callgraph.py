@@ -73,12 +73,19 @@ class Resolver:
         self._module_calls: dict[str, bool] = {}
         self._defining: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> files defining it
         self._methods_by_path: dict[str, dict[str, str]] = {}
+        #: every part of every qualname in the tree: a callee whose last part is none of them
+        #: resolves to nothing (every answer below ends in the callee's last name, or in
+        #: `.__init__` after it), except `cls()` / `self.__class__()`
+        self.names: set[str] = set()
+        names = self.names
         for path, ff in facts.items():
             parts = ff.module.split(".")
             for i in range(len(parts)):
                 self.by_module[".".join(parts[i:])].append(path)
             table = {f.qualname: f for f in ff.functions}
             self.qualnames[path] = table
+            for qualname in table:
+                names.update(qualname.split("."))
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
@@ -113,6 +120,8 @@ class Resolver:
         # answers are kept per (path, what of the caller the callee depends on, callee): the
         # caller's class for `self.f`/`cls.f`/`cls()`, nothing for bare names (after the
         # caller's own nested functions) and for dotted names
+        if callee.rpartition(".")[2] not in self.names and callee != "cls" and callee != "self.__class__":
+            return _NOTHING
         head, dot, rest = callee.partition(".")
         context: str | None = None
         module_call = False
@@ -159,6 +168,9 @@ class Resolver:
 
     def _resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]:
         table = self.qualnames.get(path, {})
+        if callee == "cls" or callee == "self.__class__":
+            cls = _class_of(caller)
+            return [(path, f"{cls}.__init__")] if cls and f"{cls}.__init__" in table else []
         parts = callee.split(".")
         if parts[0] in ("self", "cls") and len(parts) == 2:
             name = parts[1]
@@ -170,9 +182,6 @@ class Resolver:
                 return [(path, local)]
             candidates = self.methods_by_name.get(name, [])
             return list(candidates) if len(candidates) == 1 else []
-        if parts == ["cls"] or parts == ["self.__class__"]:
-            cls = _class_of(caller)
-            return [(path, f"{cls}.__init__")] if cls and f"{cls}.__init__" in table else []
         if len(parts) == 1:
             name = parts[0]
             if caller and f"{caller}.<locals>.{name}" in table:
@@ -190,6 +199,10 @@ class Resolver:
                 if found:
                     return found
         return []
+
+
+#: the answer for callees no function of the tree is named after (shared: callers only read it)
+_NOTHING: list[FuncKey] = []
 
 
 def _class_of(qualname: str | None) -> str | None:
@@ -214,11 +227,15 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet) -> TreeModel:
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
     raw_edges: list[tuple[str, CallSite, FuncKey]] = []
+    names, resolve = resolver.names, resolver.resolve
     for path in sorted(facts):
         for site in facts[path].calls:
-            if site.role is not None and site.role != "open":
+            role, callee = site.role, site.callee
+            if role is not None and role != "open":
                 continue
-            targets = resolver.resolve(path, site.function, site.callee)
+            if callee.rpartition(".")[2] not in names and callee != "cls" and callee != "self.__class__":
+                continue  # ``resolve``'s first answer, without the call
+            targets = resolve(path, site.function, callee)
             if targets:
                 resolved[(path, site.line, site.end_line, site.callee)] = targets
                 raw_edges.extend((path, site, t) for t in targets)
