@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from cs_audit import cache
 from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_dispositions, load_decisions
@@ -23,6 +23,9 @@ from cs_audit.model import (
 )
 from cs_audit.reuse import line_map, moved_results
 from cs_audit.ruleset import RuleSet, load_ruleset
+
+if TYPE_CHECKING:
+    from cs_audit.analysis.callgraph import Resolutions
 
 # The parser, joins, analysis, pool and git modules are imported where they are used: a
 # warm scan (one stored whole-tree result) needs none of them, and their import is a
@@ -199,9 +202,12 @@ class Joins:
     duplicates: tuple[DuplicateGroup, ...]
 
 
-def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap: Callable[[str], None]) -> Joins:
+def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap: Callable[[str], None],
+           earlier: Resolutions | None = None, unchanged: set[str] | None = None) -> Joins:
     """The call-graph model, findings and duplicate groups of ``facts`` (pure functions of the
-    facts and the rules): the memo's when both are equal to those it holds."""
+    facts and the rules): the memo's when both are equal to those it holds.  ``earlier``:
+    call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
+    memo's, for the files whose facts are the objects it holds)."""
     from cs_audit.analysis.callgraph import build_model
     from cs_audit.analysis.findings import analyse, duplicate_groups
 
@@ -211,7 +217,11 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap:
         memo.joins_reused += 1  # type: ignore[union-attr]
         lap("joins")
         return last
-    model = build_model(facts, rs)
+    if earlier is None and last is not None:
+        earlier = last.model.resolutions  # type: ignore[attr-defined]
+        before = dict(last.facts)
+        unchanged = {path for path, ff in items if before.get(path) is ff}
+    model = build_model(facts, rs, earlier, unchanged)
     lap("joins")
     findings = tuple(analyse(model, rs))
     duplicates = tuple(
@@ -438,8 +448,14 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
         else:
             scripts[result.path] = result
     lap("parse/extract")
-    joins = _joins(facts, rs, memo, lap)
+    earlier, unchanged = _earlier_resolutions(cache_dir, config, sources, keys, facts)
+    joins = _joins(facts, rs, memo, lap, earlier, unchanged)
     model, findings = joins.model, list(joins.findings)
+    resolutions = model.resolutions  # type: ignore[attr-defined]
+    if cache_dir is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
+        key_of = {s.path: k for s, k in zip(sources, keys)}
+        cache.store_resolutions(cache_dir, os.path.abspath(config.root), resolutions,
+                                {path: key_of[path] for path in facts if key_of.get(path)})  # type: ignore[misc]
     setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
     written = writers(model, rs)  # type: ignore[arg-type]
     files: dict[str, list[str]] = {}
@@ -450,6 +466,24 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     )
     lap("analysis")
     return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable)
+
+
+def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: list[SourceFile], keys: list[str | None],
+                         facts: dict[str, FileFacts]) -> tuple[Resolutions | None, set[str] | None]:
+    """The call resolutions stored by the last full analysis of this root, and the files
+    whose entry key (so whose facts) is the same now as then."""
+    if cache_dir is None:
+        return None, None
+    stored = cache.load_resolutions(cache_dir, os.path.abspath(config.root))
+    if stored is None:
+        return None, None
+    resolutions, their_keys = stored
+    from cs_audit.analysis.callgraph import Resolutions
+
+    if not isinstance(resolutions, Resolutions):
+        return None, None
+    unchanged = {s.path for s, k in zip(sources, keys) if k is not None and s.path in facts and their_keys.get(s.path) == k}
+    return resolutions, unchanged
 
 
 def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:

@@ -351,6 +351,25 @@ def store_tree_record(cache_dir: str, root: str, record: TreeRecord) -> None:
         _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
 
 
+# --------------------------------------------------------------------------- call resolutions per root
+_RESOLUTIONS_MAGIC = b"csa-resolutions"
+
+
+def load_resolutions(cache_dir: str, root: str) -> tuple[object, dict[str, str]] | None:
+    """The call resolutions last stored for ``root`` (``callgraph.Resolutions``) and the
+    entry key of each file they were worked out from (by path); None when there are none."""
+    value = _read_entry(_root_record_path(cache_dir, "resolutions", root), _RESOLUTIONS_MAGIC, root)
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+        return value
+    return None
+
+
+def store_resolutions(cache_dir: str, root: str, resolutions: object, keys: dict[str, str]) -> None:
+    path = _root_record_path(cache_dir, "resolutions", root)
+    if _write_entry(path, _RESOLUTIONS_MAGIC, root, (resolutions, keys)):
+        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+
+
 def _keep_newest(directory: str, keep: int) -> None:
     """Delete all but the ``keep`` most recently modified entries of ``directory``."""
     with contextlib.suppress(OSError):

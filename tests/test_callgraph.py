@@ -154,3 +154,79 @@ def test_resolution_of_each_kind_of_callee(tmp_path: Path) -> None:
     assert resolve(engine, "Engine.step", "self.register_buffer") == []
     assert resolve(engine, None, "pkg.util.absent") == []
     assert "register_buffer" not in model.resolver.names and {"Tool", "run", "helper"} <= model.resolver.names
+
+
+# ------------------------------------------------------------------ resolutions reused
+def _facts_of(root: Path) -> tuple[dict[str, FileFacts], object]:
+    rs = prepare_ruleset(AuditConfig(root=root))
+    sources, _ = discover(root)
+    facts = {}
+    for source in sources:
+        result = analyse_file(source, rs, 1 << 20)
+        if isinstance(result, FileFacts):
+            facts[result.path] = result
+    return facts, rs
+
+
+def _edges(model: callgraph.TreeModel) -> list[tuple[object, ...]]:
+    return [(e.caller, e.callee, e.path, e.site.line, e.site.callee, e.switch) for e in model.edges]
+
+
+@pytest.mark.parametrize("tree", ["compressspec", "sglang_trace"])
+def test_earlier_resolutions_of_unchanged_files_give_the_same_model(tree: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    facts, rs = _facts_of(PROJECT / "fixtures" / tree)
+    fresh = callgraph.build_model(facts, rs)
+    assert fresh.resolutions is not None and fresh.resolutions.files and fresh.resolved_calls
+    resolved_files: list[str] = []
+    real = callgraph._resolve_file
+    monkeypatch.setattr(callgraph, "_resolve_file", lambda r, path, *a: resolved_files.append(path) or real(r, path, *a))
+    changed = sorted(facts)[len(facts) // 2]
+    again = callgraph.build_model(facts, rs, fresh.resolutions, set(facts) - {changed})
+    assert resolved_files == [changed]  # the others taken as they were
+    assert _edges(again) == _edges(fresh) and again.resolved_calls == fresh.resolved_calls
+    assert again.resolutions == fresh.resolutions
+    assert again.debug_functions == fresh.debug_functions and again.freq_default == fresh.freq_default
+
+
+_BEFORE = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''
+        def helper():
+            return 1
+    ''',
+    "pkg/engine.py": '''
+        from pkg import util
+
+        def step():
+            return util.helper2()
+    ''',
+}
+
+
+def test_earlier_resolutions_are_not_taken_when_a_function_was_added_elsewhere(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    for rel, text in _BEFORE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    facts, rs = _facts_of(root)
+    before = callgraph.build_model(facts, rs)
+    assert not before.edges  # util.helper2 does not exist yet
+    # engine.py is unchanged, but util.py now defines what it calls
+    (root / "pkg/util.py").write_text("def helper():\n    return 1\n\n\ndef helper2():\n    return 2\n", encoding="utf-8")
+    facts, rs = _facts_of(root)
+    after = callgraph.build_model(facts, rs, before.resolutions, {"pkg/engine.py", "pkg/__init__.py"})
+    assert after.resolutions.digest != before.resolutions.digest
+    assert [(e.caller, e.callee) for e in after.edges] == [(("pkg/engine.py", "step"), ("pkg/util.py", "helper2"))]
+
+
+def test_tables_digest_follows_qualnames_and_modules_only(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    for rel, text in _BEFORE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    facts, _ = _facts_of(root)
+    digest = callgraph.Resolver(facts).tables_digest()
+    (root / "pkg/engine.py").write_text("from pkg import util\n\n\ndef step():\n    return util.helper() + 1\n", encoding="utf-8")
+    assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() == digest  # a body edit
+    (root / "pkg/engine.py").write_text("def step():\n    return 0\n\n\ndef other():\n    return 1\n", encoding="utf-8")
+    assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() != digest  # a function more

@@ -277,3 +277,43 @@ def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path)
     _insert(target, 1, "# moved\n")
     assert _scan(tree, cache_root) == _scan(tree, None)
     assert record.read_bytes() != b"csa-tree" + b"\x80not a pickle"  # rewritten by the full analysis
+
+
+# ------------------------------------------------------------------ call resolutions per root
+def _resolved_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from cs_audit.analysis import callgraph
+
+    resolved: list[str] = []
+    real = callgraph._resolve_file
+    monkeypatch.setattr(callgraph, "_resolve_file", lambda r, path, *a: resolved.append(path) or real(r, path, *a))
+    return resolved
+
+
+def test_a_new_call_resolves_the_calls_of_the_changed_file_only(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(tree, cache_root)
+    target = _files_with_findings(tree, before)[0]
+    _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
+    with monkeypatch.context() as patched:
+        resolved = _resolved_files(patched)
+        after = _scan(tree, cache_root)
+    assert resolved == [target.relative_to(tree).as_posix()]
+    assert after == _scan(tree, None) and after != before
+
+
+def test_a_corrupt_resolutions_record_means_every_file_is_resolved(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(tree, cache_root)
+    (record,) = cache_root.rglob("resolutions/*.pkl")
+    record.write_bytes(b"csa-resolutions" + b"\x80not a pickle")
+    target = _files_with_findings(tree, before)[0]
+    _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
+    with monkeypatch.context() as patched:
+        resolved = _resolved_files(patched)
+        after = _scan(tree, cache_root)
+    with monkeypatch.context() as patched:
+        every_file = _resolved_files(patched)
+        uncached = _scan(tree, None)
+    assert len(every_file) > 1 and resolved == every_file
+    assert after == uncached
+    assert record.read_bytes() != b"csa-resolutions" + b"\x80not a pickle"  # stored again

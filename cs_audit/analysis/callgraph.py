@@ -6,7 +6,9 @@ Everything here is a pure function of ``FileFacts`` and the ``RuleSet``.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, SMALL_BODY_LINES, CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
@@ -61,6 +63,25 @@ class TreeModel:
     switch_cache: dict[tuple[str, str | None, int], tuple[tuple[GateRef, ...], tuple[str, ...], str | None]] = field(default_factory=dict)
     #: ``findings.duplicate_groups`` of this model, once worked out
     duplicates: list[tuple[str, list[tuple[str, FunctionDef]]]] | None = None
+    #: the resolution of every file's call sites (see ``Resolutions``)
+    resolutions: Resolutions | None = None
+
+
+#: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
+#: target number in ``Resolutions.targets``) for each target of each site, in site order
+FileResolutions = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Resolutions:
+    """Where each file's call sites land, and the digest of the tables that decided it
+    (``Resolver.tables_digest``): a file's entry holds for as long as its facts and the
+    digest are the same (a later run passes it back to ``build_model``).  Plain ints and
+    one table of targets: stored and loaded whole on every scan that joins."""
+
+    digest: str
+    targets: tuple[FuncKey, ...]
+    files: dict[str, FileResolutions]
 
 
 # ---------------------------------------------------------------- resolution
@@ -69,6 +90,7 @@ class Resolver:
         self.by_module: dict[str, list[str]] = defaultdict(list)
         self.qualnames: dict[str, dict[str, FunctionDef]] = {}
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
+        self.modules: dict[str, str] = {path: ff.module for path, ff in facts.items()}
         self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
         self._module_calls: dict[str, bool] = {}
         self._defining: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> files defining it
@@ -89,6 +111,16 @@ class Resolver:
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
+
+    def tables_digest(self) -> str:
+        """Digest of everything an answer of ``resolve`` depends on besides the call site
+        itself: each file's path, module and function qualnames (a function's name and
+        whether it is a method follow from its qualname)."""
+        h = hashlib.blake2b(digest_size=16)
+        for path in sorted(self.qualnames):
+            h.update(f"{path}\0{self.modules[path]}\0".encode("utf-8", "surrogateescape"))
+            h.update("\0".join(self.qualnames[path]).encode("utf-8", "surrogateescape") + b"\n")
+        return h.hexdigest()
 
     def _closest(self, paths: list[str], near: str) -> list[str]:
         if len(paths) <= 1:
@@ -222,23 +254,36 @@ def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
 
 
 # ---------------------------------------------------------------- building the model
-def build_model(facts: dict[str, FileFacts], rs: RuleSet) -> TreeModel:
+def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions | None = None,
+                unchanged: Mapping[str, object] | None = None) -> TreeModel:
+    """The joined model of ``facts``.  ``earlier``: the ``resolutions`` of an earlier model,
+    taken for the files in ``unchanged`` (the caller vouches their facts are those of then)
+    when the resolution tables are the same as then."""
     resolver = Resolver(facts)
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
     raw_edges: list[tuple[str, CallSite, FuncKey]] = []
-    names, resolve = resolver.names, resolver.resolve
+    digest = resolver.tables_digest()
+    reuse = earlier is not None and earlier.digest == digest and bool(unchanged)
+    targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
+    numbers = {key: n for n, key in enumerate(targets)}
+    by_file: dict[str, FileResolutions] = {}
     for path in sorted(facts):
-        for site in facts[path].calls:
-            role, callee = site.role, site.callee
-            if role is not None and role != "open":
-                continue
-            if callee.rpartition(".")[2] not in names and callee != "cls" and callee != "self.__class__":
-                continue  # ``resolve``'s first answer, without the call
-            targets = resolve(path, site.function, callee)
-            if targets:
-                resolved[(path, site.line, site.end_line, site.callee)] = targets
-                raw_edges.extend((path, site, t) for t in targets)
+        calls = facts[path].calls
+        flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
+        if flat is None:
+            flat = _resolve_file(resolver, path, calls, targets, numbers)
+        by_file[path] = flat
+        last = -1
+        site_targets: list[FuncKey] = []
+        for i in range(0, len(flat), 2):
+            index, target = flat[i], targets[flat[i + 1]]
+            if index != last:
+                site = calls[index]
+                site_targets = resolved[(path, site.line, site.end_line, site.callee)] = []
+                last = index
+            site_targets.append(target)
+            raw_edges.append((path, site, target))
 
     constants = _env_constants(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
@@ -246,6 +291,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet) -> TreeModel:
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
+        resolutions=Resolutions(digest, tuple(targets), by_file),
     )
     for path, site, target in raw_edges:
         caller = (path, site.function) if site.function else None
@@ -256,6 +302,27 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet) -> TreeModel:
     _propagate_hotness(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
+
+
+def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
+                  numbers: dict[FuncKey, int]) -> FileResolutions:
+    """The call sites of one file that land in the tree (calls and opens: an emitter's own
+    call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
+    out: list[int] = []
+    names, resolve = resolver.names, resolver.resolve
+    for index, site in enumerate(calls):
+        role, callee = site.role, site.callee
+        if role is not None and role != "open":
+            continue
+        if callee.rpartition(".")[2] not in names and callee != "cls" and callee != "self.__class__":
+            continue  # ``resolve``'s first answer, without the call
+        for target in resolve(path, site.function, callee):
+            number = numbers.get(target)
+            if number is None:
+                number = numbers[target] = len(targets)
+                targets.append(target)
+            out += (index, number)
+    return tuple(out)
 
 
 def _env_constants(facts: dict[str, FileFacts]) -> dict[tuple[str, str], str]:
