@@ -16,7 +16,7 @@ from cs_audit.model import FileFacts
 PROJECT = Path(__file__).resolve().parent.parent
 
 
-def _model(root: Path) -> tuple[callgraph.TreeModel, object]:
+def _facts_of(root: Path) -> tuple[dict[str, FileFacts], object]:
     rs = prepare_ruleset(AuditConfig(root=root))
     sources, _ = discover(root)
     facts = {}
@@ -24,6 +24,11 @@ def _model(root: Path) -> tuple[callgraph.TreeModel, object]:
         result = analyse_file(source, rs, 1 << 20)
         if isinstance(result, FileFacts):
             facts[result.path] = result
+    return facts, rs
+
+
+def _model(root: Path) -> tuple[callgraph.TreeModel, object]:
+    facts, rs = _facts_of(root)
     return callgraph.build_model(facts, rs), rs
 
 
@@ -157,17 +162,6 @@ def test_resolution_of_each_kind_of_callee(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ resolutions reused
-def _facts_of(root: Path) -> tuple[dict[str, FileFacts], object]:
-    rs = prepare_ruleset(AuditConfig(root=root))
-    sources, _ = discover(root)
-    facts = {}
-    for source in sources:
-        result = analyse_file(source, rs, 1 << 20)
-        if isinstance(result, FileFacts):
-            facts[result.path] = result
-    return facts, rs
-
-
 def _edges(model: callgraph.TreeModel) -> list[tuple[object, ...]]:
     return [(e.caller, e.callee, e.path, e.site.line, e.site.callee, e.switch) for e in model.edges]
 
