@@ -360,6 +360,61 @@ def test_facts_pickle_through_the_slot_restorers(rs) -> None:
     assert all(hasattr(model, f"_restore_{c.__name__}") for c in slotted)
 
 
+def _slotted_model_classes() -> list[type]:
+    import dataclasses
+
+    from cs_audit import model
+
+    return [c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+            and c.__module__ == model.__name__ and getattr(c, "__slots__", None)]
+
+
+@pytest.mark.parametrize("cls", _slotted_model_classes(), ids=lambda c: c.__name__)
+def test_model_objects_built_or_restored_are_of_their_class_and_frozen(cls: type) -> None:
+    """``__init__`` and ``_restore_<Class>`` fill a same-layout stand-in and switch its class:
+    what comes out is the class itself, equal to the dataclass made field by field, frozen."""
+    import dataclasses
+
+    from cs_audit import model
+
+    fields = dataclasses.fields(cls)
+    values = {f.name: f"v{i}" for i, f in enumerate(fields)}
+    built = cls(**values)
+    restored = getattr(model, f"_restore_{cls.__name__}")(*values.values())
+    reference = object.__new__(cls)
+    for name, value in values.items():
+        object.__setattr__(reference, name, value)
+    for obj in (built, restored):
+        assert type(obj) is cls and obj == reference and hash(obj) == hash(reference)
+        assert [getattr(obj, f.name) for f in fields] == list(values.values())
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, fields[0].name, "other")
+    assert model._slot_filler(cls) is not None  # this interpreter takes the fast path
+
+
+def test_restore_without_the_class_switch_fills_the_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the interpreter refused the class switch, the generated code sets each slot
+    through its descriptor instead: same objects."""
+    import pickle
+
+    from cs_audit import model
+
+    results = _analyse_all(TREE, load_ruleset(), None)
+    blob = pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
+    monkeypatch.setattr(model, "_slot_filler", lambda cls: None)
+    model._pickle_by_slots()
+    try:
+        assert pickle.loads(blob) == results
+        call = model.CallSite(callee="f", function=None, line=1, end_line=1, gates=(), loop_depth=0, literal_args=(),
+                              eager=(), arg_calls=(), role=None, level=None, resolution="exact", in_emitter_args=False,
+                              receiver=None, mode=None, line_buffered=False, builds_path=False, bound_to=None, code="f()")
+        assert type(call) is model.CallSite and call.code == "f()" and "_set_class" not in model.CallSite.__init__.__code__.co_names
+    finally:
+        monkeypatch.undo()
+        model._pickle_by_slots()  # the fast path again for the tests that follow
+    assert "_set_class" in model.CallSite.__init__.__code__.co_names
+
+
 def test_a_packed_result_is_the_entry_and_reads_back(tmp_path: Path) -> None:
     """A worker sends back the bytes the cache entry holds (pickled once); they read back
     to the result of an unpacked call, and a cache hit packs the same way."""

@@ -17,8 +17,8 @@ import hashlib
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, count
+from operator import add, attrgetter
 
 from cs_audit.model import CallSite, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
@@ -424,11 +424,9 @@ class _Indexer(ast.NodeVisitor):
         self.env_exporters: set[str | None] = set()
         self.returning_tests: set[int] = set()
         #: line starts (offsets into the text) and, per pattern, prefix counts of matching lines
-        self.line_starts: list[int] = []
-        offset = 0
-        for line in lines:
-            self.line_starts.append(offset)
-            offset += len(line) + 1
+        # line i starts after the lines before it and their i newlines (all in C: map, accumulate)
+        self.line_starts: list[int] = list(map(add, accumulate(map(len, lines), initial=0), count()))
+        self.line_starts.pop()
         self.token_prefix = self._line_prefix(SNIPPET_TOKENS, _TOKEN_LITERALS)
         self.alias_names: set[str] = set()
         self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
