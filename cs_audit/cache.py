@@ -43,7 +43,7 @@ from pathlib import Path
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
 
 #: bump when the entry layout changes
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: version directories kept (most recently used first); older ones are deleted
 KEEP_VERSIONS = 4
 _MAGIC = b"csa-facts"

@@ -82,6 +82,9 @@ class FunctionDef:
     entry_gates: tuple[GateRef, ...] = ()
     #: literal string defaults of parameters (`def enabled(name="RECOMPACT_TRACE")`)
     param_defaults: tuple[tuple[str, str], ...] = ()
+    #: the name matches the rules' ``debug_name_pattern`` (`dump_state`, `_trace`): matched once
+    #: per distinct name in the worker, not for every function of the tree in the joins
+    debug_named: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,34 @@ def quiet(x):
     assert hashes["emits"] != "" and hashes["quiet"] == ""
 
 
+def test_functions_named_like_debug_code_are_marked_by_the_rules_pattern() -> None:
+    source = b'''
+def dump_state(x):
+    return x
+
+
+class Engine:
+    def _Trace(self):
+        return 0
+
+    def step(self):
+        def dump_state():
+            return 1
+        return dump_state()
+
+
+def catalog():
+    return 2
+'''
+    rs = load_ruleset()
+    facts = extract_python("mod.py", source, rs)
+    assert isinstance(facts, FileFacts)
+    named = {f.qualname: f.debug_named for f in facts.functions}
+    assert named == {"dump_state": True, "Engine._Trace": True, "Engine.step": False,
+                     "Engine.step.<locals>.dump_state": True, "catalog": False}
+    assert named == {f.qualname: rs.debug_name_re.search(f.name) is not None for f in facts.functions}
+
+
 # ---------------------------------------------------------------- index.py shortcuts
 
 TRICKY = '''

@@ -481,7 +481,7 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
     helpers = {key for key, sites in emits.items() if sites and all(g for _, g in sites)}
     # buffering trace helpers (`trace()` appends to a buffer) gated at entry
     for key, f in model.functions.items():
-        if f.entry_gates and rs.debug_name_re.search(f.name) and key not in emits:
+        if f.entry_gates and f.debug_named and key not in emits:
             if any(resolve_gate(model, key[0], key[1], g, rs) for g in f.entry_gates):
                 helpers.add(key)
     changed = True
@@ -583,9 +583,7 @@ DEBUG_ROUNDS = 20
 
 def _named_debug(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | None]]:
     """Where the debug-function fixpoint starts: functions named like debug code."""
-    search = rs.debug_name_re.search
-    debug_names = {name for name in {f.name for f in model.functions.values()} if search(name)}  # each name once
-    return {key: set() for key, f in model.functions.items() if f.name in debug_names}
+    return {key: set() for key, f in model.functions.items() if f.debug_named}
 
 
 def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[str | None]],
@@ -604,7 +602,7 @@ def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[str | No
             return False
     if not edges or debug.get(key) == switches:
         return False
-    if key in debug and not debug[key] and rs.debug_name_re.search(model.functions[key].name):
+    if key in debug and not debug[key] and model.functions[key].debug_named:
         return False  # named debug and reached with no switch: stays so
     debug[key] = switches
     return True

@@ -430,6 +430,8 @@ class _Indexer(ast.NodeVisitor):
         self.token_prefix = self._line_prefix(SNIPPET_TOKENS, _TOKEN_LITERALS)
         self.alias_names: set[str] = set()
         self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        #: function name -> whether it matches the rules' debug-name pattern
+        self.debug_names: dict[str, bool] = {}
         #: builtin names this module binds itself (calls to them are edges)
         self.shadowed: frozenset[str] = frozenset()
         #: last name of each logger factory (`getLogger`, `init_logger`): a cheap first check
@@ -639,9 +641,15 @@ class _Indexer(ast.NodeVisitor):
                 # filled in by ``hash_bodies`` for the functions that hold facts (duplicated *helpers*)
                 body_hash="",
                 body_lines=end - node.lineno + 1, decorators=decorators,
-                entry_gates=entry_gates, param_defaults=param_defaults,
+                entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
             )
         )
+
+    def _debug_named(self, name: str) -> bool:
+        named = self.debug_names.get(name)
+        if named is None:
+            named = self.debug_names[name] = self.rs.debug_name_re.search(name) is not None
+        return named
 
     visit_FunctionDef = _visit_def
     visit_AsyncFunctionDef = _visit_def
