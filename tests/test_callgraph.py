@@ -224,3 +224,43 @@ def test_tables_digest_follows_qualnames_and_modules_only(tmp_path: Path) -> Non
     assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() == digest  # a body edit
     (root / "pkg/engine.py").write_text("def step():\n    return 0\n\n\ndef other():\n    return 1\n", encoding="utf-8")
     assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() != digest  # a function more
+
+
+_HELPERS = '''
+    import os
+    import logging
+
+    logger = logging.getLogger(__name__)
+
+    def trace(msg):
+        if os.getenv("KV_TRACE"):
+            logger.info(msg)
+
+    def trace_step(n):
+        trace(f"step {n}")
+
+    def trace_batch(batch):
+        trace_step(len(batch))
+
+    def loud(n):
+        logger.info("always %s", n)
+        trace_step(n)
+
+    def guarded_caller(n):
+        if os.getenv("OTHER"):
+            trace_step(n)
+
+    def long_caller(n):
+        trace_step(n)
+''' + "        n += 1\n" * 45
+
+
+def test_gated_emitter_helpers_reach_short_ungated_callers_through_chains(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "engine.py").write_text(textwrap.dedent(_HELPERS), encoding="utf-8")
+    model, _ = _model(root)
+    names = {key[1] for key in model.gated_emitter_helpers}
+    # trace gates its own emit; trace_step and trace_batch call it (through one another) ungated
+    assert names == {"trace", "trace_step", "trace_batch"}
+    # not: an ungated emit of its own (loud), the call under a gate (guarded_caller), too long (long_caller)

@@ -398,9 +398,13 @@ def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...
 def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
     """The switch a gate operand stands for, when the guarded code runs only with it set."""
     key = (path, function, gate)
-    if key not in model.gate_cache:
-        model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
-    return model.gate_cache[key]
+    switch = model.gate_cache.get(key, _UNRESOLVED)
+    if switch is _UNRESOLVED:
+        switch = model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
+    return switch  # type: ignore[return-value]
+
+
+_UNRESOLVED = object()
 
 
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
@@ -484,15 +488,19 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
         if f.entry_gates and f.debug_named and key not in emits:
             if any(resolve_gate(model, key[0], key[1], g, rs) for g in f.entry_gates):
                 helpers.add(key)
-    changed = True
-    while changed:
-        changed = False
-        for edge in model.edges:
-            if edge.callee in helpers and edge.caller and edge.caller not in helpers and edge.switch is None:
-                direct = emits.get(edge.caller, [])
-                if all(g for _, g in direct) and model.functions.get(edge.caller, None) is not None and model.functions[edge.caller].body_lines <= SMALL_BODY_LINES:
-                    helpers.add(edge.caller)
-                    changed = True
+    # a short function whose own emits are all gated and that calls a helper ungated is one too:
+    # the callers of each new helper are looked at once (the least fixpoint, as repeated passes
+    # over every edge would find it: the rule only ever adds)
+    work = list(helpers)
+    while work:
+        for edge in model.callers.get(work.pop(), ()):
+            caller = edge.caller
+            if caller is None or caller in helpers or edge.switch is not None:
+                continue
+            function = model.functions.get(caller)
+            if function is not None and function.body_lines <= SMALL_BODY_LINES and all(g for _, g in emits.get(caller, ())):
+                helpers.add(caller)
+                work.append(caller)
     return helpers
 
 
