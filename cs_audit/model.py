@@ -319,10 +319,16 @@ def _fast_init(cls: type, fields: tuple, scope: dict[str, object], filler: type 
         else:
             scope[f"_default_{f.name}"] = f.default
             params.append(f"{f.name}=_default_{f.name}")
-    if filler is not None:
-        body = "    _set_class(self, _filler)\n" + "".join(f"    self.{f.name} = {f.name}\n" for f in fields) + "    self.__class__ = _cls\n"
+    scope.update({f"_set_{f.name}": getattr(cls, f.name).__set__ for f in fields})
+    def by_descriptors(indent: str) -> str:
+        return "".join(f"{indent}_set_{f.name}(self, {f.name})\n" for f in fields)
+
+    if filler is not None:  # (a subclass, with a layout of its own, is filled through the descriptors)
+        body = ("    if self.__class__ is _cls:\n        _set_class(self, _filler)\n"
+                + "".join(f"        self.{f.name} = {f.name}\n" for f in fields)
+                + "        self.__class__ = _cls\n    else:\n" + by_descriptors(" " * 8))
     else:
-        body = "".join(f"    _set_{f.name}(self, {f.name})\n" for f in fields)
+        body = by_descriptors(" " * 4)
     exec(f"def __init__(self, {', '.join(params)}):\n{body}", scope)  # noqa: S102 - our own field names
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__name__}.__init__"  # type: ignore[attr-defined]
@@ -355,7 +361,8 @@ def _pickle_by_slots() -> None:
             body = "".join(f"    obj.{name} = {name}\n" for name in names)
             exec(f"def restore({', '.join(names)}):\n    obj = _new(_filler)\n{body}    obj.__class__ = _cls\n    return obj\n", scope)  # noqa: S102
         else:
-            scope.update({f"_set_{name}": getattr(cls, name).__set__ for name in names})
+            setters = {f"_set_{name}": getattr(cls, name).__set__ for name in names}
+            scope.update(setters)
             body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
             exec(f"def restore({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n", scope)  # noqa: S102
         restore = scope["restore"]

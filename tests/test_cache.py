@@ -390,6 +390,10 @@ def test_model_objects_built_or_restored_are_of_their_class_and_frozen(cls: type
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, fields[0].name, "other")
     assert model._slot_filler(cls) is not None  # this interpreter takes the fast path
+    # a subclass (another layout may follow) is filled through the descriptors and keeps its class
+    sub = type(f"Sub{cls.__name__}", (cls,), {"__slots__": ()})
+    child = sub(**values)
+    assert type(child) is sub and [getattr(child, f.name) for f in fields] == list(values.values())
 
 
 def test_restore_without_the_class_switch_fills_the_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:

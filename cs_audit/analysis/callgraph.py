@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, SMALL_BODY_LINES, CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
@@ -255,7 +255,7 @@ def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
 
 # ---------------------------------------------------------------- building the model
 def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions | None = None,
-                unchanged: Mapping[str, object] | None = None) -> TreeModel:
+                unchanged: AbstractSet[str] | None = None) -> TreeModel:
     """The joined model of ``facts``.  ``earlier``: the ``resolutions`` of an earlier model,
     taken for the files in ``unchanged`` (the caller vouches their facts are those of then)
     when the resolution tables are the same as then."""
@@ -395,6 +395,10 @@ def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...
     return switches or ["<dynamic>"]
 
 
+#: not in ``TreeModel.gate_cache`` yet (None is a cached answer: no switch)
+_UNRESOLVED = object()
+
+
 def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
     """The switch a gate operand stands for, when the guarded code runs only with it set."""
     key = (path, function, gate)
@@ -402,9 +406,6 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     if switch is _UNRESOLVED:
         switch = model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
     return switch  # type: ignore[return-value]
-
-
-_UNRESOLVED = object()
 
 
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
