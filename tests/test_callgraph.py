@@ -264,3 +264,20 @@ def test_gated_emitter_helpers_reach_short_ungated_callers_through_chains(tmp_pa
     # trace gates its own emit; trace_step and trace_batch call it (through one another) ungated
     assert names == {"trace", "trace_step", "trace_batch"}
     # not: an ungated emit of its own (loud), the call under a gate (guarded_caller), too long (long_caller)
+
+
+@pytest.mark.parametrize("tree", ["compressspec", "sglang_trace"])
+def test_fact_sites_are_every_call_site_a_rule_pass_reads(tree: str) -> None:
+    """The rules' passes read ``model.fact_sites``: every site with a role, eager arguments,
+    calls in its arguments or a written path is there, in file order; what is left out are
+    plain call edges (no role and nothing in or about their arguments)."""
+    model, _ = _model(PROJECT / "fixtures" / tree)
+    assert set(model.fact_sites) == set(model.facts)
+    for path, ff in model.facts.items():
+        kept = model.fact_sites[path]
+        assert list(kept) == [s for s in ff.calls if s in kept]  # file order
+        for site in ff.calls:
+            plain = site.role is None and not site.eager and not site.arg_calls and site.path_pattern is None
+            assert (site not in kept) == plain
+    assert any(len(model.fact_sites[p]) < len(ff.calls) for p, ff in model.facts.items())
+    assert any(s.role is None and s.arg_calls for sites in model.fact_sites.values() for s in sites)

@@ -65,6 +65,9 @@ class TreeModel:
     duplicates: list[tuple[str, list[tuple[str, FunctionDef]]]] | None = None
     #: the resolution of every file's call sites (see ``Resolutions``)
     resolutions: Resolutions | None = None
+    #: per file, the call sites that hold a fact beyond being a call (``fact_sites``): what
+    #: the rules' passes read, a twentieth of all sites
+    fact_sites: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -292,6 +295,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file),
+        fact_sites={path: fact_sites(ff) for path, ff in facts.items()},
     )
     for path, site, target in raw_edges:
         caller = (path, site.function) if site.function else None
@@ -302,6 +306,13 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     _propagate_hotness(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
+
+
+def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
+    """The call sites of a file with a role (emitter, sync, open ...), eager arguments, calls
+    in their arguments or a written path, in file order: all but the plain call edges of the
+    ``ast`` index, which only the call graph reads."""
+    return tuple(s for s in ff.calls if s.role is not None or s.eager or s.arg_calls or s.path_pattern)
 
 
 def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
@@ -478,8 +489,8 @@ def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[
 def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
     """Functions that emit only behind a gate they check themselves (`cptrace`, `emit`)."""
     emits: dict[FuncKey, list[tuple[CallSite, bool]]] = defaultdict(list)
-    for path, ff in model.facts.items():
-        for site in ff.calls:
+    for path, sites in model.fact_sites.items():
+        for site in sites:
             if site.function and site.role in EMITTER_ROLES:
                 gated = site_switch(model, path, site.function, site.gates, rs) is not None
                 emits[(path, site.function)].append((site, gated))
@@ -621,8 +632,8 @@ def _emitter_arg_callees(model: TreeModel) -> set[tuple[str, int, str]]:
     """(path, line, function name) of calls made inside the arguments of an emitter or
     of a gated emitter helper (`logger.info("%s", rng(t))`, `cptrace(1, h=khash(t))`)."""
     out: set[tuple[str, int, str]] = set()
-    for path, ff in model.facts.items():
-        for site in ff.calls:
+    for path, sites in model.fact_sites.items():
+        for site in sites:
             if not site.arg_calls:
                 continue  # no call in its arguments: nothing to add
             is_emitter = site.role in EMITTER_ROLES

@@ -146,7 +146,7 @@ def _first(values) -> str | None:
 # ----------------------------------------------------------------- emitters
 def _emitter_rules(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
     for path in sorted(model.facts):
-        for site in model.facts[path].calls:
+        for site in model.fact_sites[path]:
             if site.role not in EMITTER_ROLES and (site.role is not None or (not site.eager and not site.arg_calls)):
                 continue  # neither an emitter nor a call with eager arguments: no rule below applies
             key = (path, site.function) if site.function else None
@@ -208,7 +208,7 @@ def _eager_helper_call(model: TreeModel, rs: RuleSet, out: _Builder, path: str, 
 def _syncing_functions(model: TreeModel) -> set[FuncKey]:
     """Functions with a device sync in their own body (cached on the model)."""
     if model.syncing is None:
-        model.syncing = {(p, c.function) for p, ff in model.facts.items() for c in ff.calls if c.role == "sync" and c.function}
+        model.syncing = {(p, c.function) for p, sites in model.fact_sites.items() for c in sites if c.role == "sync" and c.function}
     return model.syncing
 
 
@@ -220,7 +220,7 @@ def _is_tree_function(model: TreeModel, path: str, function: str | None, callee:
 def _sync_in_debug(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
     helper_arg_lines = _helper_arg_spans(model)
     for path in sorted(model.facts):
-        for site in model.facts[path].calls:
+        for site in model.fact_sites[path]:
             if site.role != "sync":
                 continue
             key = (path, site.function) if site.function else None
@@ -253,8 +253,8 @@ def _sync_in_debug(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
 
 def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tuple[int, int, tuple[str, ...]]]]:
     spans: dict[tuple[str, str | None], list[tuple[int, int, tuple[str, ...]]]] = defaultdict(list)
-    for path, ff in model.facts.items():
-        for site in ff.calls:
+    for path, sites in model.fact_sites.items():
+        for site in sites:
             if site.role is None and site.arg_calls:
                 targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())
                 if any(t in model.gated_emitter_helpers for t in targets):
@@ -270,9 +270,10 @@ _FILE_ROLES = frozenset({"open", "flush", "timestamp"})
 def _file_rules(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
     for path in sorted(model.facts):
         ff = model.facts[path]
-        buffered_handles = {s.bound_to for s in ff.calls if s.role == "open" and s.line_buffered and s.bound_to}
+        sites = model.fact_sites[path]
+        buffered_handles = {s.bound_to for s in sites if s.role == "open" and s.line_buffered and s.bound_to}
         exporters = set(ff.env_exporters)  # a launcher minting the run dir it exports is the design
-        for site in ff.calls:
+        for site in sites:
             if site.role not in _FILE_ROLES:
                 continue
             key = (path, site.function) if site.function else None
@@ -314,7 +315,7 @@ def duplicate_groups(model: TreeModel) -> list[tuple[str, list[tuple[str, Functi
     with_facts: set[FuncKey] = set()
     for path, ff in model.facts.items():
         with_facts.update((path, r.function) for r in ff.env_reads if r.function)
-        with_facts.update((path, c.function) for c in ff.calls if c.function and c.role is not None)
+        with_facts.update((path, c.function) for c in model.fact_sites[path] if c.function and c.role is not None)
     by_hash: dict[str, list[tuple[str, FunctionDef]]] = defaultdict(list)
     for key in sorted(with_facts):
         f = model.functions.get(key)

@@ -51,9 +51,9 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
     gated, or in a function reached only through calls gated by it)."""
     out: dict[str, list[GatedSite]] = defaultdict(list)
     for path in sorted(model.facts):
-        ff = model.facts[path]
-        buffered = {s.bound_to for s in ff.calls if s.role == "open" and s.line_buffered and s.bound_to}
-        for site in ff.calls:
+        sites = model.fact_sites[path]
+        buffered = {s.bound_to for s in sites if s.role == "open" and s.line_buffered and s.bound_to}
+        for site in sites:
             if site.role not in _SITE_ROLES:
                 continue
             key = (path, site.function) if site.function else None

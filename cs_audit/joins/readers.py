@@ -91,7 +91,7 @@ def writers(model: TreeModel, rs: RuleSet) -> list[Writer]:
     """Files written under a switch, with `{param}` filled in at each literal call site."""
     out: list[Writer] = []
     for path in sorted(model.facts):
-        for site in model.facts[path].calls:
+        for site in model.fact_sites[path]:
             if not site.path_pattern:
                 continue
             key = (path, site.function) if site.function else None
@@ -141,7 +141,7 @@ def readers(
         refs.extend((path, line, name) for line, name in ff.file_refs)
     for path, sf in scripts.items():
         refs.extend((path, line, name) for line, name in sf.file_refs)
-    writing_lines = {(path, site.line) for path, ff in model.facts.items() for site in ff.calls if site.path_pattern}
+    writing_lines = {(path, site.line) for path, sites in model.fact_sites.items() for site in sites if site.path_pattern}
     out: dict[str, set[tuple[str, int, str]]] = {}
     for w in written:
         for path, line, name in refs:
@@ -159,7 +159,7 @@ def _grep_readers(model: TreeModel, rs: RuleSet, scripts: dict[str, ScriptFacts]
     if not greps:
         return
     for path in sorted(model.facts):
-        for site in model.facts[path].calls:
+        for site in model.fact_sites[path]:
             if site.role != "log":
                 continue
             switch = site_switch(model, path, site.function, site.gates, rs)
