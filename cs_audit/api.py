@@ -448,13 +448,16 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
         else:
             scripts[result.path] = result
     lap("parse/extract")
-    earlier, unchanged = _earlier_resolutions(cache_dir, config, sources, keys, facts)
+    # the resolutions of the last full analysis of this root: from the disk cache, or with a
+    # memo (``report --range``, whose temporary root is new each run) from the memo's joins
+    on_disk = cache_dir if memo is None else None
+    earlier, unchanged = _earlier_resolutions(on_disk, config, sources, keys, facts)
     joins = _joins(facts, rs, memo, lap, earlier, unchanged)
     model, findings = joins.model, list(joins.findings)
     resolutions = model.resolutions  # type: ignore[attr-defined]
-    if cache_dir is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
+    if on_disk is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
         key_of = {s.path: k for s, k in zip(sources, keys)}
-        cache.store_resolutions(cache_dir, os.path.abspath(config.root), resolutions,
+        cache.store_resolutions(on_disk, os.path.abspath(config.root), resolutions,
                                 {path: key_of[path] for path in facts if key_of.get(path)})  # type: ignore[misc]
     setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
     written = writers(model, rs)  # type: ignore[arg-type]

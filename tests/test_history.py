@@ -167,6 +167,39 @@ def test_range_reuses_facts_of_unchanged_blobs(repo: Path) -> None:
     assert (stats.commits, stats.analysed, stats.reused) == (5, 3 + 1 + 3, 19 - 7)
 
 
+def test_range_takes_call_resolutions_from_its_memo_and_writes_no_record(repo: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # with the disk cache on: the temporary root of a range is new each run, so a record of it
+    # would never be read again; the memo's last joins give the resolutions instead
+    from cs_audit.analysis import callgraph
+
+    resolved: list[str] = []
+    real = callgraph._resolve_file
+    monkeypatch.setattr(callgraph, "_resolve_file", lambda r, path, *a: resolved.append(path) or real(r, path, *a))
+    git_repo = GitRepo.open(repo)
+    shas = git_repo.rev_range("HEAD~5..HEAD")
+    cache_root = tmp_path / "cache"
+    with TreeAuditor(git_repo, str(repo), reuse=True, jobs=1, cache=True, cache_dir=str(cache_root)) as cached:
+        got = []
+        for sha in shas:
+            got.append(render_markdown(cached.audit(sha), cached.last_rs))
+            resolved.append("|")
+    per_commit = " ".join(resolved).split("|")
+    with TreeAuditor(git_repo, str(repo), reuse=False, jobs=1, cache=False) as fresh:
+        reference = [render_markdown(fresh.audit(sha), fresh.last_rs) for sha in shas]
+    assert got == reference
+    assert not list(cache_root.rglob("resolutions/*"))
+    # every file where the resolution tables changed (a file added, functions added or renamed),
+    # nothing where the joins were reused whole, and else only the changed file (the last commit)
+    assert [group.split() for group in per_commit[:-1]] == [
+        ["engine/__init__.py", "engine/runner.py"],
+        ["engine/__init__.py", "engine/runner.py", "engine/util.py"],
+        [],
+        ["engine/__init__.py", "engine/runner.py", "engine/util.py"],
+        ["engine/runner.py"],
+    ]
+
+
 def test_range_reuses_the_joins_when_the_python_facts_did_not_change(tmp_path: Path) -> None:
     # commits that touch only a runner script, a README or nothing the scan reads leave the
     # Python facts as they were: the model, findings and duplicate groups are reused, while
