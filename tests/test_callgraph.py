@@ -12,6 +12,7 @@ from cs_audit.api import analyse_file, prepare_ruleset
 from cs_audit.config import AuditConfig
 from cs_audit.discover import discover
 from cs_audit.model import FileFacts
+from tests.test_reuse import record_resolved_files
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +26,14 @@ def _facts_of(root: Path) -> tuple[dict[str, FileFacts], object]:
         if isinstance(result, FileFacts):
             facts[result.path] = result
     return facts, rs
+
+
+def _write_tree(root: Path, files: dict[str, str]) -> Path:
+    """``files`` (relative path -> indented source) written under ``root``."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
 
 
 def _model(root: Path) -> tuple[callgraph.TreeModel, object]:
@@ -135,10 +144,7 @@ _RESOLVE = {
 
 
 def test_resolution_of_each_kind_of_callee(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    for rel, text in _RESOLVE.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    root = _write_tree(tmp_path / "t", _RESOLVE)
     model, _ = _model(root)
     resolve = model.resolver.resolve
     engine, util = "pkg/engine.py", "pkg/util.py"
@@ -171,9 +177,7 @@ def test_earlier_resolutions_of_unchanged_files_give_the_same_model(tree: str, m
     facts, rs = _facts_of(PROJECT / "fixtures" / tree)
     fresh = callgraph.build_model(facts, rs)
     assert fresh.resolutions is not None and fresh.resolutions.files and fresh.resolved_calls
-    resolved_files: list[str] = []
-    real = callgraph._resolve_file
-    monkeypatch.setattr(callgraph, "_resolve_file", lambda r, path, *a: resolved_files.append(path) or real(r, path, *a))
+    resolved_files = record_resolved_files(monkeypatch)
     changed = sorted(facts)[len(facts) // 2]
     again = callgraph.build_model(facts, rs, fresh.resolutions, set(facts) - {changed})
     assert resolved_files == [changed]  # the others taken as they were
@@ -198,10 +202,7 @@ _BEFORE = {
 
 
 def test_earlier_resolutions_are_not_taken_when_a_function_was_added_elsewhere(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    for rel, text in _BEFORE.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    root = _write_tree(tmp_path / "t", _BEFORE)
     facts, rs = _facts_of(root)
     before = callgraph.build_model(facts, rs)
     assert not before.edges  # util.helper2 does not exist yet
@@ -214,10 +215,7 @@ def test_earlier_resolutions_are_not_taken_when_a_function_was_added_elsewhere(t
 
 
 def test_tables_digest_follows_qualnames_and_modules_only(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    for rel, text in _BEFORE.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    root = _write_tree(tmp_path / "t", _BEFORE)
     facts, _ = _facts_of(root)
     digest = callgraph.Resolver(facts).tables_digest()
     (root / "pkg/engine.py").write_text("from pkg import util\n\n\ndef step():\n    return util.helper() + 1\n", encoding="utf-8")

@@ -171,11 +171,9 @@ def test_range_takes_call_resolutions_from_its_memo_and_writes_no_record(repo: P
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # with the disk cache on: the temporary root of a range is new each run, so a record of it
     # would never be read again; the memo's last joins give the resolutions instead
-    from cs_audit.analysis import callgraph
+    from tests.test_reuse import record_resolved_files
 
-    resolved: list[str] = []
-    real = callgraph._resolve_file
-    monkeypatch.setattr(callgraph, "_resolve_file", lambda r, path, *a: resolved.append(path) or real(r, path, *a))
+    resolved = record_resolved_files(monkeypatch)
     git_repo = GitRepo.open(repo)
     shas = git_repo.rev_range("HEAD~5..HEAD")
     cache_root = tmp_path / "cache"

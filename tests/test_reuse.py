@@ -280,7 +280,8 @@ def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path)
 
 
 # ------------------------------------------------------------------ call resolutions per root
-def _resolved_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def record_resolved_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths whose call sites are resolved from here on (``callgraph._resolve_file``), in order."""
     from cs_audit.analysis import callgraph
 
     resolved: list[str] = []
@@ -295,7 +296,7 @@ def test_a_new_call_resolves_the_calls_of_the_changed_file_only(tree: Path, tmp_
     target = _files_with_findings(tree, before)[0]
     _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
     with monkeypatch.context() as patched:
-        resolved = _resolved_files(patched)
+        resolved = record_resolved_files(patched)
         after = _scan(tree, cache_root)
     assert resolved == [target.relative_to(tree).as_posix()]
     assert after == _scan(tree, None) and after != before
@@ -309,10 +310,10 @@ def test_a_corrupt_resolutions_record_means_every_file_is_resolved(tree: Path, t
     target = _files_with_findings(tree, before)[0]
     _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
     with monkeypatch.context() as patched:
-        resolved = _resolved_files(patched)
+        resolved = record_resolved_files(patched)
         after = _scan(tree, cache_root)
     with monkeypatch.context() as patched:
-        every_file = _resolved_files(patched)
+        every_file = record_resolved_files(patched)
         uncached = _scan(tree, None)
     assert len(every_file) > 1 and resolved == every_file
     assert after == uncached
