@@ -156,3 +156,26 @@ def test_verbose_prints_each_phase_and_a_warm_run_loads_the_stored_result(tmp_pa
     assert warm.exit_code == 0, warm.output
     assert phases(warm.output) == ["discover", "cached result", "history", "render"]
     assert out.read_text() == first
+
+
+def _main_in_subprocess(*args: str) -> tuple[str, bool]:
+    """``cs_audit.cli.main`` run with ``args`` in a fresh interpreter: its stdout, and whether
+    the CI commands' module was imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['cs-audit', *sys.argv[1:]]\n"
+            "import cs_audit.cli as cli\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "print('cli_ci imported:', 'cs_audit.cli_ci' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    return proc.stdout, proc.stdout.rstrip().endswith("cli_ci imported: True")
+
+
+def test_main_registers_the_ci_commands_only_when_the_command_line_may_need_them() -> None:
+    out, imported = _main_in_subprocess("version")
+    assert out.startswith("0.") and not imported
+    out, imported = _main_in_subprocess("--help")
+    assert imported and " check " in out and " baseline " in out and " scan " in out
+    out, imported = _main_in_subprocess("check", "--help")
+    assert imported and "--baseline" in out

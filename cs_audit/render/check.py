@@ -7,13 +7,12 @@ made visible, so a file name cannot rewrite the terminal or forge a line.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from cs_audit.gate import CheckOutcome, ReportContext
 from cs_audit.model import AuditResult, Finding
-from cs_audit.render.json import finding_dict, report_dict
+from cs_audit.render.json import dumps, finding_dict, report_dict
 from cs_audit.render.markdown import cell, code
 from cs_audit.ruleset import RuleSet
 
@@ -136,4 +135,4 @@ def check_dict(result: AuditResult, outcome: CheckOutcome, ctx: ReportContext) -
 
 
 def render_check_json(result: AuditResult, outcome: CheckOutcome, ctx: ReportContext) -> str:
-    return json.dumps(check_dict(result, outcome, ctx), indent=2, ensure_ascii=False) + "\n"
+    return dumps(check_dict(result, outcome, ctx)) + "\n"

@@ -3,11 +3,64 @@
 from __future__ import annotations
 
 import json
+import math
+from json.encoder import encode_basestring
 from typing import Any
 
 from cs_audit.model import AuditResult, Finding, Switch
 
 SCHEMA_VERSION = 1
+
+
+class _NotPlain(Exception):
+    """A value ``dumps`` leaves to ``json.dumps`` (a non-string key)."""
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False)``, the same text about 1.5x faster:
+    the stdlib indents with its pure-Python encoder (generators, a type test chain per
+    value); this joins each container's items in one go and escapes strings in C.  Values
+    it has no fast path for (a dict with non-string keys, a dict or list subclass) go to
+    ``json.dumps`` whole."""
+    try:
+        return _indented(value, "\n")
+    except _NotPlain:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _indented(value: Any, newline: str) -> str:
+    """``value`` as JSON, its nested lines starting with ``newline`` + two spaces a level."""
+    cls = value.__class__
+    if cls is str:
+        return encode_basestring(value)
+    if cls is dict:
+        if not value:
+            return "{}"
+        inner = newline + "  "
+        parts = []
+        for key, item in value.items():
+            if key.__class__ is not str:
+                raise _NotPlain
+            parts.append(encode_basestring(key) + ": " + _indented(item, inner))
+        return "{" + inner + ("," + inner).join(parts) + newline + "}"
+    if cls is list or cls is tuple:
+        if not value:
+            return "[]"
+        inner = newline + "  "
+        return "[" + inner + ("," + inner).join([_indented(item, inner) for item in value]) + newline + "]"
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if cls is int:
+        return int.__repr__(value)
+    if cls is float and math.isfinite(value):
+        return float.__repr__(value)
+    if isinstance(value, (dict, list, tuple)):  # subclasses: json.dumps indents them as well
+        raise _NotPlain
+    return json.dumps(value, ensure_ascii=False)  # NaN, Infinity, int/float/str subclasses; TypeError as json's
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
@@ -72,4 +125,4 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
 
 
 def render_json(result: AuditResult) -> str:
-    return json.dumps(report_dict(result), indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    return dumps(report_dict(result)) + "\n"

@@ -10,13 +10,13 @@ No timestamps, durations or absolute paths: the same tree gives the same bytes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from cs_audit import __version__
 from cs_audit.model import AuditResult, Finding
+from cs_audit.render.json import dumps
 from cs_audit.ruleset import RuleSet, RuleSpec
 from cs_audit.suppress import INVALID, NOTIFICATION_IDS, SKIPPED, UNUSED, Notification
 
@@ -147,4 +147,4 @@ def render_sarif(
     if result.commit:
         run["properties"] = {"commit": result.commit}
     doc = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc) + "\n"
