@@ -257,17 +257,21 @@ def _collector_paused() -> Iterator[None]:
 
 
 def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None,
-              memo: ScanMemo | None = None) -> AuditResult:
-    """Audit ``config.root``.  ``memo``: reuse between calls of one process (see ``ScanMemo``)."""
+              memo: ScanMemo | None = None, keep: list[object] | None = None) -> AuditResult:
+    """Audit ``config.root``.  ``memo``: reuse between calls of one process (see ``ScanMemo``).
+    ``keep``: the scan's facts and joined model are appended to it instead of being freed
+    when it returns (a process that exits without freeing memory, the CLI, saves the time
+    freeing a tree's worth of objects takes: ~0.15 s for SGLang)."""
     with _collector_paused():
         try:
-            return _run_audit(config, rs, progress, memo)
+            return _run_audit(config, rs, progress, memo, keep)
         finally:
             if memo is not None:
                 memo.end_scan()
 
 
-def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None) -> AuditResult:
+def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
+               keep: list[object] | None = None) -> AuditResult:
     timings: list[tuple[str, float]] = []
     clock = time.perf_counter()
 
@@ -288,7 +292,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
     else:
         keys = [None] * len(sources)
-    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
+    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
@@ -337,7 +341,7 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
 
 def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                    progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                   memo: ScanMemo | None, lap: Callable[[str], None]) -> TreeAnalysis:
+                   memo: ScanMemo | None, lap: Callable[[str], None], keep: list[object] | None = None) -> TreeAnalysis:
     """The tree's ``TreeAnalysis``: stored under every file's key (warm), else the last stored
     one of this root when the changed files' results allow it (``_result_of_equal_facts``),
     else analysed; stored for the next scan, with the root's record of its files."""
@@ -346,7 +350,7 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
     if cache_dir is not None and all(k is not None for k in keys):
         result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
     if cache_dir is None or result_key is None:
-        return _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap)
+        return _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep=keep)
     stored = cache.load_result(cache_dir, result_key)
     if isinstance(stored, TreeAnalysis):
         lap("cached result")
@@ -354,7 +358,9 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
     reused, known = None, {}
     if memo is None:
         reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
-    analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known)
+    if keep is not None:
+        keep.append(known)
+    analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known, keep)
     if analysis.cacheable:
         cache.store_result(cache_dir, result_key, analysis)
         files = {s.path: k for s, k in zip(sources, keys)}
@@ -431,7 +437,8 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                  memo: ScanMemo | None, lap: Callable[[str], None], known: dict[str, FileResult] | None = None) -> TreeAnalysis:
+                  memo: ScanMemo | None, lap: Callable[[str], None], known: dict[str, FileResult] | None = None,
+                  keep: list[object] | None = None) -> TreeAnalysis:
     from cs_audit.analysis.switches import build_switches
     from cs_audit.joins.readers import readers, writers
 
@@ -468,6 +475,8 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
         model, findings, rs, setters, readers(model, rs, written, scripts), files,  # type: ignore[arg-type]
     )
     lap("analysis")
+    if keep is not None:
+        keep.append((facts, scripts, joins))
     return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable)
 
 

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cs_audit.cli import app
@@ -158,24 +159,85 @@ def test_verbose_prints_each_phase_and_a_warm_run_loads_the_stored_result(tmp_pa
     assert out.read_text() == first
 
 
+#: the environment of the subprocesses below: stdout block-buffered into a pipe, as it is
+#: unless PYTHONUNBUFFERED is set (so that output left unflushed at exit would be lost)
+BUFFERED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 def _main_in_subprocess(*args: str) -> tuple[str, bool]:
     """``cs_audit.cli.main`` run with ``args`` in a fresh interpreter: its stdout, and whether
-    the CI commands' module was imported."""
+    the CI commands' module was imported by the time it exits."""
     import subprocess
     import sys
 
     code = ("import sys; sys.argv = ['cs-audit', *sys.argv[1:]]\n"
             "import cs_audit.cli as cli\n"
-            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-            "print('cli_ci imported:', 'cs_audit.cli_ci' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+            "exit_now = cli._exit_now\n"
+            "def report(status):\n"
+            "    sys.stdout.write(f\"\\ncli_ci imported: {'cs_audit.cli_ci' in sys.modules}\\n\")\n"
+            "    exit_now(status)\n"
+            "cli._exit_now = report\n"
+            "cli.main()\n")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=BUFFERED_ENV)
     return proc.stdout, proc.stdout.rstrip().endswith("cli_ci imported: True")
 
 
 def test_main_registers_the_ci_commands_only_when_the_command_line_may_need_them() -> None:
     out, imported = _main_in_subprocess("version")
-    assert out.startswith("0.") and not imported
+    assert out.startswith("0.") and "cli_ci imported: False" in out
     out, imported = _main_in_subprocess("--help")
     assert imported and " check " in out and " baseline " in out and " scan " in out
     out, imported = _main_in_subprocess("check", "--help")
     assert imported and "--baseline" in out
+
+
+def test_main_exits_with_the_commands_status_and_everything_written(tmp_path: Path) -> None:
+    """``main`` ends the process without freeing memory (``_exit_now``): the exit status is
+    the command's, stdout is flushed into a pipe, the report file is complete."""
+    import subprocess
+    import sys
+
+    root = write_tree(tmp_path / "tree", TREE)
+    scan = [sys.executable, "-m", "cs_audit", "scan", str(root), "--no-history", "--no-cache", "--format", "json"]
+    piped = subprocess.run(scan, capture_output=True, text=True, timeout=120, env=BUFFERED_ENV)
+    assert piped.returncode == 0
+    assert json.loads(piped.stdout)["findings"]  # the whole document, flushed into the pipe
+    out = tmp_path / "report.json"
+    written = subprocess.run([*scan, "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0 and json.loads(out.read_text()) == json.loads(piped.stdout)
+    missing = subprocess.run([*scan[:4], str(tmp_path / "nope")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    strict = subprocess.run([*scan, "--strict"], capture_output=True, text=True, timeout=120)
+    assert strict.returncode == 2 and json.loads(strict.stdout)["errors"]  # broken.py: skipped, reported
+
+
+@pytest.mark.parametrize(("status", "code", "stderr"), [(None, 0, ""), (0, 0, ""), (3, 3, ""), (261, 5, ""),
+                                                       ("bye", 1, "bye\n")])
+def test_exit_now_ends_the_process_as_sys_exit_would(status: object, code: int, stderr: str) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", f"import cs_audit.cli as c; print('out'); c._exit_now({status!r})"],
+                          capture_output=True, text=True, timeout=60, env=BUFFERED_ENV)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (code, "out\n", stderr)
+
+
+def test_a_scan_of_main_keeps_what_it_built_and_leaves_the_collector_off(tmp_path: Path, monkeypatch) -> None:
+    """Run as by ``main`` (``_KEPT`` a list): the facts and model are kept, not freed, and the
+    cyclic collector stays off after the scan; the report is the same as without keeping."""
+    import gc
+
+    import cs_audit.cli as cli
+
+    root = write_tree(tmp_path / "tree", TREE)
+    plain = runner.invoke(app, ["scan", str(root), "--no-history", "--no-cache", "--format", "json"])
+    kept: list[object] = []
+    monkeypatch.setattr(cli, "_KEPT", kept)
+    try:
+        result = runner.invoke(app, ["scan", str(root), "--no-history", "--no-cache", "--format", "json"])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert result.exit_code == plain.exit_code == 0 and result.stdout == plain.stdout
+    facts, scripts, joins = kept[-1]  # type: ignore[misc]
+    assert set(facts) == {"engine/runner.py"} and joins.model.facts is facts
