@@ -226,7 +226,8 @@ def _exit_now(status: object) -> NoReturn:
     tree's worth of objects (its facts and model, kept in ``_KEPT``) and the interpreter's
     teardown frees every one, ~0.1-0.3 s of a command that may have taken 0.3 s.  Everything
     the commands write is written by then (reports through closed files, stdout and stderr
-    flushed here); the worker processes have been joined; nothing registers exit handlers."""
+    flushed here), and the exit handlers skipped have nothing left to do: the worker processes
+    and blame threads are joined before a command returns, and nothing logs to a handler."""
     if status is None:
         code = 0
     elif isinstance(status, int):
