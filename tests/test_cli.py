@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -167,17 +170,17 @@ BUFFERED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 def _main_in_subprocess(*args: str) -> tuple[str, bool]:
     """``cs_audit.cli.main`` run with ``args`` in a fresh interpreter: its stdout, and whether
     the CI commands' module was imported by the time it exits."""
-    import subprocess
-    import sys
-
-    code = ("import sys; sys.argv = ['cs-audit', *sys.argv[1:]]\n"
-            "import cs_audit.cli as cli\n"
-            "exit_now = cli._exit_now\n"
-            "def report(status):\n"
-            "    sys.stdout.write(f\"\\ncli_ci imported: {'cs_audit.cli_ci' in sys.modules}\\n\")\n"
-            "    exit_now(status)\n"
-            "cli._exit_now = report\n"
-            "cli.main()\n")
+    code = textwrap.dedent("""
+        import sys
+        sys.argv = ["cs-audit", *sys.argv[1:]]
+        import cs_audit.cli as cli
+        exit_now = cli._exit_now
+        def report(status):
+            sys.stdout.write(f"\\ncli_ci imported: {'cs_audit.cli_ci' in sys.modules}\\n")
+            exit_now(status)
+        cli._exit_now = report
+        cli.main()
+    """)
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=BUFFERED_ENV)
     return proc.stdout, proc.stdout.rstrip().endswith("cli_ci imported: True")
 
@@ -194,9 +197,6 @@ def test_main_registers_the_ci_commands_only_when_the_command_line_may_need_them
 def test_main_exits_with_the_commands_status_and_everything_written(tmp_path: Path) -> None:
     """``main`` ends the process without freeing memory (``_exit_now``): the exit status is
     the command's, stdout is flushed into a pipe, the report file is complete."""
-    import subprocess
-    import sys
-
     root = write_tree(tmp_path / "tree", TREE)
     scan = [sys.executable, "-m", "cs_audit", "scan", str(root), "--no-history", "--no-cache", "--format", "json"]
     piped = subprocess.run(scan, capture_output=True, text=True, timeout=120, env=BUFFERED_ENV)
@@ -214,9 +214,6 @@ def test_main_exits_with_the_commands_status_and_everything_written(tmp_path: Pa
 @pytest.mark.parametrize(("status", "code", "stderr"), [(None, 0, ""), (0, 0, ""), (3, 3, ""), (261, 5, ""),
                                                        ("bye", 1, "bye\n")])
 def test_exit_now_ends_the_process_as_sys_exit_would(status: object, code: int, stderr: str) -> None:
-    import subprocess
-    import sys
-
     proc = subprocess.run([sys.executable, "-c", f"import cs_audit.cli as c; print('out'); c._exit_now({status!r})"],
                           capture_output=True, text=True, timeout=60, env=BUFFERED_ENV)
     assert (proc.returncode, proc.stdout, proc.stderr) == (code, "out\n", stderr)
