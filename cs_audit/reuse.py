@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-from cs_audit.model import SMALL_BODY_LINES, DuplicateGroup, FileFacts, Finding, Switch
+from cs_audit.model import SMALL_BODY_LINES, CallSites, DuplicateGroup, FileFacts, Finding, Switch
 
 #: fields that hold a line number; (line, text) pairs in the fields of ``_LINE_PAIRS``
 _LINE_FIELDS = frozenset({"line", "end_line"})
@@ -42,7 +42,7 @@ def _shape(value: Any, lines: list[int]) -> Any:
     cls = type(value)
     if cls in _ATOMS:
         return value
-    if cls is tuple:
+    if cls is tuple or cls is CallSites:
         return tuple(v if type(v) in _ATOMS else _shape(v, lines) for v in value)
     if not hasattr(cls, "__dataclass_fields__"):
         return value

@@ -17,7 +17,7 @@ from cs_audit import cache
 from cs_audit.api import analyse_file, prepare_ruleset, run_audit
 from cs_audit.config import AuditConfig, load_config
 from cs_audit.discover import discover
-from cs_audit.model import FileError, FileFacts
+from cs_audit.model import CallSites, FileError, FileFacts
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
 
@@ -147,7 +147,7 @@ def test_default_root_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
 def _write_same_key(args: tuple[str, str, int]) -> int:
     cache_dir, key, rounds = args
-    result = FileFacts(path="p.py", module="p", aliases=(("os", "os"),), functions=(), env_reads=(), calls=())
+    result = FileFacts(path="p.py", module="p", aliases=(("os", "os"),), functions=(), env_reads=(), calls=CallSites())
     for _ in range(rounds):
         cache.store(cache_dir, key, result)
         loaded = cache.load(cache_dir, key)

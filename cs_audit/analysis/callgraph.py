@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, SMALL_BODY_LINES, CallSite, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
+from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, SMALL_BODY_LINES, CallSite, CallSites, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
 
 FuncKey = tuple[str, str]  # (path, qualname)
@@ -68,6 +68,9 @@ class TreeModel:
     #: per file, the call sites that hold a fact beyond being a call (``fact_sites``): what
     #: the rules' passes read, a twentieth of all sites
     fact_sites: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)
+    #: per file, the call sites that land in the tree (each once, in file order): the plain
+    #: ones among them are the only plain sites the model builds (see ``CallSites``)
+    edge_sites: dict[str, list[CallSite]] = field(default_factory=dict)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -271,6 +274,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
     numbers = {key: n for n, key in enumerate(targets)}
     by_file: dict[str, FileResolutions] = {}
+    edge_sites: dict[str, list[CallSite]] = {}
     for path in sorted(facts):
         calls = facts[path].calls
         flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
@@ -279,14 +283,18 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         by_file[path] = flat
         last = -1
         site_targets: list[FuncKey] = []
+        sites_here: list[CallSite] = []
         for i in range(0, len(flat), 2):
             index, target = flat[i], targets[flat[i + 1]]
             if index != last:
                 site = calls[index]
+                sites_here.append(site)
                 site_targets = resolved[(path, site.line, site.end_line, site.callee)] = []
                 last = index
             site_targets.append(target)
             raw_edges.append((path, site, target))
+        if sites_here:
+            edge_sites[path] = sites_here
 
     constants = _env_constants(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
@@ -295,7 +303,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file),
-        fact_sites={path: fact_sites(ff) for path, ff in facts.items()},
+        fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
     )
     for path, site, target in raw_edges:
         caller = (path, site.function) if site.function else None
@@ -312,22 +320,21 @@ def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
     """The call sites of a file with a role (emitter, sync, open ...), eager arguments, calls
     in their arguments or a written path, in file order: all but the plain call edges of the
     ``ast`` index, which only the call graph reads."""
-    return tuple(s for s in ff.calls if s.role is not None or s.eager or s.arg_calls or s.path_pattern)
+    return ff.calls.facts
 
 
-def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
+def _resolve_file(resolver: Resolver, path: str, calls: CallSites, targets: list[FuncKey],
                   numbers: dict[FuncKey, int]) -> FileResolutions:
     """The call sites of one file that land in the tree (calls and opens: an emitter's own
     call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
     out: list[int] = []
     names, resolve = resolver.names, resolver.resolve
-    for index, site in enumerate(calls):
-        role, callee = site.role, site.callee
+    for index, callee, function, role in calls.edge_sites():
         if role is not None and role != "open":
             continue
         if callee.rpartition(".")[2] not in names and callee != "cls" and callee != "self.__class__":
             continue  # ``resolve``'s first answer, without the call
-        for target in resolve(path, site.function, callee):
+        for target in resolve(path, function, callee):
             number = numbers.get(target)
             if number is None:
                 number = numbers[target] = len(targets)

@@ -119,7 +119,7 @@ def _env_read_hot(model: TreeModel, rs: RuleSet, out: _Builder) -> None:
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
             out.add("env-read-hot", path, read.line, read.end_line, read.function, switch, freq, False, read.code,
                     per_step_cost(rs, event, freq), var=read.var or "<dynamic>", via=read.via)
-        for site in ff.calls:
+        for site in model.edge_sites.get(path, ()):  # a site that lands nowhere reads no helper
             if site.role is not None or site.function is None:
                 continue
             key = (path, site.function)

@@ -19,11 +19,17 @@ def switch_reads(model: TreeModel, rs: RuleSet) -> dict[str, list[SwitchRead]]:
         for read in model.facts[path].env_reads:
             if read.var:
                 reads[read.var].append(SwitchRead(path, read.line, read.function, read.per_call))
+    first_sites: dict[str, dict[tuple[int, int, str], CallSite]] = {}
     for (path, line, _end, _callee), targets in model.resolved_calls.items():
         for target in targets:
             if target not in model.env_helpers:
                 continue
-            site = next(c for c in model.facts[path].calls if c.line == line and c.end_line == _end and c.callee == _callee)
+            by_key = first_sites.get(path)
+            if by_key is None:
+                by_key = first_sites[path] = {}
+                for c in reversed(model.edge_sites[path]):
+                    by_key[(c.line, c.end_line, c.callee)] = c
+            site = by_key[(line, _end, _callee)]
             once = site.function is None or is_once_function(model.functions.get((path, site.function)), rs)
             for var in helper_switches(model, target, site.literal_args):
                 if not var.startswith("<"):
