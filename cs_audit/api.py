@@ -37,14 +37,21 @@ POOL_MIN_FILES = 64
 
 FileResult = FileFacts | FileError | ScriptFacts
 def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None,
-                 packed: bool = False) -> FileResult | bytes:
+                 packed: bool = False, keyed: bool = False) -> FileResult | bytes | tuple[str | None, FileResult | bytes]:
     """Facts for one file; any failure is a ``FileError`` for this file only.
 
     ``cache_dir``: the facts-cache directory of this scan (``cs_audit.cache.open_cache``,
     resolved once in the main process), or None for no cache.  ``packed``: return facts
     as ``cache.pack`` bytes (what a worker sends back: the pickle the cache entry holds is
     made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
-    returned as it is."""
+    returned as it is.  ``keyed``: return (the file's entry key, the result), the key
+    None where ``cache.source_key`` gives None (with a cache only)."""
+    key, result = _analysed(source, rs, max_bytes, cache_dir, packed)
+    return (key, result) if keyed else result
+
+
+def _analysed(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None,
+              packed: bool) -> tuple[str | None, FileResult | bytes]:
     from cs_audit.extract import extract_parsed, parse_python
     from cs_audit.joins.readers import file_refs, script_facts
     from cs_audit.joins.setters import may_set_env, setters_in_file, setters_in_python
@@ -53,15 +60,15 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
         with open(source.abspath, "rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        return FileError(source.path, "io", f"cannot read: {exc.strerror or exc}")
+        return None, FileError(source.path, "io", f"cannot read: {exc.strerror or exc}")
     if len(data) > max_bytes:
-        return FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
+        return None, FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
     key = None
     if cache_dir is not None:
         key = cache.entry_key(source, data)
         hit = cache.load(cache_dir, key)
         if hit is not None:
-            return cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
+            return key, cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
     result: FileResult
     try:
         if source.kind == "python":
@@ -89,23 +96,24 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     if not packed or isinstance(result, FileError):  # errors as they are: the pool confirms some (``pool.map_files``)
         if key is not None:
             cache.store(cache_dir, key, result)  # type: ignore[arg-type]
-        return result
+        return key, result
     blob = cache.pack(result)  # type: ignore[arg-type]
     if key is not None:
         cache.store(cache_dir, key, result, blob)  # type: ignore[arg-type]
-    return blob
+    return key, blob
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
                cache_dir: str | None, keys: list[str | None], memo: ScanMemo | None = None,
-               known: dict[str, FileResult] | None = None) -> Iterable[FileResult]:
+               known: dict[str, FileResult] | None = None, fill_keys: bool = False) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
     a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
     ``cache_dir``/``keys``: the facts cache of this scan (None: off) and each source's key in
     it (``cache.source_keys``, computed once per scan by ``run_audit``).  ``memo``: results of
     earlier scans in this process, served first (and updated).  ``known``: results already
     computed in this scan, by path (never computed twice: a file that timed out once is not
-    given a second timeout)."""
+    given a second timeout).  ``fill_keys``: the workers work out the keys of the files they
+    analyse (left None in ``keys``, set there as their results come in)."""
     from cs_audit.pool import map_files
 
     total = len(sources)
@@ -129,9 +137,15 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
     if misses:
         _import_worker_modules()
     jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
-    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir, True), jobs=jobs))
+    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir, True, fill_keys), jobs=jobs))
     for done, i in enumerate(range(total), 1):
-        result = hits[i] if i in hits else _unpacked(sources[i], next(computed))
+        if i in hits:
+            result = hits[i]
+        else:
+            outcome = next(computed)
+            if fill_keys and outcome.__class__ is tuple:  # else the pool's error for a lost worker
+                keys[i], outcome = outcome
+            result = _unpacked(sources[i], outcome)
         if memo is not None:
             memo.note_file(scope, keys[i], result, reused=i in remembered)
         yield result
@@ -286,13 +300,18 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     sources, errors = discover(root, config.exclude)
     lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
-    if cache_dir is not None:
+    unhashed: cache.Unhashed | None = None
+    if cache_dir is not None and memo is None and cache.is_empty(cache_dir):
+        # a new cache: every file misses it, so each is hashed once, by the worker that reads it
+        unhashed = cache.stat_sources(sources, config.max_file_bytes)
+        keys = [None] * len(sources)
+    elif cache_dir is not None:
         keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(root))
     elif memo is not None:
         keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
     else:
         keys = [None] * len(sources)
-    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep)
+    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep, unhashed)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
@@ -341,12 +360,21 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
 
 def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                    progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                   memo: ScanMemo | None, lap: Callable[[str], None], keep: list[object] | None = None) -> TreeAnalysis:
+                   memo: ScanMemo | None, lap: Callable[[str], None], keep: list[object] | None = None,
+                   unhashed: cache.Unhashed | None = None) -> TreeAnalysis:
     """The tree's ``TreeAnalysis``: stored under every file's key (warm), else the last stored
     one of this root when the changed files' results allow it (``_result_of_equal_facts``),
-    else analysed; stored for the next scan, with the root's record of its files."""
+    else analysed; stored for the next scan, with the root's record of its files.
+    ``unhashed``: the files' keys are not known yet (a new cache): the workers work them out,
+    and they are recorded after the analysis."""
     result_key = None
     context = _result_context(config, errors)
+    if unhashed is not None and cache_dir is not None:
+        analysis = _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep=keep, fill_keys=True)
+        cache.record_keys(cache_dir, os.path.abspath(config.root), sources, unhashed, keys)
+        if all(k is not None for k in keys):
+            _store_tree_result(cache_dir, config, sources, keys, context, analysis, lap)  # type: ignore[arg-type]
+        return analysis
     if cache_dir is not None and all(k is not None for k in keys):
         result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
     if cache_dir is None or result_key is None:
@@ -361,12 +389,20 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
     if keep is not None:
         keep.append(known)
     analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known, keep)
+    _store_tree_result(cache_dir, config, sources, keys, context, analysis, lap)  # type: ignore[arg-type]
+    return analysis
+
+
+def _store_tree_result(cache_dir: str, config: AuditConfig, sources: list[SourceFile], keys: list[str], context: str,
+                       analysis: TreeAnalysis, lap: Callable[[str], None]) -> None:
+    """Store ``analysis`` under the tree's key, and as this root's last result (when no file
+    failed for a reason that may not repeat)."""
     if analysis.cacheable:
+        result_key = cache.tree_key(list(zip((s.path for s in sources), keys)), context)
         cache.store_result(cache_dir, result_key, analysis)
         files = {s.path: k for s, k in zip(sources, keys)}
-        cache.store_tree_record(cache_dir, os.path.abspath(config.root), cache.TreeRecord(result_key, context, files))  # type: ignore[arg-type]
+        cache.store_tree_record(cache_dir, os.path.abspath(config.root), cache.TreeRecord(result_key, context, files))
         lap("store")
-    return analysis
 
 
 #: more changed files than this since the last stored tree: analyse the tree, do not compare
@@ -438,7 +474,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
                   memo: ScanMemo | None, lap: Callable[[str], None], known: dict[str, FileResult] | None = None,
-                  keep: list[object] | None = None) -> TreeAnalysis:
+                  keep: list[object] | None = None, fill_keys: bool = False) -> TreeAnalysis:
     from cs_audit.analysis.switches import build_switches
     from cs_audit.joins.readers import readers, writers
 
@@ -446,7 +482,8 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     scripts: dict[str, ScriptFacts] = {}
     errors = list(errors)
     cacheable = True
-    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known):
+    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known,
+                             fill_keys=fill_keys):
         if isinstance(result, FileFacts):
             facts[result.path] = result
         elif isinstance(result, FileError):

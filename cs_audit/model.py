@@ -171,7 +171,7 @@ class CallSites:
     call.  The sites that hold facts (``facts``, what the rules' passes read) are kept
     as objects."""
 
-    __slots__ = ("_all", "_built", "_facts", "_parts")
+    __slots__ = ("_all", "_built", "_facts", "_parts", "_plain_row")
 
     def __init__(self, sites: Iterable[CallSite] = ()) -> None:
         self._all: tuple[CallSite, ...] | None = tuple(sites)
@@ -179,6 +179,8 @@ class CallSites:
         self._parts: tuple[tuple[CallSite, ...], tuple[int, ...], tuple[tuple[object, ...], ...], int] | None = None
         self._built: dict[int, CallSite] | None = None  # plain sites built so far (restored form)
         self._facts: tuple[CallSite, ...] | None = None
+        #: a plain site's field values with the constant columns filled in, and the other columns
+        self._plain_row: tuple[list[object], tuple[tuple[int, tuple[object, ...]], ...]] | None = None
 
     @classmethod
     def _restored(cls, facts: tuple[CallSite, ...], fact_at: tuple[int, ...], columns: tuple[tuple[object, ...], ...],
@@ -188,6 +190,7 @@ class CallSites:
         sites._parts = (facts, fact_at, columns, count)
         sites._built = {}
         sites._facts = facts
+        sites._plain_row = None
         return sites
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
@@ -268,7 +271,14 @@ class CallSites:
             if k < len(fact_at) and fact_at[k] == index:
                 return facts[k]
             j = index - k  # the index among the plain sites
-            site = built[index] = _restore_CallSite(*[c[j] if len(c) > 1 else c[0] for c in columns])  # type: ignore[index]  # noqa: F821
+            if self._plain_row is None:
+                self._plain_row = ([c[0] if len(c) == 1 else None for c in columns],
+                                   tuple((n, c) for n, c in enumerate(columns) if len(c) > 1))
+            row, varying = self._plain_row
+            row = row.copy()
+            for n, column in varying:
+                row[n] = column[j]
+            site = built[index] = _restore_CallSite(*row)  # type: ignore[index]  # noqa: F821
         return site
 
     def __iter__(self) -> Iterator[CallSite]:

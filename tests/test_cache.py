@@ -321,6 +321,72 @@ def test_stat_records_of_other_roots_are_bounded(tree: Path, tmp_path: Path, mon
     assert len(list((tmp_path / "stats").glob("*.pkl"))) == cache.KEEP_STAT_MEMOS
 
 
+# ------------------------------------------------------------------ a new cache: keys from the workers
+def test_a_new_cache_is_filled_without_hashing_in_the_parent(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing stored yet every file misses: the parent only stats the files, each worker
+    hashes the file it reads, and the keys it sends back make the stat record, the entries
+    and the stored result of the next scan, which reads no file and analyses none."""
+    from cs_audit import api
+
+    monkeypatch.setattr(cache, "RACY_NS", 0)  # the fixture's files were written just now
+    cache_root = tmp_path / "cache"
+    read = _read_counter(monkeypatch)
+    cold = _scan(tree, cache_root)
+    assert read == [] and cold == _scan(tree, None)
+    assert len(_results(cache_root)) == 1 and len(_entries(cache_root)) >= len(_sources(tree))
+    monkeypatch.setattr(api, "_map_files", _no_file_work)
+    monkeypatch.setattr(api, "_joins", _no_file_work)
+    assert _scan(tree, cache_root) == cold
+    assert read == []  # every key came from the stat record the first scan wrote
+
+
+def test_a_new_cache_stores_the_keys_of_files_that_fail(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cs_audit import api
+
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    (tree / "broken.py").write_text("def (:\n", encoding="utf-8")
+    (tree / "blob.py").write_bytes(b"x = 1\0\0")
+    cache_root = tmp_path / "cache"
+    cold = _scan(tree, cache_root)
+    assert '"syntax"' in cold and '"binary"' in cold
+    monkeypatch.setattr(api, "_map_files", _no_file_work)
+    assert _scan(tree, cache_root) == cold  # the stored result: the failed files had keys too
+
+
+def test_a_file_changed_while_a_new_cache_is_filled_is_hashed_again(tree: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stat record pairs each key with the signature taken before the file was read: a
+    file written after that is read and hashed again by the next scan."""
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    target = next(p for p in sorted(tree.rglob("*.py")) if "logger" in p.read_text(encoding="utf-8"))
+    original = cache.stat_sources
+
+    def stat_then_edit(sources, max_bytes):
+        taken = original(sources, max_bytes)
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write('\n\ndef _late(x):\n    logger.info(f"late {x}")\n')
+        return taken
+
+    monkeypatch.setattr(cache, "stat_sources", stat_then_edit)
+    cache_root = tmp_path / "cache"
+    first = _scan(tree, cache_root)
+    assert "late {x}" in first  # the workers read the file after the edit
+    monkeypatch.setattr(cache, "stat_sources", original)
+    read = _read_counter(monkeypatch)
+    assert _scan(tree, cache_root) == first == _scan(tree, None)
+    assert read == [str(target.relative_to(tree))]
+
+
+def test_keyed_answers_of_a_worker_are_confirmed_like_plain_ones() -> None:
+    from cs_audit.pool import _may_depend_on_worker
+
+    internal = FileError("a.py", "internal", "internal error: boom")
+    syntax = FileError("a.py", "syntax", "syntax error at 1:5: invalid syntax")
+    assert _may_depend_on_worker(internal) and _may_depend_on_worker(("k" * 40, internal))
+    assert not _may_depend_on_worker(syntax) and not _may_depend_on_worker(("k" * 40, syntax))
+    assert not _may_depend_on_worker(("k" * 40, b"packed facts"))
+
+
 def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
     # a stored whole-tree result is all a warm scan needs: the parsers, the joins and
     # GitPython stay unimported (their import is a good part of a warm scan's time)
