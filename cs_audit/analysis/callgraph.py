@@ -27,7 +27,7 @@ def hotter(a: Frequency | None, b: Frequency | None) -> Frequency | None:
     return a if rank(a) >= rank(b) else b
 
 
-@dataclass
+@dataclass(slots=True)
 class Edge:
     caller: FuncKey | None
     callee: FuncKey
