@@ -161,7 +161,7 @@ def holds_fact(site: CallSite) -> bool:
 
 class CallSites:
     """``FileFacts.calls``: a file's call sites in file order, a read-only sequence of
-    ``CallSite`` (index, slice, iterate, compare; equal to the tuple of the same sites).
+    ``CallSite`` (index, slice, iterate; equal to another ``CallSites`` of the same sites).
 
     Most sites of a tree are plain call edges (``holds_fact`` false: 19 of 20 in SGLang),
     and a scan that reuses stored call resolutions reads only those that land in the tree
@@ -288,11 +288,9 @@ class CallSites:
         return iter(self._all)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is CallSites:
-            return self is other or self.parts() == other.parts()  # type: ignore[attr-defined]
-        if isinstance(other, tuple):
-            return tuple(self) == other
-        return NotImplemented
+        if other.__class__ is not CallSites:
+            return NotImplemented
+        return self is other or self.parts() == other.parts()  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
         return hash(self.parts())
