@@ -317,9 +317,9 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
 
 def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
-    """The call sites of a file with a role (emitter, sync, open ...), eager arguments, calls
-    in their arguments or a written path, in file order: all but the plain call edges of the
-    ``ast`` index, which only the call graph reads."""
+    """The call sites of a file that hold a fact (``model.holds_fact``: a role, eager arguments,
+    calls in their arguments or a written path), in file order: all but the plain call edges,
+    which only the call graph reads."""
     return ff.calls.facts
 
 
