@@ -377,6 +377,21 @@ def test_a_file_changed_while_a_new_cache_is_filled_is_hashed_again(tree: Path, 
     assert read == [str(target.relative_to(tree))]
 
 
+def test_a_worker_lost_while_a_new_cache_is_filled_costs_only_its_file(tree: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that crashes its worker has no key (the worker died before answering): it is
+    reported, the other files' keys and entries are kept, and the next scan hashes only it."""
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    shutil.copy(PROJECT / "fixtures" / "hostile" / "and_chain_10000.py", tree / "chain.py")  # crashes libcst's parser
+    cache_root = tmp_path / "cache"
+    first = _scan(tree, cache_root)
+    assert '"path": "chain.py"' in first and '"parser-crash"' in first
+    assert first == _scan(tree, None) and _results(cache_root) == []  # a crash may not repeat: not stored
+    read = _read_counter(monkeypatch)
+    assert _scan(tree, cache_root) == first
+    assert read == ["chain.py"]
+
+
 def test_keyed_answers_of_a_worker_are_confirmed_like_plain_ones() -> None:
     from cs_audit.pool import _may_depend_on_worker
 
