@@ -19,7 +19,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-from cs_audit.model import SMALL_BODY_LINES, CallSites, DuplicateGroup, FileFacts, Finding, Switch
+from cs_audit.model import (
+    SMALL_BODY_LINES,
+    CallSites,
+    DuplicateGroup,
+    FileFacts,
+    Finding,
+    Switch,
+)
 
 #: fields that hold a line number; (line, text) pairs in the fields of ``_LINE_PAIRS``
 _LINE_FIELDS = frozenset({"line", "end_line"})
