@@ -26,6 +26,7 @@ from pathlib import Path
 
 from cs_audit.discover import discover
 from cs_audit.model import AuditResult, Finding
+from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
 MARKER = b"cs-audit"
@@ -121,7 +122,7 @@ def suppressions_in(path: str, data: bytes, known: Iterable[str]) -> list[Suppre
 def statement_starts(data: bytes) -> dict[int, int]:
     """line -> first line of the innermost statement that holds it."""
     try:
-        tree = ast.parse(data)
+        tree = parse_quietly(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     spans: list[tuple[int, int]] = []

@@ -747,6 +747,31 @@ def test_readers_never_raise_and_lines_are_in_range(text: str) -> None:
             assert setter.kind in ("set", "passthrough", "commented", "off")
 
 
+#: an invalid escape sequence in the code and in a commented-out setter: a warning to the compiler
+WARNS = 'import os\nos.environ["A"] = "1"\nx = "\\="\n# os.environ["B"] = "\\="\n'
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r"])
+def test_the_scanned_codes_warnings_are_neither_shown_nor_raised(newline: str) -> None:
+    """Under ``python -W error`` a compiler warning is a SyntaxError: the launcher's setters
+    must not be dropped for it, and in a plain run it must not reach the user's terminal."""
+    import warnings
+
+    from cs_audit.suppress import statement_starts
+
+    text = WARNS.replace("\n", newline)
+    expected = [("A", 2, "set"), ("B", 4, "commented")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [(s.var, s.line, s.kind) for s in setters_in_python("f.py", text)] == expected
+        assert statement_starts(WARNS.encode()) == {1: 1, 2: 2, 3: 3}
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        setters_in_python("f.py", text)
+        statement_starts(WARNS.encode())
+    assert shown == []
+
+
 # the launcher pre-check (``setters.may_set_env``): which Python files get the setter pass
 _LAUNCHER_FORMS = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setdefault)\(|\benv\s*=|putenv\(")
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-import warnings
 from dataclasses import replace
 from typing import TypeVar
 
 from cs_audit.extract.index import ModuleIndex, index_module, module_name
 from cs_audit.model import CallSite, CallSites, EnvRead, FileError, FileFacts
+from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
 
@@ -76,11 +76,8 @@ def parse_python(path: str, data: bytes) -> tuple[str, ast.Module] | FileError:
     except (UnicodeError, SyntaxError, LookupError, ValueError, TypeError) as exc:
         return FileError(path, "encoding", _decode_error(data, exc))
     try:
-        with warnings.catch_warnings():
-            # invalid escapes etc. are warnings, and errors under `python -W error`: never decisive
-            warnings.simplefilter("ignore")
-            # the text as it is: CPython's verdict (a `\` + CRLF at the very end is valid, + LF is not)
-            tree = ast.parse(text, filename=path)
+        # the text as it is: CPython's verdict (a `\` + CRLF at the very end is valid, + LF is not)
+        tree = parse_quietly(text, filename=path)
     except SyntaxError as exc:  # IndentationError, TabError too
         return FileError(path, "syntax", _syntax_error(exc))
     except RecursionError:

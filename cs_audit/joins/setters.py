@@ -82,6 +82,7 @@ import yaml
 from tree_sitter import Language, Node, Parser
 
 from cs_audit.model import EnvSetter, SetterKind, SetterSource
+from cs_audit.pyast import parse_quietly
 
 __all__ = [
     "count_setters",
@@ -1251,7 +1252,7 @@ def _python_comment_sites(
         if "env" not in body:
             continue
         try:
-            comment_tree = ast.parse(body)
+            comment_tree = parse_quietly(body)
         except (SyntaxError, ValueError, RecursionError):
             continue
         scan = _PythonScan(body, aliases)
@@ -1332,7 +1333,7 @@ def setters_in_python(path: str, text: str, tree: ast.Module | None = None) -> l
     if tree is None or "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         try:
-            tree = ast.parse(text)
+            tree = parse_quietly(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return []
     nodes = _walk_nodes(tree)
