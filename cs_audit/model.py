@@ -182,17 +182,6 @@ class CallSites:
         #: a plain site's field values with the constant columns filled in, and the other columns
         self._plain_row: tuple[list[object], tuple[tuple[int, tuple[object, ...]], ...]] | None = None
 
-    @classmethod
-    def _restored(cls, facts: tuple[CallSite, ...], fact_at: tuple[int, ...], columns: tuple[tuple[object, ...], ...],
-                  count: int) -> CallSites:
-        sites = cls.__new__(cls)
-        sites._all = None
-        sites._parts = (facts, fact_at, columns, count)
-        sites._built = {}
-        sites._facts = facts
-        sites._plain_row = None
-        return sites
-
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         return _restore_call_sites, self.parts()
 
@@ -301,7 +290,14 @@ class CallSites:
 
 def _restore_call_sites(facts: tuple[CallSite, ...], fact_at: tuple[int, ...], columns: tuple[tuple[object, ...], ...],
                         count: int) -> CallSites:
-    return CallSites._restored(facts, fact_at, columns, count)
+    """A ``CallSites`` from its ``parts`` (what pickle calls): no plain site built yet."""
+    sites = CallSites.__new__(CallSites)
+    sites._all = None
+    sites._parts = (facts, fact_at, columns, count)
+    sites._built = {}
+    sites._facts = facts
+    sites._plain_row = None
+    return sites
 
 
 def _column(values: tuple[object, ...]) -> tuple[object, ...]:
