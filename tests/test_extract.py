@@ -60,6 +60,37 @@ def test_a_module_that_defines_a_builtin_name_keeps_the_edge() -> None:
     assert [f for f in plain.findings if f.rule == "env-read-hot"] == []
 
 
+DOCSTRINGS = '''"""Module docs: trace dumps go to os.environ["TRACE_DIR"]."""
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+
+def step(batch):
+    """Calls logger.debug(...) and torch.cuda.synchronize() when TRACE is set."""
+    b"environ debug dump"
+    1
+    f"{logger.debug(batch)}"
+    return os.getenv("TRACE")
+'''
+
+
+def test_docstrings_and_bare_literals_are_not_handed_to_libcst() -> None:
+    rs = load_ruleset()
+    index = index_module(ast.parse(DOCSTRINGS), DOCSTRINGS, "mod.py", rs)
+    # the module and function docstrings and the bytes literal hold tokens, but no call or read
+    assert [(s.line, s.text) for s in index.snippets] == [
+        (5, "logger = logging.getLogger(__name__)"),
+        (12, 'f"{logger.debug(batch)}"'),  # an f-string statement can call: still walked
+        (13, 'return os.getenv("TRACE")'),
+    ]
+    facts = extract_python("mod.py", DOCSTRINGS.encode(), rs)
+    assert isinstance(facts, FileFacts)
+    assert [(r.var, r.line) for r in facts.env_reads] == [("TRACE", 13)]
+    assert [(c.callee, c.line, c.role) for c in facts.calls if c.role is not None] == [("logger.debug", 12, "log")]
+
+
 class _LibcstVisit(facts_module.StatementFacts):
     """The same walker driven by libcst's own traversal."""
 

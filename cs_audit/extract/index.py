@@ -761,6 +761,11 @@ class _Indexer(ast.NodeVisitor):
                     scope.returned.add(value.id)  # type: ignore[attr-defined]
                 else:
                     scope.returned.update(x.id for x in _nodes(value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
+        if node.__class__ is ast.Expr and node.value.__class__ is ast.Constant:  # type: ignore[attr-defined]
+            # a docstring or a bare literal: no call, no read, whatever words it holds
+            # (13% of the statement text vLLM gave the libcst walker was docstrings)
+            self.statements[node.lineno] = (None, False)
+            return
         # env reads and writes always hold a token (`environ`, `getenv`, `envs.`, an alias)
         has_tokens = self._has_tokens(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
