@@ -83,11 +83,17 @@ class Resolutions:
     """Where each file's call sites land, and the digest of the tables that decided it
     (``Resolver.tables_digest``): a file's entry holds for as long as its facts and the
     digest are the same (a later run passes it back to ``build_model``).  Plain ints and
-    one table of targets: stored and loaded whole on every scan that joins."""
+    one table of targets: stored and loaded whole on every scan that joins.  With them, the
+    switch of each of those edges (``switches``), which holds while ``switch_digest`` does too."""
 
     digest: str
     targets: tuple[FuncKey, ...]
     files: dict[str, FileResolutions]
+    #: ``switch_inputs`` of the model these came from, and per file the switch of each edge
+    #: (one per target in ``files``, in that order): a file's entry holds for as long as its
+    #: facts and both digests are the same
+    switch_digest: str = ""
+    switches: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -275,6 +281,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     numbers = {key: n for n, key in enumerate(targets)}
     by_file: dict[str, FileResolutions] = {}
     edge_sites: dict[str, list[CallSite]] = {}
+    edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
     for path in sorted(facts):
         calls = facts[path].calls
         flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
@@ -295,25 +302,66 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             raw_edges.append((path, site, target))
         if sites_here:
             edge_sites[path] = sites_here
+            edge_counts.append((path, len(flat) // 2))
 
     constants = _env_constants(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
+    switch_digest = switch_inputs(digest, constants, env_helpers, functions, rs)
+    switches: dict[str, tuple[str | None, ...]] = {}
     model = TreeModel(
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file),
+        resolutions=Resolutions(digest, tuple(targets), by_file, switch_digest, switches),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
     )
-    for path, site, target in raw_edges:
-        caller = (path, site.function) if site.function else None
-        edge = Edge(caller, target, site, path, site_switch(model, path, site.function, site.gates, rs))
-        model.edges.append(edge)
-        model.callers[target].append(edge)
+    stored = earlier.switches if reuse and earlier.switch_digest == switch_digest else {}  # type: ignore[union-attr]
+    edges, callers = model.edges, model.callers
+    start = 0
+    for path, count in edge_counts:
+        these = raw_edges[start:start + count]
+        start += count
+        known = stored.get(path) if stored and path in unchanged else None  # type: ignore[operator]
+        if known is None or len(known) != count:
+            known = _edge_switches(model, path, these, rs)
+        switches[path] = known
+        for (_, site, target), switch in zip(these, known):
+            edge = Edge((path, site.function) if site.function else None, target, site, path, switch)
+            edges.append(edge)
+            callers[target].append(edge)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
     _propagate_hotness(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
+
+
+def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey]],
+                   rs: RuleSet) -> tuple[str | None, ...]:
+    """The switch of each of one file's edges (``site_switch``; a site's edges are consecutive)."""
+    out: list[str | None] = []
+    last: CallSite | None = None
+    switch: str | None = None
+    for _, site, _ in edges:
+        if site is not last:
+            switch = site_switch(model, path, site.function, site.gates, rs)
+            last = site
+        out.append(switch)
+    return tuple(out)
+
+
+def switch_inputs(tables_digest: str, constants: dict[tuple[str, str], str],
+                  env_helpers: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]],
+                  functions: dict[FuncKey, FunctionDef], rs: RuleSet) -> str:
+    """Digest of everything the switch of a call site depends on besides the site's own path,
+    function and gates (``_resolve_gate``): the resolution tables, the env-holding names, the
+    env helpers with the parameters and defaults ``helper_switches`` reads, and the rules."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{tables_digest}\0{rs.digest}\0".encode())
+    h.update(repr(sorted(constants.items())).encode("utf-8", "surrogateescape"))
+    helpers = sorted((key, value, functions[key].params, functions[key].param_defaults)
+                     for key, value in env_helpers.items())
+    h.update(repr(helpers).encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
 
 
 def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
