@@ -273,7 +273,7 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
         if st.st_size > max_bytes:
             keys.append(None)  # what ``source_key`` says of it, whatever the record holds
             continue
-        signature = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        signature = _signature(st)
         known = memo.get(ident)
         if known is not None and known[0] == signature:
             fresh[ident] = known
@@ -282,11 +282,22 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
         hashed_at = time.time_ns()
         key = source_key(source, max_bytes)
         keys.append(key)
-        if key is not None and hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+        if key is not None and _settled(signature, hashed_at):
             fresh[ident] = (signature, key)
     if fresh != memo:
         _write_stat_memo(path, root, fresh)
     return keys
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What the stat record compares: size, mtime, ctime and inode."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _settled(signature: tuple[int, int, int, int], hashed_at_ns: int) -> bool:
+    """Whether a file of this signature, hashed at ``hashed_at_ns``, was last changed more than
+    ``RACY_NS`` before (else the record does not vouch for it)."""
+    return hashed_at_ns - max(signature[1], signature[2]) > RACY_NS
 
 
 def _write_stat_memo(path: str, root: str, memo: StatMemo) -> None:
@@ -323,7 +334,7 @@ def stat_sources(sources: list[SourceFile], max_bytes: int) -> Unhashed:
         except OSError:
             signatures.append(None)
             continue
-        signatures.append(None if st.st_size > max_bytes else (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        signatures.append(None if st.st_size > max_bytes else _signature(st))
     return Unhashed(tuple(signatures), taken)
 
 
@@ -334,7 +345,7 @@ def record_keys(cache_dir: str, root: str, sources: list[SourceFile], unhashed: 
     ``RACY_NS`` of then."""
     memo: StatMemo = {}
     for source, signature, key in zip(sources, unhashed.signatures, keys):
-        if signature is not None and key is not None and unhashed.taken_ns - max(signature[1], signature[2]) > RACY_NS:
+        if signature is not None and key is not None and _settled(signature, unhashed.taken_ns):
             memo[(source.kind, source.path)] = (signature, key)
     _write_stat_memo(_root_record_path(cache_dir, "stats", root), root, memo)
 
