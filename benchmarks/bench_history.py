@@ -186,7 +186,8 @@ def range_run(tree: Path, spec: str, jobs: int, out: Path) -> RangeRun:
 _REFERENCE = r"""
 import sys
 from pathlib import Path
-from cs_audit.history import GitRepo, TreeAuditor
+from cs_audit.ci.revisions import TreeAuditor
+from cs_audit.git.repo import GitRepo
 from cs_audit.render.json import render_json
 tree, spec, out, jobs = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 repo = GitRepo.open(Path(tree))

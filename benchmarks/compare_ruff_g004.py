@@ -165,10 +165,10 @@ def match(cs: list[dict[str, Any]], ruff: list[Site]) -> tuple[list[Site], list[
 
 def categorise(root: Path, sites: list[Site], jobs: int | None) -> dict[Site, tuple[str, str]]:
     """(category, detail) for each only-ruff site, from cs-audit's own facts and gate resolution."""
-    from cs_audit.analysis.callgraph import LEVEL_GATE, build_model, site_switches
     from cs_audit.api import _map_files, prepare_ruleset
     from cs_audit.config import load_config
-    from cs_audit.discover import discover
+    from cs_audit.extract.discover import discover
+    from cs_audit.joins.callgraph import LEVEL_GATE, build_model, site_switches
     from cs_audit.model import FileFacts
 
     overrides: dict[str, Any] = {"history": False}

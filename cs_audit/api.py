@@ -10,22 +10,32 @@ import contextlib
 import gc
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from cs_audit import cache
-from cs_audit.analysis.disposition import DECISIONS_FILE, DecisionsError, apply_dispositions, load_decisions
-from cs_audit.config import AuditConfig
-from cs_audit.discover import discover, display_path, git_head
+from cs_audit.analysis.disposition import apply_dispositions
+from cs_audit.config import DECISIONS_FILE, AuditConfig, DecisionsError, load_decisions
+from cs_audit.extract.discover import discover, display_path, git_head
+from cs_audit.incremental import cache
+from cs_audit.incremental.reuse import line_map, moved_results
 from cs_audit.model import (
-    AuditResult, DuplicateGroup, DuplicateSite, EnvSetter, FileError, FileFacts, Finding, ScriptFacts, SourceFile, Switch,
+    AuditResult,
+    DuplicateGroup,
+    DuplicateSite,
+    EnvSetter,
+    FileError,
+    FileFacts,
+    Finding,
+    ScriptFacts,
+    SourceFile,
+    Switch,
 )
-from cs_audit.reuse import line_map, moved_results
 from cs_audit.ruleset import RuleSet, load_ruleset
 
 if TYPE_CHECKING:
-    from cs_audit.analysis.callgraph import Resolutions
+    from cs_audit.joins.callgraph import Resolutions
 
 # The parser, joins, analysis, pool and git modules are imported where they are used: a
 # warm scan (one stored whole-tree result) needs none of them, and their import is a
@@ -40,7 +50,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
                  packed: bool = False, keyed: bool = False) -> FileResult | bytes | tuple[str | None, FileResult | bytes]:
     """Facts for one file; any failure is a ``FileError`` for this file only.
 
-    ``cache_dir``: the facts-cache directory of this scan (``cs_audit.cache.open_cache``,
+    ``cache_dir``: the facts-cache directory of this scan (``cs_audit.incremental.cache.open_cache``,
     resolved once in the main process), or None for no cache.  ``packed``: return facts
     as ``cache.pack`` bytes (what a worker sends back: the pickle the cache entry holds is
     made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
@@ -52,9 +62,9 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
 
 def _analysed(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None,
               packed: bool) -> tuple[str | None, FileResult | bytes]:
-    from cs_audit.extract import extract_parsed, parse_python
-    from cs_audit.joins.readers import file_refs, script_facts
-    from cs_audit.joins.setters import may_set_env, setters_in_file, setters_in_python
+    from cs_audit.extract.python import extract_parsed, parse_python
+    from cs_audit.extract.scripts import file_refs, script_facts
+    from cs_audit.extract.setters import may_set_env, setters_in_file, setters_in_python
 
     try:
         with open(source.abspath, "rb") as handle:
@@ -168,8 +178,8 @@ def _import_worker_modules() -> None:
     once per ``run_audit`` call, which ``report --range`` makes per commit)."""
     import cs_audit.extract.facts  # noqa: F401
     import cs_audit.extract.index  # noqa: F401
-    import cs_audit.joins.readers  # noqa: F401
-    import cs_audit.joins.setters  # noqa: F401
+    import cs_audit.extract.scripts  # noqa: F401
+    import cs_audit.extract.setters  # noqa: F401
 
 
 def _memo_scope(rs: RuleSet, config: AuditConfig) -> str:
@@ -222,8 +232,8 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap:
     facts and the rules): the memo's when both are equal to those it holds.  ``earlier``:
     call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
     memo's, for the files whose facts are the objects it holds)."""
-    from cs_audit.analysis.callgraph import build_model
     from cs_audit.analysis.findings import analyse, duplicate_groups
+    from cs_audit.joins.callgraph import build_model
 
     items = tuple(facts.items())
     last = memo.joins if memo is not None else None
@@ -527,7 +537,7 @@ def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: li
     if stored is None:
         return None, None
     resolutions, their_keys = stored
-    from cs_audit.analysis.callgraph import Resolutions
+    from cs_audit.joins.callgraph import Resolutions
 
     if not isinstance(resolutions, Resolutions):
         return None, None
@@ -538,9 +548,9 @@ def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: li
 def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
     """`added_in` for each switch: the oldest commit among the blames of its reads (blame
     answers cached on disk next to the facts, per HEAD commit)."""
-    from cs_audit.joins.blame import blame_cache_dir, open_history
+    from cs_audit.git.blame import open_history
 
-    history = open_history(root, cache_dir=blame_cache_dir(config.cache, config.cache_dir), jobs=config.jobs)
+    history = open_history(root, cache_dir=cache.blame_cache_dir(config.cache, config.cache_dir), jobs=config.jobs)
     try:
         history.prefetch((r.path, r.line) for s in switches for r in s.reads)  # each file once, in parallel
         out = []

@@ -31,7 +31,7 @@ class AuditConfig:
     max_file_bytes: int = 1 << 20
     history: bool = True
     config_source: str | None = None
-    #: per-file facts cache (``cs_audit.cache``); ``--no-cache`` turns it off
+    #: per-file facts cache (``cs_audit.incremental.cache``); ``--no-cache`` turns it off
     cache: bool = True
     #: cache root; None: ``$XDG_CACHE_HOME/cs-audit`` or ``~/.cache/cs-audit``
     cache_dir: str | None = None
@@ -93,3 +93,34 @@ def load_config(root: str, **overrides: Any) -> AuditConfig:
         values["max_file_bytes"] = int(table["max_file_bytes"])
     values.update({k: v for k, v in overrides.items() if v is not None})
     return AuditConfig(**values)
+
+
+# -- the project's decisions file: dispositions decided by people, per switch
+
+DECISIONS_FILE = "cs-audit.decisions.yaml"
+MAX_DECISIONS_BYTES = 1 << 20
+_DECISION_KEYS = {"disposition", "reason", "merge_into"}
+
+
+class DecisionsError(ValueError):
+    """The project's decisions file is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    disposition: str
+    reason: str
+    merge_into: str | None = None
+
+
+def load_decisions(root: Path) -> dict[str, Decision]:
+    path = (root if root.is_dir() else root.parent) / DECISIONS_FILE
+    if not path.is_file():
+        return {}
+    data = read_yaml_mapping(path, DecisionsError, "a mapping of switch -> {disposition, reason}", MAX_DECISIONS_BYTES)
+    out: dict[str, Decision] = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or set(entry) - _DECISION_KEYS or entry.get("disposition") not in ("KEEP", "MERGE", "REMOVE"):
+            raise DecisionsError(f"{DECISIONS_FILE}: {name}: expected {{disposition: KEEP|MERGE|REMOVE, reason: ..., merge_into: ...}}")
+        out[str(name)] = Decision(entry["disposition"], str(entry.get("reason", "")), entry.get("merge_into"))
+    return out

@@ -21,6 +21,8 @@ LEVEL_GATE = "<log level>"
 SMALL_BODY_LINES = 40
 #: hot frequencies, most frequent first (per-layer work runs L times a step ...)
 HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
+#: switch categories that turn on debug output (the others configure the engine)
+DEBUG_CATEGORIES = ("log", "trace", "dump", "level", "profile", "output-dir")
 
 GateKind = Literal["env", "call", "name", "level", "flag"]
 Resolution = Literal["exact", "heuristic"]
@@ -423,6 +425,8 @@ class Switch:
     files: tuple[str, ...] = ()
     #: id of the disposition rule that decided, or "decisions-file"
     decided_by: str = ""
+    #: where the switch lands in the minimal switch set (a trace level, the dump list, ...)
+    proposed_level: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,6 +455,91 @@ class AuditResult:
     timings: tuple[tuple[str, float], ...] = ()
     #: switches whose disposition came from the project's cs-audit.decisions.yaml
     overridden: tuple[str, ...] = ()
+
+
+# -- what the CI commands and the SARIF/GitHub renderers need besides the audit
+
+INVALID = "invalid-suppression"
+UNUSED = "unused-suppression"
+SKIPPED = "file-skipped"
+NOTIFICATION_IDS = {
+    INVALID: "a `# cs-audit: ignore[...]` comment without a reason, without a known rule id, or malformed: it suppresses nothing",
+    UNUSED: "a `# cs-audit: ignore[...]` comment that matches no finding on its line or statement",
+    SKIPPED: "a file cs-audit could not analyse (syntax, encoding, size, ...): its findings are unknown",
+}
+#: error kinds that mean the scan did not finish its job (exit 2 in ``check``)
+INCOMPLETE = frozenset({"parser-crash", "timeout", "internal", "io"})
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """Something about the run that is not a finding: a bad suppression, a skipped file."""
+
+    id: str  # one of NOTIFICATION_IDS
+    path: str
+    line: int | None
+    message: str
+    level: str = "warning"  # SARIF notification level: error | warning | note
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    """The result of applying suppressions to an audit."""
+
+    kept: tuple[Finding, ...]
+    #: fingerprint -> the reason of the suppression that silenced it
+    suppressed: dict[str, str]
+    notes: tuple[Notification, ...]
+
+    @property
+    def suppressed_findings(self) -> int:
+        return len(self.suppressed)
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    #: the scanned base directory inside the repository ("" at the top or outside git)
+    prefix: str
+    suppressed: Suppressed
+    #: suppression problems, then skipped files
+    notes: tuple[Notification, ...]
+
+
+@dataclass(frozen=True)
+class Gates:
+    """rule id -> True when only default-on sites (``switch`` null) of it gate."""
+
+    rules: dict[str, bool]
+
+    def gates(self, f: Finding) -> bool:
+        if f.rule not in self.rules:
+            return False
+        return f.switch is None or not self.rules[f.rule]
+
+    def describe(self) -> str:
+        return ", ".join(f"{r} (no switch)" if only else r for r, only in self.rules.items())
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineEntry:
+    fingerprint: str
+    rule: str
+    path: str
+    line: int
+    function: str | None
+    code: str
+
+
+@dataclass
+class CheckOutcome:
+    gates: Gates
+    new: list[Finding] = field(default_factory=list)
+    fixed: list[BaselineEntry] = field(default_factory=list)
+    gating: int = 0  # gating findings before baseline/--since filtering
+    moved: int = 0
+    since: str | None = None  # full sha
+    baseline: str | None = None  # path as given
+    incomplete: list[str] = field(default_factory=list)  # why the check could not complete
 
 
 def _slot_filler(cls: type) -> type | None:

@@ -1,4 +1,4 @@
-"""Tests for cs_audit.joins.blame: git history behind the ``added_in`` column."""
+"""Tests for cs_audit.git.blame: git history behind the ``added_in`` column."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from typing import Any
 import git
 import pytest
 
-import cs_audit.joins.blame as blame_module
-from cs_audit.joins.blame import (
+import cs_audit.git.blame as blame_module
+from cs_audit.git.blame import (
     SHALLOW_MAY_BE_OLDER,
     FakeHistory,
     GitHistory,
     History,
     NoHistory,
-    blame_cache_dir,
     open_history,
 )
+from cs_audit.incremental.cache import blame_cache_dir
 from cs_audit.model import BlameInfo
 
 try:  # tests/ as a package or as a plain directory on sys.path
@@ -306,9 +306,7 @@ def test_repository_without_commits(tmp_path: Path) -> None:
 
 def test_git_binary_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = make_repo(tmp_path, HISTORY)
-    monkeypatch.setattr(
-        git.Git, "GIT_PYTHON_GIT_EXECUTABLE", str(tmp_path / "no-such-git")
-    )
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # the runner finds no git
     hist = open_history(repo)
     assert isinstance(hist, NoHistory)
     assert hist.reason == "git not installed"

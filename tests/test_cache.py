@@ -1,4 +1,4 @@
-"""The per-file facts cache (``cs_audit.cache``): same output warm or cold, changed files
+"""The per-file facts cache (``cs_audit.incremental.cache``): same output warm or cold, changed files
 re-analysed, corrupt entries ignored and rewritten, ``--no-cache`` writes nothing,
 concurrent writers safe.  No timings are asserted."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cs_audit import cache
 from cs_audit.api import analyse_file, prepare_ruleset, run_audit
 from cs_audit.config import AuditConfig, load_config
-from cs_audit.discover import discover
+from cs_audit.extract.discover import discover
+from cs_audit.incremental import cache
 from cs_audit.model import CallSites, FileError, FileFacts
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
@@ -411,13 +411,13 @@ def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
     probe = (
         "import sys\nfrom cs_audit.cli import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('libcst', 'git', 'cs_audit.analysis.callgraph', 'cs_audit.extract.index', 'cs_audit.pool') if m in sys.modules))\n"
+        "print(sorted(m for m in ('libcst', 'git', 'cs_audit.joins.callgraph', 'cs_audit.extract.index', 'cs_audit.pool') if m in sys.modules))\n"
     )
     args = ["scan", str(tree), "--format", "json", "--no-history", "-j", "1", "-o", str(tmp_path / "r.json")]
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     cold = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
     warm = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
-    assert "cs_audit.analysis.callgraph" in cold.stdout, cold.stdout + cold.stderr  # the probe sees imports
+    assert "cs_audit.joins.callgraph" in cold.stdout, cold.stdout + cold.stderr  # the probe sees imports
     assert warm.stdout.strip().splitlines()[-1] == "[]", warm.stdout + warm.stderr
 
 

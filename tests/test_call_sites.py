@@ -11,7 +11,7 @@ import pytest
 
 from cs_audit.api import analyse_file, prepare_ruleset
 from cs_audit.config import AuditConfig
-from cs_audit.discover import discover
+from cs_audit.extract.discover import discover
 from cs_audit.model import CallSite, CallSites, FileFacts, GateRef, _column, holds_fact
 
 PROJECT = Path(__file__).resolve().parent.parent

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cs_audit.analysis import callgraph
 from cs_audit.api import analyse_file, prepare_ruleset
 from cs_audit.config import AuditConfig
-from cs_audit.discover import discover
+from cs_audit.extract.discover import discover
+from cs_audit.joins import callgraph
 from cs_audit.model import FileFacts
 from tests.test_reuse import record_resolved_files
 

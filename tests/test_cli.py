@@ -169,29 +169,29 @@ BUFFERED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 
 def _main_in_subprocess(*args: str) -> tuple[str, bool]:
     """``cs_audit.cli.main`` run with ``args`` in a fresh interpreter: its stdout, and whether
-    the CI commands' module was imported by the time it exits."""
+    the CI library (``cs_audit.ci.gate``) was imported by the time it exits."""
     code = textwrap.dedent("""
         import sys
         sys.argv = ["cs-audit", *sys.argv[1:]]
         import cs_audit.cli as cli
         exit_now = cli._exit_now
         def report(status):
-            sys.stdout.write(f"\\ncli_ci imported: {'cs_audit.cli_ci' in sys.modules}\\n")
+            sys.stdout.write(f"\\nci imported: {'cs_audit.ci.gate' in sys.modules}\\n")
             exit_now(status)
         cli._exit_now = report
         cli.main()
     """)
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=BUFFERED_ENV)
-    return proc.stdout, proc.stdout.rstrip().endswith("cli_ci imported: True")
+    return proc.stdout, proc.stdout.rstrip().endswith("ci imported: True")
 
 
-def test_main_registers_the_ci_commands_only_when_the_command_line_may_need_them() -> None:
+def test_main_lists_every_command_and_imports_the_ci_library_only_in_the_commands_that_use_it() -> None:
     out, imported = _main_in_subprocess("version")
-    assert out.startswith("0.") and "cli_ci imported: False" in out
+    assert out.startswith("0.") and not imported
     out, imported = _main_in_subprocess("--help")
-    assert imported and " check " in out and " baseline " in out and " scan " in out
+    assert not imported and " check " in out and " baseline " in out and " scan " in out
     out, imported = _main_in_subprocess("check", "--help")
-    assert imported and "--baseline" in out
+    assert not imported and "--baseline" in out
 
 
 def test_main_exits_with_the_commands_status_and_everything_written(tmp_path: Path) -> None:
@@ -224,12 +224,12 @@ def test_a_scan_of_main_keeps_what_it_built_and_leaves_the_collector_off(tmp_pat
     cyclic collector stays off after the scan; the report is the same as without keeping."""
     import gc
 
-    import cs_audit.cli as cli
+    import cs_audit.cli.common as cli
 
     root = write_tree(tmp_path / "tree", TREE)
     plain = runner.invoke(app, ["scan", str(root), "--no-history", "--no-cache", "--format", "json"])
     kept: list[object] = []
-    monkeypatch.setattr(cli, "_KEPT", kept)
+    monkeypatch.setattr(cli, "KEPT", kept)
     try:
         result = runner.invoke(app, ["scan", str(root), "--no-history", "--no-cache", "--format", "json"])
         assert not gc.isenabled()

@@ -14,9 +14,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cs_audit.extract import decode_source, extract_python
 from cs_audit.extract import facts as facts_module
 from cs_audit.extract.index import ModuleIndex, Snippet, index_module, may_reach_tree
+from cs_audit.extract.python import decode_source, extract_python
 from cs_audit.model import FileFacts
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import scan_files

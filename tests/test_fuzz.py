@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from cs_audit import api
 from cs_audit.api import analyse_file, run_audit
 from cs_audit.config import AuditConfig
-from cs_audit.discover import discover
+from cs_audit.extract.discover import discover
 from cs_audit.model import FileError, FileFacts
 from cs_audit.pool import map_files
 from cs_audit.render.json import render_json

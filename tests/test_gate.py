@@ -11,14 +11,21 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
-from cs_audit.cli import app
-from cs_audit.gate import (
-    ALL, Baseline, BaselineEntry, Gates, default_gates, match_findings, parse_diff, parse_gates, unquote_path,
+import cs_audit.cli  # noqa: F401  (registers every command)
+from cs_audit.ci.gate import (
+    ALL,
+    Baseline,
+    default_gates,
+    match_findings,
+    parse_diff,
+    parse_gates,
+    unquote_path,
 )
-from cs_audit.model import AuditResult, Finding
+from cs_audit.ci.suppress import apply_suppressions
+from cs_audit.cli import app
+from cs_audit.extract.suppressions import parse_comment, suppressions_in
+from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates
 from cs_audit.ruleset import load_ruleset
-from cs_audit.suppress import apply_suppressions, parse_comment, suppressions_in
 from tests.gitrepo import HOT_ENGINE, commit_files, git, make_repo
 
 runner = CliRunner()
@@ -402,8 +409,8 @@ def test_parse_diff_counts_hunk_bodies_and_follows_renames() -> None:
 
 
 def test_real_git_diff_follows_renames(tmp_path: Path) -> None:
-    from cs_audit.gate import changed_lines
-    from cs_audit.history import GitRepo
+    from cs_audit.ci.gate import changed_lines
+    from cs_audit.git.repo import GitRepo
 
     repo = make_repo(tmp_path, [("init", {"a.py": BASE})])
     git(repo, "mv", "a.py", "b.py")

@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
+import cs_audit.cli  # noqa: F401  (registers every command)
+from cs_audit.ci.gate import match_findings
+from cs_audit.ci.revisions import TreeAuditor
 from cs_audit.cli import app
-from cs_audit.history import GitRepo, TreeAuditor, render_diff
+from cs_audit.git.repo import GitRepo
+from cs_audit.render.diff import render_diff
 from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown
 from tests.gitrepo import HOT_ENGINE, git, make_repo
@@ -314,8 +317,9 @@ def test_render_diff_is_pure(repo: Path) -> None:
     a, b = git_repo.verify("HEAD~5"), git_repo.verify("HEAD~4")
     with TreeAuditor(git_repo, "repo", jobs=1) as auditor:
         ra, rb = auditor.audit(a), auditor.audit(b)
-    one = render_diff(ra, rb, git_repo.commit_info(a), git_repo.commit_info(b))
-    two = render_diff(ra, rb, git_repo.commit_info(a), git_repo.commit_info(b))
+    changes = match_findings(list(rb.findings), list(ra.findings))
+    one = render_diff(ra, rb, git_repo.commit_info(a), git_repo.commit_info(b), *changes)
+    two = render_diff(ra, rb, git_repo.commit_info(a), git_repo.commit_info(b), *changes)
     assert one == two and "2 new" in one
 
 
@@ -338,7 +342,7 @@ def test_report_on_a_subdirectory_and_bad_revisions(repo: Path, tmp_path: Path) 
 
 
 def test_hostile_tree_paths_are_not_written_outside(tmp_path: Path) -> None:
-    from cs_audit.history import _safe_parts
+    from cs_audit.git.repo import safe_parts as _safe_parts
 
     assert _safe_parts("a/b.py") == ["a", "b.py"]
     for bad in ("../x.py", "a/../../x.py", "/abs.py", "a//b.py", ".git/config", "a/.GIT/hooks/x", "./a.py"):
@@ -367,7 +371,7 @@ def test_report_from_a_bare_mirror(repo: Path, tmp_path: Path) -> None:
 
 def test_head_commit_without_history(tmp_path: Path) -> None:
     # `--no-history` still names the commit: one `git rev-parse`, no GitPython
-    from cs_audit.discover import git_head
+    from cs_audit.extract.discover import git_head
 
     root = make_repo(tmp_path, [("init", {"pkg/a.py": "import os\nX = os.getenv('A')\n"})])
     head = git(root, "rev-parse", "HEAD").strip()

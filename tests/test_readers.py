@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cs_audit.joins.readers import file_refs, grep_patterns, names_match
+from cs_audit.extract.scripts import file_refs, grep_patterns
+from cs_audit.joins.readers import names_match
 from cs_audit.testing import scan_files
 
 WRITER = '''

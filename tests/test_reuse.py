@@ -1,5 +1,5 @@
 """A changed file whose facts are unchanged, or unchanged but for moved lines, reuses the
-root's last stored whole-tree result (``api._result_of_equal_facts``, ``cs_audit.reuse``):
+root's last stored whole-tree result (``api._result_of_equal_facts``, ``cs_audit.incremental.reuse``):
 the report is exactly that of an uncached scan, and no joins run.  Anything else that
 changed goes through the full analysis.  No timings are asserted."""
 
@@ -14,10 +14,10 @@ import pytest
 from cs_audit import api
 from cs_audit.api import run_audit
 from cs_audit.config import load_config
-from cs_audit.extract import extract_python
+from cs_audit.extract.python import extract_python
+from cs_audit.incremental.reuse import line_map, moved_results
 from cs_audit.model import DuplicateGroup, DuplicateSite, FileFacts, Finding
 from cs_audit.render.json import render_json
-from cs_audit.reuse import line_map, moved_results
 from cs_audit.ruleset import load_ruleset
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -179,7 +179,7 @@ def test_moved_results_map_only_the_moved_files() -> None:
 
 
 def test_records_are_shared_by_the_relative_and_absolute_root(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cs_audit import cache
+    from cs_audit.incremental import cache
 
     monkeypatch.setattr(cache, "RACY_NS", 0)
     cache_root = tmp_path / "cache"
@@ -229,7 +229,7 @@ def test_facts_loaded_while_a_changed_file_is_analysed_are_not_loaded_again(
     import collections
     import time
 
-    from cs_audit import cache
+    from cs_audit.incremental import cache
 
     cache_root = tmp_path / "cache"
     _scan(tree, cache_root)
@@ -282,7 +282,7 @@ def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path)
 # ------------------------------------------------------------------ call resolutions per root
 def record_resolved_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths whose call sites are resolved from here on (``callgraph._resolve_file``), in order."""
-    from cs_audit.analysis import callgraph
+    from cs_audit.joins import callgraph
 
     resolved: list[str] = []
     real = callgraph._resolve_file

@@ -6,10 +6,10 @@ forked, so they run this module's code (and its monkeypatches) as the parent has
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import multiprocessing
-import gc
 import os
 import resource
 import shutil
@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cs_audit import api, extract, pool
+from cs_audit import api, pool
 from cs_audit.api import analyse_file, run_audit
 from cs_audit.cli import app
 from cs_audit.config import AuditConfig
-from cs_audit.discover import discover
+from cs_audit.extract import python as extract
+from cs_audit.extract.discover import discover
 from cs_audit.model import FileError, SourceFile
 from cs_audit.pool import Failure, map_files, map_isolated
 from cs_audit.render.json import render_json

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-import cs_audit.cli_ci  # noqa: F401  (registers the CI commands)
+import cs_audit.cli  # noqa: F401  (registers every command)
 from cs_audit.cli import app
 from cs_audit.render.github import annotation, escape_data, escape_property
 from cs_audit.render.sarif import artifact_uri

@@ -1,4 +1,4 @@
-"""Tests for cs_audit.joins.setters: where env switches are set, and how."""
+"""Tests for cs_audit.extract.setters: where env switches are set, and how."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cs_audit.joins.setters import (
+from cs_audit.extract.setters import (
     count_setters,
     setter_file_kind,
     setters_in_ci_yaml,
@@ -757,7 +757,7 @@ def test_the_scanned_codes_warnings_are_neither_shown_nor_raised(newline: str) -
     must not be dropped for it, and in a plain run it must not reach the user's terminal."""
     import warnings
 
-    from cs_audit.suppress import statement_starts
+    from cs_audit.extract.suppressions import statement_starts
 
     text = WARNS.replace("\n", newline)
     expected = [("A", 2, "set"), ("B", 4, "commented")]
@@ -797,7 +797,7 @@ _LAUNCHER_FORMS = re.compile(rb"environ\s*\[[^\]]+\]\s*=|environ\.(?:update|setd
     (b"os.environ .update(x)", False),
 ])
 def test_launcher_precheck(data: bytes, expected: bool) -> None:
-    from cs_audit.joins.setters import may_set_env
+    from cs_audit.extract.setters import may_set_env
 
     assert may_set_env(data) is expected
     # the one-regex form it replaces (4x slower) says the same
@@ -808,6 +808,6 @@ def test_launcher_precheck(data: bytes, expected: bool) -> None:
 @given(st.lists(st.sampled_from([b"env", b"environ", b"put", b"s", b"x", b"_", b" ", b"=", b"[", b"]", b"'A'", b"(", b".",
                                  b".update(", b".setdefault(", b"\n", b"\xff"]), max_size=12).map(b"".join))
 def test_launcher_precheck_agrees_with_the_regex(data: bytes) -> None:
-    from cs_audit.joins.setters import may_set_env
+    from cs_audit.extract.setters import may_set_env
 
     assert may_set_env(data) is (_LAUNCHER_FORMS.search(data) is not None)

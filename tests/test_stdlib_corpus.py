@@ -26,7 +26,7 @@ import pytest
 
 from cs_audit.api import run_audit
 from cs_audit.config import AuditConfig
-from cs_audit.discover import discover
+from cs_audit.extract.discover import discover
 from cs_audit.model import AuditResult
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

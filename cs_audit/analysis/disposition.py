@@ -6,41 +6,11 @@ The decision table is data (`rules/dispositions.yaml`); a project's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
-from cs_audit.config import read_yaml_mapping
-from cs_audit.model import Switch
+from cs_audit.config import DECISIONS_FILE, Decision
+from cs_audit.model import DEBUG_CATEGORIES, Switch
 from cs_audit.ruleset import DispositionRule, RuleSet
-
-DECISIONS_FILE = "cs-audit.decisions.yaml"
-MAX_DECISIONS_BYTES = 1 << 20
-_DECISION_KEYS = {"disposition", "reason", "merge_into"}
-DEBUG_CATEGORIES = ("log", "trace", "dump", "level", "profile", "output-dir")
-
-
-class DecisionsError(ValueError):
-    """The project's decisions file is malformed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    disposition: str
-    reason: str
-    merge_into: str | None = None
-
-
-def load_decisions(root: Path) -> dict[str, Decision]:
-    path = (root if root.is_dir() else root.parent) / DECISIONS_FILE
-    if not path.is_file():
-        return {}
-    data = read_yaml_mapping(path, DecisionsError, "a mapping of switch -> {disposition, reason}", MAX_DECISIONS_BYTES)
-    out: dict[str, Decision] = {}
-    for name, entry in data.items():
-        if not isinstance(entry, dict) or set(entry) - _DECISION_KEYS or entry.get("disposition") not in ("KEEP", "MERGE", "REMOVE"):
-            raise DecisionsError(f"{DECISIONS_FILE}: {name}: expected {{disposition: KEEP|MERGE|REMOVE, reason: ..., merge_into: ...}}")
-        out[str(name)] = Decision(entry["disposition"], str(entry.get("reason", "")), entry.get("merge_into"))
-    return out
 
 
 def real_setters(s: Switch) -> int:
@@ -124,6 +94,7 @@ def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str,
             out.append(replace(
                 s, disposition=decision.disposition, merge_into=decision.merge_into,
                 reasons=tuple([f"decided in {DECISIONS_FILE}: {decision.reason}", *reasons]), decided_by="decisions-file",
+                proposed_level=proposed_level(s, rs),
             ))
             continue
         rule = next(r for r in rs.disposition_rules if _holds(r, s, level_knobs, rs))
@@ -131,6 +102,7 @@ def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str,
         if rule.disposition == "MERGE":
             merge_into = proposed_level(s, rs) if rule.merge_into == "by-level" else rs.minimal_set.get(rule.merge_into or "", rule.merge_into)
         out.append(replace(s, disposition=rule.disposition, merge_into=merge_into,
-                           reasons=tuple([f"{rule.id}: {rule.reason}", *reasons]), decided_by=rule.id))
+                           reasons=tuple([f"{rule.id}: {rule.reason}", *reasons]), decided_by=rule.id,
+                           proposed_level=proposed_level(s, rs)))
     return out, overridden
 

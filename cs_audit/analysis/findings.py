@@ -8,11 +8,19 @@ from __future__ import annotations
 import hashlib
 from collections import Counter, defaultdict
 
-from cs_audit.analysis.callgraph import (
-    EMITTER_ROLES, LEVEL_GATE, FuncKey, TreeModel, function_at, helper_switches, is_once_function,
-    rank, site_switch, site_switches,
-)
 from cs_audit.analysis.messages import message_for
+from cs_audit.joins.callgraph import (
+    EMITTER_ROLES,
+    LEVEL_GATE,
+    FuncKey,
+    TreeModel,
+    function_at,
+    helper_switches,
+    is_once_function,
+    rank,
+    site_switch,
+    site_switches,
+)
 from cs_audit.model import CallSite, EnvRead, Finding, Frequency, FunctionDef
 from cs_audit.ruleset import RuleSet
 

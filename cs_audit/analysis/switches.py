@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
-from cs_audit.analysis.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
 from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead
 from cs_audit.ruleset import RuleSet
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cs_audit.gate import CheckOutcome, ReportContext
-from cs_audit.model import AuditResult, Finding
+from cs_audit.model import AuditResult, CheckOutcome, Finding, ReportContext
 from cs_audit.render.json import dumps, finding_dict, report_dict
 from cs_audit.render.markdown import cell, code
 from cs_audit.ruleset import RuleSet

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from cs_audit.model import AuditResult, Finding
+from cs_audit.model import AuditResult, Finding, Notification
 from cs_audit.ruleset import RuleSet
-from cs_audit.suppress import Notification
 
 LEVELS = {"high": "warning", "medium": "warning", "low": "notice"}
 

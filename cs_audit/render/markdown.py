@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from pathlib import PurePath
 
-from cs_audit.model import LEVEL_GATE, AuditResult, Finding
+from cs_audit.model import DEBUG_CATEGORIES, LEVEL_GATE, AuditResult, Finding
 from cs_audit.ruleset import RuleSet
 
 DEFAULT_ON_RULES = ("default-on-emitter", "sync-in-debug", "eager-format", "env-read-hot", "per-call-open", "redundant-flush")
@@ -240,7 +240,6 @@ def _assumptions(rs: RuleSet, result: AuditResult) -> str:
 
 
 # ------------------------------------------------------------------ §2–§4 (the full audit)
-DEBUG_CATEGORIES = ("log", "trace", "dump", "level", "profile", "output-dir")
 _GENERIC_WORDS = frozenset({
     "trace", "time", "debug", "dump", "diag", "info", "step", "stat", "stats", "done", "error", "warn",
     "jsonl", "json", "self", "logger", "print", "level", "none", "true", "false", "with", "from", "this",
@@ -424,15 +423,13 @@ def output_root(result: AuditResult, rs: RuleSet) -> str:
 
 
 def minimal_switch_set(result: AuditResult, rs: RuleSet) -> str:
-    from cs_audit.analysis.disposition import proposed_level
-
     ms = rs.minimal_set
     debug = [s for s in result.switches if s.category in DEBUG_CATEGORIES]
     if not debug:
         return ""
     groups: dict[str, list[str]] = {}
     for s in debug:
-        groups.setdefault(proposed_level(s, rs), []).append(s.name)
+        groups.setdefault(s.proposed_level, []).append(s.name)
     rows = [
         (ms["output_root"], "path", "output root (§4.1)", groups.get(ms["output_root"], [])),
         (ms["trace_level"], "`0` (default)", "nothing: today's default-ON lines move to level 1 or log once", []),

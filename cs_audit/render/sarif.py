@@ -15,10 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 from cs_audit import __version__
-from cs_audit.model import AuditResult, Finding
+from cs_audit.model import INVALID, NOTIFICATION_IDS, SKIPPED, UNUSED, AuditResult, Finding, Notification
 from cs_audit.render.json import dumps
 from cs_audit.ruleset import RuleSet, RuleSpec
-from cs_audit.suppress import INVALID, NOTIFICATION_IDS, SKIPPED, UNUSED, Notification
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_VERSION = "2.1.0"

@@ -5,8 +5,7 @@ untracked-but-not-ignored); elsewhere (and when the root itself is ignored by an
 enclosing repository) from a walk.  Neither follows symlinks: a link met on the
 way is listed as a skipped ``symlink`` (so ``a -> .`` cannot loop and nothing
 outside the root is read).  Discovery only reads: ``git`` runs with optional
-locks off (no index refresh), fsmonitor off and the caller's ``GIT_*``
-variables dropped.
+locks off (no index refresh), through ``cs_audit.git.runner``.
 
 Paths are POSIX and relative to the root.  A name that is not valid UTF-8 keeps
 its real bytes in ``SourceFile.abspath`` (``os.fsdecode``, surrogateescape) for
@@ -20,29 +19,19 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from cs_audit.joins.setters import setter_file_kind
+from cs_audit.extract.setters import setter_file_kind
+from cs_audit.git import runner
 from cs_audit.model import FileError, SourceFile
 
 SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".venv", "node_modules", ".hg", ".svn"})
-_GIT_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.quotepath=false")
 
 
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    return env
-
-
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
-    try:
-        return subprocess.run(["git", *_GIT_SAFE, "-C", str(root), *args], capture_output=True, timeout=120,
-                              env=_git_env(), stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+def _git(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, bytes] | None:
+    code, out, _ = runner.run(root, args, env=env, timeout=120)
+    return None if code in (124, 127) else (code, out)
 
 
 def git_head(root: Path) -> str | None:
@@ -52,9 +41,9 @@ def git_head(root: Path) -> str | None:
     if not root.is_dir():
         return None
     proc = _git(root, "rev-parse", "--is-inside-work-tree", "HEAD^{commit}")
-    if proc is None or proc.returncode != 0:
+    if proc is None or proc[0] != 0:
         return None
-    lines = proc.stdout.decode("ascii", "replace").split()
+    lines = proc[1].decode("ascii", "replace").split()
     if len(lines) != 2 or lines[0] != "true" or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", lines[1]):
         return None
     return lines[1]
@@ -62,12 +51,13 @@ def git_head(root: Path) -> str | None:
 
 def _git_files(root: Path) -> list[str] | None:
     proc = _git(root, "ls-files", "-z", "-co", "--exclude-standard", "--", ".")
-    if proc is None or proc.returncode != 0:
+    if proc is None or proc[0] != 0:
         return None
-    out = [os.fsdecode(raw) for raw in proc.stdout.split(b"\0") if raw]
+    out = [os.fsdecode(raw) for raw in proc[1].split(b"\0") if raw]
     if not out:
-        ignored = _git(root, "check-ignore", "-q", "--", ".")
-        if ignored is not None and ignored.returncode == 0:
+        # check-ignore refuses literal pathspecs ("." is no file name to escape here)
+        ignored = _git(root, "check-ignore", "-q", "--", ".", env={"GIT_LITERAL_PATHSPECS": "0"})
+        if ignored is not None and ignored[0] == 0:
             return None  # the root is ignored by an enclosing repository: the user asked for it, walk it
     return out
 

@@ -11,7 +11,18 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from cs_audit.model import HOT_FREQUENCIES, LEVEL_GATE, SMALL_BODY_LINES, CallSite, CallSites, EnvRead, FileFacts, Frequency, FunctionDef, GateRef
+from cs_audit.model import (
+    HOT_FREQUENCIES,
+    LEVEL_GATE,
+    SMALL_BODY_LINES,
+    CallSite,
+    CallSites,
+    EnvRead,
+    FileFacts,
+    Frequency,
+    FunctionDef,
+    GateRef,
+)
 from cs_audit.ruleset import RuleSet
 
 FuncKey = tuple[str, str]  # (path, qualname)

@@ -11,47 +11,24 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from cs_audit.api import prepare_ruleset, run_audit
-from cs_audit.cli import app, write_atomically
-from cs_audit.config import AuditConfig, ConfigError, load_config
-from cs_audit.gate import (
-    DEFAULT_BASELINE, BaselineError, CheckOutcome, GateError, changed_lines, check_against_baseline, context_for,
-    entry_of, gating_findings, load_baseline, match_findings, parse_gates, render_baseline, touches, updated_baseline,
-)
-from cs_audit.history import CommitInfo, GitError, GitRepo, TreeAuditor, render_diff
-from cs_audit.model import AuditResult, Finding
-from cs_audit.render.check import plain, render_check_json, render_check_markdown, render_check_text, status
-from cs_audit.render.github import annotation, render_github
-from cs_audit.render.json import render_json
-from cs_audit.render.markdown import render_markdown
-from cs_audit.render.sarif import render_sarif
-from cs_audit.ruleset import RuleDataError, RuleSet, load_ruleset
-from cs_audit.suppress import INCOMPLETE
+from cs_audit.cli.common import app, emit, fail, say, write_output
 
+if TYPE_CHECKING:
+    from cs_audit.config import AuditConfig
+    from cs_audit.git.repo import CommitInfo, GitRepo
+    from cs_audit.model import AuditResult, CheckOutcome, Finding
+    from cs_audit.ruleset import RuleSet
+
+DEFAULT_BASELINE = "cs-audit-baseline.json"
 CHECK_FORMATS = ("text", "json", "sarif", "github", "markdown")
 REPORT_FORMATS = ("markdown", "json")
 
 _JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
 _EXCLUDE = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)")
-
-
-def _fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
-    sys.stderr.write(f"cs-audit: {plain(message)}\n")
-    if hint:
-        sys.stderr.write(f"hint: {hint}\n")
-    raise typer.Exit(code)
-
-
-def _say(line: str) -> None:
-    """One progress or status line on stderr (unwrapped, flushed: readable in CI logs)."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
 
 
 def _file_progress(label: str):
@@ -70,30 +47,17 @@ def _file_progress(label: str):
 
 
 def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConfig, RuleSet]:
+    from cs_audit.api import prepare_ruleset
+    from cs_audit.config import ConfigError, load_config
+    from cs_audit.ruleset import RuleDataError, load_ruleset
+
     if not path.exists():
-        _fail(f"{path}: no such file or directory")
+        fail(f"{path}: no such file or directory")
     try:
         config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=False)
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
-        _fail(f"configuration error: {exc}")
-
-
-def _write(path: Path, text: str) -> None:
-    """Write an output file atomically, except onto a device or pipe (``-o /dev/null``,
-    ``-o /dev/stdout``), which an atomic rename would replace with a regular file."""
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-    else:
-        write_atomically(path, text)
-
-
-def _emit(text: str, output: Path | None) -> None:
-    if output is not None:
-        _write(output, text)
-    else:
-        sys.stdout.write(text)
+        fail(f"configuration error: {exc}")
 
 
 # ---------------------------------------------------------------------------
@@ -108,11 +72,15 @@ def baseline(
     exclude: list[str] = _EXCLUDE,
 ) -> None:
     """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
+    from cs_audit.api import run_audit
+    from cs_audit.ci.gate import context_for, entry_of, render_baseline
+    from cs_audit.render.check import plain
+
     config, rs = _config(path, jobs, exclude)
     result = run_audit(config, rs)
     ctx = context_for(result, rs, config.exclude, config.max_file_bytes)
-    _write(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
-    _say(f"cs-audit: {len(ctx.suppressed.kept)} findings recorded in {plain(output)}")
+    write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
+    say(f"cs-audit: {len(ctx.suppressed.kept)} findings recorded in {plain(output)}")
 
 
 @app.command()
@@ -129,10 +97,29 @@ def check(
     exclude: list[str] = _EXCLUDE,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
+    from cs_audit.api import run_audit
+    from cs_audit.ci.gate import (
+        BaselineError,
+        GateError,
+        check_against_baseline,
+        context_for,
+        gating_findings,
+        load_baseline,
+        parse_gates,
+        render_baseline,
+        updated_baseline,
+    )
+    from cs_audit.config import ConfigError
+    from cs_audit.git.repo import GitError, GitRepo
+    from cs_audit.model import INCOMPLETE, CheckOutcome
+    from cs_audit.render.check import render_check_json, render_check_markdown, render_check_text, status
+    from cs_audit.render.github import annotation, render_github
+    from cs_audit.render.sarif import render_sarif
+
     if format not in CHECK_FORMATS:
-        _fail(f"unknown format {format!r}; choose from {', '.join(CHECK_FORMATS)}")
+        fail(f"unknown format {format!r}; choose from {', '.join(CHECK_FORMATS)}")
     if update_baseline and baseline_file is None:
-        _fail("--update-baseline needs --baseline FILE")
+        fail("--update-baseline needs --baseline FILE")
     config, rs = _config(path, jobs, exclude)
     try:
         gates = parse_gates(gate, rs)
@@ -142,9 +129,9 @@ def check(
             raise GitError(f"{path} is a bare repository: check needs a work tree")
         since_sha = repo.verify(since) if repo is not None and since is not None else None
     except (GateError, BaselineError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except GitError as exc:
-        _fail(f"--since: {exc}", exc.hint)
+        fail(f"--since: {exc}", exc.hint)
 
     result = run_audit(config, rs)
     ctx = context_for(result, rs, config.exclude, config.max_file_bytes)
@@ -171,35 +158,38 @@ def check(
 
     if update_baseline and base is not None and baseline_file is not None:
         if outcome.incomplete:
-            _say("cs-audit: the check did not complete: the baseline was not rewritten")
+            say("cs-audit: the check did not complete: the baseline was not rewritten")
         else:
-            _write(baseline_file, render_baseline(updated_baseline(base, result.findings, skipped), result.commit))
+            write_output(baseline_file, render_baseline(updated_baseline(base, result.findings, skipped), result.commit))
 
     state = status(outcome)
     if format == "text":
         text = render_check_text(result, rs, outcome, ctx)
         if output is None and sys.stdout.isatty():
             style = {"pass": "green", "fail": "bold red", "incomplete": "bold yellow"}[state]
+            from rich.console import Console
+            from rich.text import Text
+
             console = Console(highlight=False)
             first, _, rest = text.partition("\n")
             console.print(Text(first, style=style))
             sys.stdout.write(rest)
         else:
-            _emit(text, output)
+            emit(text, output)
     elif format == "json":
-        _emit(render_check_json(result, outcome, ctx), output)
+        emit(render_check_json(result, outcome, ctx), output)
     elif format == "markdown":
-        _emit(render_check_markdown(result, rs, outcome, ctx), output)
+        emit(render_check_markdown(result, rs, outcome, ctx), output)
     elif format == "sarif":
         states = {f.fingerprint: "new" for f in outcome.new}
-        _emit(render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
+        emit(render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
                            states=states, successful=not outcome.incomplete), output)
     else:
         text = render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
                              levels={f.fingerprint: "error" for f in outcome.new})
         summary = f"cs-audit check {state}: {len(outcome.new)} new gating findings ({len(result.findings)} findings in all)"
         text += annotation({"pass": "notice", "fail": "error", "incomplete": "error"}[state], summary) + "\n"
-        _emit(text, output)
+        emit(text, output)
     if state == "incomplete":
         raise typer.Exit(2)
     if state == "fail":
@@ -212,6 +202,9 @@ def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: l
 
     All current (unsuppressed) findings are matched against those of ``sha``, so a copy of
     an existing line is new while the original still pairs with itself."""
+    from cs_audit.ci.gate import changed_lines, context_for, match_findings, touches
+    from cs_audit.ci.revisions import TreeAuditor
+
     changed = changed_lines(repo, sha)
     candidates = [f for f in candidates if touches(f, changed)]
     if not candidates:
@@ -236,6 +229,9 @@ def _report_name(info: CommitInfo, format: str) -> str:
 
 
 def _render_report(result: AuditResult, rs: RuleSet, format: str) -> str:
+    from cs_audit.render.json import render_json
+    from cs_audit.render.markdown import render_markdown
+
     return render_json(result) if format == "json" else render_markdown(result, rs)
 
 
@@ -251,17 +247,22 @@ def report(
     exclude: list[str] = _EXCLUDE,
 ) -> None:
     """Write the audit of past commits, read from git objects (no checkout; work tree and index untouched)."""
+    from cs_audit.ci.revisions import TreeAuditor
+    from cs_audit.config import ConfigError
+    from cs_audit.git.repo import GitError, GitRepo
+    from cs_audit.render.check import plain
+
     if (rev is None) == (rev_range is None):
-        _fail("give exactly one of --rev REV or --range A..B")
+        fail("give exactly one of --rev REV or --range A..B")
     if format not in REPORT_FORMATS:
-        _fail(f"unknown format {format!r}; choose from {', '.join(REPORT_FORMATS)}")
+        fail(f"unknown format {format!r}; choose from {', '.join(REPORT_FORMATS)}")
     try:
         repo = GitRepo.open(path)
         shas = [repo.verify(rev)] if rev is not None else repo.rev_range(rev_range or "")
     except GitError as exc:
-        _fail(str(exc), exc.hint)
+        fail(str(exc), exc.hint)
     if not shas:
-        _say(f"cs-audit: {plain(rev_range)} holds no commits")
+        say(f"cs-audit: {plain(rev_range)} holds no commits")
         return
     failed = 0
     started = time.perf_counter()
@@ -272,25 +273,25 @@ def report(
                 result = auditor.audit(sha, progress=_file_progress(f"[{i}/{len(shas)}] {info.short}"))
             except ConfigError as exc:
                 failed += 1
-                _say(f"[{i}/{len(shas)}] {info.short} {info.date}: configuration error: {plain(exc)}")
+                say(f"[{i}/{len(shas)}] {info.short} {info.date}: configuration error: {plain(exc)}")
                 continue
             assert auditor.last_rs is not None
             if rev is not None:
                 target = output or Path("reports") / _report_name(info, format)
             else:
                 target = (output or Path("reports")) / _report_name(info, format)
-            _write(target, _render_report(result, auditor.last_rs, format))
+            write_output(target, _render_report(result, auditor.last_rs, format))
             if rev_range is not None:
-                _say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
+                say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
                      f"{len(result.findings)} findings -> {plain(target)}")
             else:
-                _say(f"cs-audit: report for {info.short} ({info.date}) written to {plain(target)}")
+                say(f"cs-audit: report for {info.short} ({info.date}) written to {plain(target)}")
         stats = auditor.stats
     if rev_range is not None:
         total = time.perf_counter() - started
         first = stats.seconds[0] if stats.seconds else 0.0
         later = stats.seconds[1:]
-        _say(f"cs-audit: {stats.commits} commits in {total:.2f}s (first {first:.2f}s, then "
+        say(f"cs-audit: {stats.commits} commits in {total:.2f}s (first {first:.2f}s, then "
              f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
              f"reused {stats.reused}; joins reused for {stats.joins_reused} commits")
     if failed:
@@ -307,16 +308,23 @@ def diff_cmd(
     exclude: list[str] = _EXCLUDE,
 ) -> None:
     """What changed in the audit between two commits: switches, findings, dispositions (markdown)."""
+    from cs_audit.ci.gate import match_findings
+    from cs_audit.ci.revisions import TreeAuditor
+    from cs_audit.config import ConfigError
+    from cs_audit.git.repo import GitError, GitRepo
+    from cs_audit.render.diff import render_diff
+
     try:
         repo = GitRepo.open(path)
         sha1, sha2 = repo.verify(rev1), repo.verify(rev2)
         info1, info2 = repo.commit_info(sha1), repo.commit_info(sha2)
     except GitError as exc:
-        _fail(str(exc), exc.hint)
+        fail(str(exc), exc.hint)
     with TreeAuditor(repo, str(path), reuse=True, jobs=jobs, exclude=tuple(exclude)) as auditor:
         try:
             before = auditor.audit(sha1)
             after = auditor.audit(sha2)
         except ConfigError as exc:
-            _fail(f"configuration error: {exc}")
-    _emit(render_diff(before, after, info1, info2), output)
+            fail(f"configuration error: {exc}")
+    new, fixed, moved = match_findings(list(after.findings), list(before.findings))
+    emit(render_diff(before, after, info1, info2, new, fixed, moved), output)

@@ -65,6 +65,15 @@ def default_cache_root() -> Path:
     return root / "cs-audit"
 
 
+def blame_cache_dir(enabled: bool, cache_dir: str | None) -> str | None:
+    """Where ``cs_audit.git.blame.open_history`` keeps blame answers for a scan with
+    ``AuditConfig.cache`` and ``AuditConfig.cache_dir``: ``<cache root>/blame``, or None
+    when caching is off."""
+    if not enabled:
+        return None
+    return str((Path(cache_dir) if cache_dir else default_cache_root()) / "blame")
+
+
 _CODE_DIGEST: str | None = None
 
 

@@ -19,19 +19,18 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from cs_audit.ci.suppress import apply_suppressions, skipped_notes
 from cs_audit.config import ConfigError, load_config
-from cs_audit.history import GitError, GitRepo
-from cs_audit.model import AuditResult, Finding
+from cs_audit.git.repo import GitError, GitRepo
+from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates, ReportContext
 from cs_audit.ruleset import RuleSet
-from cs_audit.suppress import Notification, Suppressed, apply_suppressions, skipped_notes
 
 BASELINE_VERSION = 1
 MAX_BASELINE_BYTES = 64 << 20
-DEFAULT_BASELINE = "cs-audit-baseline.json"
 #: gate entries that apply only to sites with ``switch`` null
 DEFAULT_ONLY_BY_DEFAULT = frozenset({"sync-in-debug"})
 
@@ -53,21 +52,6 @@ class Matchable(Protocol):
 
 # ---------------------------------------------------------------------------
 # which findings gate
-
-
-@dataclass(frozen=True)
-class Gates:
-    """rule id -> True when only default-on sites (``switch`` null) of it gate."""
-
-    rules: dict[str, bool]
-
-    def gates(self, f: Finding) -> bool:
-        if f.rule not in self.rules:
-            return False
-        return f.switch is None or not self.rules[f.rule]
-
-    def describe(self) -> str:
-        return ", ".join(f"{r} (no switch)" if only else r for r, only in self.rules.items())
 
 
 def default_gates(rs: RuleSet) -> Gates:
@@ -95,16 +79,6 @@ def parse_gates(values: Sequence[str], rs: RuleSet) -> Gates:
 
 # ---------------------------------------------------------------------------
 # baselines
-
-
-@dataclass(frozen=True, slots=True)
-class BaselineEntry:
-    fingerprint: str
-    rule: str
-    path: str
-    line: int
-    function: str | None
-    code: str
 
 
 @dataclass(frozen=True)
@@ -300,18 +274,6 @@ def touches(f: Finding, changed: dict[str, frozenset[int]]) -> bool:
 # the outcome of a check
 
 
-@dataclass
-class CheckOutcome:
-    gates: Gates
-    new: list[Finding] = field(default_factory=list)
-    fixed: list[BaselineEntry] = field(default_factory=list)
-    gating: int = 0  # gating findings before baseline/--since filtering
-    moved: int = 0
-    since: str | None = None  # full sha
-    baseline: str | None = None  # path as given
-    incomplete: list[str] = field(default_factory=list)  # why the check could not complete
-
-
 def gating_findings(findings: Iterable[Finding], gates: Gates) -> list[Finding]:
     return [f for f in findings if gates.gates(f)]
 
@@ -353,15 +315,6 @@ def updated_baseline(baseline: Baseline, everything: Sequence[Finding], skipped:
 
 # ---------------------------------------------------------------------------
 # what the SARIF and GitHub renderers need besides the audit
-
-
-@dataclass(frozen=True)
-class ReportContext:
-    #: the scanned base directory inside the repository ("" at the top or outside git)
-    prefix: str
-    suppressed: Suppressed
-    #: suppression problems, then skipped files
-    notes: tuple[Notification, ...]
 
 
 def repo_prefix(root: Path) -> str:

@@ -55,20 +55,17 @@ import os
 import posixpath
 import re
 import shutil
-import subprocess
 import tempfile
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from cs_audit.git import runner
 from cs_audit.model import BlameInfo
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import git
 
 __all__ = [
     "SHORT_SHA",
@@ -76,7 +73,6 @@ __all__ = [
     "GitHistory",
     "History",
     "NoHistory",
-    "blame_cache_dir",
     "open_history",
 ]
 
@@ -92,17 +88,13 @@ KEEP_BLAME_FILES = 16
 BLAME_CACHE_FORMAT = 1
 _BLAME_FLAGS = ("--porcelain", "-w")
 
-_GIT_CONFIG = ("core.fsmonitor=false", "core.quotepath=false")
-_GIT_ENV = {
-    "GIT_OPTIONAL_LOCKS": "0",  # never write the index back (read-only)
-    "GIT_LITERAL_PATHSPECS": "1",  # file names are names, not globs
-    "GIT_TERMINAL_PROMPT": "0",
-    "LC_ALL": "C",  # error messages are parsed ("has only N lines")
-    "LANGUAGE": "C",
-}
 _HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
 _ONLY_N_LINES = re.compile(r"has only (\d+) lines?")
 _FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+class GitNotFound(Exception):
+    """git itself could not be started."""
 
 
 @runtime_checkable
@@ -203,7 +195,7 @@ class _Blamed:
 
 
 def _utc_day(epoch: int) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%d")
 
 
 def _ranges(lines: Iterable[int]) -> list[tuple[int, int]]:
@@ -258,17 +250,12 @@ def parse_porcelain(output: bytes) -> dict[int, _Blamed]:
 
 
 def _spawn(
-    argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: bytes = b""
+    args: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: bytes = b""
 ) -> tuple[int, bytes, bytes]:
-    """Run one git process: ``(exit code, stdout, stderr)``.  Every blame and
-    commit-graph process goes through here (the tests count them)."""
-    try:
-        proc = subprocess.run(
-            list(argv), cwd=cwd, env=dict(env), input=stdin, capture_output=True, check=False
-        )
-    except OSError as exc:
-        return 127, b"", str(exc).encode()
-    return proc.returncode, proc.stdout, proc.stderr
+    """Run one git command through the runner: ``(exit code, stdout, stderr)``; ``env``
+    is added to the runner's environment.  Every git process of this module goes
+    through here."""
+    return runner.run(cwd, args, env=env, stdin=stdin)
 
 
 FileKey = tuple[str, str]  # (repo-relative path, blob sha at HEAD)
@@ -374,17 +361,13 @@ class GitHistory:
 
     def __init__(
         self,
-        repo: git.Repo,
+        worktree: Path,
         root: Path,
         cache_dir: str | Path | None = None,
         jobs: int | None = None,
     ) -> None:
         """Use :func:`open_history`; raises ``ValueError`` when unusable."""
-        self._repo = repo
-        worktree = repo.working_tree_dir
-        if worktree is None:
-            raise ValueError("not a git work tree (bare repository)")
-        self._worktree = Path(worktree).resolve()
+        self._worktree = worktree.resolve()
         rel = os.path.relpath(root.resolve(), self._worktree)
         if rel == os.curdir:
             self._prefix = ""
@@ -423,35 +406,23 @@ class GitHistory:
     # -- git plumbing -------------------------------------------------------
 
     def _git_bytes(self, *args: str, check: bool = True) -> bytes:
-        """Run ``git -c ... <args>`` in the work tree; stdout as bytes."""
-        from git.exc import GitCommandError
-
-        try:
-            out = self._repo.git.execute(
-                self._argv(*args),
-                env=_GIT_ENV,
-                stdout_as_string=False,
-                strip_newline_in_stdout=False,
-            )
-        except GitCommandError:
+        """stdout of one git command in the work tree; with ``check`` a failure raises
+        ``ValueError`` (the history is unusable), else gives ``b""``."""
+        code, out, err = _spawn(args, self._worktree, {})
+        if code == 127:
+            raise GitNotFound(_decode(err))
+        if code != 0:
             if check:
-                raise
+                raise ValueError(f"git {args[0]} failed: {_decode(err).strip()[:200]}")
             return b""
-        assert isinstance(out, bytes)
         return out
 
     def _git_text(self, *args: str, check: bool = True) -> str:
         return _decode(self._git_bytes(*args, check=check)).strip()
 
-    def _argv(self, *args: str) -> list[str]:
-        argv: list[str] = [str(self._repo.git.GIT_PYTHON_GIT_EXECUTABLE or "git")]
-        for kv in _GIT_CONFIG:
-            argv += ["-c", kv]
-        return argv + list(args)
-
     def _env(self) -> dict[str, str]:
         """Environment of a blame process (with the temporary commit-graph, if any)."""
-        return {**os.environ, **_GIT_ENV, **self._graph_env}
+        return dict(self._graph_env)
 
     def _shallow_reason(self, shallow_file: Path) -> str:
         """Name the boundary commits (``.git/shallow``) in the reason."""
@@ -584,7 +555,7 @@ class GitHistory:
         """A commit-graph with changed-path Bloom filters for HEAD's history, in a private
         temporary object directory the blames then read (the repository is not written)."""
         self._graph_tried = True
-        if self.shallow or not self.commit or os.environ.get("GIT_OBJECT_DIRECTORY"):
+        if self.shallow or not self.commit:
             return  # git ignores commit-graphs in shallow clones
         objects = self._git_text("rev-parse", "--git-path", "objects", check=False)
         if not objects:
@@ -595,10 +566,9 @@ class GitHistory:
             return  # an alternates list cannot hold this path unquoted
         tmp = tempfile.mkdtemp(prefix="cs-audit-graph-")
         cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
-        alternates = os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
         env = {
             "GIT_OBJECT_DIRECTORY": tmp,
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": f"{where}{os.pathsep}{alternates}" if alternates else str(where),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(where),
         }
         try:
             os.mkdir(os.path.join(tmp, "info"))
@@ -607,9 +577,9 @@ class GitHistory:
             cleanup()
             return
         code, _, _ = _spawn(
-            self._argv("commit-graph", "write", "--no-progress", "--stdin-commits", "--changed-paths"),
+            ("commit-graph", "write", "--no-progress", "--stdin-commits", "--changed-paths"),
             self._worktree,
-            {**os.environ, **_GIT_ENV, **env},
+            env,
             stdin=f"{self.commit}\n".encode("ascii"),
         )
         if code != 0 or not os.path.isfile(os.path.join(tmp, "info", "commit-graph")):
@@ -637,7 +607,7 @@ class GitHistory:
             for a, b in ranges:
                 args += ["-L", f"{a},{b}"]
             args += [self.commit or "HEAD", "--", repo_path]
-            code, out, err = _spawn(self._argv(*args), self._worktree, env)
+            code, out, err = _spawn(args, self._worktree, env)
             if code == 0:
                 return parse_porcelain(out), None
             message = _decode(err).strip()
@@ -671,7 +641,7 @@ class GitHistory:
         for (key, lines), (got, error) in zip(todo, results):
             if error is not None and self._graph_env:
                 # never let the temporary graph be the reason for a missing answer
-                got, error = self._run_blame(key[0], lines, {**os.environ, **_GIT_ENV})
+                got, error = self._run_blame(key[0], lines, {})
             known = self._known(key)
             if error is not None:
                 self.skipped[key[0]] = error
@@ -782,17 +752,6 @@ class GitHistory:
             self._save()
         finally:
             self._drop_graph()
-            self._repo.close()
-
-
-def blame_cache_dir(enabled: bool, cache_dir: str | None) -> str | None:
-    """Where :func:`open_history` keeps blame answers for a scan with ``AuditConfig.cache``
-    and ``AuditConfig.cache_dir``: ``<cache root>/blame``, or None when caching is off."""
-    if not enabled:
-        return None
-    from cs_audit.cache import default_cache_root
-
-    return str((Path(cache_dir) if cache_dir else default_cache_root()) / "blame")
 
 
 def open_history(
@@ -800,35 +759,25 @@ def open_history(
 ) -> History:
     """A :class:`GitHistory` for the work tree holding ``root``, else :class:`NoHistory`.
 
-    ``cache_dir`` (see :func:`blame_cache_dir`): keep blame answers on disk there;
+    ``cache_dir``: keep blame answers on disk there;
     None: in memory only.  ``jobs``: git blame processes at a time (default: cores).
     """
-    try:
-        import git
-        from git.exc import (
-            GitCommandNotFound,
-            InvalidGitRepositoryError,
-            NoSuchPathError,
-        )
-    except (
-        ImportError
-    ) as exc:  # GitPython raises ImportError when git itself is missing
-        msg = str(exc).lower()
-        if "git executable" in msg or "bad git" in msg:
-            return NoHistory("git not installed")
-        return NoHistory("gitpython not installed")
     root_path = Path(root)
     if not root_path.is_dir():
         return NoHistory("not a git repository")
-    try:
-        repo = git.Repo(root_path, search_parent_directories=True)
-    except (InvalidGitRepositoryError, NoSuchPathError):
+    code, out, _ = _spawn(("rev-parse", "--is-bare-repository"), root_path, {})
+    if code == 127:
+        return NoHistory("git not installed")
+    if code != 0:
         return NoHistory("not a git repository")
+    if _decode(out).strip() == "true":
+        return NoHistory("not a git work tree (bare repository)")
+    code, out, _ = _spawn(("rev-parse", "--show-toplevel"), root_path, {})
+    if code != 0 or not _decode(out).strip():
+        return NoHistory("not a git work tree (bare repository)")
     try:
-        return GitHistory(repo, root_path, cache_dir=cache_dir, jobs=jobs)
-    except GitCommandNotFound:
-        repo.close()
+        return GitHistory(Path(_decode(out).strip()), root_path, cache_dir=cache_dir, jobs=jobs)
+    except GitNotFound:
         return NoHistory("git not installed")
     except ValueError as exc:
-        repo.close()
         return NoHistory(str(exc))

@@ -1,0 +1,182 @@
+"""Audits of past commits, read from git objects: no checkout, work tree and index untouched.
+
+* :class:`GitRepo` runs read-only git commands only, as argument lists, with
+  ``core.fsmonitor`` and hooks off, ``GIT_OPTIONAL_LOCKS=0`` (nothing written back to
+  the index), ``--`` before paths, and every revision verified with
+  ``git rev-parse --verify REV^{commit}`` before use.
+* :class:`TreeAuditor` writes the tree of a commit into a private temporary directory
+  (``git ls-tree`` + ``git cat-file --batch``; never ``git archive``, whose
+  ``export-subst``/``export-ignore`` attributes would change the bytes) and runs
+  :func:`cs_audit.api.run_audit` on it, so a past commit is audited by exactly the code
+  that audits a work tree.  Across commits the directory is updated in place (only
+  changed paths are rewritten) and, with ``reuse=True``, the per-file facts of blobs
+  already analysed are reused: each further commit only parses what it changed.  When
+  the Python facts of a commit are the same as those of the commit audited before it
+  (a commit that changed only docs, CI files or shell scripts), the whole-tree joins
+  (the call-graph model, the findings and the duplicate groups, pure functions of those
+  facts and the rules) are reused too; setters, readers, switches and dispositions are
+  always computed afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cs_audit import api
+from cs_audit.config import AuditConfig, load_config
+from cs_audit.git.repo import BlobReader, GitRepo, TreeEntry, safe_parts
+from cs_audit.model import AuditResult
+from cs_audit.ruleset import RuleSet, load_ruleset
+
+#: blobs larger than this are written truncated: nothing cs-audit reads needs more
+#: (a file over ``max_file_bytes`` is skipped as too large from its first bytes alone)
+MAX_WRITTEN_BLOB = 16 << 20
+
+
+@dataclass
+class AuditStats:
+    """How much work the audits of a :class:`TreeAuditor` did (for progress and tests)."""
+
+    commits: int = 0
+    analysed: int = 0  # files parsed
+    reused: int = 0  # files whose facts came from an earlier commit's identical blob
+    joins_reused: int = 0  # commits whose whole-tree joins came from the commit before
+    seconds: list[float] = field(default_factory=list)
+
+
+class TreeAuditor:
+    """Audit commits of ``repo`` at its scanned path, from git objects only.
+
+    Use as a context manager; the temporary tree is removed on exit.
+    ``overrides`` are :func:`cs_audit.config.load_config` overrides (``jobs``,
+    ``exclude``); the project configuration is read from each commit's own tree.
+    """
+
+    def __init__(self, repo: GitRepo, display_root: str, reuse: bool = True, **overrides: Any) -> None:
+        self.repo = repo
+        self.display_root = display_root
+        self.reuse = reuse
+        self.overrides = {"history": False, **overrides}
+        self.stats = AuditStats()
+        self._workdir = Path(tempfile.mkdtemp(prefix="cs-audit-rev-"))
+        self._current: dict[str, TreeEntry] = {}
+        self._current_sha: str | None = None  # the commit the directory holds
+        self._blobs: BlobReader | None = None
+        #: per-file results and joins reused across the commits (None: audit each from scratch)
+        self._memo: api.ScanMemo | None = api.ScanMemo() if reuse else None
+        self._shipped_rs: RuleSet | None = None
+        self.last_rs: RuleSet | None = None
+
+    def __enter__(self) -> TreeAuditor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._blobs is not None:
+            self._blobs.close()
+            self._blobs = None
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    @property
+    def root(self) -> Path:
+        """The scanned path inside the temporary tree."""
+        return self._workdir / self.repo.rel if self.repo.rel else self._workdir
+
+    # -- the tree on disk -------------------------------------------------------
+
+    def _listing(self, sha: str) -> dict[str, TreeEntry]:
+        """The files to write for ``sha``: the full listing for the first commit, then the
+        previous commit's listing updated with ``git diff-tree`` (only what changed)."""
+        if self._current_sha is None:
+            return {p: e for p, e in self.repo.tree(sha).items() if e.kind == "blob" and safe_parts(p)}
+        new = dict(self._current)
+        for path, entry in self.repo.changes(self._current_sha, sha).items():
+            if entry is not None and entry.kind == "blob" and safe_parts(path):
+                new[path] = entry
+            else:
+                new.pop(path, None)
+        return new
+
+    def _write_tree(self, sha: str) -> dict[str, TreeEntry]:
+        """Make the temporary directory hold exactly the tree of ``sha`` (changed paths only)."""
+        new = self._listing(sha)
+        old = self._current
+        self._current_sha = None  # until the directory holds ``new``
+        gone = [p for p in old if p not in new or old[p] != new[p]]
+        for path in sorted(gone, reverse=True):
+            target = self._workdir / path
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            parent = target.parent
+            while parent != self._workdir:
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+                parent = parent.parent
+        if self._blobs is None:
+            self._blobs = BlobReader(self.repo.toplevel)
+        keep = MAX_WRITTEN_BLOB
+        for path in sorted(p for p in new if p not in old or old[p] != new[p]):
+            entry = new[path]
+            target = self._workdir / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            workdir = os.path.realpath(self._workdir)
+            if os.path.commonpath([os.path.realpath(target.parent), workdir]) != workdir:
+                continue  # a parent that is a link out of the tree: never write through it
+            data = self._blobs.read(entry.sha, keep)
+            if entry.mode == "120000":
+                os.symlink(os.fsdecode(data), target)
+                continue
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        if not self.repo.is_file:
+            self.root.mkdir(parents=True, exist_ok=True)
+        self._current = new
+        self._current_sha = sha
+        return new
+
+    # -- audits -----------------------------------------------------------------
+
+    def config(self) -> AuditConfig:
+        """The configuration of the commit last written (raises ``ConfigError``)."""
+        return load_config(str(self.root), **self.overrides)
+
+    def audit(self, sha: str, rs: RuleSet | None = None, progress: api.Progress | None = None) -> AuditResult:
+        """The audit of commit ``sha`` as ``cs-audit scan`` would report a checkout of it.
+
+        ``rs`` is the unprepared rule set (default: the shipped one); the commit's project
+        configuration is layered on it, and the result kept in ``last_rs`` for rendering.
+        Raises ``ConfigError`` when the commit's project configuration is malformed.
+        """
+        started = time.perf_counter()
+        self._write_tree(sha)
+        config = self.config()
+        if rs is None:
+            if self._shipped_rs is None:
+                self._shipped_rs = load_ruleset()  # parsed once, not per commit
+            rs = self._shipped_rs
+        base_rs = rs
+        self.last_rs = api.prepare_ruleset(config, base_rs)
+        memo = self._memo
+        before = (memo.analysed, memo.reused, memo.joins_reused) if memo is not None else None
+        result = api.run_audit(config, base_rs, progress, memo=memo)
+        if memo is not None and before is not None:
+            self.stats.analysed += memo.analysed - before[0]
+            self.stats.reused += memo.reused - before[1]
+            self.stats.joins_reused += memo.joins_reused - before[2]
+        else:
+            self.stats.analysed += result.files_scanned
+        self.stats.commits += 1
+        self.stats.seconds.append(time.perf_counter() - started)
+        return replace(result, root=self.display_root, commit=sha, history_note=None)

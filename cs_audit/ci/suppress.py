@@ -1,0 +1,83 @@
+"""Applying the in-source suppressions (``# cs-audit: ignore[rule-id] reason``) to an audit.
+
+A suppression sits in a comment on the finding's line or on the first line of the
+statement that holds it, names one or more rule ids (``ignore[a, b]``) and gives a
+reason after the bracket.  It is read with ``tokenize`` (so text inside strings never
+counts) and only in files that contain the marker at all.
+
+What is reported (as :class:`Notification`, never as a finding of a new rule id):
+
+* ``invalid-suppression``: no reason, no rule named, an unknown rule id, or a
+  ``cs-audit:`` comment that is not ``ignore[...]``.  An invalid suppression
+  suppresses nothing: the finding it was meant for still counts.
+* ``unused-suppression``: a valid suppression (or one of its rule ids) that matched
+  no finding.  Reported only; it does not change the exit code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cs_audit.extract.discover import discover
+from cs_audit.extract.suppressions import MARKER, statement_starts, suppressions_in
+from cs_audit.model import INCOMPLETE, INVALID, SKIPPED, UNUSED, AuditResult, Finding, Notification, Suppressed
+from cs_audit.ruleset import RuleSet
+
+
+def apply_suppressions(result: AuditResult, rs: RuleSet, root: Path | None = None,
+                       exclude: tuple[str, ...] = (), max_bytes: int = 1 << 20) -> Suppressed:
+    """Split ``result.findings`` into kept and suppressed; report bad and unused suppressions.
+
+    ``root`` is where the scanned files are read from (default: ``result.root``).
+    """
+    root = Path(result.root if root is None else root)
+    base = root if root.is_dir() else root.parent
+    skipped = {e.path for e in result.errors}
+    if root.is_dir():
+        sources, _ = discover(root, exclude)
+        paths = sorted(s.path for s in sources if s.kind == "python" and s.path not in skipped)
+    else:
+        paths = [root.name] if root.name not in skipped else []
+    by_path: dict[str, list[Finding]] = {}
+    for f in result.findings:
+        by_path.setdefault(f.path, []).append(f)
+
+    suppressed: dict[str, str] = {}
+    notes: list[Notification] = []
+    for path in paths:
+        try:
+            with open(base / path, "rb") as handle:
+                data = handle.read(max_bytes + 1)
+        except OSError:
+            continue
+        if len(data) > max_bytes or MARKER not in data:
+            continue
+        found = suppressions_in(path, data, rs.rules)
+        if not found:
+            continue
+        findings = by_path.get(path, [])
+        starts = statement_starts(data) if findings else {}
+        for sup in found:
+            if sup.problem:
+                notes.append(Notification(INVALID, path, sup.line, f"cs-audit suppression {sup.problem}; it suppresses nothing"))
+                continue
+            used: set[str] = set()
+            for f in findings:
+                if f.rule in sup.rules and sup.line in (f.line, starts.get(f.line, f.line)):
+                    suppressed.setdefault(f.fingerprint, sup.reason)
+                    used.add(f.rule)
+            unused = [r for r in sup.rules if r not in used]
+            if unused:
+                notes.append(Notification(
+                    UNUSED, path, sup.line,
+                    f"cs-audit suppression of {', '.join(unused)} matches no finding on this line or statement: remove it",
+                ))
+    kept = tuple(f for f in result.findings if f.fingerprint not in suppressed)
+    notes.sort(key=lambda n: (n.path, n.line or 0, n.id, n.message))
+    return Suppressed(kept, suppressed, tuple(notes))
+
+
+def skipped_notes(result: AuditResult) -> list[Notification]:
+    """One notification per file the scan could not analyse."""
+    return [Notification(SKIPPED, e.path, None, f"{e.kind}: {e.message}", "error" if e.kind in INCOMPLETE else "note")
+            for e in result.errors]

@@ -1,0 +1,193 @@
+"""``scan``, ``switch``, ``rules``, ``config`` and ``version``.
+
+Exit codes: 0 done, 2 could not complete (bad config, unreadable root, and with
+``--strict`` any skipped file).
+"""
+
+from __future__ import annotations
+
+import difflib
+import gc
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cs_audit.cli import common as state
+from cs_audit.cli.common import app, fail, write_output
+
+PROGRESS_MIN_FILES = 200
+FORMATS = ("text", "json", "markdown", "sarif", "github")
+
+
+def _load(path: Path, **overrides: object):
+    """The configuration and rule set of a scan of ``path``, or a one-line error (exit 2)."""
+    from cs_audit.api import prepare_ruleset
+    from cs_audit.config import ConfigError, load_config
+    from cs_audit.ruleset import RuleDataError, load_ruleset
+
+    if not path.exists():
+        fail(f"{path}: no such file or directory")
+    try:
+        config = load_config(str(path), **overrides)  # type: ignore[arg-type]
+        return config, prepare_ruleset(config, load_ruleset())
+    except (ConfigError, RuleDataError) as exc:
+        fail(f"configuration error: {exc}")
+
+
+def render_format(format: str, result, rs) -> str:
+    """The report of ``result`` in one of ``FORMATS`` other than text."""
+    if format == "json":
+        from cs_audit.render.json import render_json
+
+        return render_json(result)
+    if format == "markdown":
+        from cs_audit.render.markdown import render_markdown
+
+        return render_markdown(result, rs)
+    from cs_audit.ci.gate import context_for
+
+    ctx = context_for(result, rs)
+    if format == "sarif":  # SARIF 2.1.0; in-source suppressions marked, suppression problems as notifications
+        from cs_audit.render.sarif import render_sarif
+
+        return render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
+    from cs_audit.render.github import render_github  # workflow-command annotations
+
+    return render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
+
+
+@app.command()
+def scan(
+    path: Path = typer.Argument(..., help="tree (or file) to audit"),
+    format: str = typer.Option("text", "--format", "-f", help="text (terminal summary + markdown under reports/), json, markdown, sarif, github"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
+    exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
+    no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
+    strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
+) -> None:
+    """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
+    if format not in FORMATS:
+        fail(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    config, rs = _load(path, jobs=jobs, exclude=tuple(exclude), history=not no_history, cache=False if no_cache else None)
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    result = _run_with_progress(config, rs, err, quiet=format != "text")
+    started = time.perf_counter()
+    if format == "text":
+        from cs_audit.render.console import print_summary
+        from cs_audit.render.markdown import render_markdown, title
+
+        target = output or Path("reports") / f"{title(result)}.md"
+        write_output(target, render_markdown(result, rs))
+        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
+        print_summary(Console(), result, rs, str(target), verbose)
+    else:
+        text = render_format(format, result, rs)
+        if output:
+            write_output(output, text)
+        else:
+            sys.stdout.write(text)
+        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
+    if verbose and format != "text":
+        err.print("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings))
+    if strict and result.errors:
+        raise typer.Exit(2)
+
+
+def _run_with_progress(config, rs, err, quiet: bool):
+    from cs_audit.api import run_audit
+
+    if state.KEPT is not None:
+        # the process ends soon without freeing memory: the cyclic collector stays off from
+        # here (``run_audit`` pauses it for the scan only), as switching it back on would have
+        # its next collection traverse everything the scan kept (~0.3 s for SGLang)
+        gc.disable()
+    if quiet or not err.is_terminal:
+        return run_audit(config, rs, keep=state.KEPT)
+    # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("files", total=None)
+
+        def progress(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_FILES:
+                bar.update(task, completed=done, total=total)
+
+        return run_audit(config, rs, progress, keep=state.KEPT)
+
+
+@app.command()
+def switch(
+    name: str = typer.Argument(..., help="the env var"),
+    path: Path = typer.Argument(Path("."), help="tree to audit"),
+    no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1),
+) -> None:
+    """Everything about one switch: reads, gated sites, setters, readers, added-in, disposition and why."""
+    config, rs = _load(path, jobs=jobs, history=not no_history)
+    from rich.console import Console
+
+    from cs_audit.render.console import print_switch
+
+    result = _run_with_progress(config, rs, Console(stderr=True), quiet=False)
+    found = next((s for s in result.switches if s.name == name), None)
+    if found is None:
+        close = difflib.get_close_matches(name, [s.name for s in result.switches], n=5)
+        fail(f"no switch {name!r} is read in {path}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+    print_switch(Console(), found, [f for f in result.findings if f.switch == name or dict(f.extra).get("var", "").split(",")[0] == name])
+
+
+@app.command()
+def rules(rule_id: Optional[str] = typer.Argument(None, help="show one rule in full")) -> None:
+    """List the rule ids, or show one with its rationale and examples."""
+    from rich.console import Console
+
+    from cs_audit.ruleset import load_ruleset
+
+    rs = load_ruleset()
+    console = Console()
+    if rule_id is None:
+        for spec in rs.rules.values():
+            console.print(f"{spec.id:<24} {spec.severity:<7} {spec.summary}", markup=False, highlight=False)
+        return
+    if rule_id not in rs.rules:
+        fail(f"unknown rule {rule_id!r}; known: {', '.join(rs.rules)}")
+    spec = rs.rules[rule_id]
+    console.print(f"{spec.id} ({spec.severity})\n\n{spec.summary}\n\nWhy: {spec.why}\n\nFix: {spec.fix}\n\n"
+                  f"Flagged:\n{spec.example}\nSilent:\n{spec.ok}", markup=False, highlight=False)
+
+
+@app.command("config")
+def show_config(path: Path = typer.Argument(Path("."), help="project to read the configuration of")) -> None:
+    """Print the final configuration for PATH (project file + defaults)."""
+    from cs_audit.config import ConfigError, load_config
+
+    try:
+        config = load_config(str(path))
+    except ConfigError as exc:
+        fail(f"configuration error: {exc}")
+    for key, value in sorted(vars(config).items()):
+        typer.echo(f"{key} = {value!r}")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    from cs_audit import __version__
+
+    typer.echo(__version__)

@@ -1,0 +1,121 @@
+"""Facts for one file: a pure function of its bytes and the rule set.
+
+``extract_python`` decodes (coding cookie, BOM), indexes the module with the stdlib
+``ast`` (structure, gates, call edges) and walks the statements that matter with
+libcst (env reads, emitters, syncs).  Every failure becomes a ``FileError`` for
+that file only.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import replace
+from typing import TypeVar
+
+from cs_audit.extract.index import ModuleIndex, index_module, module_name
+from cs_audit.model import CallSite, CallSites, EnvRead, FileError, FileFacts
+from cs_audit.pyast import parse_quietly
+from cs_audit.ruleset import RuleSet
+
+
+def decode_source(data: bytes) -> str:
+    """Decode like the interpreter: coding cookie or UTF-8, BOM dropped.
+    Raises UnicodeError/SyntaxError (bad cookie)/LookupError for the caller to report."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text.removeprefix("\ufeff")
+
+
+def _decode_error(data: bytes, exc: Exception) -> str:
+    """Where and why ``data`` cannot be decoded: ``line:col`` (1-based) when the codec says where."""
+    if isinstance(exc, UnicodeDecodeError):
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        col = exc.start - (before.rfind(b"\n") + 1) + 1
+        bad = f" (byte 0x{exc.object[exc.start]:02x})" if exc.start < len(exc.object) else ""
+        return f"cannot decode at {line}:{col} as {exc.encoding}: {exc.reason}{bad}"
+    if isinstance(exc, SyntaxError):  # tokenize: bad or unknown coding cookie, BOM + other cookie
+        return f"bad coding declaration: {exc.msg}"
+    return f"cannot decode: {type(exc).__name__}: {exc}"
+
+
+def _syntax_error(exc: SyntaxError) -> str:
+    where = f" at {exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else (f" at {exc.lineno}" if exc.lineno else "")
+    return f"syntax error{where}: {exc.msg}"
+
+
+_Fact = TypeVar("_Fact", EnvRead, CallSite)
+
+
+def _mark_returned(facts: list[_Fact], index: ModuleIndex) -> list[_Fact]:
+    """A read or call decides its function's result when it sits in a `return`, in a
+    local the returns use, or in the test of an `if` whose body returns a value."""
+    out = []
+    for fact in facts:
+        target, is_return = index.statements.get(fact.line, (None, False))
+        returned_names = index.returned_names.get(fact.function, frozenset())
+        returned = is_return or (target is not None and target in returned_names) or fact.line in index.returning_tests
+        out.append(replace(fact, returned=True) if returned else fact)
+    return out
+
+
+def extract_python(path: str, data: bytes, rs: RuleSet) -> FileFacts | FileError:
+    parsed = parse_python(path, data)
+    return parsed if isinstance(parsed, FileError) else extract_parsed(path, *parsed, rs)
+
+
+def parse_python(path: str, data: bytes) -> tuple[str, ast.Module] | FileError:
+    """The decoded text of a Python file and its ``ast``; a ``FileError`` when it is binary,
+    cannot be decoded or does not parse."""
+    if b"\0" in data:
+        return FileError(path, "binary", "contains NUL bytes: not a text file, skipped")
+    try:
+        text = decode_source(data)
+    except (UnicodeError, SyntaxError, LookupError, ValueError, TypeError) as exc:
+        return FileError(path, "encoding", _decode_error(data, exc))
+    try:
+        # the text as it is: CPython's verdict (a `\` + CRLF at the very end is valid, + LF is not)
+        tree = parse_quietly(text, filename=path)
+    except SyntaxError as exc:  # IndentationError, TabError too
+        return FileError(path, "syntax", _syntax_error(exc))
+    except RecursionError:
+        return FileError(path, "parser-crash", "nested too deeply for Python's own parser (RecursionError): not analysed")
+    except MemoryError:
+        # the PEG parser's own stack guard raises MemoryError too ("too complex to parse")
+        return FileError(path, "parser-crash", "Python's own parser gave up (MemoryError: too complex, or out of memory): not analysed")
+    except (ValueError, OverflowError) as exc:
+        return FileError(path, "syntax", f"cannot parse: {type(exc).__name__}: {exc}")
+    return text, tree
+
+
+def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileFacts | FileError:
+    """Facts of a file ``parse_python`` gave ``text`` and ``tree`` for."""
+    # lines as an editor (and ast) counts them: \n, \r\n and a lone \r end a line, a form feed does not
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    index = index_module(tree, text, path, rs)
+    env_reads: list[EnvRead] = []
+    calls = _mark_returned(list(index.calls), index)
+    literal_paths: list[tuple[int, str]] = []
+    if index.snippets:
+        from cs_audit.extract.facts import collect_facts  # libcst: imported by the workers that need it
+
+        try:
+            walker = collect_facts(index.snippets, rs, index.aliases, index.logger_names, index.string_constants, index.shadowed)
+        except RecursionError:
+            return FileError(path, "parser-crash", "expression nesting too deep for the parser")
+        env_reads = _mark_returned(walker.env_reads, index)
+        calls.extend(_mark_returned(walker.calls, index))
+        literal_paths = walker.literal_paths
+    with_facts = {r.function for r in env_reads if r.function} | {c.function for c in calls if c.function and c.role is not None}
+    return FileFacts(
+        path=path,
+        module=module_name(path),
+        aliases=tuple(sorted(index.aliases.items())),
+        functions=index.hash_bodies(with_facts),
+        env_reads=tuple(env_reads),
+        calls=CallSites(sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
+        literal_paths=tuple(sorted(set(literal_paths))),
+        env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
+    )

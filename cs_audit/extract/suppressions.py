@@ -1,0 +1,91 @@
+"""In-source suppression comments: ``# cs-audit: ignore[rule-id] reason``.
+
+A suppression sits in a comment on the finding's line or on the first line of the
+statement that holds it, names one or more rule ids (``ignore[a, b]``) and gives a
+reason after the bracket.  It is read with ``tokenize`` (so text inside strings never
+counts) and only in files that contain the marker at all.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cs_audit.pyast import parse_quietly
+
+MARKER = b"cs-audit"
+_DIRECTIVE = re.compile(r"#\s*cs-audit\s*:\s*(?P<body>.*)$")
+_IGNORE = re.compile(r"^ignore\s*(?:\[(?P<rules>[^\]]*)\])?(?P<reason>.*)$")
+_REASON_LEAD = " \t:;,-\u2013\u2014"
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    path: str
+    line: int
+    rules: tuple[str, ...]
+    reason: str
+    #: why it is invalid (None: valid)
+    problem: str | None = None
+
+
+def parse_comment(path: str, line: int, comment: str, known: Iterable[str]) -> Suppression | None:
+    """The suppression in one comment token, or None when it holds no ``cs-audit:``."""
+    m = _DIRECTIVE.search(comment)
+    if not m:
+        return None
+    body = m.group("body").strip()
+    ig = _IGNORE.match(body)
+    if not ig:
+        return Suppression(path, line, (), "", f"unknown directive {body[:40]!r}: write `# cs-audit: ignore[rule-id] reason`")
+    raw_rules = ig.group("rules")
+    reason = ig.group("reason").strip().lstrip(_REASON_LEAD).strip()
+    rules = tuple(r.strip() for r in (raw_rules or "").split(",") if r.strip())
+    if not rules:
+        return Suppression(path, line, (), reason, "names no rule: write `# cs-audit: ignore[rule-id] reason`")
+    known = set(known)
+    unknown = [r for r in rules if r not in known]
+    if unknown:
+        return Suppression(path, line, rules, reason, f"unknown rule id {', '.join(unknown)}")
+    if not reason:
+        return Suppression(path, line, rules, "", "no reason given: say why after the bracket")
+    return Suppression(path, line, rules, reason)
+
+
+def suppressions_in(path: str, data: bytes, known: Iterable[str]) -> list[Suppression]:
+    """Every ``cs-audit:`` comment of one Python file (tokenized: strings never count)."""
+    if MARKER not in data:
+        return []
+    known = tuple(known)
+    out: list[Suppression] = []
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(data).readline):
+            if tok.type == tokenize.COMMENT and "cs-audit" in tok.string:
+                found = parse_comment(path, tok.start[0], tok.string, known)
+                if found is not None:
+                    out.append(found)
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError, ValueError):
+        return out  # a file that does not tokenize has no findings either
+    return out
+
+
+def statement_starts(data: bytes) -> dict[int, int]:
+    """line -> first line of the innermost statement that holds it."""
+    try:
+        tree = parse_quietly(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    spans: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.end_lineno is not None:
+            spans.append((node.lineno, node.end_lineno))
+    # widest first, so the innermost statement writes last
+    spans.sort(key=lambda s: (-(s[1] - s[0]), s[0]))
+    first: dict[int, int] = {}
+    for start, end in spans:
+        for line in range(start, end + 1):
+            first[line] = start
+    return first
