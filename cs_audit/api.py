@@ -32,7 +32,7 @@ from cs_audit.model import (
     SourceFile,
     Switch,
 )
-from cs_audit.ruleset import RuleSet, load_ruleset
+from cs_audit.ruleset import RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
 
 if TYPE_CHECKING:
     from cs_audit.joins.callgraph import Resolutions
@@ -259,6 +259,10 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap:
 
 
 def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
+    """The rule set of a scan: the shipped one (or ``rs``), with the project's rule tables,
+    hot roots and default level."""
+    if config.rule_tables:
+        rs = load_ruleset(extend_rule_texts(read_rule_texts(), dict(config.rule_tables), config.config_source or "configuration"))
     rs = rs or load_ruleset()
     if config.hot_roots:
         rs = rs.with_extra_roots(list(config.hot_roots))

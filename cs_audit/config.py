@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from cs_audit.ruleset import safe_load_yaml
+from cs_audit.ruleset import EXTENSIBLE, safe_load_yaml
 
 MAX_CONFIG_BYTES = 1 << 20
-_KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes"}
+_KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", *EXTENSIBLE}
 
 
 class ConfigError(ValueError):
@@ -35,6 +35,8 @@ class AuditConfig:
     cache: bool = True
     #: cache root; None: ``$XDG_CACHE_HOME/cs-audit`` or ``~/.cache/cs-audit``
     cache_dir: str | None = None
+    #: rule tables the project adds to the shipped ones, keyed like them (``emitters``, ...)
+    rule_tables: tuple[tuple[str, Any], ...] = ()
 
 
 def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
@@ -88,6 +90,7 @@ def load_config(root: str, **overrides: Any) -> AuditConfig:
     values: dict[str, Any] = {
         "root": root, "exclude": exclude, "hot_roots": tuple(roots),
         "default_level": table.get("default_level"), "config_source": source,
+        "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
     }
     if "max_file_bytes" in table:
         values["max_file_bytes"] = int(table["max_file_bytes"])

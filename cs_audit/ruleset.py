@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from importlib import resources
 from typing import Any
@@ -131,6 +132,9 @@ class RuleSet:
     level_knob_re: re.Pattern[str]
     disposition_rules: tuple[DispositionRule, ...]
     digest: str
+    #: how a use of each API of the tables reads in source (``api_literals``): the per-file
+    #: pre-filter walks the statements that hold one, so an API added to the YAML is seen
+    api_literals: tuple[tuple[str, ...], ...] = ()
 
     def __getitem__(self, rule_id: str) -> RuleSpec:
         return self.rules[rule_id]
@@ -216,6 +220,46 @@ def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
     return DispositionRule(entry["id"], tuple(sorted(when.items())), entry["disposition"], entry.get("merge_into"), entry["reason"])
 
 
+#: the rule files a project's configuration may extend, by the key it uses (the file's stem)
+EXTENSIBLE = ("emitters", "env_apis", "gpu_syncs", "hot_paths", "costs")
+
+
+def extend_rule_texts(texts: dict[str, str], tables: Mapping[str, Any], source: str) -> dict[str, str]:
+    """The rule files with a project's tables merged in, keyed like the shipped files
+    (``{"emitters": {"dumps": {"mylib.store": "dump"}}}``): a mapping adds to a mapping
+    (its keys win), a list is appended to a list, any other value replaces the shipped one."""
+    out = dict(texts)
+    for stem, table in tables.items():
+        name = f"{stem}.yaml"
+        if stem not in EXTENSIBLE or name not in texts:
+            raise RuleDataError(f"{source}: {stem}: not a rule table (extensible: {', '.join(EXTENSIBLE)})")
+        if not isinstance(table, Mapping):
+            raise RuleDataError(f"{source}: {stem}: expected a table keyed like rules/{name}")
+        shipped = _load_yaml(name, texts[name])
+        unknown = set(table) - _EXPECTED_KEYS[name]
+        if unknown:
+            raise RuleDataError(f"{source}: {stem}: unknown keys {sorted(unknown)} (known: {sorted(_EXPECTED_KEYS[name])})")
+        out[name] = yaml.safe_dump(_merged(shipped, table, f"{source}: {stem}"), sort_keys=True, allow_unicode=True)
+    return out
+
+
+def _merged(shipped: Any, extra: Any, where: str) -> Any:
+    if isinstance(shipped, Mapping):
+        if not isinstance(extra, Mapping):
+            raise RuleDataError(f"{where}: expected a table, like the shipped value")
+        merged = dict(shipped)
+        for key, value in extra.items():
+            merged[key] = _merged(shipped[key], value, f"{where}.{key}") if key in shipped else value
+        return merged
+    if isinstance(shipped, list):
+        if not isinstance(extra, list):
+            raise RuleDataError(f"{where}: expected a list, like the shipped value")
+        return shipped + [item for item in extra if item not in shipped]
+    if isinstance(extra, (Mapping, list)):
+        raise RuleDataError(f"{where}: expected a single value, like the shipped value")
+    return extra
+
+
 def read_rule_texts() -> dict[str, str]:
     """The shipped YAML files by name (works from a checkout and from a wheel)."""
     package = resources.files("cs_audit.rules")
@@ -228,6 +272,15 @@ def read_rule_texts() -> dict[str, str]:
 
 def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
     texts = read_rule_texts() if texts is None else texts
+    try:
+        return _load_ruleset(texts)
+    except RuleDataError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, re.error) as exc:
+        raise RuleDataError(f"malformed rule data: {type(exc).__name__}: {exc}") from None
+
+
+def _load_ruleset(texts: dict[str, str]) -> RuleSet:
     missing = set(_EXPECTED_KEYS) - set(texts)
     if missing:
         raise RuleDataError(f"rule files missing: {sorted(missing)}")
@@ -260,7 +313,7 @@ def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
         )
         for r in env.get("registries", ())
     )
-    return RuleSet(
+    rs = RuleSet(
         rules=rules,
         env_calls={name: spec["via"] for name, spec in env["calls"].items()},
         env_mappings=frozenset(env["mappings"]),
@@ -303,3 +356,19 @@ def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
         disposition_rules=tuple(_parse_disposition(r) for r in data["dispositions.yaml"]["rules"]),
         digest=digest,
     )
+    return replace(rs, api_literals=api_literals(rs))
+
+
+def api_literals(rs: RuleSet) -> tuple[tuple[str, ...], ...]:
+    """How the source text of a use of each API the tables name may read, per API: a call
+    of ``mylib.store`` as ``mylib.store(`` or, imported, ``store(``; a sync method as
+    ``.item(``; a logger receiver as ``LOGGER.``; a registry object as ``envs.``.  Formatting
+    helpers (``eager_calls``) are left out: they matter only inside an emitter's arguments."""
+    called = [*rs.env_calls, *rs.logger_factories, *rs.print_calls, *rs.stdwrite_calls, *rs.dump_calls,
+              *rs.open_functions, *rs.makedirs_functions, *rs.timestamp_calls, *rs.sync_functions]
+    out: set[tuple[str, ...]] = {(f"{name}(", name.rsplit(".", 1)[-1] + "(") for name in called}
+    out.update((f".{method}(",) for method in rs.sync_methods)
+    out.update((f"{name}.",) for name in (*rs.logger_receivers, *rs.logging_modules))
+    out.update((f"{r.object}.", f"{r.object.rsplit('.', 1)[-1]}.") for r in rs.registries)
+    out.update((name, name.rsplit(".", 1)[-1]) for name in rs.env_mappings)
+    return tuple(sorted(out))

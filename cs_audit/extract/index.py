@@ -17,6 +17,7 @@ import hashlib
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
 
@@ -36,7 +37,6 @@ SNIPPET_TOKENS = re.compile(
 #: literal marked True implies a match, the others are confirmed with the pattern on the line.
 #: One literal may stand for several alternatives ("env": environ, getenv, putenv, envs.):
 #: each literal costs a scan of the whole file, a confirmation only a line.
-#: Keep in step with SNIPPET_TOKENS.
 _TOKEN_LITERALS: tuple[tuple[str, bool], ...] = (
     ("env", False), ("log", False), ("print", True), (".write(", True),
     ("dump", True), ("save(", True), (".item(", True), ("cpu", False), ("tolist(", True), (".numpy(", True),
@@ -44,6 +44,23 @@ _TOKEN_LITERALS: tuple[tuple[str, bool], ...] = (
     ("makedirs", True), ("mkdir", True), ("trace", True), ("diag", True), ("debug", True),
     ("path.join", True), (".jsonl", True), (".pt", False),
 )
+
+
+@lru_cache(maxsize=8)
+def snippet_literals(api: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, bool], ...]:
+    """The extractor's own literals, and for each API of the rule set (``RuleSet.api_literals``)
+    whose uses SNIPPET_TOKENS does not already match, its shortest form as a literal that
+    matches by itself: an API added to the rules is walked wherever it is used."""
+    extra: list[str] = []
+    for forms in api:
+        if any(SNIPPET_TOKENS.search(form) for form in forms):
+            continue
+        shortest = min(forms, key=len)
+        if shortest and not any(known in shortest for known in extra):
+            extra.append(shortest)
+    return _TOKEN_LITERALS + tuple((literal, True) for literal in sorted(extra))
+
+
 _CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
@@ -427,7 +444,7 @@ class _Indexer(ast.NodeVisitor):
         # line i starts after the lines before it and their i newlines (all in C: map, accumulate)
         self.line_starts: list[int] = list(map(add, accumulate(map(len, lines), initial=0), count()))
         self.line_starts.pop()
-        self.token_prefix = self._line_prefix(SNIPPET_TOKENS, _TOKEN_LITERALS)
+        self.token_prefix = self._line_prefix(SNIPPET_TOKENS, snippet_literals(rs.api_literals))
         self.alias_names: set[str] = set()
         self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
         #: function name -> whether it matches the rules' debug-name pattern
