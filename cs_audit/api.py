@@ -47,21 +47,14 @@ POOL_MIN_FILES = 64
 
 FileResult = FileFacts | FileError | ScriptFacts
 def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None,
-                 packed: bool = False, keyed: bool = False) -> FileResult | bytes | tuple[str | None, FileResult | bytes]:
+                 packed: bool = False) -> FileResult | bytes:
     """Facts for one file; any failure is a ``FileError`` for this file only.
 
     ``cache_dir``: the facts-cache directory of this scan (``cs_audit.incremental.cache.open_cache``,
     resolved once in the main process), or None for no cache.  ``packed``: return facts
     as ``cache.pack`` bytes (what a worker sends back: the pickle the cache entry holds is
     made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
-    returned as it is.  ``keyed``: return (the file's entry key, the result), the key
-    None where ``cache.source_key`` gives None (with a cache only)."""
-    key, result = _analysed(source, rs, max_bytes, cache_dir, packed)
-    return (key, result) if keyed else result
-
-
-def _analysed(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None,
-              packed: bool) -> tuple[str | None, FileResult | bytes]:
+    returned as it is."""
     from cs_audit.extract.python import extract_parsed, parse_python
     from cs_audit.extract.scripts import file_refs, script_facts
     from cs_audit.extract.setters import may_set_env, setters_in_file, setters_in_python
@@ -70,15 +63,15 @@ def _analysed(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | 
         with open(source.abspath, "rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        return None, FileError(source.path, "io", f"cannot read: {exc.strerror or exc}")
+        return FileError(source.path, "io", f"cannot read: {exc.strerror or exc}")
     if len(data) > max_bytes:
-        return None, FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
+        return FileError(source.path, "too-large", f"larger than {max_bytes} bytes: skipped")
     key = None
     if cache_dir is not None:
         key = cache.entry_key(source, data)
         hit = cache.load(cache_dir, key)
         if hit is not None:
-            return key, cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
+            return cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
     result: FileResult
     try:
         if source.kind == "python":
@@ -106,24 +99,23 @@ def _analysed(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | 
     if not packed or isinstance(result, FileError):  # errors as they are: the pool confirms some (``pool.map_files``)
         if key is not None:
             cache.store(cache_dir, key, result)  # type: ignore[arg-type]
-        return key, result
+        return result
     blob = cache.pack(result)  # type: ignore[arg-type]
     if key is not None:
         cache.store(cache_dir, key, result, blob)  # type: ignore[arg-type]
-    return key, blob
+    return blob
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
                cache_dir: str | None, keys: list[str | None], memo: ScanMemo | None = None,
-               known: dict[str, FileResult] | None = None, fill_keys: bool = False) -> Iterable[FileResult]:
+               known: dict[str, FileResult] | None = None) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
     a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
     ``cache_dir``/``keys``: the facts cache of this scan (None: off) and each source's key in
     it (``cache.source_keys``, computed once per scan by ``run_audit``).  ``memo``: results of
     earlier scans in this process, served first (and updated).  ``known``: results already
     computed in this scan, by path (never computed twice: a file that timed out once is not
-    given a second timeout).  ``fill_keys``: the workers work out the keys of the files they
-    analyse (left None in ``keys``, set there as their results come in)."""
+    given a second timeout)."""
     from cs_audit.pool import map_files
 
     total = len(sources)
@@ -147,15 +139,12 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
     if misses:
         _import_worker_modules()
     jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
-    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir, True, fill_keys), jobs=jobs))
+    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir, True), jobs=jobs))
     for done, i in enumerate(range(total), 1):
         if i in hits:
             result = hits[i]
         else:
-            outcome = next(computed)
-            if fill_keys and outcome.__class__ is tuple:  # else the pool's error for a lost worker
-                keys[i], outcome = outcome
-            result = _unpacked(sources[i], outcome)
+            result = _unpacked(sources[i], next(computed))
         if memo is not None:
             memo.note_file(scope, keys[i], result, reused=i in remembered)
         yield result
@@ -232,7 +221,8 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap:
     facts and the rules): the memo's when both are equal to those it holds.  ``earlier``:
     call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
     memo's, for the files whose facts are the objects it holds)."""
-    from cs_audit.analysis.findings import analyse, duplicate_groups
+    from cs_audit.analysis.duplicate_helper import duplicate_groups
+    from cs_audit.analysis.rules import analyse
     from cs_audit.joins.callgraph import build_model
 
     items = tuple(facts.items())
@@ -314,18 +304,13 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     sources, errors = discover(root, config.exclude)
     lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
-    unhashed: cache.Unhashed | None = None
-    if cache_dir is not None and memo is None and cache.is_empty(cache_dir):
-        # a new cache: every file misses it, so each is hashed once, by the worker that reads it
-        unhashed = cache.stat_sources(sources, config.max_file_bytes)
-        keys = [None] * len(sources)
-    elif cache_dir is not None:
+    if cache_dir is not None:
         keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(root))
     elif memo is not None:
         keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
     else:
         keys = [None] * len(sources)
-    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep, unhashed)
+    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
@@ -374,21 +359,12 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
 
 def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                    progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                   memo: ScanMemo | None, lap: Callable[[str], None], keep: list[object] | None = None,
-                   unhashed: cache.Unhashed | None = None) -> TreeAnalysis:
+                   memo: ScanMemo | None, lap: Callable[[str], None], keep: list[object] | None = None) -> TreeAnalysis:
     """The tree's ``TreeAnalysis``: stored under every file's key (warm), else the last stored
     one of this root when the changed files' results allow it (``_result_of_equal_facts``),
-    else analysed; stored for the next scan, with the root's record of its files.
-    ``unhashed``: the files' keys are not known yet (a new cache): the workers work them out,
-    and they are recorded after the analysis."""
+    else analysed; stored for the next scan, with the root's record of its files."""
     result_key = None
     context = _result_context(config, errors)
-    if unhashed is not None and cache_dir is not None:
-        analysis = _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep=keep, fill_keys=True)
-        cache.record_keys(cache_dir, os.path.abspath(config.root), sources, unhashed, keys)
-        if all(k is not None for k in keys):
-            _store_tree_result(cache_dir, config, sources, keys, context, analysis, lap)  # type: ignore[arg-type]
-        return analysis
     if cache_dir is not None and all(k is not None for k in keys):
         result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
     if cache_dir is None or result_key is None:
@@ -488,7 +464,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
                   memo: ScanMemo | None, lap: Callable[[str], None], known: dict[str, FileResult] | None = None,
-                  keep: list[object] | None = None, fill_keys: bool = False) -> TreeAnalysis:
+                  keep: list[object] | None = None) -> TreeAnalysis:
     from cs_audit.analysis.switches import build_switches
     from cs_audit.joins.readers import readers, writers
 
@@ -496,8 +472,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     scripts: dict[str, ScriptFacts] = {}
     errors = list(errors)
     cacheable = True
-    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known,
-                             fill_keys=fill_keys):
+    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known):
         if isinstance(result, FileFacts):
             facts[result.path] = result
         elif isinstance(result, FileError):

@@ -7,11 +7,10 @@ facts into ``Finding``/``Switch`` rows; renderers turn those into text.
 
 from __future__ import annotations
 
-import operator
-from bisect import bisect_left
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
+
+from cs_audit.pickling import restorable
 
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 #: the switch name of a site gated only by a log-level check (`logger.isEnabledFor(DEBUG)`)
@@ -34,6 +33,7 @@ ErrorKind = Literal[
 ]
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     """One file found by discovery; ``path`` is POSIX and relative to the root."""
@@ -43,6 +43,7 @@ class SourceFile:
     kind: str  # "python" | "shell" | "dotenv" | "docker" | "make" | "ci"
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class FileError:
     path: str
@@ -50,6 +51,7 @@ class FileError:
     message: str
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class GateRef:
     """One operand of a condition that may decide whether code runs.
@@ -70,6 +72,7 @@ class GateRef:
     active_when_set: bool = True
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class FunctionDef:
     qualname: str
@@ -92,6 +95,7 @@ class FunctionDef:
     debug_named: bool = False
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class EnvRead:
     #: the env var name; None when it cannot be resolved statically
@@ -115,6 +119,7 @@ class EnvRead:
     loop_iter: str = ""
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class CallSite:
     """Any call in the file, with the context the analyses need."""
@@ -161,162 +166,7 @@ def holds_fact(site: CallSite) -> bool:
     return site.role is not None or bool(site.eager) or bool(site.arg_calls) or bool(site.path_pattern)
 
 
-class CallSites:
-    """``FileFacts.calls``: a file's call sites in file order, a read-only sequence of
-    ``CallSite`` (index, slice, iterate; equal to another ``CallSites`` of the same sites).
-
-    Most sites of a tree are plain call edges (``holds_fact`` false: 19 of 20 in SGLang),
-    and a scan that reuses stored call resolutions reads only those that land in the tree
-    (one in five).  So the plain ones are pickled as columns, one per ``CallSite`` field
-    (a column whose values are all equal as its one value), and built as objects only when
-    read: loading a tree's facts makes a few tuples per file instead of an object per
-    call.  The sites that hold facts (``facts``, what the rules' passes read) are kept
-    as objects."""
-
-    __slots__ = ("_all", "_built", "_facts", "_parts", "_plain_row")
-
-    def __init__(self, sites: Iterable[CallSite] = ()) -> None:
-        self._all: tuple[CallSite, ...] | None = tuple(sites)
-        #: (fact sites, their indices, columns of the plain sites, number of sites)
-        self._parts: tuple[tuple[CallSite, ...], tuple[int, ...], tuple[tuple[object, ...], ...], int] | None = None
-        self._built: dict[int, CallSite] | None = None  # plain sites built so far (restored form)
-        self._facts: tuple[CallSite, ...] | None = None
-        #: a plain site's field values with the constant columns filled in, and the other columns
-        self._plain_row: tuple[list[object], tuple[tuple[int, tuple[object, ...]], ...]] | None = None
-
-    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
-        return _restore_call_sites, self.parts()
-
-    def parts(self) -> tuple[tuple[CallSite, ...], tuple[int, ...], tuple[tuple[object, ...], ...], int]:
-        """The pickled form: the sites that hold facts, their indices, the columns of the others
-        and the number of sites."""
-        if self._parts is None:
-            sites = self._all or ()
-            facts: list[CallSite] = []
-            fact_at: list[int] = []
-            rows: list[tuple[object, ...]] = []
-            for index, site in enumerate(sites):
-                if holds_fact(site):
-                    facts.append(site)
-                    fact_at.append(index)
-                else:
-                    rows.append(_call_site_row(site))
-            columns = tuple(_column(values) for values in zip(*rows))
-            self._parts = (tuple(facts), tuple(fact_at), columns, len(sites))
-        return self._parts
-
-    @property
-    def facts(self) -> tuple[CallSite, ...]:
-        """The sites that hold a fact (``holds_fact``), in file order."""
-        if self._facts is None:
-            self._facts = self.parts()[0]
-        return self._facts
-
-    def edge_sites(self) -> Iterator[tuple[int, str, str | None, str | None]]:
-        """(index, callee, function, role) of every site, in order, without building the plain
-        ones (whose role is None): what call resolution reads."""
-        if self._all is not None:
-            for index, site in enumerate(self._all):
-                yield index, site.callee, site.function, site.role
-            return
-        facts, fact_at, columns, count = self._parts  # type: ignore[misc]
-        if not columns:
-            for index, site in zip(fact_at, facts):
-                yield index, site.callee, site.function, site.role
-            return
-        callees, functions = columns[_CALLEE], columns[_FUNCTION]
-        plain = count - len(facts)
-        if len(callees) < plain:
-            callees = callees * plain
-        if len(functions) < plain:
-            functions = functions * plain
-        fact_index = fact_at[0] if fact_at else count
-        k = j = 0
-        for index in range(count):
-            if index == fact_index:
-                site = facts[k]
-                yield index, site.callee, site.function, site.role
-                k += 1
-                fact_index = fact_at[k] if k < len(fact_at) else count
-            else:
-                yield index, callees[j], functions[j], None
-                j += 1
-
-    def __len__(self) -> int:
-        return len(self._all) if self._all is not None else self._parts[3]  # type: ignore[index]
-
-    def __getitem__(self, index):  # type: ignore[no-untyped-def]
-        if self._all is not None:
-            return self._all[index]
-        if index.__class__ is slice:
-            return tuple(self[i] for i in range(*index.indices(len(self))))
-        facts, fact_at, columns, count = self._parts  # type: ignore[misc]
-        if index < 0:
-            index += count
-        if not 0 <= index < count:
-            raise IndexError("call site index out of range")
-        built = self._built
-        site = built.get(index)  # type: ignore[union-attr]
-        if site is None:
-            k = bisect_left(fact_at, index)
-            if k < len(fact_at) and fact_at[k] == index:
-                return facts[k]
-            j = index - k  # the index among the plain sites
-            if self._plain_row is None:
-                self._plain_row = ([c[0] if len(c) == 1 else None for c in columns],
-                                   tuple((n, c) for n, c in enumerate(columns) if len(c) > 1))
-            row, varying = self._plain_row
-            row = row.copy()
-            for n, column in varying:
-                row[n] = column[j]
-            site = built[index] = _restore_CallSite(*row)  # type: ignore[index]  # noqa: F821
-        return site
-
-    def __iter__(self) -> Iterator[CallSite]:
-        if self._all is None:
-            self._all = tuple(self[i] for i in range(len(self)))
-            self._built = None
-        return iter(self._all)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not CallSites:
-            return NotImplemented
-        return self is other or self.parts() == other.parts()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self.parts())
-
-    def __repr__(self) -> str:
-        return f"CallSites({tuple(self)!r})"
-
-
-def _restore_call_sites(facts: tuple[CallSite, ...], fact_at: tuple[int, ...], columns: tuple[tuple[object, ...], ...],
-                        count: int) -> CallSites:
-    """A ``CallSites`` from its ``parts`` (what pickle calls): no plain site built yet."""
-    sites = CallSites.__new__(CallSites)
-    sites._all = None
-    sites._parts = (facts, fact_at, columns, count)
-    sites._built = {}
-    sites._facts = facts
-    sites._plain_row = None
-    return sites
-
-
-def _column(values: tuple[object, ...]) -> tuple[object, ...]:
-    """``values``, or its one value when all are equal and of one type (a column of the plain sites)."""
-    first = values[0]
-    if values.count(first) == len(values):
-        cls = first.__class__
-        if all(v.__class__ is cls for v in values):
-            return (first,)
-    return values
-
-
-_CALL_SITE_FIELDS = tuple(f for f in CallSite.__dataclass_fields__)  # type: ignore[attr-defined]
-_call_site_row = operator.attrgetter(*_CALL_SITE_FIELDS)
-_CALLEE, _FUNCTION = _CALL_SITE_FIELDS.index("callee"), _CALL_SITE_FIELDS.index("function")
-
-
+@restorable
 @dataclass(frozen=True, slots=True)
 class EnvSetter:
     var: str
@@ -327,6 +177,7 @@ class EnvSetter:
     source: SetterSource
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class FileFacts:
     path: str
@@ -335,7 +186,7 @@ class FileFacts:
     aliases: tuple[tuple[str, str], ...]
     functions: tuple[FunctionDef, ...]
     env_reads: tuple[EnvRead, ...]
-    calls: CallSites
+    calls: tuple[CallSite, ...]
     #: (line, path) of the literal output paths the file writes to (`open("/tmp/x/" ...)`, an
     #: output-dir env var's default)
     literal_paths: tuple[tuple[int, str], ...] = ()
@@ -347,6 +198,7 @@ class FileFacts:
     setters: tuple[EnvSetter, ...] = ()
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class ScriptFacts:
     """A shell runner, .env, Makefile, Dockerfile or CI file: what it sets and reads."""
@@ -358,6 +210,7 @@ class ScriptFacts:
     greps: tuple[tuple[int, str], ...]
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class BlameInfo:
     commit: str  # short sha
@@ -366,6 +219,74 @@ class BlameInfo:
     author: str = ""
 
 
+# -- what each rule says of a site besides the common fields of a finding (JSON: added fields)
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class EnvReadDetail:
+    """env-read-hot: the variable(s) read (``<dynamic>`` when not known), and how."""
+
+    var: str
+    via: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class EmitterDetail:
+    """default-on-emitter, eager-format: the emitter's callee, and the record's level (the
+    role for a print or write; ``helper`` for a gated helper's eager arguments)."""
+
+    emitter: str
+    level: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class SyncDetail:
+    """sync-in-debug: the syncing call's last name."""
+
+    call: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class OpenDetail:
+    """per-call-open: the open mode."""
+
+    mode: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class FlushDetail:
+    """redundant-flush: the line-buffered handle."""
+
+    handle: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class OutputPathDetail:
+    """hardcoded-output-path: the literal path."""
+
+    output_path: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class DuplicateDetail:
+    """duplicate-helper: the group's name and how many copies it has."""
+
+    group: str
+    copies: str
+
+
+FindingDetail = (EnvReadDetail | EmitterDetail | SyncDetail | OpenDetail | FlushDetail | OutputPathDetail
+                 | DuplicateDetail | None)
+
+
+@restorable
 @dataclass(frozen=True, slots=True)
 class Finding:
     rule: str
@@ -381,9 +302,11 @@ class Finding:
     code: str = ""
     cost_us: float = 0.0
     eager_kinds: tuple[str, ...] = ()
-    extra: tuple[tuple[str, str], ...] = field(default=())
+    #: what the rule says of the site besides the common fields (one type per rule)
+    detail: FindingDetail = None
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class SwitchRead:
     path: str
@@ -392,6 +315,7 @@ class SwitchRead:
     per_call: bool
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class GatedSite:
     """An emitter, dump, open or sync that runs only with the switch set."""
@@ -406,6 +330,7 @@ class GatedSite:
     code: str
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class Switch:
     name: str
@@ -429,6 +354,7 @@ class Switch:
     proposed_level: str = ""
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class DuplicateSite:
     path: str
@@ -436,6 +362,7 @@ class DuplicateSite:
     function: str
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class DuplicateGroup:
     name: str
@@ -471,6 +398,7 @@ NOTIFICATION_IDS = {
 INCOMPLETE = frozenset({"parser-crash", "timeout", "internal", "io"})
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class Notification:
     """Something about the run that is not a finding: a bad suppression, a skipped file."""
@@ -520,6 +448,7 @@ class Gates:
         return ", ".join(f"{r} (no switch)" if only else r for r, only in self.rules.items())
 
 
+@restorable
 @dataclass(frozen=True, slots=True)
 class BaselineEntry:
     fingerprint: str
@@ -540,98 +469,3 @@ class CheckOutcome:
     since: str | None = None  # full sha
     baseline: str | None = None  # path as given
     incomplete: list[str] = field(default_factory=list)  # why the check could not complete
-
-
-def _slot_filler(cls: type) -> type | None:
-    """A plain class with ``cls``'s slots (same names, same order, so the same layout) and no
-    ``__setattr__`` of its own: ``obj.x = v`` on it is a plain slot store, which the
-    interpreter specialises (``STORE_ATTR_SLOT``), ~4x faster than calling a slot
-    descriptor's ``__set__``.  An object is filled as one of these and then given its
-    class (``obj.__class__ = cls``: allowed between classes of the same layout).  None when
-    this interpreter refuses the class switch (then the descriptors fill the slots)."""
-    filler = type(f"_{cls.__name__}Slots", (), {"__slots__": cls.__slots__, "__module__": __name__})  # type: ignore[attr-defined]
-    try:
-        probe = object.__new__(filler)
-        probe.__class__ = cls
-    except TypeError:
-        return None
-    return filler if type(probe) is cls else None
-
-
-def _fast_init(cls: type, fields: tuple, scope: dict[str, object], filler: type | None) -> None:
-    """Give ``cls`` an ``__init__`` with the dataclass's signature (same parameters, order and
-    defaults) that fills the slots as ``_restore_<Class>`` does (the object is a ``filler``
-    while it is filled): the frozen dataclass's own sets each field with
-    ``object.__setattr__`` by name, and the index builds call sites by the hundred thousand.
-    Left as it is for a class with a default factory or a keyword-only field."""
-    import dataclasses
-
-    if any(f.default_factory is not dataclasses.MISSING or f.kw_only for f in fields):
-        return
-    params = []
-    for f in fields:
-        if f.default is dataclasses.MISSING:
-            params.append(f.name)
-        else:
-            scope[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-    scope.update({f"_set_{f.name}": getattr(cls, f.name).__set__ for f in fields})
-    def by_descriptors(indent: str) -> str:
-        return "".join(f"{indent}_set_{f.name}(self, {f.name})\n" for f in fields)
-
-    if filler is not None:  # (a subclass, with a layout of its own, is filled through the descriptors)
-        body = ("    if self.__class__ is _cls:\n        _set_class(self, _filler)\n"
-                + "".join(f"        self.{f.name} = {f.name}\n" for f in fields)
-                + "        self.__class__ = _cls\n    else:\n" + by_descriptors(" " * 8))
-    else:
-        body = by_descriptors(" " * 4)
-    exec(f"def __init__(self, {', '.join(params)}):\n{body}", scope)  # noqa: S102 - our own field names
-    init = scope["__init__"]
-    init.__qualname__ = f"{cls.__name__}.__init__"  # type: ignore[attr-defined]
-    init.__module__ = __name__  # type: ignore[attr-defined]
-    cls.__init__ = init  # type: ignore[misc]
-
-
-def _pickle_by_slots() -> None:
-    """Facts cross process boundaries (worker -> parent) and land in the cache by the
-    hundred thousand: pickle each slotted dataclass as ``_restore_<Class>(*field values)``,
-    a generated function that fills the slots of a ``_slot_filler`` object and then gives it
-    its class (3x faster than calling each slot descriptor, which is itself ~1.6x faster
-    than the frozen class's ``__init__``; the default for slotted dataclasses calls
-    ``dataclasses.fields()`` per object on load, 5x slower still).  No class here has a
-    ``__post_init__`` to skip."""
-    import dataclasses
-    import operator
-
-    for cls in list(globals().values()):
-        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == __name__):
-            continue
-        fields = dataclasses.fields(cls)
-        names = [f.name for f in fields]
-        if not getattr(cls, "__slots__", None) or hasattr(cls, "__post_init__") or not all(f.init for f in fields):
-            continue
-        filler = _slot_filler(cls)
-        scope: dict[str, object] = {"_new": object.__new__, "_cls": cls, "_filler": filler,
-                                    "_set_class": object.__dict__["__class__"].__set__}
-        if filler is not None:
-            body = "".join(f"    obj.{name} = {name}\n" for name in names)
-            exec(f"def restore({', '.join(names)}):\n    obj = _new(_filler)\n{body}    obj.__class__ = _cls\n    return obj\n", scope)  # noqa: S102
-        else:
-            setters = {f"_set_{name}": getattr(cls, name).__set__ for name in names}
-            scope.update(setters)
-            body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
-            exec(f"def restore({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n", scope)  # noqa: S102
-        restore = scope["restore"]
-        restore.__name__ = restore.__qualname__ = f"_restore_{cls.__name__}"  # type: ignore[attr-defined]
-        restore.__module__ = __name__  # type: ignore[attr-defined]
-        globals()[restore.__name__] = restore  # type: ignore[attr-defined]
-        _fast_init(cls, fields, scope, filler)
-        getter = operator.attrgetter(*names) if len(names) > 1 else (lambda obj, name=names[0]: (getattr(obj, name),))
-
-        def reduce(obj: object, restore: object = restore, getter=getter) -> tuple[object, tuple[object, ...]]:
-            return restore, getter(obj)
-
-        cls.__reduce__ = reduce  # type: ignore[method-assign, assignment]
-
-
-_pickle_by_slots()

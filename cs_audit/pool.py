@@ -491,10 +491,7 @@ class Results(Iterator[R]):
 
 
 def _may_depend_on_worker(outcome: object) -> bool:
-    """A file's error that a previous file in the same worker could have caused (``outcome``:
-    the analysis's answer, or an answer paired with the file's key: ``analyse_file(keyed=True)``)."""
-    if outcome.__class__ is tuple and len(outcome) == 2:  # type: ignore[arg-type]
-        outcome = outcome[1]  # type: ignore[index]
+    """A file's error that a previous file in the same worker could have caused."""
     return isinstance(outcome, FileError) and (
         outcome.kind == "internal" or (outcome.kind == "parser-crash" and "memory" in outcome.message.lower())
     )

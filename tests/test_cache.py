@@ -17,7 +17,7 @@ from cs_audit.api import analyse_file, prepare_ruleset, run_audit
 from cs_audit.config import AuditConfig, load_config
 from cs_audit.extract.discover import discover
 from cs_audit.incremental import cache
-from cs_audit.model import CallSites, FileError, FileFacts
+from cs_audit.model import FileError, FileFacts
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
 
@@ -147,7 +147,7 @@ def test_default_root_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
 def _write_same_key(args: tuple[str, str, int]) -> int:
     cache_dir, key, rounds = args
-    result = FileFacts(path="p.py", module="p", aliases=(("os", "os"),), functions=(), env_reads=(), calls=CallSites())
+    result = FileFacts(path="p.py", module="p", aliases=(("os", "os"),), functions=(), env_reads=(), calls=())
     for _ in range(rounds):
         cache.store(cache_dir, key, result)
         loaded = cache.load(cache_dir, key)
@@ -322,25 +322,7 @@ def test_stat_records_of_other_roots_are_bounded(tree: Path, tmp_path: Path, mon
 
 
 # ------------------------------------------------------------------ a new cache: keys from the workers
-def test_a_new_cache_is_filled_without_hashing_in_the_parent(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With nothing stored yet every file misses: the parent only stats the files, each worker
-    hashes the file it reads, and the keys it sends back make the stat record, the entries
-    and the stored result of the next scan, which reads no file and analyses none."""
-    from cs_audit import api
-
-    monkeypatch.setattr(cache, "RACY_NS", 0)  # the fixture's files were written just now
-    cache_root = tmp_path / "cache"
-    read = _read_counter(monkeypatch)
-    cold = _scan(tree, cache_root)
-    assert read == [] and cold == _scan(tree, None)
-    assert len(_results(cache_root)) == 1 and len(_entries(cache_root)) >= len(_sources(tree))
-    monkeypatch.setattr(api, "_map_files", _no_file_work)
-    monkeypatch.setattr(api, "_joins", _no_file_work)
-    assert _scan(tree, cache_root) == cold
-    assert read == []  # every key came from the stat record the first scan wrote
-
-
-def test_a_new_cache_stores_the_keys_of_files_that_fail(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_keys_of_files_that_fail_are_stored(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cs_audit import api
 
     monkeypatch.setattr(cache, "RACY_NS", 0)
@@ -353,34 +335,11 @@ def test_a_new_cache_stores_the_keys_of_files_that_fail(tree: Path, tmp_path: Pa
     assert _scan(tree, cache_root) == cold  # the stored result: the failed files had keys too
 
 
-def test_a_file_changed_while_a_new_cache_is_filled_is_hashed_again(tree: Path, tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The stat record pairs each key with the signature taken before the file was read: a
-    file written after that is read and hashed again by the next scan."""
-    monkeypatch.setattr(cache, "RACY_NS", 0)
-    target = next(p for p in sorted(tree.rglob("*.py")) if "logger" in p.read_text(encoding="utf-8"))
-    original = cache.stat_sources
-
-    def stat_then_edit(sources, max_bytes):
-        taken = original(sources, max_bytes)
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write('\n\ndef _late(x):\n    logger.info(f"late {x}")\n')
-        return taken
-
-    monkeypatch.setattr(cache, "stat_sources", stat_then_edit)
-    cache_root = tmp_path / "cache"
-    first = _scan(tree, cache_root)
-    assert "late {x}" in first  # the workers read the file after the edit
-    monkeypatch.setattr(cache, "stat_sources", original)
-    read = _read_counter(monkeypatch)
-    assert _scan(tree, cache_root) == first == _scan(tree, None)
-    assert read == [str(target.relative_to(tree))]
-
-
-def test_a_worker_lost_while_a_new_cache_is_filled_costs_only_its_file(tree: Path, tmp_path: Path,
+def test_a_worker_lost_on_a_file_costs_only_that_file(tree: Path, tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file that crashes its worker has no key (the worker died before answering): it is
-    reported, the other files' keys and entries are kept, and the next scan hashes only it."""
+    """A file that crashes its worker is reported, the other files' entries are kept, no
+    whole-tree result is stored (a crash may not repeat), and the next scan takes every key
+    from the stat record and analyses the file again."""
     monkeypatch.setattr(cache, "RACY_NS", 0)
     shutil.copy(PROJECT / "fixtures" / "hostile" / "and_chain_10000.py", tree / "chain.py")  # crashes libcst's parser
     cache_root = tmp_path / "cache"
@@ -389,17 +348,7 @@ def test_a_worker_lost_while_a_new_cache_is_filled_costs_only_its_file(tree: Pat
     assert first == _scan(tree, None) and _results(cache_root) == []  # a crash may not repeat: not stored
     read = _read_counter(monkeypatch)
     assert _scan(tree, cache_root) == first
-    assert read == ["chain.py"]
-
-
-def test_keyed_answers_of_a_worker_are_confirmed_like_plain_ones() -> None:
-    from cs_audit.pool import _may_depend_on_worker
-
-    internal = FileError("a.py", "internal", "internal error: boom")
-    syntax = FileError("a.py", "syntax", "syntax error at 1:5: invalid syntax")
-    assert _may_depend_on_worker(internal) and _may_depend_on_worker(("k" * 40, internal))
-    assert not _may_depend_on_worker(syntax) and not _may_depend_on_worker(("k" * 40, syntax))
-    assert not _may_depend_on_worker(("k" * 40, b"packed facts"))
+    assert read == []
 
 
 def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
@@ -425,20 +374,18 @@ def test_facts_pickle_through_the_slot_restorers(rs) -> None:
     import dataclasses
     import pickle
 
-    from cs_audit import model
+    from cs_audit import pickling
 
     results = _analyse_all(TREE, rs, None)
     facts = [r for r in results if isinstance(r, FileFacts) and r.calls and r.functions]
     assert facts
     blob = pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
-    assert b"_restore_CallSite" in blob and b"_restore_FileFacts" in blob
+    assert b"cs_audit.pickling" in blob and b"_restore" in blob
     back = pickle.loads(blob)
     assert back == results and [type(r) for r in back] == [type(r) for r in results]
     with pytest.raises(dataclasses.FrozenInstanceError):
         back[results.index(facts[0])].calls[0].line = 0  # still frozen
-    slotted = [c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
-               and c.__module__ == model.__name__ and getattr(c, "__slots__", None)]
-    assert all(hasattr(model, f"_restore_{c.__name__}") for c in slotted)
+    assert set(_slotted_model_classes()) <= set(pickling._FILLERS)  # every slotted model type is restorable
 
 
 def _slotted_model_classes() -> list[type]:
@@ -451,53 +398,37 @@ def _slotted_model_classes() -> list[type]:
 
 
 @pytest.mark.parametrize("cls", _slotted_model_classes(), ids=lambda c: c.__name__)
-def test_model_objects_built_or_restored_are_of_their_class_and_frozen(cls: type) -> None:
-    """``__init__`` and ``_restore_<Class>`` fill a same-layout stand-in and switch its class:
-    what comes out is the class itself, equal to the dataclass made field by field, frozen."""
+def test_model_objects_restored_are_of_their_class_equal_and_frozen(cls: type) -> None:
     import dataclasses
-
-    from cs_audit import model
-
-    fields = dataclasses.fields(cls)
-    values = {f.name: f"v{i}" for i, f in enumerate(fields)}
-    built = cls(**values)
-    restored = getattr(model, f"_restore_{cls.__name__}")(*values.values())
-    reference = object.__new__(cls)
-    for name, value in values.items():
-        object.__setattr__(reference, name, value)
-    for obj in (built, restored):
-        assert type(obj) is cls and obj == reference and hash(obj) == hash(reference)
-        assert [getattr(obj, f.name) for f in fields] == list(values.values())
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(obj, fields[0].name, "other")
-    assert model._slot_filler(cls) is not None  # this interpreter takes the fast path
-    # a subclass (another layout may follow) is filled through the descriptors and keeps its class
-    sub = type(f"Sub{cls.__name__}", (cls,), {"__slots__": ()})
-    child = sub(**values)
-    assert type(child) is sub and [getattr(child, f.name) for f in fields] == list(values.values())
-
-
-def test_restore_without_the_class_switch_fills_the_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the interpreter refused the class switch, the generated code sets each slot
-    through its descriptor instead: same objects."""
     import pickle
 
-    from cs_audit import model
+    fields = dataclasses.fields(cls)
+    built = cls(**{f.name: f"v{i}" for i, f in enumerate(fields)})
+    restored = pickle.loads(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(restored) is cls and restored == built and hash(restored) == hash(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(restored, fields[0].name, "other")
 
-    results = _analyse_all(TREE, load_ruleset(), None)
-    blob = pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
-    monkeypatch.setattr(model, "_slot_filler", lambda cls: None)
-    model._pickle_by_slots()
-    try:
-        assert pickle.loads(blob) == results
-        call = model.CallSite(callee="f", function=None, line=1, end_line=1, gates=(), loop_depth=0, literal_args=(),
-                              eager=(), arg_calls=(), role=None, level=None, resolution="exact", in_emitter_args=False,
-                              receiver=None, mode=None, line_buffered=False, builds_path=False, bound_to=None, code="f()")
-        assert type(call) is model.CallSite and call.code == "f()" and "_set_class" not in model.CallSite.__init__.__code__.co_names
-    finally:
-        monkeypatch.undo()
-        model._pickle_by_slots()  # the fast path again for the tests that follow
-    assert "_set_class" in model.CallSite.__init__.__code__.co_names
+
+def test_restorable_refuses_what_it_cannot_restore() -> None:
+    import dataclasses
+
+    from cs_audit.pickling import restorable
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        x: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    for cls in (NoSlots, Checked):
+        with pytest.raises(TypeError):
+            restorable(cls)
 
 
 def test_a_packed_result_is_the_entry_and_reads_back(tmp_path: Path) -> None:

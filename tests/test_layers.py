@@ -12,22 +12,23 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "cs_audit"
 
 #: (layer, module prefixes), in pipeline order; a module may import from lower layers and
-#: from its own folder.  Infrastructure (layer 3) may import only the base (layers 0-2).
+#: from its own folder.  Infrastructure (layer 4) may import only the base (layers 0-3).
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (0, ("cs_audit", "cs_audit.model", "cs_audit.pyast")),
-    (1, ("cs_audit.ruleset",)),
-    (2, ("cs_audit.config",)),
-    (3, ("cs_audit.pool", "cs_audit.git", "cs_audit.incremental")),
-    (4, ("cs_audit.extract",)),
-    (5, ("cs_audit.joins",)),
-    (6, ("cs_audit.analysis",)),
-    (7, ("cs_audit.api",)),
-    (8, ("cs_audit.render",)),
-    (9, ("cs_audit.ci",)),
-    (10, ("cs_audit.cli", "cs_audit.testing")),
-    (11, ("cs_audit.__main__",)),
+    (0, ("cs_audit", "cs_audit.pickling", "cs_audit.pyast")),
+    (1, ("cs_audit.model",)),
+    (2, ("cs_audit.ruleset",)),
+    (3, ("cs_audit.config",)),
+    (4, ("cs_audit.pool", "cs_audit.git", "cs_audit.incremental")),
+    (5, ("cs_audit.extract",)),
+    (6, ("cs_audit.joins",)),
+    (7, ("cs_audit.analysis",)),
+    (8, ("cs_audit.api",)),
+    (9, ("cs_audit.render",)),
+    (10, ("cs_audit.ci",)),
+    (11, ("cs_audit.cli", "cs_audit.testing")),
+    (12, ("cs_audit.__main__",)),
 )
-INFRASTRUCTURE = 3
+INFRASTRUCTURE = 4
 
 
 def module_name(path: Path) -> str:
@@ -137,3 +138,17 @@ def test_every_package_folder_ships_in_the_wheel() -> None:
     listed = set(config["tool"]["setuptools"]["packages"])
     folders = {module_name(p.parent / "__init__.py") for p in PACKAGE.rglob("__init__.py")}
     assert folders <= listed, f"add to [tool.setuptools] packages: {sorted(folders - listed)}"
+
+
+def test_each_rule_lives_in_its_own_module_named_after_it() -> None:
+    """``analysis/<rule_id with underscores>.py`` for every rule of rules/rules.yaml, each in
+    the one registry (``analysis.rules.RULES``) with its check and its message."""
+    from cs_audit.analysis.rules import RULES
+    from cs_audit.ruleset import load_ruleset
+
+    ids = set(load_ruleset().rules)
+    by_id = {module.RULE: module for module in RULES}
+    assert set(by_id) == ids and len(RULES) == len(ids)
+    for rule, module in by_id.items():
+        assert module.__name__ == "cs_audit.analysis." + rule.replace("-", "_")
+        assert callable(module.check) and callable(module.message)

@@ -102,7 +102,7 @@ def _diag(name, level=1):
 ''')
     result = scan_files({"mod.py": src})
     hits = [f for f in result.findings if f.rule == "env-read-hot"]
-    assert [(f.line, f.switch, dict(f.extra)["var"]) for f in hits] == [(12, None, "KEEPMAP_DIAG,DELTA_COMPACTION_LOG")]
+    assert [(f.line, f.switch, f.detail.var) for f in hits] == [(12, None, "KEEPMAP_DIAG,DELTA_COMPACTION_LOG")]
     # and the log line it guards is gated by the switch named at the call site
     assert [f for f in result.findings if f.rule == "default-on-emitter"] == []
 
@@ -119,7 +119,7 @@ class Runner:
         return a, b
 '''
     result = scan_files({"mod.py": src})
-    assert [(f.line, dict(f.extra)["var"], dict(f.extra)["via"]) for f in result.findings] == [
+    assert [(f.line, f.detail.var, f.detail.via) for f in result.findings] == [
         (6, "SGLANG_TRACE", "registry:sglang-envs"), (7, "VLLM_DEBUG_DUMP", "registry:vllm-envs"),
     ]
 
@@ -127,7 +127,7 @@ class Runner:
 def test_dynamic_env_name_is_reported_not_dropped() -> None:
     src = hot('x = os.environ.get(batch.name)')
     result = scan_files({"mod.py": src})
-    assert [(f.line, dict(f.extra)["var"]) for f in result.findings] == [(12, "<dynamic>")]
+    assert [(f.line, f.detail.var) for f in result.findings] == [(12, "<dynamic>")]
 
 
 def test_loop_over_requests_raises_frequency() -> None:
@@ -298,7 +298,7 @@ if os.environ.get("SYNC_DBG"):
     torch.cuda.synchronize()
 ''')
     result = scan_files({"mod.py": src})
-    assert [(f.line, f.switch, dict(f.extra)["call"]) for f in result.findings if f.rule == "sync-in-debug"] == [
+    assert [(f.line, f.switch, f.detail.call) for f in result.findings if f.rule == "sync-in-debug"] == [
         (12, None, "item"), (14, "KV_DUMP", "cpu"), (16, "SYNC_DBG", "synchronize"),
     ]
 

@@ -149,7 +149,9 @@ def switch(
     if found is None:
         close = difflib.get_close_matches(name, [s.name for s in result.switches], n=5)
         fail(f"no switch {name!r} is read in {path}" + (f"; did you mean {', '.join(close)}?" if close else ""))
-    print_switch(Console(), found, [f for f in result.findings if f.switch == name or dict(f.extra).get("var", "").split(",")[0] == name])
+    from cs_audit.render.json import detail_fields
+
+    print_switch(Console(), found, [f for f in result.findings if f.switch == name or detail_fields(f).get("var", "").split(",")[0] == name])
 
 
 @app.command()

@@ -54,7 +54,7 @@ CachedResult = FileFacts | ScriptFacts | FileError
 
 
 def _dumps(value: object) -> bytes:
-    """The model's slotted dataclasses pickle as ``_restore_<Class>(*field values)`` (``model._pickle_by_slots``)."""
+    """The model's slotted dataclasses pickle as their field values (``cs_audit.pickling``)."""
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -312,51 +312,6 @@ def _settled(signature: tuple[int, int, int, int], hashed_at_ns: int) -> bool:
 def _write_stat_memo(path: str, root: str, memo: StatMemo) -> None:
     if _write_entry(path, _STAT_MAGIC, root, memo):
         _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
-
-
-def is_empty(cache_dir: str) -> bool:
-    """Whether nothing was ever stored in this version directory of the cache (each file
-    of a scan will miss it)."""
-    try:
-        with os.scandir(cache_dir) as entries:
-            return next(entries, None) is None
-    except OSError:
-        return False
-
-
-@dataclass(frozen=True)
-class Unhashed:
-    """The stat signature of each source (None: unreadable or over the size limit), taken
-    before a scan that leaves hashing them to the workers (``analyse_file(keyed=True)``),
-    and when it was taken: ``record_keys`` records the keys they give against it."""
-
-    signatures: tuple[tuple[int, int, int, int] | None, ...]
-    taken_ns: int
-
-
-def stat_sources(sources: list[SourceFile], max_bytes: int) -> Unhashed:
-    taken = time.time_ns()
-    signatures: list[tuple[int, int, int, int] | None] = []
-    for source in sources:
-        try:
-            st = os.stat(source.abspath)
-        except OSError:
-            signatures.append(None)
-            continue
-        signatures.append(None if st.st_size > max_bytes else _signature(st))
-    return Unhashed(tuple(signatures), taken)
-
-
-def record_keys(cache_dir: str, root: str, sources: list[SourceFile], unhashed: Unhashed, keys: list[str | None]) -> None:
-    """The stat record ``source_keys`` keeps for ``root``, made from keys worked out elsewhere:
-    each against the signature taken before its file was read (a file changed since has
-    another signature next time, and is hashed again), none for a file changed within
-    ``RACY_NS`` of then."""
-    memo: StatMemo = {}
-    for source, signature, key in zip(sources, unhashed.signatures, keys):
-        if signature is not None and key is not None and _settled(signature, unhashed.taken_ns):
-            memo[(source.kind, source.path)] = (signature, key)
-    _write_stat_memo(_root_record_path(cache_dir, "stats", root), root, memo)
 
 
 # --------------------------------------------------------------------------- whole-tree results

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from cs_audit.model import (
     SMALL_BODY_LINES,
-    CallSites,
     DuplicateGroup,
     FileFacts,
     Finding,
@@ -49,7 +48,7 @@ def _shape(value: Any, lines: list[int]) -> Any:
     cls = type(value)
     if cls in _ATOMS:
         return value
-    if cls is tuple or cls is CallSites:
+    if cls is tuple:
         return tuple(v if type(v) in _ATOMS else _shape(v, lines) for v in value)
     if not hasattr(cls, "__dataclass_fields__"):
         return value

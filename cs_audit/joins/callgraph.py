@@ -16,12 +16,12 @@ from cs_audit.model import (
     LEVEL_GATE,
     SMALL_BODY_LINES,
     CallSite,
-    CallSites,
     EnvRead,
     FileFacts,
     Frequency,
     FunctionDef,
     GateRef,
+    holds_fact,
 )
 from cs_audit.ruleset import RuleSet
 
@@ -79,8 +79,7 @@ class TreeModel:
     #: per file, the call sites that hold a fact beyond being a call (``fact_sites``): what
     #: the rules' passes read, a twentieth of all sites
     fact_sites: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)
-    #: per file, the call sites that land in the tree (each once, in file order): the plain
-    #: ones among them are the only plain sites the model builds (see ``CallSites``)
+    #: per file, the call sites that land in the tree (each once, in file order)
     edge_sites: dict[str, list[CallSite]] = field(default_factory=dict)
 
 
@@ -94,17 +93,11 @@ class Resolutions:
     """Where each file's call sites land, and the digest of the tables that decided it
     (``Resolver.tables_digest``): a file's entry holds for as long as its facts and the
     digest are the same (a later run passes it back to ``build_model``).  Plain ints and
-    one table of targets: stored and loaded whole on every scan that joins.  With them, the
-    switch of each of those edges (``switches``), which holds while ``switch_digest`` does too."""
+    one table of targets: stored and loaded whole on every scan that joins."""
 
     digest: str
     targets: tuple[FuncKey, ...]
     files: dict[str, FileResolutions]
-    #: ``switch_inputs`` of the model these came from, and per file the switch of each edge
-    #: (one per target in ``files``, in that order): a file's entry holds for as long as its
-    #: facts and both digests are the same
-    switch_digest: str = ""
-    switches: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -317,26 +310,19 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
     constants = _env_constants(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
-    switch_digest = switch_inputs(digest, constants, env_helpers, functions, rs)
-    switches: dict[str, tuple[str | None, ...]] = {}
     model = TreeModel(
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file, switch_digest, switches),
+        resolutions=Resolutions(digest, tuple(targets), by_file),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
     )
-    stored = earlier.switches if reuse and earlier.switch_digest == switch_digest else {}  # type: ignore[union-attr]
     edges, callers = model.edges, model.callers
     start = 0
     for path, count in edge_counts:
         these = raw_edges[start:start + count]
         start += count
-        known = stored.get(path) if stored and path in unchanged else None  # type: ignore[operator]
-        if known is None or len(known) != count:
-            known = _edge_switches(model, path, these, rs)
-        switches[path] = known
-        for (_, site, target), switch in zip(these, known):
+        for (_, site, target), switch in zip(these, _edge_switches(model, path, these, rs)):
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch)
             edges.append(edge)
             callers[target].append(edge)
@@ -360,35 +346,21 @@ def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite,
     return tuple(out)
 
 
-def switch_inputs(tables_digest: str, constants: dict[tuple[str, str], str],
-                  env_helpers: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]],
-                  functions: dict[FuncKey, FunctionDef], rs: RuleSet) -> str:
-    """Digest of everything the switch of a call site depends on besides the site's own path,
-    function and gates (``_resolve_gate``): the resolution tables, the env-holding names, the
-    env helpers with the parameters and defaults ``helper_switches`` reads, and the rules."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{tables_digest}\0{rs.digest}\0".encode())
-    h.update(repr(sorted(constants.items())).encode("utf-8", "surrogateescape"))
-    helpers = sorted((key, value, functions[key].params, functions[key].param_defaults)
-                     for key, value in env_helpers.items())
-    h.update(repr(helpers).encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
-
-
 def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
     """The call sites of a file that hold a fact (``model.holds_fact``: a role, eager arguments,
     calls in their arguments or a written path), in file order: all but the plain call edges,
     which only the call graph reads."""
-    return ff.calls.facts
+    return tuple(site for site in ff.calls if holds_fact(site))
 
 
-def _resolve_file(resolver: Resolver, path: str, calls: CallSites, targets: list[FuncKey],
+def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
                   numbers: dict[FuncKey, int]) -> FileResolutions:
     """The call sites of one file that land in the tree (calls and opens: an emitter's own
     call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
     out: list[int] = []
     names, resolve = resolver.names, resolver.resolve
-    for index, callee, function, role in calls.edge_sites():
+    for index, site in enumerate(calls):
+        role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
             continue
         if callee.rpartition(".")[2] not in names and callee != "cls" and callee != "self.__class__":

@@ -73,8 +73,15 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     }
     if f.eager_kinds:
         data["eager_kinds"] = list(f.eager_kinds)
-    data.update(dict(f.extra))
+    data.update(detail_fields(f))
     return data
+
+
+def detail_fields(f: Finding) -> dict[str, str]:
+    """The rule's own fields of a finding, by name (``EnvReadDetail`` -> ``var``, ``via``)."""
+    if f.detail is None:
+        return {}
+    return {name: getattr(f.detail, name) for name in sorted(f.detail.__slots__)}
 
 
 def _setters_dict(s: Switch) -> dict[str, Any]:

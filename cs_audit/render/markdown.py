@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import PurePath
 
 from cs_audit.model import DEBUG_CATEGORIES, LEVEL_GATE, AuditResult, Finding
+from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
 DEFAULT_ON_RULES = ("default-on-emitter", "sync-in-debug", "eager-format", "env-read-hot", "per-call-open", "redundant-flush")
@@ -233,8 +234,8 @@ def _assumptions(rs: RuleSet, result: AuditResult) -> str:
         "- Whether a `.cpu()`/`.item()` in debug code touches a GPU tensor: every such call is counted as a sync.",
         "- What a `torch.save`/`json.dump` costs: it depends on the size of what is dumped.",
         *([f"- Switch ages: {cell(result.history_note)}."] if result.history_note else []),
-        *(["- Switch names read through a variable: " + ", ".join(sorted({code(dict(f.extra).get('var', '')) for f in result.findings if dict(f.extra).get('var', '').startswith('<dynamic')})) + "."]
-          if any(dict(f.extra).get("var", "").startswith("<dynamic") for f in result.findings) else []),
+        *(["- Switch names read through a variable: " + ", ".join(sorted({code(detail_fields(f).get('var', '')) for f in result.findings if detail_fields(f).get('var', '').startswith('<dynamic')})) + "."]
+          if any(detail_fields(f).get("var", "").startswith("<dynamic") for f in result.findings) else []),
         "",
     ])
 
@@ -314,7 +315,7 @@ def same_information(result: AuditResult, rs: RuleSet) -> str:
                      if len({x for x, _ in m}) >= 2 and len({x.split(":")[0] for x, _ in m}) >= 2), key=lambda g: (-len(g[1]), g[0]))
     knobs = [s.name for s in result.switches if s.category in DEBUG_CATEGORIES and rs.level_knob_re.search(s.name)]
     roots = [s.name for s in result.switches if s.category == "output-dir"]
-    literal = sorted({dict(f.extra).get("output_path", "") for f in result.findings if f.rule == "hardcoded-output-path"})
+    literal = sorted({detail_fields(f).get("output_path", "") for f in result.findings if f.rule == "hardcoded-output-path"})
     lines = [
         "## 3. Duplicated information and disposition",
         "",
@@ -413,7 +414,7 @@ def output_root(result: AuditResult, rs: RuleSet) -> str:
         writers = ", ".join(code(f"{r.path}:{r.line}") for r in s.reads[:6]) + (" …" if len(s.reads) > 6 else "")
         lines.append(f"| {code(_subpath(s.name))} | {code(s.name)} | {writers} |")
     for f in literal:
-        path = dict(f.extra).get("output_path", "")
+        path = detail_fields(f).get("output_path", "")
         base = path.rstrip("/").rsplit("/", 1)[-1] or "out"
         lines.append(f"| {code('dump/' + base if '.' not in base else 'trace/' + base)} | hard-coded {code(path)} | {_loc(f)} |")
     for f in stamps:

@@ -1,0 +1,95 @@
+"""Interleaved A/B timing of two checkouts of cs-audit on the real corpora.
+
+    python benchmarks/bench_pairs.py --a /path/to/old/checkout --b . --pairs 3 [--trees vllm,sglang]
+
+Each pair runs A then B (B then A on odd pairs), so both see the same machine minutes apart:
+  cold         an empty cache (``XDG_CACHE_HOME`` a fresh temp dir), history off, ``-j 2``
+  warm         the same command again
+  call added   on a temp copy of the tree, primed, then a ``print(...)`` inserted before the
+               middle statement of its largest Python file
+A checkout is run as ``python -m cs_audit`` with ``PYTHONPATH`` at it (its own ``rules/`` must
+be importable as ``cs_audit.rules``, as in a checkout with a ``cs_audit/rules`` link or an
+installed copy).  Prints the median wall seconds per measure and version, and whether the JSON
+reports of A and B were identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CORPORA = Path(os.environ.get("CS_AUDIT_CORPORA", Path.home() / ".cache" / "cs-audit-corpora"))
+TREES = {"vllm": CORPORA / "vllm-0.33.0" / "vllm", "sglang": CORPORA / "sglang-0.5.23" / "sglang"}
+
+
+def run(code: Path, root: Path, cache: Path, out: Path) -> float:
+    env = {**os.environ, "PYTHONPATH": str(code), "XDG_CACHE_HOME": str(cache)}
+    start = time.perf_counter()
+    # -P and a neutral cwd: the checkout comes from PYTHONPATH alone, not from the current directory
+    subprocess.run([sys.executable, "-P", "-m", "cs_audit", "scan", str(root), "--format", "json", "--no-history",
+                    "-j", "2", "-o", str(out)], env=env, check=True, stdout=subprocess.DEVNULL, cwd=out.parent)
+    return time.perf_counter() - start
+
+
+def add_call(root: Path) -> None:
+    largest = max(root.rglob("*.py"), key=lambda p: p.stat().st_size)
+    lines = largest.read_text(encoding="utf-8").split("\n")
+    middle = len(lines) // 2
+    while middle < len(lines) and (not lines[middle].strip() or lines[middle][0] in " \t#)]}"):
+        middle += 1
+    lines.insert(middle, 'print("cs-audit bench: call added")')
+    largest.write_text("\n".join(lines), encoding="utf-8")
+
+
+def measure(code: Path, tree: Path, work: Path) -> dict[str, float]:
+    cache = Path(tempfile.mkdtemp(dir=work))
+    out = work / "report.json"
+    times = {"cold": run(code, tree, cache, out), "warm": run(code, tree, cache, work / "warm.json")}
+    copy = work / "copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(tree, copy)
+    run(code, copy, cache, work / "primed.json")
+    add_call(copy)
+    times["call added"] = run(code, copy, cache, work / "edited.json")
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(copy, ignore_errors=True)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--a", type=Path, required=True, help="checkout A (the reference)")
+    ap.add_argument("--b", type=Path, required=True, help="checkout B")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--trees", default="vllm,sglang")
+    args = ap.parse_args()
+    for name in args.trees.split(","):
+        tree = TREES[name]
+        results: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
+        identical = True
+        for pair in range(args.pairs):
+            order = [("A", args.a), ("B", args.b)] if pair % 2 == 0 else [("B", args.b), ("A", args.a)]
+            reports = {}
+            for label, code in order:
+                with tempfile.TemporaryDirectory() as work:
+                    times = measure(code.resolve(), tree, Path(work))
+                    reports[label] = (Path(work) / "report.json").read_bytes()
+                for key, value in times.items():
+                    results[label].setdefault(key, []).append(value)
+                print(f"{name} pair {pair + 1} {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in times.items()), flush=True)
+            identical = identical and reports["A"] == reports["B"]
+        print(f"\n{name}: median of {args.pairs} (JSON of A and B identical: {identical})")
+        for key in results["A"]:
+            a, b = statistics.median(results["A"][key]), statistics.median(results["B"][key])
+            print(f"  {key:<11} A {a:6.2f}s  B {b:6.2f}s  B/A {b / a:5.2f}")
+
+
+if __name__ == "__main__":
+    main()

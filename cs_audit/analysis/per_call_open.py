@@ -1,0 +1,34 @@
+"""``per-call-open``: a file opened for writing, written and closed per event instead of
+through a handle kept open."""
+
+from __future__ import annotations
+
+from cs_audit.analysis.sites import Findings, gated_run, per_step_cost, when_words
+from cs_audit.joins.callgraph import TreeModel, is_once_function
+from cs_audit.model import CallSite, Finding, OpenDetail
+from cs_audit.ruleset import RuleSet
+
+RULE = "per-call-open"
+
+
+def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
+    for path in sorted(model.facts):
+        for site in model.fact_sites[path]:
+            if site.role != "open" or not _opened_per_call(model, rs, path, site):
+                continue
+            switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+            out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
+                    per_step_cost(rs, "open_per_event", freq), detail=OpenDetail(mode=site.mode or ""))
+
+
+def _opened_per_call(model: TreeModel, rs: RuleSet, path: str, site: CallSite) -> bool:
+    if site.function is None or not site.mode or site.mode[0] not in "wax":
+        return False
+    if site.bound_to and (site.bound_to.startswith("self.") or site.bound_to.startswith("cls.")):
+        return False  # a cached handle
+    return not is_once_function(model.functions.get((path, site.function)), rs)
+
+
+def message(f: Finding) -> str:
+    mode = f.detail.mode if isinstance(f.detail, OpenDetail) else ""
+    return f"a file is opened (mode `{mode}`), written and closed per call, {when_words(f)}; keep one handle open."

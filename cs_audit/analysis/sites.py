@@ -1,0 +1,111 @@
+"""What every rule asks of a site: which switch gates it and how often it runs, what an
+event costs per step, and the words for both.  The rules' findings are collected by
+:class:`Findings`, which numbers repeated sites and words each finding through its rule."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
+from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef
+from cs_audit.ruleset import RuleSet
+
+FREQ_WORDS = {
+    "step": "every engine step",
+    "request": "once per request per step",
+    "round": "every verify round",
+    "layer": "once per layer per step",
+    "once": "once",
+    "unknown": "off the known hot paths",
+}
+
+
+def gate_words(switch: str | None) -> str:
+    if switch is None:
+        return "with no debug env set"
+    if switch.startswith("flag:"):
+        return f"only when the flag `{switch[5:]}` is on"
+    if switch.startswith("<"):
+        return "behind a log-level check"
+    return f"only when `{switch}` is set"
+
+
+def when_words(f: Finding) -> str:
+    return FREQ_WORDS.get(f.frequency, f.frequency)
+
+
+def first(values: Iterable[str | None] | None) -> str | None:
+    """The first switch by name among ``values`` (None when there is none)."""
+    named = sorted(v for v in values or () if v is not None)
+    return named[0] if named else None
+
+
+def frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None, rs: RuleSet,
+              default_only: bool) -> Frequency:
+    """How often a fact runs: its function's frequency (through default-on paths only, or
+    any), raised by the loop it sits in."""
+    if key is None:
+        return "once"
+    table = model.freq_default if default_only else model.freq_any
+    freq = table.get(key)
+    if freq is None:
+        return "once" if is_once_function(model.functions.get(key), rs) else "unknown"
+    if fact is not None and fact.loop_depth > 0:
+        freq = rs.in_loop(freq, fact.loop_iter)
+    return freq
+
+
+def gated_run(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
+              fact: EnvRead | CallSite | None, rs: RuleSet) -> tuple[str | None, Frequency]:
+    """Which switch gates a site and how often it runs: its own gates' switch, else (for a
+    function no default-on path reaches) a switch its function is entered through; the
+    frequency of the paths that switch leaves open."""
+    key = (path, function) if function else None
+    switch = site_switch(model, path, function, gates, rs)
+    if switch is None and key is not None and key not in model.freq_default:
+        switch = first(model.entry_switches.get(key))
+    return switch, frequency(model, key, fact, rs, default_only=switch is None)
+
+
+def per_step_cost(rs: RuleSet, event: str, freq: Frequency) -> float:
+    """Estimated µs per engine step of ``event`` (rules/costs.yaml) at ``freq``."""
+    return rs.costs_us.get(event, 0.0) * rs.multipliers.get(freq, 0.0)
+
+
+def fingerprint(rule: str, path: str, function: str | None, code: str, occurrence: int) -> str:
+    normalized = " ".join(code.split())
+    raw = f"{rule}\0{path}\0{function or ''}\0{normalized}\0{occurrence}"
+    return hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+class Findings:
+    """The findings of a model, as the rules add them; ``finish`` sorts them, numbers
+    repeated (rule, path, function, code) and words each one with its rule's ``message``."""
+
+    def __init__(self, messages: dict[str, Callable[[Finding], str]]) -> None:
+        self.messages = messages
+        self.rows: list[Finding] = []
+
+    def add(self, rule: str, path: str, line: int, end_line: int, function: str | None, switch: str | None,
+            freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
+            eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None) -> None:
+        self.rows.append(Finding(
+            rule=rule, path=path, line=line, end_line=end_line, function=function, switch=switch,
+            frequency=freq, gpu_sync=gpu_sync, message="", fingerprint="", code=code,
+            cost_us=round(cost_us, 2), eager_kinds=eager_kinds, detail=detail,
+        ))
+
+    def finish(self) -> list[Finding]:
+        self.rows.sort(key=lambda f: (f.path, f.line, f.rule, f.end_line, f.code))
+        seen: Counter[tuple[str, str, str | None, str]] = Counter()
+        out: list[Finding] = []
+        for row in self.rows:
+            key = (row.rule, row.path, row.function, " ".join(row.code.split()))
+            occurrence = seen[key]
+            seen[key] += 1
+            out.append(replace(row, message=self.messages[row.rule](row),
+                               fingerprint=fingerprint(row.rule, row.path, row.function, row.code, occurrence)))
+        return out

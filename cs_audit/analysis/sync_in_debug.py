@@ -1,0 +1,65 @@
+"""``sync-in-debug``: a host-device sync (``.item()``, ``.cpu()``, ``.tolist()``,
+``.numpy()``, ``synchronize()``) inside logging, debug or dump code: under a debug gate, in
+an emitter's arguments (or a gated helper's), or in a function only debug code calls."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from cs_audit.analysis.sites import Findings, first, frequency, gate_words, when_words
+from cs_audit.joins.callgraph import LEVEL_GATE, TreeModel, site_switch
+from cs_audit.model import Finding, SyncDetail
+from cs_audit.ruleset import RuleSet
+
+RULE = "sync-in-debug"
+
+
+def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
+    helper_arg_lines = _helper_arg_spans(model)
+    for path in sorted(model.facts):
+        for site in model.fact_sites[path]:
+            if site.role != "sync":
+                continue
+            key = (path, site.function) if site.function else None
+            local = site_switch(model, path, site.function, site.gates, rs)
+            in_args = site.in_emitter_args or any(
+                lo <= site.line <= hi and site.callee in calls for lo, hi, calls in helper_arg_lines.get((path, site.function), ())
+            )
+            switch: str | None
+            if local is not None:
+                switch = local
+            elif in_args:
+                switch = None if key is None or key in model.freq_default or key not in model.freq_any else first(model.entry_switches.get(key))
+            elif key is not None and key in model.debug_functions:
+                paths = model.debug_functions[key]
+                if None in paths:
+                    switch = None
+                elif paths:
+                    switch = first(paths)
+                else:
+                    switch = None if key in model.freq_default else first(model.entry_switches.get(key))
+            else:
+                continue
+            if switch == LEVEL_GATE:
+                switch = None if not in_args else switch
+            freq = frequency(model, key, site, rs, default_only=switch is None)
+            out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
+                    rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=site.callee.rsplit(".", 1)[-1]))
+
+
+def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tuple[int, int, tuple[str, ...]]]]:
+    """Per function, the lines of its calls to gated emitter helpers, with the calls in their arguments."""
+    spans: dict[tuple[str, str | None], list[tuple[int, int, tuple[str, ...]]]] = defaultdict(list)
+    for path, sites in model.fact_sites.items():
+        for site in sites:
+            if site.role is None and site.arg_calls:
+                targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())
+                if any(t in model.gated_emitter_helpers for t in targets):
+                    spans[(path, site.function)].append((site.line, site.end_line, site.arg_calls))
+    return spans
+
+
+def message(f: Finding) -> str:
+    call = f.detail.call if isinstance(f.detail, SyncDetail) else "item"
+    return (f"`.{call}()` forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f)}; "
+            "move it out of the log path or behind the highest trace level.")

@@ -1,0 +1,73 @@
+"""``@restorable``: a frozen, slotted dataclass that pickles as its field values and is
+restored by filling its slots directly.
+
+Facts cross process boundaries (worker to parent) and land in the cache by the hundred
+thousand.  The default pickling of a slotted dataclass calls ``dataclasses.fields()`` and
+``object.__setattr__`` per field of every object on load.  A restorable class pickles as
+``_restore(cls, values)``: the object is made as a plain class with the same slots (the same
+layout, no frozen ``__setattr__``), its slots filled by ``setattr`` in C, then given its
+class (``obj.__class__ = cls``, allowed between classes of one layout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound=type)
+
+#: restorable class -> (the plain class with its slots, or None to fill through its descriptors; field names)
+_FILLERS: dict[type, tuple[type | None, tuple[str, ...]]] = {}
+
+
+def restorable(cls: T) -> T:
+    """Give the slotted dataclass ``cls`` the fast ``__reduce__`` (see the module docstring)."""
+    if not (dataclasses.is_dataclass(cls) and getattr(cls, "__slots__", None)):
+        raise TypeError(f"@restorable needs a slotted dataclass, not {cls!r}")
+    fields = dataclasses.fields(cls)
+    if hasattr(cls, "__post_init__") or not all(f.init for f in fields):
+        raise TypeError(f"@restorable: {cls.__name__} has a __post_init__ or a field outside __init__")
+    names = tuple(f.name for f in fields)
+    _FILLERS[cls] = (_slot_filler(cls), names)
+    getter: Callable[[Any], tuple[Any, ...]] = (
+        operator.attrgetter(*names) if len(names) > 1 else (lambda obj, name=names[0]: (getattr(obj, name),))
+    )
+
+    def reduce(obj: object) -> tuple[object, tuple[object, ...]]:
+        return _restore, (cls, getter(obj))
+
+    cls.__reduce__ = reduce  # type: ignore[method-assign, assignment]
+    return cls
+
+
+def _slot_filler(cls: type) -> type | None:
+    """A plain class with ``cls``'s slots in the same order (so the same layout), or None when
+    this interpreter refuses to switch an object between the two."""
+    filler = type(f"_{cls.__name__}Slots", (), {"__slots__": cls.__slots__, "__module__": __name__})  # type: ignore[attr-defined]
+    try:
+        probe = object.__new__(filler)
+        probe.__class__ = cls
+    except TypeError:
+        return None
+    return filler if type(probe) is cls else None
+
+
+_new = object.__new__
+_set_class = object.__dict__["__class__"].__set__
+_object_setattr = object.__setattr__
+
+
+def _restore(cls: type, values: tuple[Any, ...]) -> Any:
+    filler, names = _FILLERS[cls]
+    if filler is None:
+        obj = _new(cls)
+        for name, value in zip(names, values):
+            _object_setattr(obj, name, value)
+        return obj
+    obj = _new(filler)
+    for name, value in zip(names, values):
+        setattr(obj, name, value)
+    _set_class(obj, cls)
+    return obj
