@@ -162,7 +162,7 @@ def _unpacked(source: SourceFile, outcome: FileResult | bytes) -> FileResult:
 
 
 def _import_worker_modules() -> None:
-    """Import what ``analyse_file`` needs (libcst above all, ~0.3 s) here, before the pool forks
+    """Import what ``analyse_file`` needs (libcst above all, a slow import) here, before the pool forks
     its workers: they inherit it instead of each importing it again (once per worker, and
     once per ``run_audit`` call, which ``report --range`` makes per commit)."""
     import cs_audit.extract.facts  # noqa: F401
@@ -279,7 +279,7 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
     """Audit ``config.root``.  ``memo``: reuse between calls of one process (see ``ScanMemo``).
     ``keep``: the scan's facts and joined model are appended to it instead of being freed
     when it returns (a process that exits without freeing memory, the CLI, saves the time
-    freeing a tree's worth of objects takes: ~0.15 s for SGLang)."""
+    freeing a tree's worth of objects takes, a good part of a warm scan)."""
     with _collector_paused():
         try:
             return _run_audit(config, rs, progress, memo, keep)

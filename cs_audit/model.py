@@ -13,8 +13,6 @@ from typing import Literal
 from cs_audit.pickling import restorable
 
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
-#: the switch name of a site gated only by a log-level check (`logger.isEnabledFor(DEBUG)`)
-LEVEL_GATE = "<log level>"
 #: a function this short (lines, `def` to end) that only wraps gated emitters is itself one;
 #: the joins read ``FunctionDef.body_lines`` through this comparison alone (see ``reuse``)
 SMALL_BODY_LINES = 40
@@ -31,6 +29,49 @@ ErrorKind = Literal[
     "syntax", "encoding", "binary", "too-large", "io", "symlink",
     "parser-crash", "timeout", "internal",
 ]
+
+
+SwitchKind = Literal["env", "level", "flag", "dynamic"]
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class SwitchRef:
+    """What decides whether a gated site runs: an env var (``env``, its name), a log-level
+    check (``level``: `logger.isEnabledFor(DEBUG)`), a debug-looking config flag that is no
+    env read (``flag``, its dotted name), or an env var whose name is not known statically
+    (``dynamic``)."""
+
+    kind: SwitchKind
+    name: str = ""
+
+    @property
+    def text(self) -> str:
+        """How reports spell it: the env var, ``flag:NAME``, ``<log level>``, ``<dynamic>``."""
+        if self.kind == "env":
+            return self.name
+        if self.kind == "flag":
+            return f"flag:{self.name}"
+        return "<log level>" if self.kind == "level" else "<dynamic>"
+
+    @property
+    def is_env(self) -> bool:
+        """A named env var: a switch of the inventory."""
+        return self.kind == "env"
+
+
+LEVEL_SWITCH = SwitchRef("level")
+DYNAMIC_SWITCH = SwitchRef("dynamic")
+
+
+def env_switch(name: str) -> SwitchRef:
+    """The switch of an env var name as the extraction spells it (``<dynamic>`` when unknown)."""
+    return DYNAMIC_SWITCH if name == "<dynamic>" else SwitchRef("env", name)
+
+
+def by_text(switch: SwitchRef | None) -> str:
+    """Sort key of switches: their report spelling."""
+    return "" if switch is None else switch.text
 
 
 @restorable
@@ -294,7 +335,8 @@ class Finding:
     line: int
     end_line: int
     function: str | None
-    switch: str | None
+    #: what gates the site (None: it runs with no debug env set); JSON: ``SwitchRef.text``
+    switch: SwitchRef | None
     frequency: Frequency
     gpu_sync: bool
     message: str

@@ -31,7 +31,7 @@ other items is not trusted: the item is run again alone in a fresh worker and
 that verdict is the result.  So the output is the same for any ``jobs`` and any
 chunking.  Results come back in input order, exactly one per input.
 
-Workers are forked (cheap: ~10 ms each, rules inherited, no pickling) where the
+Workers are forked (cheap: rules and imported modules inherited, no pickling) where the
 platform can fork, spawned elsewhere.
 """
 
@@ -128,8 +128,8 @@ def _worker_main(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]
                  memory_limit: int | None, parent_pid: int) -> None:
     _limit_worker(memory_limit)
     # Facts are trees of acyclic objects freed by reference counting: the cyclic collector
-    # only costs time here (~15% of parse/extract).  What the fork inherited is frozen (never
-    # scanned, pages stay shared) and a collection runs every GC_EVERY items instead.
+    # only costs time here (a noticeable part of parse/extract).  What the fork inherited is
+    # frozen (never scanned, pages stay shared) and a collection runs every GC_EVERY items instead.
     gc.freeze()
     gc.disable()
     code = 0

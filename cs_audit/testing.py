@@ -54,7 +54,7 @@ def scan_files(files: dict[str, str | bytes], **config: object) -> AuditResult:
 def findings_of(source: str, rule: str | None = None, path: str = "mod.py") -> list[tuple[int, str, str | None]]:
     """(line, rule, switch) of every finding in one module, optionally of one rule."""
     result = scan_files({path: source})
-    return [(f.line, f.rule, f.switch) for f in result.findings if rule is None or f.rule == rule]
+    return [(f.line, f.rule, f.switch.text if f.switch else None) for f in result.findings if rule is None or f.rule == rule]
 
 
 # ------------------------------------------------------------------ `# expect:` annotations

@@ -451,3 +451,12 @@ def test_a_packed_result_is_the_entry_and_reads_back(tmp_path: Path) -> None:
     error = analyse_file(bad, rs, 1 << 20, cache_dir, True)
     assert isinstance(error, FileError) and error.kind == "syntax"  # errors come back as they are
     assert cache.unpack(b"\x80garbage") is None and cache.unpack(pickle.dumps(["foreign"])) is None
+
+
+def test_the_code_digest_covers_every_module_of_the_package() -> None:
+    """An edit of any cs-audit module (not only of the cache's own folder) makes a new
+    cache version: the digest is taken over the whole package."""
+    import cs_audit
+
+    assert cache.CODE_ROOT == Path(cs_audit.__file__).resolve().parent
+    assert (cache.CODE_ROOT / "model.py").is_file() and (cache.CODE_ROOT / "analysis" / "rules.py").is_file()

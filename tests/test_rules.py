@@ -20,6 +20,11 @@ logger = logging.getLogger(__name__)
 """
 
 
+def _text(switch: object) -> str | None:
+    """A finding's switch as the reports spell it."""
+    return None if switch is None else switch.text  # type: ignore[attr-defined]
+
+
 def hot(body: str, extra: str = "") -> str:
     """A module whose `Runner.execute_model` (per step) runs ``body``; line 12 is the body's first line."""
     indented = "\n".join("        " + line if line else "" for line in body.strip("\n").splitlines())
@@ -102,7 +107,7 @@ def _diag(name, level=1):
 ''')
     result = scan_files({"mod.py": src})
     hits = [f for f in result.findings if f.rule == "env-read-hot"]
-    assert [(f.line, f.switch, f.detail.var) for f in hits] == [(12, None, "KEEPMAP_DIAG,DELTA_COMPACTION_LOG")]
+    assert [(f.line, _text(f.switch), f.detail.var) for f in hits] == [(12, None, "KEEPMAP_DIAG,DELTA_COMPACTION_LOG")]
     # and the log line it guards is gated by the switch named at the call site
     assert [f for f in result.findings if f.rule == "default-on-emitter"] == []
 
@@ -281,9 +286,9 @@ def cptrace(level, tag, **fields):
     logger.info("[T %s] %s", tag, fields)
 ''')
     result = scan_files({"mod.py": src})
-    eager = [(f.line, f.switch, f.eager_kinds, f.gpu_sync) for f in result.findings if f.rule == "eager-format"]
+    eager = [(f.line, _text(f.switch), f.eager_kinds, f.gpu_sync) for f in result.findings if f.rule == "eager-format"]
     assert eager == [(12, None, ("call:khash",), True), (13, None, ("f-string",), False)]
-    syncs = [(f.line, f.switch) for f in result.findings if f.rule == "sync-in-debug"]
+    syncs = [(f.line, _text(f.switch)) for f in result.findings if f.rule == "sync-in-debug"]
     # khash's .item() runs by default through the ungated call's arguments
     assert syncs == [(28, None)]
 
@@ -298,7 +303,7 @@ if os.environ.get("SYNC_DBG"):
     torch.cuda.synchronize()
 ''')
     result = scan_files({"mod.py": src})
-    assert [(f.line, f.switch, f.detail.call) for f in result.findings if f.rule == "sync-in-debug"] == [
+    assert [(f.line, _text(f.switch), f.detail.call) for f in result.findings if f.rule == "sync-in-debug"] == [
         (12, None, "item"), (14, "KV_DUMP", "cpu"), (16, "SYNC_DBG", "synchronize"),
     ]
 
@@ -322,7 +327,7 @@ if os.environ.get("FP_LOG"):
         logger.info("fp %f", value)
 ''')
     result = scan_files({"mod.py": src})
-    assert [(f.line, f.switch) for f in result.findings if f.rule == "sync-in-debug"] == [(16, "FP_LOG")]
+    assert [(f.line, _text(f.switch)) for f in result.findings if f.rule == "sync-in-debug"] == [(16, "FP_LOG")]
 
 
 # ---------------------------------------------------------------- duplicate-helper

@@ -5,8 +5,8 @@ arguments of a helper that checks its own gate inside (paid before that check)."
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, gated_run, per_step_cost
-from cs_audit.joins.callgraph import EMITTER_ROLES, LEVEL_GATE, FuncKey, TreeModel, site_switches
-from cs_audit.model import CallSite, EmitterDetail, Finding
+from cs_audit.joins.callgraph import EMITTER_ROLES, FuncKey, TreeModel, site_switches
+from cs_audit.model import LEVEL_SWITCH, CallSite, EmitterDetail, Finding
 from cs_audit.ruleset import RuleSet
 
 RULE = "eager-format"
@@ -26,8 +26,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
 def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
     switches = site_switches(model, path, site.function, site.gates, rs)
     # an env gate at or above the default level decided before the formatting ran
-    decided_before = any(sw != LEVEL_GATE for sw in switches) and rs.level_passes(site.level)
-    if LEVEL_GATE in switches or decided_before:
+    decided_before = any(sw != LEVEL_SWITCH for sw in switches) and rs.level_passes(site.level)
+    if LEVEL_SWITCH in switches or decided_before:
         return
     switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
     # the formatting's own share: what an eager record costs over a lazy one
@@ -35,7 +35,7 @@ def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: Cal
         extra = per_step_cost(rs, "log_emitted_eager", freq) - per_step_cost(rs, "log_emitted", freq)
     else:
         extra = per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq)
-    out.add(RULE, path, site.line, site.end_line, site.function, None if switch == LEVEL_GATE else switch, freq,
+    out.add(RULE, path, site.line, site.end_line, site.function, None if switch == LEVEL_SWITCH else switch, freq,
             False, site.code, extra, site.eager, detail=EmitterDetail(emitter=site.callee, level=site.level or ""))
 
 

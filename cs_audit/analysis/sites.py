@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
-from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef
+from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 FREQ_WORDS = {
@@ -23,23 +23,23 @@ FREQ_WORDS = {
 }
 
 
-def gate_words(switch: str | None) -> str:
+def gate_words(switch: SwitchRef | None) -> str:
     if switch is None:
         return "with no debug env set"
-    if switch.startswith("flag:"):
-        return f"only when the flag `{switch[5:]}` is on"
-    if switch.startswith("<"):
-        return "behind a log-level check"
-    return f"only when `{switch}` is set"
+    if switch.kind == "flag":
+        return f"only when the flag `{switch.name}` is on"
+    if switch.kind == "env":
+        return f"only when `{switch.name}` is set"
+    return "behind a log-level check"
 
 
 def when_words(f: Finding) -> str:
     return FREQ_WORDS.get(f.frequency, f.frequency)
 
 
-def first(values: Iterable[str | None] | None) -> str | None:
-    """The first switch by name among ``values`` (None when there is none)."""
-    named = sorted(v for v in values or () if v is not None)
+def first(values: Iterable[SwitchRef | None] | None) -> SwitchRef | None:
+    """The first switch by its spelling among ``values`` (None when there is none)."""
+    named = sorted((v for v in values or () if v is not None), key=by_text)
     return named[0] if named else None
 
 
@@ -59,7 +59,7 @@ def frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | 
 
 
 def gated_run(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
-              fact: EnvRead | CallSite | None, rs: RuleSet) -> tuple[str | None, Frequency]:
+              fact: EnvRead | CallSite | None, rs: RuleSet) -> tuple[SwitchRef | None, Frequency]:
     """Which switch gates a site and how often it runs: its own gates' switch, else (for a
     function no default-on path reaches) a switch its function is entered through; the
     frequency of the paths that switch leaves open."""
@@ -89,7 +89,7 @@ class Findings:
         self.messages = messages
         self.rows: list[Finding] = []
 
-    def add(self, rule: str, path: str, line: int, end_line: int, function: str | None, switch: str | None,
+    def add(self, rule: str, path: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
             freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
             eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None) -> None:
         self.rows.append(Finding(

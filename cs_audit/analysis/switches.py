@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
-from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead
+from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead, by_text
 from cs_audit.ruleset import RuleSet
 
 _SITE_ROLES = EMITTER_ROLES | {"sync", "open", "flush"}
@@ -32,7 +32,7 @@ def switch_reads(model: TreeModel, rs: RuleSet) -> dict[str, list[SwitchRead]]:
             site = by_key[(line, _end, _callee)]
             once = site.function is None or is_once_function(model.functions.get((path, site.function)), rs)
             for var in helper_switches(model, target, site.literal_args):
-                if not var.startswith("<"):
+                if var != "<dynamic>":
                     reads[var].append(SwitchRead(path, line, site.function, not once))
     return reads
 
@@ -66,12 +66,12 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
             switch = site_switch(model, path, site.function, site.gates, rs)
             switches = [switch] if switch else []
             if not switches and key is not None and key not in model.freq_default:
-                switches = sorted(model.entry_switches.get(key, ()))
+                switches = sorted(model.entry_switches.get(key, ()), key=by_text)
             freq: Frequency = model.freq_any.get(key, "once" if is_once_function(model.functions.get(key), rs) else "unknown") if key else "once"
             for sw in switches:
-                if sw.startswith("<"):
+                if sw.kind not in ("env", "flag"):
                     continue
-                out[sw].append(GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),
+                out[sw.text].append(GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),
                                          freq, site.role == "sync", site.code))
     return out
 
@@ -87,7 +87,7 @@ def build_switches(
     findings = list(findings)
     reads = switch_reads(model, rs)
     sites = gated_sites(model, rs)
-    syncing = {f.switch for f in findings if f.gpu_sync and f.switch} | {sw for sw, rows in sites.items() if any(r.gpu_sync for r in rows)}
+    syncing = {f.switch.text for f in findings if f.gpu_sync and f.switch} | {sw for sw, rows in sites.items() if any(r.gpu_sync for r in rows)}
     by_var: dict[str, list[EnvSetter]] = defaultdict(list)
     for setter in setters:
         by_var[setter.var].append(setter)

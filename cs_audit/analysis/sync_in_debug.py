@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cs_audit.analysis.sites import Findings, first, frequency, gate_words, when_words
-from cs_audit.joins.callgraph import LEVEL_GATE, TreeModel, site_switch
-from cs_audit.model import Finding, SyncDetail
+from cs_audit.joins.callgraph import TreeModel, site_switch
+from cs_audit.model import LEVEL_SWITCH, Finding, SwitchRef, SyncDetail
 from cs_audit.ruleset import RuleSet
 
 RULE = "sync-in-debug"
@@ -25,7 +25,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             in_args = site.in_emitter_args or any(
                 lo <= site.line <= hi and site.callee in calls for lo, hi, calls in helper_arg_lines.get((path, site.function), ())
             )
-            switch: str | None
+            switch: SwitchRef | None
             if local is not None:
                 switch = local
             elif in_args:
@@ -40,7 +40,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     switch = None if key in model.freq_default else first(model.entry_switches.get(key))
             else:
                 continue
-            if switch == LEVEL_GATE:
+            if switch == LEVEL_SWITCH:
                 switch = None if not in_args else switch
             freq = frequency(model, key, site, rs, default_only=switch is None)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,

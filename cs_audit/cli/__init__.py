@@ -34,7 +34,7 @@ def main() -> None:
 def _exit_now(status: object) -> NoReturn:
     """End the process as ``sys.exit(status)`` would, without freeing memory: a scan leaves a
     tree's worth of objects (its facts and model, kept in ``common.KEPT``) and the interpreter's
-    teardown frees every one, ~0.1-0.3 s of a command that may have taken 0.3 s.  Everything
+    teardown would spend a good part of a warm or one-file run freeing them.  Everything
     the commands write is written by then (reports through closed files, stdout and stderr
     flushed here), and the exit handlers skipped have nothing left to do: the worker processes
     and blame threads are joined before a command returns, and nothing logs to a handler."""

@@ -108,7 +108,7 @@ def _run_with_progress(config, rs, err, quiet: bool):
     if state.KEPT is not None:
         # the process ends soon without freeing memory: the cyclic collector stays off from
         # here (``run_audit`` pauses it for the scan only), as switching it back on would have
-        # its next collection traverse everything the scan kept (~0.3 s for SGLang)
+        # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
         gc.disable()
     if quiet or not err.is_terminal:
         return run_audit(config, rs, keep=state.KEPT)
@@ -151,7 +151,7 @@ def switch(
         fail(f"no switch {name!r} is read in {path}" + (f"; did you mean {', '.join(close)}?" if close else ""))
     from cs_audit.render.json import detail_fields
 
-    print_switch(Console(), found, [f for f in result.findings if f.switch == name or detail_fields(f).get("var", "").split(",")[0] == name])
+    print_switch(Console(), found, [f for f in result.findings if (f.switch and f.switch.text) == name or detail_fields(f).get("var", "").split(",")[0] == name])
 
 
 @app.command()

@@ -1,6 +1,6 @@
 """The stdlib-``ast`` pass over one Python file: structure and context.
 
-Every Python file is indexed here (``ast`` parses ~8x faster than libcst): import
+Every Python file is indexed here (``ast`` parses much faster than libcst): import
 aliases, logger names, string constants, function definitions with a normalised
 body hash, call edges, and the context every statement runs in — enclosing
 function, the gates around it (``if``/``while`` tests, the rest of a block after
@@ -301,7 +301,7 @@ _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 
 def _calls_in(root: ast.AST) -> list[ast.Call]:
     """Every Call under ``root`` (a stack loop over the fields that can hold children; names
-    and constants, half of all nodes, are never pushed).  Calls, attribute chains and keyword
+    and constants, a large share of all nodes, are never pushed).  Calls, attribute chains and keyword
     arguments, the commonest nodes, are taken apart inline; the order calls are found in (it
     breaks ties of the final sort) is that of the plain stack walk."""
     out: list[ast.Call] = []
@@ -780,7 +780,7 @@ class _Indexer(ast.NodeVisitor):
                     scope.returned.update(x.id for x in _nodes(value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
         if node.__class__ is ast.Expr and node.value.__class__ is ast.Constant:  # type: ignore[attr-defined]
             # a docstring or a bare literal: no call, no read, whatever words it holds
-            # (13% of the statement text vLLM gave the libcst walker was docstrings)
+            # (docstrings had been a sizeable part of the statement text given to libcst)
             self.statements[node.lineno] = (None, False)
             return
         # env reads and writes always hold a token (`environ`, `getenv`, `envs.`, an alias)

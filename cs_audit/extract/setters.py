@@ -994,7 +994,7 @@ _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 def may_set_env(data: bytes) -> bool:
     """Whether ``data`` holds an env write a launcher makes (worth the setter pass).  Every
     form contains "env": its occurrences are found with ``bytes.find`` and each is checked in
-    place (4x faster than one regex search for the alternatives over the whole file)."""
+    place (much faster than one regex search for the alternatives over the whole file)."""
     find, pos = data.find, data.find(b"env")
     while pos != -1:
         if _ENVIRON_WRITE.match(data, pos) or (pos >= 3 and data.startswith(b"put", pos - 3) and data.startswith(b"(", pos + 3)):
@@ -1304,7 +1304,7 @@ def _whole_line_comments(
 
 
 def _walk_nodes(tree: ast.AST) -> list[ast.AST]:
-    """The nodes ``ast.walk`` yields, in its order (breadth first), ~2x faster; nodes with no
+    """The nodes ``ast.walk`` yields, in its order (breadth first), much faster; nodes with no
     fields (contexts, operators: no children, never scanned) are left out, which changes
     the order of no other node."""
     out: list[ast.AST] = [tree]

@@ -80,7 +80,7 @@ __all__ = [
 SHORT_SHA = 9
 SHALLOW_MAY_BE_OLDER = "shallow clone: may be older"
 #: files to blame from which writing a temporary commit-graph pays for itself (writing one
-#: costs about as much as 6-8 blames without it; with it a blame costs 3-6 times less)
+#: costs about as much as that many blames without it; with it each blame costs much less)
 GRAPH_MIN_FILES = 8
 #: blame files kept on disk (one per HEAD commit and blame settings); older ones are deleted
 KEEP_BLAME_FILES = 16

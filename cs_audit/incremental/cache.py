@@ -75,6 +75,8 @@ def blame_cache_dir(enabled: bool, cache_dir: str | None) -> str | None:
 
 
 _CODE_DIGEST: str | None = None
+#: the cs_audit package, every module of which the code digest covers
+CODE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def code_digest() -> str:
@@ -84,7 +86,7 @@ def code_digest() -> str:
     if _CODE_DIGEST is None:
         from cs_audit import __version__
 
-        package = Path(__file__).resolve().parent
+        package = CODE_ROOT
         h = hashlib.sha256(__version__.encode())
         for path in sorted(package.rglob("*.py")):
             h.update(path.relative_to(package).as_posix().encode() + b"\0")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from cs_audit.model import (
     HOT_FREQUENCIES,
-    LEVEL_GATE,
+    LEVEL_SWITCH,
     SMALL_BODY_LINES,
     CallSite,
     EnvRead,
@@ -21,6 +21,8 @@ from cs_audit.model import (
     Frequency,
     FunctionDef,
     GateRef,
+    SwitchRef,
+    env_switch,
     holds_fact,
 )
 from cs_audit.ruleset import RuleSet
@@ -44,7 +46,7 @@ class Edge:
     callee: FuncKey
     site: CallSite
     path: str
-    switch: str | None  # resolved gate of the call site (None = ungated)
+    switch: SwitchRef | None  # resolved gate of the call site (None = ungated)
 
 
 @dataclass
@@ -62,16 +64,15 @@ class TreeModel:
     gated_emitter_helpers: set[FuncKey]
     freq_default: dict[FuncKey, Frequency]
     freq_any: dict[FuncKey, Frequency]
-    entry_switches: dict[FuncKey, set[str]]
+    entry_switches: dict[FuncKey, set[SwitchRef]]
     resolver: Resolver
-    debug_functions: dict[FuncKey, set[str | None]] = field(default_factory=dict)
+    debug_functions: dict[FuncKey, set[SwitchRef | None]] = field(default_factory=dict)
     #: (path, line, end_line, callee) of a call site -> the tree functions it calls
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
-    gate_cache: dict[tuple[str, str | None, GateRef], str | None] = field(default_factory=dict)
+    gate_cache: dict[tuple[str, str | None, GateRef], SwitchRef | None] = field(default_factory=dict)
     syncing: set[FuncKey] | None = None
-    #: (path, function, id(gates)) -> (gates, switches, switch): the gates tuple is held so its id
-    #: stays unique; extraction shares one tuple among the sites of a block, so ids repeat
-    switch_cache: dict[tuple[str, str | None, int], tuple[tuple[GateRef, ...], tuple[str, ...], str | None]] = field(default_factory=dict)
+    #: (path, function, gates) -> (switches, innermost switch) of a site's gates
+    switch_cache: dict[tuple[str, str | None, tuple[GateRef, ...]], tuple[tuple[SwitchRef, ...], SwitchRef | None]] = field(default_factory=dict)
     #: ``findings.duplicate_groups`` of this model, once worked out
     duplicates: list[tuple[str, list[tuple[str, FunctionDef]]]] | None = None
     #: the resolution of every file's call sites (see ``Resolutions``)
@@ -333,11 +334,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
 
 def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey]],
-                   rs: RuleSet) -> tuple[str | None, ...]:
+                   rs: RuleSet) -> tuple[SwitchRef | None, ...]:
     """The switch of each of one file's edges (``site_switch``; a site's edges are consecutive)."""
-    out: list[str | None] = []
+    out: list[SwitchRef | None] = []
     last: CallSite | None = None
-    switch: str | None = None
+    switch: SwitchRef | None = None
     for _, site, _ in edges:
         if site is not last:
             switch = site_switch(model, path, site.function, site.gates, rs)
@@ -448,7 +449,7 @@ def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...
 _UNRESOLVED = object()
 
 
-def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
+def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     """The switch a gate operand stands for, when the guarded code runs only with it set."""
     key = (path, function, gate)
     switch = model.gate_cache.get(key, _UNRESOLVED)
@@ -457,67 +458,67 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     return switch  # type: ignore[return-value]
 
 
-def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> str | None:
+def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     if not gate.active_when_set:
         return None
     if gate.kind == "env":
-        return None if gate.ref.startswith("param:") or gate.ref == "?" else gate.ref
+        return None if gate.ref.startswith("param:") or gate.ref == "?" else env_switch(gate.ref)
     if gate.kind == "level":
-        return LEVEL_GATE
+        return LEVEL_SWITCH
     if gate.kind == "call":
         for target in model.resolver.resolve(path, function, gate.ref):
             if target in model.env_helpers:
                 switches = helper_switches(model, target, gate.args)
                 debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
-                    rs.category_of(v) != "config" for v in switches if not v.startswith("<")
+                    rs.category_of(v) != "config" for v in switches if v != "<dynamic>"
                 )
                 # a helper over config switches (`_should_compact()`) decides work, not debug output
-                return switches[0] if debug_like else None
+                return env_switch(switches[0]) if debug_like else None
         return None
     if gate.kind == "name":
         ref = gate.ref
         cls = _class_of(function)
         for key in ((path, f"{function}::{ref}"), (path, ref), (path, f"{cls}.{ref}")):
             if key in model.constants:
-                return model.constants[key]
+                return env_switch(model.constants[key])
         if "." in ref and not ref.startswith("self."):
             module, name = ref.rsplit(".", 1)
             for other in model.resolver.by_module.get(module, ()):
                 if (other, name) in model.constants:
-                    return model.constants[(other, name)]
+                    return env_switch(model.constants[(other, name)])
         leaf = ref.rsplit(".", 1)[-1]
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
-            return f"flag:{ref}"
+            return SwitchRef("flag", ref)
     return None
 
 
 def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
-                rs: RuleSet) -> tuple[tuple[str, ...], str | None]:
-    """(switches, innermost switch) of a site's gates, computed once per gates tuple."""
-    key = (path, function, id(gates))
+                rs: RuleSet) -> tuple[tuple[SwitchRef, ...], SwitchRef | None]:
+    """(switches, innermost switch) of a site's gates, computed once per gates."""
+    key = (path, function, gates)
     hit = model.switch_cache.get(key)
-    if hit is not None and hit[0] is gates:
-        return hit[1], hit[2]
-    out: list[str] = []
+    if hit is not None:
+        return hit
+    out: list[SwitchRef] = []
     for gate in gates:
         switch = resolve_gate(model, path, function, gate, rs)
         if switch is not None and switch not in out:
             out.append(switch)
-    inner: str | None = None
+    inner: SwitchRef | None = None
     if out:
-        env = [s for s in out if s != LEVEL_GATE and not s.startswith("flag:")]
+        env = [s for s in out if s.kind in ("env", "dynamic")]
         inner = (env or out)[-1]
-    model.switch_cache[key] = (gates, tuple(out), inner)
+    model.switch_cache[key] = (tuple(out), inner)
     return tuple(out), inner
 
 
-def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[str]:
+def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
     if not gates:
         return []
     return list(_site_gates(model, path, function, gates, rs)[0])
 
 
-def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> str | None:
+def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
     """The innermost env switch gating a site (a level gate or flag when no env var does)."""
     if not gates:
         return None
@@ -588,13 +589,13 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
     model.freq_any = run(False)
     # switches through which a function is reached when it is not reached by default
     work = sorted(model.freq_any)
-    seen_pairs: set[tuple[FuncKey, str]] = set()
+    seen_pairs: set[tuple[FuncKey, SwitchRef]] = set()
     while work:
         key = work.pop()
         for edge in out_edges.get(key, ()):
             if edge.callee in model.freq_default:
                 continue
-            incoming: set[str] = set()
+            incoming: set[SwitchRef] = set()
             if edge.switch is not None:
                 incoming.add(edge.switch)
             elif key not in model.freq_default:
@@ -606,7 +607,7 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
                     work.append(edge.callee)
 
 
-def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | None]]:
+def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[SwitchRef | None]]:
     """Functions that only run as part of debug/log/dump code, with the switches
     that lead there (None in the set: some path reaches it with no switch set,
     e.g. through the eager arguments of an ungated log call)."""
@@ -639,16 +640,16 @@ def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | N
 DEBUG_ROUNDS = 20
 
 
-def _named_debug(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[str | None]]:
+def _named_debug(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[SwitchRef | None]]:
     """Where the debug-function fixpoint starts: functions named like debug code."""
     return {key: set() for key, f in model.functions.items() if f.debug_named}
 
 
-def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[str | None]],
+def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[SwitchRef | None]],
                 arg_of_emitter: set[tuple[str, int, str]], key: FuncKey, edges: list[Edge]) -> bool:
     """Work ``key`` out once from its callers' entries (every call gated, in an emitter's
     arguments, or made by debug code): update ``debug``; whether its entry changed."""
-    switches: set[str | None] = set()
+    switches: set[SwitchRef | None] = set()
     for edge in edges:
         if edge.switch is not None:
             switches.add(edge.switch)
@@ -693,8 +694,8 @@ def gating_switches(model: TreeModel, key: FuncKey, depth: int = 3) -> list[str]
         return []
     found: list[str] = []
     for edge in edges:
-        if edge.switch is not None and not edge.switch.startswith("<"):
-            found.append(edge.switch)
+        if edge.switch is not None and edge.switch.kind in ("env", "flag"):
+            found.append(edge.switch.text)
             continue
         above = gating_switches(model, edge.caller, depth - 1) if edge.caller else []
         if not above:

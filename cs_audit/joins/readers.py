@@ -14,10 +14,13 @@ import re
 from dataclasses import dataclass
 
 from cs_audit.joins.callgraph import TreeModel, gating_switches, site_switch, site_switches
-from cs_audit.model import ScriptFacts
+from cs_audit.model import ScriptFacts, by_text
 from cs_audit.ruleset import RuleSet
 
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
+#: the kinds of switch a writer is filed under: those with a name (a level check or an
+#: unknown env name is no switch anyone sets)
+_NAMED = ("env", "flag")
 
 
 def _regex(pattern: str) -> re.Pattern[str]:
@@ -50,9 +53,10 @@ def writers(model: TreeModel, rs: RuleSet) -> list[Writer]:
             if not site.path_pattern:
                 continue
             key = (path, site.function) if site.function else None
-            inner = [sw for sw in site_switches(model, path, site.function, site.gates, rs) if not sw.startswith("<")]
+            inner = [sw.text for sw in site_switches(model, path, site.function, site.gates, rs) if sw.kind in _NAMED]
             if key is not None and key not in model.freq_default:
-                inner += sorted(model.entry_switches.get(key, ())) or gating_switches(model, key)
+                entered = sorted(model.entry_switches.get(key, ()), key=by_text)
+                inner += [sw.text for sw in entered] or gating_switches(model, key)
             for pattern in site.path_pattern.split("|"):
                 if "{" in pattern and key is not None and key in model.functions:
                     out.extend(_at_call_sites(model, rs, key, pattern, inner))
@@ -77,7 +81,7 @@ def _at_call_sites(model: TreeModel, rs: RuleSet, key: tuple[str, str], pattern:
             index = params.index(param) if param in params else -1
             value = edge.site.literal_args[index] if 0 <= index < len(edge.site.literal_args) else None
             filled = filled.replace(name, value if value else "*")
-        switches = [edge.switch] if edge.switch and not edge.switch.startswith("<") else []
+        switches = [edge.switch.text] if edge.switch and edge.switch.kind in _NAMED else []
         for switch in dict.fromkeys(switches + inner):
             if _stem(filled):
                 found.append(Writer(switch, edge.path, edge.site.line, filled))
@@ -118,8 +122,8 @@ def _grep_readers(model: TreeModel, rs: RuleSet, scripts: dict[str, ScriptFacts]
             if site.role != "log":
                 continue
             switch = site_switch(model, path, site.function, site.gates, rs)
-            if switch is None or switch.startswith("<"):
+            if switch is None or switch.kind not in _NAMED:
                 continue
             for script, line, pattern in greps:
                 if pattern in site.code:
-                    yield switch, script, line, pattern
+                    yield switch.text, script, line, pattern

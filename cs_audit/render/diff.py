@@ -70,6 +70,6 @@ def render_diff(before: AuditResult, after: AuditResult, info_before: CommitInfo
             continue
         lines += ["| rule | file:line | function | switch | code |", "|---|---|---|---|---|"]
         for f in sorted(rows, key=lambda f: (f.path, f.line, f.rule)):
-            switch = code(f.switch) if f.switch else "default"
+            switch = code(f.switch.text) if f.switch else "default"
             lines.append(f"| {code(f.rule)} | {loc(f)} | {code(f.function or '<module>')} | {switch} | {code(f.code)} |")
     return "\n".join(lines) + "\n"

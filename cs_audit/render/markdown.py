@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from pathlib import PurePath
 
-from cs_audit.model import DEBUG_CATEGORIES, LEVEL_GATE, AuditResult, Finding
+from cs_audit.model import DEBUG_CATEGORIES, AuditResult, Finding, SwitchRef
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
@@ -51,12 +51,12 @@ def _loc(f: Finding) -> str:
     return code(f"{f.path}:{span}")
 
 
-def _switch_text(switch: str | None) -> str:
+def _switch_text(switch: SwitchRef | None) -> str:
     if switch is None:
         return "default"
-    if switch == LEVEL_GATE:
+    if switch.kind == "level":
         return "log level"
-    return code(switch[5:] if switch.startswith("flag:") else switch)
+    return code(switch.name if switch.kind == "flag" else switch.text)
 
 
 def _cost_note(f: Finding, rs: RuleSet) -> str:

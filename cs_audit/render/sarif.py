@@ -78,7 +78,7 @@ def _result(f: Finding, rs: RuleSet, index: dict[str, int], prefix: str, suppres
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
         "properties": {
-            "switch": f.switch, "frequency": f.frequency, "gpuSync": f.gpu_sync,
+            "switch": f.switch.text if f.switch else None, "frequency": f.frequency, "gpuSync": f.gpu_sync,
             "estimatedCostUsPerStep": f.cost_us, "code": f.code,
         },
     }
