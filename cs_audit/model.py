@@ -8,6 +8,7 @@ facts into ``Finding``/``Switch`` rows; renderers turn those into text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Literal
 
 from cs_audit.pickling import restorable
@@ -207,6 +208,31 @@ def holds_fact(site: CallSite) -> bool:
     return site.role is not None or bool(site.eager) or bool(site.arg_calls) or bool(site.path_pattern)
 
 
+#: the fields of a ``CallSite`` a plain call edge can hold (the others are empty there)
+PLAIN_FIELDS = tuple(name for name in CallSite.__slots__ if name not in ("eager", "arg_calls", "role", "path_pattern"))
+
+
+class PlainCall(tuple):
+    """A call site that holds no fact (``holds_fact`` false): only the call graph reads it,
+    and most call sites are such, so it is a plain tuple of ``PLAIN_FIELDS`` (pickled and
+    loaded by the interpreter's own tuple code) that reads like a ``CallSite``."""
+
+    __slots__ = ()
+    eager: tuple[str, ...] = ()
+    arg_calls: tuple[str, ...] = ()
+    role: str | None = None
+    path_pattern: str | None = None
+
+    @classmethod
+    def of(cls, site: CallSite) -> PlainCall:
+        return cls(getattr(site, name) for name in PLAIN_FIELDS)
+
+
+for _index, _name in enumerate(PLAIN_FIELDS):
+    setattr(PlainCall, _name, property(itemgetter(_index), doc=f"``CallSite.{_name}``"))
+del _index, _name
+
+
 @restorable
 @dataclass(frozen=True, slots=True)
 class EnvSetter:
@@ -227,7 +253,8 @@ class FileFacts:
     aliases: tuple[tuple[str, str], ...]
     functions: tuple[FunctionDef, ...]
     env_reads: tuple[EnvRead, ...]
-    calls: tuple[CallSite, ...]
+    #: every call in file order: a ``CallSite`` when it holds a fact, else a ``PlainCall``
+    calls: tuple[CallSite | PlainCall, ...]
     #: (line, path) of the literal output paths the file writes to (`open("/tmp/x/" ...)`, an
     #: output-dir env var's default)
     literal_paths: tuple[tuple[int, str], ...] = ()

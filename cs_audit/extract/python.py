@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from cs_audit.extract.index import ModuleIndex, index_module, module_name
-from cs_audit.model import CallSite, EnvRead, FileError, FileFacts
+from cs_audit.model import CallSite, EnvRead, FileError, FileFacts, PlainCall, holds_fact
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
@@ -115,7 +115,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         aliases=tuple(sorted(index.aliases.items())),
         functions=index.hash_bodies(with_facts),
         env_reads=tuple(env_reads),
-        calls=tuple(sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
+        calls=tuple(site if holds_fact(site) else PlainCall.of(site)
+                    for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=tuple(sorted(set(literal_paths))),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
     )

@@ -20,10 +20,12 @@ import dataclasses
 from typing import Any, TypeVar
 
 from cs_audit.model import (
+    PLAIN_FIELDS,
     SMALL_BODY_LINES,
     DuplicateGroup,
     FileFacts,
     Finding,
+    PlainCall,
     Switch,
 )
 
@@ -50,6 +52,9 @@ def _shape(value: Any, lines: list[int]) -> Any:
         return value
     if cls is tuple:
         return tuple(v if type(v) in _ATOMS else _shape(v, lines) for v in value)
+    if cls is PlainCall:
+        lines.extend((value.line, value.end_line))
+        return ("PlainCall", *(0 if name in _LINE_FIELDS else _shape(item, lines) for name, item in zip(PLAIN_FIELDS, value)))
     if not hasattr(cls, "__dataclass_fields__"):
         return value
     out: list[Any] = [cls.__name__]

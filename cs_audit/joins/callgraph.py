@@ -23,7 +23,6 @@ from cs_audit.model import (
     GateRef,
     SwitchRef,
     env_switch,
-    holds_fact,
 )
 from cs_audit.ruleset import RuleSet
 
@@ -351,7 +350,7 @@ def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
     """The call sites of a file that hold a fact (``model.holds_fact``: a role, eager arguments,
     calls in their arguments or a written path), in file order: all but the plain call edges,
     which only the call graph reads."""
-    return tuple(site for site in ff.calls if holds_fact(site))
+    return tuple(site for site in ff.calls if site.__class__ is CallSite)
 
 
 def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
