@@ -28,8 +28,10 @@ from cs_audit.model import (
     FileError,
     FileFacts,
     Finding,
+    ScanStats,
     ScriptFacts,
     SourceFile,
+    Suppression,
     Switch,
 )
 from cs_audit.ruleset import RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
@@ -58,6 +60,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     from cs_audit.extract.python import extract_parsed, parse_python
     from cs_audit.extract.scripts import file_refs, script_facts
     from cs_audit.extract.setters import may_set_env, setters_in_file, setters_in_python
+    from cs_audit.extract.suppressions import MARKER, suppressions_in
 
     try:
         with open(source.abspath, "rb") as handle:
@@ -86,7 +89,11 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
                     # the setter pass takes the tree already made when it was made of this text
                     tree = parsed[1] if parsed[0] == text else None  # type: ignore[index]
                     setters = tuple(setters_in_python(source.path, text, tree))
-                result = replace(facts, file_refs=file_refs(text), setters=setters)
+                suppressions: tuple[Suppression, ...] = ()
+                if MARKER in data:
+                    tree = parsed[1] if parsed[0] == text else None  # type: ignore[index]
+                    suppressions = tuple(suppressions_in(source.path, data, rs.rules, tree))
+                result = replace(facts, file_refs=file_refs(text), setters=setters, suppressions=suppressions)
         elif b"\0" in data:
             result = FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
         else:
@@ -108,7 +115,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
                cache_dir: str | None, keys: list[str | None], memo: ScanMemo | None = None,
-               known: dict[str, FileResult] | None = None) -> Iterable[FileResult]:
+               known: dict[str, FileResult] | None = None, run: _Run | None = None) -> Iterable[FileResult]:
     """One result per source, in input order, each computed in a worker process (``cs_audit.pool``):
     a file that crashes, hangs or exhausts its worker is a ``FileError`` and the scan goes on.
     ``cache_dir``/``keys``: the facts cache of this scan (None: off) and each source's key in
@@ -136,6 +143,8 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
         if hit is not None:
             hits[i] = hit
     misses = [s for i, s in enumerate(sources) if i not in hits]
+    if run is not None:
+        run.analysed.extend(s.path for s in misses)
     if misses:
         _import_worker_modules()
     jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
@@ -215,7 +224,7 @@ class Joins:
     duplicates: tuple[DuplicateGroup, ...]
 
 
-def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap: Callable[[str], None],
+def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run: _Run,
            earlier: Resolutions | None = None, unchanged: set[str] | None = None) -> Joins:
     """The call-graph model, findings and duplicate groups of ``facts`` (pure functions of the
     facts and the rules): the memo's when both are equal to those it holds.  ``earlier``:
@@ -229,14 +238,16 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap:
     last = memo.joins if memo is not None else None
     if last is not None and last.rs == rs and last.facts == items:  # unchanged facts are the same objects: cheap
         memo.joins_reused += 1  # type: ignore[union-attr]
-        lap("joins")
+        run.result = "memo"
+        run.lap("joins")
         return last
     if earlier is None and last is not None:
         earlier = last.model.resolutions  # type: ignore[attr-defined]
         before = dict(last.facts)
         unchanged = {path for path, ff in items if before.get(path) is ff}
     model = build_model(facts, rs, earlier, unchanged)
-    lap("joins")
+    run.resolved = model.resolved_files
+    run.lap("joins")
     findings = tuple(analyse(model, rs))
     duplicates = tuple(
         DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
@@ -246,6 +257,23 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, lap:
     if memo is not None:
         memo.joins = joins
     return joins
+
+
+class _Run:
+    """What one ``run_audit`` call records as it goes: the time of each phase and the work
+    it did (``ScanStats``)."""
+
+    def __init__(self) -> None:
+        self.timings: list[tuple[str, float]] = []
+        self._clock = time.perf_counter()
+        self.analysed: list[str] = []
+        self.result = "analysed"
+        self.resolved: tuple[str, ...] = ()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings.append((name, now - self._clock))
+        self._clock = now
 
 
 def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
@@ -290,19 +318,12 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
 
 def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
                keep: list[object] | None = None) -> AuditResult:
-    timings: list[tuple[str, float]] = []
-    clock = time.perf_counter()
-
-    def lap(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timings.append((name, now - clock))
-        clock = now
+    run = _Run()
 
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
     sources, errors = discover(root, config.exclude)
-    lap("discover")
+    run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
     if cache_dir is not None:
         keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(root))
@@ -310,14 +331,14 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
     else:
         keys = [None] * len(sources)
-    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep)
+    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
     if config.history:
         switches, commit, history_note = _with_history(root, switches, config)
     else:
         commit = git_head(root)
-    lap("history")
+    run.lap("history")
     try:
         decisions = load_decisions(root)
     except DecisionsError as exc:
@@ -333,8 +354,11 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message))),
         files_scanned=len(sources),
         history_note=history_note,
-        timings=tuple(timings),
+        timings=tuple(run.timings),
         overridden=tuple(overridden),
+        suppressions=analysis.suppressions,
+        stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
+                        resolved=run.resolved),
     )
 
 
@@ -349,6 +373,8 @@ class TreeAnalysis:
     errors: tuple[FileError, ...]
     #: no file failed for a reason that may not repeat (timeout, crash, internal error)
     cacheable: bool
+    #: the suppression comments of the analysed files
+    suppressions: tuple[Suppression, ...] = ()
 
 
 def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> str:
@@ -359,7 +385,7 @@ def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> st
 
 def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                    progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                   memo: ScanMemo | None, lap: Callable[[str], None], keep: list[object] | None = None) -> TreeAnalysis:
+                   memo: ScanMemo | None, run: _Run, keep: list[object] | None = None) -> TreeAnalysis:
     """The tree's ``TreeAnalysis``: stored under every file's key (warm), else the last stored
     one of this root when the changed files' results allow it (``_result_of_equal_facts``),
     else analysed; stored for the next scan, with the root's record of its files."""
@@ -368,23 +394,24 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
     if cache_dir is not None and all(k is not None for k in keys):
         result_key = cache.tree_key([(s.path, k) for s, k in zip(sources, keys)], context)  # type: ignore[misc]
     if cache_dir is None or result_key is None:
-        return _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, keep=keep)
+        return _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep=keep)
     stored = cache.load_result(cache_dir, result_key)
     if isinstance(stored, TreeAnalysis):
-        lap("cached result")
+        run.result = "stored"
+        run.lap("cached result")
         return stored
     reused, known = None, {}
     if memo is None:
-        reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, lap)  # type: ignore[arg-type]
+        reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, run)  # type: ignore[arg-type]
     if keep is not None:
         keep.append(known)
-    analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, lap, known, keep)
-    _store_tree_result(cache_dir, config, sources, keys, context, analysis, lap)  # type: ignore[arg-type]
+    analysis = reused or _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, run, known, keep)
+    _store_tree_result(cache_dir, config, sources, keys, context, analysis, run)  # type: ignore[arg-type]
     return analysis
 
 
 def _store_tree_result(cache_dir: str, config: AuditConfig, sources: list[SourceFile], keys: list[str], context: str,
-                       analysis: TreeAnalysis, lap: Callable[[str], None]) -> None:
+                       analysis: TreeAnalysis, run: _Run) -> None:
     """Store ``analysis`` under the tree's key, and as this root's last result (when no file
     failed for a reason that may not repeat)."""
     if analysis.cacheable:
@@ -392,7 +419,7 @@ def _store_tree_result(cache_dir: str, config: AuditConfig, sources: list[Source
         cache.store_result(cache_dir, result_key, analysis)
         files = {s.path: k for s, k in zip(sources, keys)}
         cache.store_tree_record(cache_dir, os.path.abspath(config.root), cache.TreeRecord(result_key, context, files))
-        lap("store")
+        run.lap("store")
 
 
 #: more changed files than this since the last stored tree: analyse the tree, do not compare
@@ -400,7 +427,7 @@ MAX_COMPARED_FILES = POOL_MIN_FILES
 
 
 def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: str, rs: RuleSet, config: AuditConfig,
-                           cache_dir: str, lap: Callable[[str], None]) -> tuple[TreeAnalysis | None, dict[str, FileResult]]:
+                           cache_dir: str, run: _Run) -> tuple[TreeAnalysis | None, dict[str, FileResult]]:
     """The stored result of the last tree scanned at this root when every file changed since
     gives the result it gave then (an edit of code no fact records: the whole-tree result is
     a function of the per-file results, so it is the same), or gives it with lines moved
@@ -428,6 +455,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     # the worker imports what it needs (libcst) itself, while this process loads the facts of
     # the other files that a full analysis would need, until the worker has answered
     changed_sources = [sources[i] for i in changed]
+    run.analysed.extend(s.path for s in changed_sources)
     computing = map_files(analyse_file, changed_sources, (rs, config.max_file_bytes, cache_dir, True))
     known: dict[str, FileResult] = {}  # by path: results loaded or computed here
     changed_set = set(changed)
@@ -440,7 +468,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
         if hit is not None:
             known[sources[i].path] = hit
     now = [_unpacked(s, outcome) for s, outcome in zip(changed_sources, computing)]
-    lap("changed files")
+    run.lap("changed files")
     known.update((s.path, result) for s, result in zip(changed_sources, now))
     maps: dict[str, dict[int, int]] = {}
     for old, new in zip(before, now):
@@ -453,17 +481,18 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
             return None, known
         maps[new.path] = mapping
     if maps:
-        moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps)
+        moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps, stored.suppressions)
         if moved is None:
             return None, known
-        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2])
-    lap("cached result")
+        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2], suppressions=moved[3])
+    run.result = "moved" if maps else "stored"
+    run.lap("cached result")
     return stored, known
 
 
 def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSet, config: AuditConfig,
                   progress: Progress | None, cache_dir: str | None, keys: list[str | None],
-                  memo: ScanMemo | None, lap: Callable[[str], None], known: dict[str, FileResult] | None = None,
+                  memo: ScanMemo | None, run: _Run, known: dict[str, FileResult] | None = None,
                   keep: list[object] | None = None) -> TreeAnalysis:
     from cs_audit.analysis.switches import build_switches
     from cs_audit.joins.readers import readers, writers
@@ -472,7 +501,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     scripts: dict[str, ScriptFacts] = {}
     errors = list(errors)
     cacheable = True
-    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known):
+    for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, memo=memo, known=known, run=run):
         if isinstance(result, FileFacts):
             facts[result.path] = result
         elif isinstance(result, FileError):
@@ -480,12 +509,12 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
             cacheable = cacheable and cache.cacheable(result)
         else:
             scripts[result.path] = result
-    lap("parse/extract")
+    run.lap("parse/extract")
     # the resolutions of the last full analysis of this root: from the disk cache, or with a
     # memo (``report --range``, whose temporary root is new each run) from the memo's joins
     on_disk = cache_dir if memo is None else None
     earlier, unchanged = _earlier_resolutions(on_disk, config, sources, keys, facts)
-    joins = _joins(facts, rs, memo, lap, earlier, unchanged)
+    joins = _joins(facts, rs, memo, run, earlier, unchanged)
     model, findings = joins.model, list(joins.findings)
     resolutions = model.resolutions  # type: ignore[attr-defined]
     if on_disk is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
@@ -500,10 +529,11 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     switches = build_switches(
         model, findings, rs, setters, readers(model, rs, written, scripts), files,  # type: ignore[arg-type]
     )
-    lap("analysis")
+    run.lap("analysis")
     if keep is not None:
         keep.append((facts, scripts, joins))
-    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable)
+    suppressions = tuple(s for path in sorted(facts) for s in facts[path].suppressions)
+    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable, suppressions)
 
 
 def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: list[SourceFile], keys: list[str | None],

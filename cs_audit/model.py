@@ -227,7 +227,13 @@ class PlainCall(tuple):
     def of(cls, site: CallSite) -> PlainCall:
         return cls(getattr(site, name) for name in PLAIN_FIELDS)
 
+    def returning(self) -> PlainCall:
+        """This call with ``returned`` set: its result decides its function's result."""
+        at = _RETURNED_AT
+        return PlainCall((*self[:at], True, *self[at + 1:]))
 
+
+_RETURNED_AT = PLAIN_FIELDS.index("returned")
 for _index, _name in enumerate(PLAIN_FIELDS):
     setattr(PlainCall, _name, property(itemgetter(_index), doc=f"``CallSite.{_name}``"))
 del _index, _name
@@ -264,6 +270,24 @@ class FileFacts:
     file_refs: tuple[tuple[int, str], ...] = ()
     #: env vars this module sets for child processes (a Python launcher)
     setters: tuple[EnvSetter, ...] = ()
+    #: its ``# cs-audit: ignore[...]`` comments
+    suppressions: tuple[Suppression, ...] = ()
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    """A ``# cs-audit: ignore[rule, ...] reason`` comment: it silences the findings of its
+    rules on its line and on the lines of the statement that starts there (``covers``)."""
+
+    path: str
+    line: int
+    rules: tuple[str, ...]
+    reason: str
+    #: why it is invalid (None: valid)
+    problem: str | None = None
+    #: the lines whose innermost statement starts on ``line``
+    covers: tuple[int, ...] = ()
 
 
 @restorable
@@ -451,6 +475,25 @@ class AuditResult:
     timings: tuple[tuple[str, float], ...] = ()
     #: switches whose disposition came from the project's cs-audit.decisions.yaml
     overridden: tuple[str, ...] = ()
+    #: the suppression comments of the analysed files, by path and line
+    suppressions: tuple[Suppression, ...] = ()
+    #: the work this scan did (not part of any report)
+    stats: ScanStats | None = None
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class ScanStats:
+    """What a scan did: the files it found, the files whose facts it computed (the others
+    came from the cache or a memo), how it came by the tree's result (``stored``: the result
+    of an unchanged tree; ``moved``: that result with a file's lines moved; ``memo``: the
+    joins of the commit before, in ``report --range``; ``analysed``: the joins ran), and the
+    files whose call sites it resolved (the others took their stored resolutions)."""
+
+    files: int
+    analysed: tuple[str, ...]
+    result: str
+    resolved: tuple[str, ...] = ()
 
 
 # -- what the CI commands and the SARIF/GitHub renderers need besides the audit

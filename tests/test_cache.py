@@ -35,11 +35,16 @@ def _sources(root: Path):
 
 
 def _scan(root: Path, cache_root: Path | None, **options) -> str:
+    return _scan_stats(root, cache_root, **options)[0]
+
+
+def _scan_stats(root: Path, cache_root: Path | None, **options):
+    """The JSON report of a scan and what the scan did (``ScanStats``)."""
     options.setdefault("jobs", 1)
     config = load_config(str(root), history=False, cache=cache_root is not None,
                          cache_dir=str(cache_root) if cache_root else None, **options)
     result = run_audit(config)
-    return render_json(replace(result, root="<root>", commit=None, history_note=None))
+    return render_json(replace(result, root="<root>", commit=None, history_note=None)), result.stats
 
 
 @pytest.fixture
@@ -207,19 +212,12 @@ def _results(cache_root: Path) -> list[Path]:
     return sorted(cache_root.rglob("results/*.pkl")) if cache_root.exists() else []
 
 
-def _no_file_work(*_args, **_kwargs):
-    raise AssertionError("a warm scan of an unchanged tree analysed files")
-
-
-def test_unchanged_tree_loads_the_stored_result(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cs_audit import api
-
+def test_unchanged_tree_loads_the_stored_result(tree: Path, tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
-    cold = _scan(tree, cache_root)
-    assert len(_results(cache_root)) == 1
-    monkeypatch.setattr(api, "_map_files", _no_file_work)
-    monkeypatch.setattr(api, "_joins", _no_file_work)
-    assert _scan(tree, cache_root) == cold
+    cold, stats = _scan_stats(tree, cache_root)
+    assert len(_results(cache_root)) == 1 and stats.result == "analysed" and stats.analysed
+    warm, stats = _scan_stats(tree, cache_root)
+    assert warm == cold and stats.result == "stored" and stats.analysed == ()
 
 
 def test_changed_file_misses_the_stored_result(tree: Path, tmp_path: Path) -> None:
@@ -323,16 +321,14 @@ def test_stat_records_of_other_roots_are_bounded(tree: Path, tmp_path: Path, mon
 
 # ------------------------------------------------------------------ a new cache: keys from the workers
 def test_the_keys_of_files_that_fail_are_stored(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cs_audit import api
-
     monkeypatch.setattr(cache, "RACY_NS", 0)
     (tree / "broken.py").write_text("def (:\n", encoding="utf-8")
     (tree / "blob.py").write_bytes(b"x = 1\0\0")
     cache_root = tmp_path / "cache"
     cold = _scan(tree, cache_root)
     assert '"syntax"' in cold and '"binary"' in cold
-    monkeypatch.setattr(api, "_map_files", _no_file_work)
-    assert _scan(tree, cache_root) == cold  # the stored result: the failed files had keys too
+    warm, stats = _scan_stats(tree, cache_root)
+    assert warm == cold and stats.result == "stored"  # the failed files had keys too
 
 
 def test_a_worker_lost_on_a_file_costs_only_that_file(tree: Path, tmp_path: Path,

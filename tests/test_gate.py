@@ -360,12 +360,12 @@ def test_suppression_on_the_statements_first_line(tmp_path: Path) -> None:
         "    )  # cs-audit: ignore[eager-format] too late\n"
         "    return total\n"
     )
-    (tmp_path / "m.py").write_text(src)
+    comments = tuple(suppressions_in("m.py", src.encode(), load_ruleset().rules))
     result = AuditResult(root=str(tmp_path), commit=None, findings=(
         _finding("sync-in-debug", 4, 4, "a"),  # an expression line inside the statement of lines 2-5
         _finding("eager-format", 4, 4, "b"),
-    ), switches=(), duplicates=(), errors=(), files_scanned=1)
-    sup = apply_suppressions(result, load_ruleset(), tmp_path)
+    ), switches=(), duplicates=(), errors=(), files_scanned=1, suppressions=comments)
+    sup = apply_suppressions(result)
     assert sup.suppressed == {"a": "measured, rare"}
     assert [f.fingerprint for f in sup.kept] == ["b"]
     # a comment on the statement's last line is neither the finding's line nor the first line
@@ -477,3 +477,40 @@ def test_entries_of_a_file_that_no_longer_parses_are_not_fixed(tmp_path: Path) -
     code, doc = check_json(str(repo), "--baseline", str(baseline), "--update-baseline")
     assert code == 0 and doc["check"]["fixed"] == []
     assert json.loads(baseline.read_bytes())["findings"] == json.loads(recorded)["findings"]
+
+
+def test_suppressions_are_facts_of_the_scan_and_follow_moved_lines(tmp_path: Path) -> None:
+    """The suppression comments come with the scan's result (read where the file was
+    analysed, never read again by a renderer), so a cached result after an edit that only
+    moved lines suppresses exactly what a fresh scan does."""
+    from cs_audit.api import run_audit
+    from cs_audit.config import AuditConfig
+    from cs_audit.testing import write_tree
+
+    root = write_tree(tmp_path / "t", {"eng/model_runner.py": """
+        import logging
+
+        logger = logging.getLogger(__name__)
+
+
+        class GPUModelRunner:
+            def execute_model(self, batch):
+                logger.info(f"step {batch}")  # cs-audit: ignore[default-on-emitter] the product's one step line
+                logger.info(  # cs-audit: ignore[eager-format] measured cheap
+                    f"done {batch}")
+                return batch
+    """})
+    cache_dir = str(tmp_path / "cache")
+
+    def scan(cache: bool):
+        return run_audit(AuditConfig(root=str(root), jobs=1, history=False, cache=cache, cache_dir=cache_dir))
+
+    first = scan(True)
+    assert [(s.line, s.rules) for s in first.suppressions] == [(8, ("default-on-emitter",)), (9, ("eager-format",))]
+    assert len(apply_suppressions(first).suppressed) == 2
+    target = root / "eng/model_runner.py"
+    target.write_text("# a comment line moves everything below it\n" + target.read_text())
+    cached, fresh = scan(True), scan(False)
+    assert [(s.line, s.covers) for s in cached.suppressions] == [(s.line, s.covers) for s in fresh.suppressions]
+    assert apply_suppressions(cached) == apply_suppressions(fresh)
+    assert [s.line for s in fresh.suppressions] == [9, 10] and len(apply_suppressions(fresh).suppressed) == 2

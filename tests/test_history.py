@@ -174,25 +174,23 @@ def test_range_takes_call_resolutions_from_its_memo_and_writes_no_record(repo: P
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # with the disk cache on: the temporary root of a range is new each run, so a record of it
     # would never be read again; the memo's last joins give the resolutions instead
-    from tests.test_reuse import record_resolved_files
-
-    resolved = record_resolved_files(monkeypatch)
     git_repo = GitRepo.open(repo)
     shas = git_repo.rev_range("HEAD~5..HEAD")
     cache_root = tmp_path / "cache"
     with TreeAuditor(git_repo, str(repo), reuse=True, jobs=1, cache=True, cache_dir=str(cache_root)) as cached:
         got = []
+        per_commit = []
         for sha in shas:
-            got.append(render_markdown(cached.audit(sha), cached.last_rs))
-            resolved.append("|")
-    per_commit = " ".join(resolved).split("|")
+            result = cached.audit(sha)
+            got.append(render_markdown(result, cached.last_rs))
+            per_commit.append(list(result.stats.resolved))
     with TreeAuditor(git_repo, str(repo), reuse=False, jobs=1, cache=False) as fresh:
         reference = [render_markdown(fresh.audit(sha), fresh.last_rs) for sha in shas]
     assert got == reference
     assert not list(cache_root.rglob("resolutions/*"))
     # every file where the resolution tables changed (a file added, functions added or renamed),
     # nothing where the joins were reused whole, and else only the changed file (the last commit)
-    assert [group.split() for group in per_commit[:-1]] == [
+    assert per_commit == [
         ["engine/__init__.py", "engine/runner.py"],
         ["engine/__init__.py", "engine/runner.py", "engine/util.py"],
         [],

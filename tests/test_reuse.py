@@ -25,14 +25,15 @@ FIXTURES = PROJECT / "fixtures"
 
 
 def _scan(root: Path, cache_root: Path | None) -> str:
+    return _scan_stats(root, cache_root)[0]
+
+
+def _scan_stats(root: Path, cache_root: Path | None):
+    """The JSON report of a scan and what the scan did (``ScanStats``)."""
     config = load_config(str(root), history=False, cache=cache_root is not None,
                          cache_dir=str(cache_root) if cache_root else None, jobs=1)
     result = run_audit(config)
-    return render_json(replace(result, root="<root>", commit=None, history_note=None))
-
-
-def _no_joins(*_args, **_kwargs):
-    raise AssertionError("the tree was analysed again")
+    return render_json(replace(result, root="<root>", commit=None, history_note=None)), result.stats
 
 
 def _insert(path: Path, before_line: int, text: str) -> None:
@@ -61,9 +62,8 @@ def test_comment_on_top_of_each_file_reuses_the_stored_result(tree: Path, tmp_pa
         _insert(target, 1, "# moved every line of this file down by one\n")
         uncached = _scan(tree, None)
         assert uncached != before  # lines moved in the report
-        with monkeypatch.context() as patched:
-            patched.setattr(api, "_joins", _no_joins)
-            assert _scan(tree, cache_root) == uncached, target
+        report, stats = _scan_stats(tree, cache_root)
+        assert report == uncached and stats.result == "moved", target
         before = uncached
 
 
@@ -92,8 +92,8 @@ def test_unchanged_facts_reuse_the_stored_result(tree: Path, tmp_path: Path, mon
     target = _files_with_findings(tree, before)[0]
     with open(target, "a", encoding="utf-8") as handle:
         handle.write("\n_EDITED = 1  # a module constant no rule reads\n")
-    monkeypatch.setattr(api, "_joins", _no_joins)
-    assert _scan(tree, cache_root) == before
+    report, stats = _scan_stats(tree, cache_root)
+    assert report == before and stats.result == "stored" and stats.analysed == (target.relative_to(tree).as_posix(),)
 
 
 def test_a_new_call_is_analysed(tree: Path, tmp_path: Path) -> None:
@@ -190,9 +190,9 @@ def test_records_are_shared_by_the_relative_and_absolute_root(tree: Path, tmp_pa
     hashed: list[str] = []
     real_key = cache.source_key
     monkeypatch.setattr(cache, "source_key", lambda source, limit: hashed.append(source.path) or real_key(source, limit))
-    monkeypatch.setattr(api, "_joins", _no_joins)
     monkeypatch.chdir(tree.parent)
-    assert _scan(Path(tree.name), cache_root) == expected
+    report, stats = _scan_stats(Path(tree.name), cache_root)
+    assert report == expected and stats.result == "moved"
     assert hashed == [target.relative_to(tree).as_posix()]  # only the edited file was read for its key
 
 
@@ -280,25 +280,13 @@ def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path)
 
 
 # ------------------------------------------------------------------ call resolutions per root
-def record_resolved_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths whose call sites are resolved from here on (``callgraph._resolve_file``), in order."""
-    from cs_audit.joins import callgraph
-
-    resolved: list[str] = []
-    real = callgraph._resolve_file
-    monkeypatch.setattr(callgraph, "_resolve_file", lambda r, path, *a: resolved.append(path) or real(r, path, *a))
-    return resolved
-
-
 def test_a_new_call_resolves_the_calls_of_the_changed_file_only(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache_root = tmp_path / "cache"
     before = _scan(tree, cache_root)
     target = _files_with_findings(tree, before)[0]
     _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
-    with monkeypatch.context() as patched:
-        resolved = record_resolved_files(patched)
-        after = _scan(tree, cache_root)
-    assert resolved == [target.relative_to(tree).as_posix()]
+    after, stats = _scan_stats(tree, cache_root)
+    assert stats.resolved == (target.relative_to(tree).as_posix(),)
     assert after == _scan(tree, None) and after != before
 
 
@@ -309,12 +297,8 @@ def test_a_corrupt_resolutions_record_means_every_file_is_resolved(tree: Path, t
     record.write_bytes(b"csa-resolutions" + b"\x80not a pickle")
     target = _files_with_findings(tree, before)[0]
     _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
-    with monkeypatch.context() as patched:
-        resolved = record_resolved_files(patched)
-        after = _scan(tree, cache_root)
-    with monkeypatch.context() as patched:
-        every_file = record_resolved_files(patched)
-        uncached = _scan(tree, None)
-    assert len(every_file) > 1 and resolved == every_file
+    after, stats = _scan_stats(tree, cache_root)
+    uncached, fresh = _scan_stats(tree, None)
+    assert len(fresh.resolved) > 1 and stats.resolved == fresh.resolved
     assert after == uncached
     assert record.read_bytes() != b"csa-resolutions" + b"\x80not a pickle"  # stored again

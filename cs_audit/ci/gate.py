@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cs_audit.ci.suppress import apply_suppressions, skipped_notes
-from cs_audit.config import ConfigError, load_config
 from cs_audit.git.repo import GitError, GitRepo
 from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates, ReportContext
 from cs_audit.ruleset import RuleSet
@@ -325,17 +324,9 @@ def repo_prefix(root: Path) -> str:
         return ""
 
 
-def context_for(result: AuditResult, rs: RuleSet, exclude: tuple[str, ...] | None = None,
-                max_bytes: int | None = None, read_root: Path | None = None, prefix: str | None = None) -> ReportContext:
-    """Suppressions and repository prefix of an audit of the tree at ``result.root``
-    (or ``read_root``).  ``exclude``/``max_bytes`` default to the tree's project configuration."""
-    root = Path(result.root if read_root is None else read_root)
-    if exclude is None or max_bytes is None:
-        try:
-            config = load_config(str(root))
-            exclude = config.exclude if exclude is None else exclude
-            max_bytes = config.max_file_bytes if max_bytes is None else max_bytes
-        except ConfigError:
-            exclude, max_bytes = exclude or (), max_bytes or (1 << 20)
-    sup = apply_suppressions(result, rs, root, exclude, max_bytes)
+def context_for(result: AuditResult, prefix: str | None = None) -> ReportContext:
+    """What the SARIF, GitHub and check reports need besides the audit: its suppressions
+    applied, and where ``result.root`` sits in its repository (``prefix``: given)."""
+    sup = apply_suppressions(result)
+    root = Path(result.root)
     return ReportContext(repo_prefix(root) if prefix is None else prefix, sup, sup.notes + tuple(skipped_notes(result)))

@@ -16,62 +16,34 @@ What is reported (as :class:`Notification`, never as a finding of a new rule id)
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from cs_audit.extract.discover import discover
-from cs_audit.extract.suppressions import MARKER, statement_starts, suppressions_in
 from cs_audit.model import INCOMPLETE, INVALID, SKIPPED, UNUSED, AuditResult, Finding, Notification, Suppressed
-from cs_audit.ruleset import RuleSet
 
 
-def apply_suppressions(result: AuditResult, rs: RuleSet, root: Path | None = None,
-                       exclude: tuple[str, ...] = (), max_bytes: int = 1 << 20) -> Suppressed:
-    """Split ``result.findings`` into kept and suppressed; report bad and unused suppressions.
-
-    ``root`` is where the scanned files are read from (default: ``result.root``).
-    """
-    root = Path(result.root if root is None else root)
-    base = root if root.is_dir() else root.parent
-    skipped = {e.path for e in result.errors}
-    if root.is_dir():
-        sources, _ = discover(root, exclude)
-        paths = sorted(s.path for s in sources if s.kind == "python" and s.path not in skipped)
-    else:
-        paths = [root.name] if root.name not in skipped else []
+def apply_suppressions(result: AuditResult) -> Suppressed:
+    """Split ``result.findings`` into kept and suppressed by the result's suppression
+    comments; report bad and unused suppressions."""
     by_path: dict[str, list[Finding]] = {}
     for f in result.findings:
         by_path.setdefault(f.path, []).append(f)
-
     suppressed: dict[str, str] = {}
     notes: list[Notification] = []
-    for path in paths:
-        try:
-            with open(base / path, "rb") as handle:
-                data = handle.read(max_bytes + 1)
-        except OSError:
+    for sup in result.suppressions:
+        path = sup.path
+        if sup.problem:
+            notes.append(Notification(INVALID, path, sup.line, f"cs-audit suppression {sup.problem}; it suppresses nothing"))
             continue
-        if len(data) > max_bytes or MARKER not in data:
-            continue
-        found = suppressions_in(path, data, rs.rules)
-        if not found:
-            continue
-        findings = by_path.get(path, [])
-        starts = statement_starts(data) if findings else {}
-        for sup in found:
-            if sup.problem:
-                notes.append(Notification(INVALID, path, sup.line, f"cs-audit suppression {sup.problem}; it suppresses nothing"))
-                continue
-            used: set[str] = set()
-            for f in findings:
-                if f.rule in sup.rules and sup.line in (f.line, starts.get(f.line, f.line)):
-                    suppressed.setdefault(f.fingerprint, sup.reason)
-                    used.add(f.rule)
-            unused = [r for r in sup.rules if r not in used]
-            if unused:
-                notes.append(Notification(
-                    UNUSED, path, sup.line,
-                    f"cs-audit suppression of {', '.join(unused)} matches no finding on this line or statement: remove it",
-                ))
+        used: set[str] = set()
+        covers = set(sup.covers)
+        for f in by_path.get(path, ()):
+            if f.rule in sup.rules and (f.line == sup.line or f.line in covers):
+                suppressed.setdefault(f.fingerprint, sup.reason)
+                used.add(f.rule)
+        unused = [r for r in sup.rules if r not in used]
+        if unused:
+            notes.append(Notification(
+                UNUSED, path, sup.line,
+                f"cs-audit suppression of {', '.join(unused)} matches no finding on this line or statement: remove it",
+            ))
     kept = tuple(f for f in result.findings if f.fingerprint not in suppressed)
     notes.sort(key=lambda n: (n.path, n.line or 0, n.id, n.message))
     return Suppressed(kept, suppressed, tuple(notes))

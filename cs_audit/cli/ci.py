@@ -78,7 +78,7 @@ def baseline(
 
     config, rs = _config(path, jobs, exclude)
     result = run_audit(config, rs)
-    ctx = context_for(result, rs, config.exclude, config.max_file_bytes)
+    ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
     say(f"cs-audit: {len(ctx.suppressed.kept)} findings recorded in {plain(output)}")
 
@@ -134,7 +134,7 @@ def check(
         fail(f"--since: {exc}", exc.hint)
 
     result = run_audit(config, rs)
-    ctx = context_for(result, rs, config.exclude, config.max_file_bytes)
+    ctx = context_for(result)
     kept = list(ctx.suppressed.kept)
     outcome = CheckOutcome(gates, since=since_sha, baseline=str(baseline_file) if baseline_file else None)
     candidates = gating_findings(kept, gates)
@@ -212,8 +212,7 @@ def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: l
     with TreeAuditor(repo, str(path), reuse=False, jobs=config.jobs, exclude=config.exclude) as auditor:
         before = auditor.audit(sha)
         assert auditor.last_rs is not None
-        before_ctx = context_for(before, auditor.last_rs, config.exclude, config.max_file_bytes,
-                                 read_root=auditor.root, prefix="")
+        before_ctx = context_for(before, prefix="")
         new, _, moved = match_findings(kept, list(before_ctx.suppressed.kept))
     outcome.moved += moved
     fresh = {id(f) for f in new}

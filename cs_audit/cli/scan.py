@@ -50,7 +50,7 @@ def render_format(format: str, result, rs) -> str:
         return render_markdown(result, rs)
     from cs_audit.ci.gate import context_for
 
-    ctx = context_for(result, rs)
+    ctx = context_for(result)
     if format == "sarif":  # SARIF 2.1.0; in-source suppressions marked, suppression problems as notifications
         from cs_audit.render.sarif import render_sarif
 

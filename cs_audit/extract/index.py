@@ -21,7 +21,7 @@ from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
 
-from cs_audit.model import CallSite, FunctionDef, GateRef
+from cs_audit.model import CallSite, FunctionDef, GateRef, PlainCall
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -423,7 +423,7 @@ class _Indexer(ast.NodeVisitor):
         self.logger_names: set[str] = set()
         self.string_constants: dict[str, str] = {}
         self.functions: list[FunctionDef] = []
-        self.calls: list[CallSite] = []
+        self.calls: list[PlainCall] = []
         self.snippets: list[Snippet] = []
         self.scopes: list[_Scope] = []
         #: the innermost enclosing def scope (a class body inside a def keeps the def's), None at module level
@@ -864,18 +864,14 @@ class _Indexer(ast.NodeVisitor):
             args = call.args
             if gates is None:
                 gates = self._gates_now()
-            self.calls.append(
-                CallSite(
-                    callee=callee, function=function, line=call.lineno,
-                    end_line=call.end_lineno or call.lineno, gates=gates, loop_depth=self.loop_depth,
-                    loop_iter=self.loop_iters[-1] if self.loop_iters else "",
-                    # the string literals among the first four positional arguments
-                    literal_args=tuple([a.value if a.__class__ is Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
-                    eager=(), arg_calls=(), role=None, level=None, resolution="exact", in_emitter_args=False,
-                    receiver=None, mode=None, line_buffered=False, builds_path=False, bound_to=None,
-                    code=" ".join(source.split())[:160],
-                )
-            )
+            # a plain call edge, in PLAIN_FIELDS order; its literal arguments are the string
+            # literals among the first four positional arguments
+            self.calls.append(PlainCall((
+                callee, function, call.lineno, call.end_lineno or call.lineno, gates, self.loop_depth,
+                tuple([a.value if a.__class__ is Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
+                None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
+                self.loop_iters[-1] if self.loop_iters else "",
+            )))
 
     # ------------------------------------------------------------ gate operands
     def gate_refs(self, expr: ast.AST, active: bool) -> list[GateRef]:

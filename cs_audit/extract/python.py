@@ -57,7 +57,9 @@ def _mark_returned(facts: list[_Fact], index: ModuleIndex) -> list[_Fact]:
         target, is_return = index.statements.get(fact.line, (None, False))
         returned_names = index.returned_names.get(fact.function, frozenset())
         returned = is_return or (target is not None and target in returned_names) or fact.line in index.returning_tests
-        out.append(replace(fact, returned=True) if returned else fact)
+        if returned:
+            fact = fact.returning() if fact.__class__ is PlainCall else replace(fact, returned=True)  # type: ignore[union-attr]
+        out.append(fact)
     return out
 
 
@@ -115,7 +117,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         aliases=tuple(sorted(index.aliases.items())),
         functions=index.hash_bodies(with_facts),
         env_reads=tuple(env_reads),
-        calls=tuple(site if holds_fact(site) else PlainCall.of(site)
+        calls=tuple(site if site.__class__ is PlainCall or holds_fact(site) else PlainCall.of(site)  # type: ignore[arg-type]
                     for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=tuple(sorted(set(literal_paths))),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),

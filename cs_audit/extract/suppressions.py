@@ -13,24 +13,15 @@ import io
 import re
 import tokenize
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import replace
 
+from cs_audit.model import Suppression
 from cs_audit.pyast import parse_quietly
 
 MARKER = b"cs-audit"
 _DIRECTIVE = re.compile(r"#\s*cs-audit\s*:\s*(?P<body>.*)$")
 _IGNORE = re.compile(r"^ignore\s*(?:\[(?P<rules>[^\]]*)\])?(?P<reason>.*)$")
 _REASON_LEAD = " \t:;,-\u2013\u2014"
-
-@dataclass(frozen=True, slots=True)
-class Suppression:
-    path: str
-    line: int
-    rules: tuple[str, ...]
-    reason: str
-    #: why it is invalid (None: valid)
-    problem: str | None = None
-
 
 def parse_comment(path: str, line: int, comment: str, known: Iterable[str]) -> Suppression | None:
     """The suppression in one comment token, or None when it holds no ``cs-audit:``."""
@@ -55,8 +46,9 @@ def parse_comment(path: str, line: int, comment: str, known: Iterable[str]) -> S
     return Suppression(path, line, rules, reason)
 
 
-def suppressions_in(path: str, data: bytes, known: Iterable[str]) -> list[Suppression]:
-    """Every ``cs-audit:`` comment of one Python file (tokenized: strings never count)."""
+def suppressions_in(path: str, data: bytes, known: Iterable[str], tree: ast.Module | None = None) -> list[Suppression]:
+    """Every ``cs-audit:`` comment of one Python file (tokenized: strings never count), each
+    with the lines it covers (``tree``: the file's module, when already parsed)."""
     if MARKER not in data:
         return []
     known = tuple(known)
@@ -69,7 +61,13 @@ def suppressions_in(path: str, data: bytes, known: Iterable[str]) -> list[Suppre
                     out.append(found)
     except (tokenize.TokenError, SyntaxError, UnicodeDecodeError, ValueError):
         return out  # a file that does not tokenize has no findings either
-    return out
+    if not out:
+        return out
+    starts = statement_starts_of(tree) if tree is not None else statement_starts(data)
+    covered: dict[int, list[int]] = {}
+    for line, start in sorted(starts.items()):
+        covered.setdefault(start, []).append(line)
+    return [replace(s, covers=tuple(covered.get(s.line, ()))) for s in out]
 
 
 def statement_starts(data: bytes) -> dict[int, int]:
@@ -78,6 +76,11 @@ def statement_starts(data: bytes) -> dict[int, int]:
         tree = parse_quietly(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
+    return statement_starts_of(tree)
+
+
+def statement_starts_of(tree: ast.Module) -> dict[int, int]:
+    """line -> first line of the innermost statement of ``tree`` that holds it."""
     spans: list[tuple[int, int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and node.end_lineno is not None:

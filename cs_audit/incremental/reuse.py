@@ -26,6 +26,7 @@ from cs_audit.model import (
     FileFacts,
     Finding,
     PlainCall,
+    Suppression,
     Switch,
 )
 
@@ -137,10 +138,27 @@ def _moved_reader(reader: tuple[str, int, str], maps: dict[str, dict[int, int]])
 
 
 def moved_results(findings: tuple[Finding, ...], switches: tuple[Switch, ...], duplicates: tuple[DuplicateGroup, ...],
-                  maps: dict[str, dict[int, int]]) -> tuple[tuple[Finding, ...], tuple[Switch, ...], tuple[DuplicateGroup, ...]] | None:
+                  maps: dict[str, dict[int, int]], suppressions: tuple[Suppression, ...] = (),
+                  ) -> tuple[tuple[Finding, ...], tuple[Switch, ...], tuple[DuplicateGroup, ...], tuple[Suppression, ...]] | None:
     """The findings, switches and duplicate groups with the lines of the files in ``maps``
     moved; None when one names a line the map does not know (then the caller analyses)."""
     try:
-        return _moved(findings, maps), _moved(switches, maps), _moved(duplicates, maps)
+        return _moved(findings, maps), _moved(switches, maps), _moved(duplicates, maps), _moved_suppressions(suppressions, maps)
     except _Unmapped:
         return None
+
+
+def _moved_suppressions(suppressions: tuple[Suppression, ...], maps: dict[str, dict[int, int]]) -> tuple[Suppression, ...]:
+    """The suppressions with their line and covered lines mapped (a line no fact of the
+    moved file had cannot be mapped: ``_Unmapped``)."""
+    out = []
+    for sup in suppressions:
+        mapping = maps.get(sup.path)
+        if mapping is None:
+            out.append(sup)
+            continue
+        lines = (sup.line, *sup.covers)
+        if any(line not in mapping for line in lines):
+            raise _Unmapped("suppression")
+        out.append(dataclasses.replace(sup, line=mapping[sup.line], covers=tuple(mapping[line] for line in sup.covers)))
+    return tuple(out)

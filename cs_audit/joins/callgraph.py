@@ -79,6 +79,8 @@ class TreeModel:
     #: per file, the call sites that hold a fact beyond being a call (``fact_sites``): what
     #: the rules' passes read, a twentieth of all sites
     fact_sites: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)
+    #: the files whose call sites this model resolved (the others took earlier resolutions)
+    resolved_files: tuple[str, ...] = ()
     #: per file, the call sites that land in the tree (each once, in file order)
     edge_sites: dict[str, list[CallSite]] = field(default_factory=dict)
 
@@ -286,11 +288,13 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     by_file: dict[str, FileResolutions] = {}
     edge_sites: dict[str, list[CallSite]] = {}
     edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
+    resolved_here: list[str] = []
     for path in sorted(facts):
         calls = facts[path].calls
         flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
         if flat is None:
             flat = _resolve_file(resolver, path, calls, targets, numbers)
+            resolved_here.append(path)
         by_file[path] = flat
         last = -1
         site_targets: list[FuncKey] = []
@@ -316,6 +320,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
+        resolved_files=tuple(resolved_here),
     )
     edges, callers = model.edges, model.callers
     start = 0
