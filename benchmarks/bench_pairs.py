@@ -48,16 +48,20 @@ def add_call(root: Path) -> None:
     largest.write_text("\n".join(lines), encoding="utf-8")
 
 
-def measure(code: Path, tree: Path, work: Path) -> dict[str, float]:
+def measure(code: Path, tree: Path, work: Path, edit_only: bool = False) -> dict[str, float]:
     cache = Path(tempfile.mkdtemp(dir=work))
     out = work / "report.json"
-    times = {"cold": run(code, tree, cache, out), "warm": run(code, tree, cache, work / "warm.json")}
+    times: dict[str, float] = {}
+    if not edit_only:
+        times = {"cold": run(code, tree, cache, out), "warm": run(code, tree, cache, work / "warm.json")}
     copy = work / "copy"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(tree, copy)
     run(code, copy, cache, work / "primed.json")
     add_call(copy)
     times["call added"] = run(code, copy, cache, work / "edited.json")
+    if edit_only:
+        shutil.copy(work / "edited.json", out)
     shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(copy, ignore_errors=True)
     return times
@@ -69,6 +73,7 @@ def main() -> None:
     ap.add_argument("--b", type=Path, required=True, help="checkout B")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--trees", default="vllm,sglang")
+    ap.add_argument("--edit-only", action="store_true", help="measure only the call-added edit (skip cold and warm)")
     args = ap.parse_args()
     for name in args.trees.split(","):
         tree = TREES[name]
@@ -79,7 +84,7 @@ def main() -> None:
             reports = {}
             for label, code in order:
                 with tempfile.TemporaryDirectory() as work:
-                    times = measure(code.resolve(), tree, Path(work))
+                    times = measure(code.resolve(), tree, Path(work), args.edit_only)
                     reports[label] = (Path(work) / "report.json").read_bytes()
                 for key, value in times.items():
                     results[label].setdefault(key, []).append(value)

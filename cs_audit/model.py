@@ -421,6 +421,8 @@ class GatedSite:
     frequency: Frequency
     gpu_sync: bool
     code: str
+    #: estimated µs per step of the site when the switch is on
+    cost_us: float = 0.0
 
 
 @restorable
@@ -445,6 +447,11 @@ class Switch:
     decided_by: str = ""
     #: where the switch lands in the minimal switch set (a trace level, the dump list, ...)
     proposed_level: str = ""
+
+    @property
+    def real_setters(self) -> int:
+        """Setters that set it (to a value or the off value), not passthroughs or comments."""
+        return sum(1 for x in self.setters if x.kind in ("set", "off"))
 
 
 @restorable

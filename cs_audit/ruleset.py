@@ -35,7 +35,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
 }
 _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync"}
-_RULE_KEYS = {"id", "severity", "gates_ci", "summary", "why", "fix", "example", "ok"}
+_RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
 _ROOT_KEYS = {"name", "class", "path", "frequency"}
 _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
 
@@ -54,6 +54,8 @@ class RuleSpec:
     fix: str
     example: str
     ok: str
+    #: its default-on findings on hot paths count in the audit's §1 (default-on cost)
+    default_on_cost: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +299,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         rules[entry["id"]] = RuleSpec(
             id=entry["id"], severity=entry["severity"], gates_ci=bool(entry.get("gates_ci", False)),
             summary=entry["summary"], why=entry["why"].strip(), fix=entry.get("fix", ""),
-            example=entry["example"], ok=entry["ok"],
+            example=entry["example"], ok=entry["ok"], default_on_cost=bool(entry.get("default_on_cost", False)),
         )
 
     env = data["env_apis.yaml"]

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cs_audit"
 #: (layer, module prefixes), in pipeline order; a module may import from lower layers and
 #: from its own folder.  Infrastructure (layer 4) may import only the base (layers 0-3).
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (0, ("cs_audit", "cs_audit.pickling", "cs_audit.pyast")),
+    (0, ("cs_audit", "cs_audit.files", "cs_audit.pickling", "cs_audit.pyast")),
     (1, ("cs_audit.model",)),
     (2, ("cs_audit.ruleset",)),
     (3, ("cs_audit.config",)),

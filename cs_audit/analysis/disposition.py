@@ -13,17 +13,13 @@ from cs_audit.model import DEBUG_CATEGORIES, Switch
 from cs_audit.ruleset import DispositionRule, RuleSet
 
 
-def real_setters(s: Switch) -> int:
-    return sum(1 for x in s.setters if x.kind in ("set", "off"))
-
-
 def is_level_knob(s: Switch, rs: RuleSet) -> bool:
     return bool(rs.level_knob_re.search(s.name)) and s.category in DEBUG_CATEGORIES
 
 
 def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
     kinds = [x.kind for x in s.setters]
-    sets = real_setters(s)
+    sets = s.real_setters
     lines = [
         f"{sets} setter(s) in runners/launchers"
         + (f", {kinds.count('passthrough')} passthrough" if "passthrough" in kinds else "")
@@ -51,9 +47,9 @@ def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet
             return False
         if key == "readers_max" and len(s.readers) > int(value):  # type: ignore[call-overload]
             return False
-        if key == "setters_min" and real_setters(s) < int(value):  # type: ignore[call-overload]
+        if key == "setters_min" and s.real_setters < int(value):  # type: ignore[call-overload]
             return False
-        if key == "setters_max" and real_setters(s) > int(value):  # type: ignore[call-overload]
+        if key == "setters_max" and s.real_setters > int(value):  # type: ignore[call-overload]
             return False
         if key == "category" and s.category not in value:  # type: ignore[operator]
             return False

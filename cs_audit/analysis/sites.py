@@ -75,6 +75,20 @@ def per_step_cost(rs: RuleSet, event: str, freq: Frequency) -> float:
     return rs.costs_us.get(event, 0.0) * rs.multipliers.get(freq, 0.0)
 
 
+#: the cost event (rules/costs.yaml) of one event of a site switched on, by its role
+ENABLED_EVENTS = {"log": "log_emitted", "print": "log_emitted", "stdwrite": "log_emitted", "write": "dump_line_buffered",
+                  "open": "open_per_event", "flush": "dump_flush"}
+
+
+def enabled_cost(rs: RuleSet, role: str, freq: Frequency) -> float:
+    """Estimated µs per step a gated site adds when its switch is on: a sync by the
+    decode-step table, the others by the event of their role."""
+    if role == "sync":
+        return rs.sync_added_us.get(freq, 0.0)
+    event = ENABLED_EVENTS.get(role)
+    return per_step_cost(rs, event, freq) if event else 0.0
+
+
 def fingerprint(rule: str, path: str, function: str | None, code: str, occurrence: int) -> str:
     normalized = " ".join(code.split())
     raw = f"{rule}\0{path}\0{function or ''}\0{normalized}\0{occurrence}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from cs_audit.analysis.sites import enabled_cost
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
 from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead, by_text
 from cs_audit.ruleset import RuleSet
@@ -72,7 +73,7 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
                 if sw.kind not in ("env", "flag"):
                     continue
                 out[sw.text].append(GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),
-                                         freq, site.role == "sync", site.code))
+                                         freq, site.role == "sync", site.code, enabled_cost(rs, site.role or "", freq)))
     return out
 
 

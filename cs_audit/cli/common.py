@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import NoReturn
 
 import typer
+
+from cs_audit import files
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit env-var debug switches, trace helpers, dumps and log lines.")
 #: what the scans of this process built, kept alive until it ends: set by ``main``, whose
@@ -46,16 +47,8 @@ def write_atomically(path: Path, text: str) -> None:
         with open(path, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # what open() would have made, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # the mode open() would have made, not mkstemp's 0600
+    files.write_atomically(path, text.encode("utf-8"), mode=0o666 & ~_umask())
 
 
 def _umask() -> int:

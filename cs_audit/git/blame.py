@@ -64,6 +64,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from cs_audit.files import keep_newest, try_write_atomically
 from cs_audit.git import runner
 from cs_audit.model import BlameInfo
 
@@ -317,31 +318,8 @@ class _BlameStore:
             {"format": BLAME_CACHE_FORMAT, "key": self.key, "commits": commits, "files": files},
             sort_keys=True,
         ).encode("ascii")
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".blame-", suffix=".tmp")
-        except OSError:
-            return
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            return
-        self._prune()
-
-    def _prune(self) -> None:
-        try:
-            files = [p for p in self.directory.iterdir() if p.suffix == ".json"]
-            files.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-        except OSError:
-            return
-        for old in files[KEEP_BLAME_FILES:]:
-            if old != self.path:
-                with contextlib.suppress(OSError):
-                    old.unlink()
+        if try_write_atomically(self.path, data):
+            keep_newest(self.directory, KEEP_BLAME_FILES, lambda e: e.name.endswith(".json"), spare=self.path)
 
 
 class GitHistory:

@@ -33,13 +33,12 @@ import contextlib
 import hashlib
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cs_audit.files import keep_newest, try_write_atomically
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
 
 #: bump when the entry layout changes
@@ -120,14 +119,7 @@ def open_cache(enabled: bool, cache_dir: str | None, rules_digest: str) -> str |
 
 
 def _prune(root: Path, keep: Path) -> None:
-    try:
-        dirs = [d for d in root.iterdir() if d.is_dir() and d.name.startswith("v")]
-        dirs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
-    except OSError:
-        return
-    for old in dirs[KEEP_VERSIONS:]:
-        if old != keep:
-            shutil.rmtree(old, ignore_errors=True)
+    keep_newest(root, KEEP_VERSIONS, lambda e: e.is_dir(follow_symlinks=False) and e.name.startswith("v"), spare=keep)
 
 
 def entry_key(source: SourceFile, data: bytes) -> str:
@@ -185,23 +177,8 @@ def _write_entry(target: str, magic: bytes, key: str, value: object) -> bool:
 
 
 def _write_bytes(target: str, blob: bytes) -> bool:
-    """Write ``blob`` atomically (temp file in the same directory + rename); any failure
-    leaves the cache as it was and returns False."""
-    directory = os.path.dirname(target)
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)[:8]}.", suffix=".tmp")
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(blob)
-        os.replace(tmp, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return False
-    return True
+    """Write ``blob`` atomically; any failure leaves the cache as it was and returns False."""
+    return try_write_atomically(target, blob)
 
 
 def _read_entry(path: str, magic: bytes, key: str) -> object | None:
@@ -399,8 +376,4 @@ def store_resolutions(cache_dir: str, root: str, resolutions: object, keys: dict
 
 def _keep_newest(directory: str, keep: int) -> None:
     """Delete all but the ``keep`` most recently modified entries of ``directory``."""
-    with contextlib.suppress(OSError):
-        entries = sorted((e for e in os.scandir(directory) if e.name.endswith(".pkl")),
-                         key=lambda e: e.stat().st_mtime, reverse=True)
-        for old in entries[keep:]:
-            os.unlink(old.path)
+    keep_newest(directory, keep, lambda e: e.name.endswith(".pkl"))

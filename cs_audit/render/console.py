@@ -31,7 +31,7 @@ def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to
                 default_on = sum(1 for f in result.findings if f.rule == rule_id and f.switch is None)
                 table.add_row(rule_id, rs.rules[rule_id].severity, str(counts[rule_id]), str(default_on))
         console.print(table)
-    rows = default_on_rows(result)[:TOP_SITES]
+    rows = default_on_rows(result, rs)[:TOP_SITES]
     if rows:
         table = Table(title="Top default-ON sites (estimated µs per step)")
         table.add_column("#", justify="right")

@@ -87,7 +87,7 @@ def detail_fields(f: Finding) -> dict[str, str]:
 def _setters_dict(s: Switch) -> dict[str, Any]:
     kinds = [x.kind for x in s.setters]
     return {
-        "count": sum(1 for k in kinds if k in ("set", "off")),
+        "count": s.real_setters,
         "passthrough": kinds.count("passthrough"),
         "commented": kinds.count("commented"),
         "off": kinds.count("off"),

@@ -15,7 +15,6 @@ from cs_audit.model import DEBUG_CATEGORIES, AuditResult, Finding, SwitchRef
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
-DEFAULT_ON_RULES = ("default-on-emitter", "sync-in-debug", "eager-format", "env-read-hot", "per-call-open", "redundant-flush")
 HOT = ("step", "request", "round", "layer")
 MAX_RANKED_ROWS = 60
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f]")
@@ -107,14 +106,14 @@ def _header(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def default_on_rows(result: AuditResult) -> list[Finding]:
-    rows = [f for f in result.findings if f.rule in DEFAULT_ON_RULES and f.switch is None and f.frequency in HOT]
+def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
+    rows = [f for f in result.findings if rs.rules[f.rule].default_on_cost and f.switch is None and f.frequency in HOT]
     rows.sort(key=lambda f: (-f.cost_us, f.path, f.line, f.rule))
     return rows
 
 
 def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
-    rows = default_on_rows(result)
+    rows = default_on_rows(result, rs)
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", ""]
     if not rows:
         lines += ["Nothing on a hot path runs with no debug env set.", ""]
@@ -157,7 +156,7 @@ def _switch_inventory(result: AuditResult) -> str:
     for s in result.switches:
         per_call = sum(1 for r in s.reads if r.per_call)
         first = s.reads[0] if s.reads else None
-        setters = sum(1 for x in s.setters if x.kind in ("set", "off"))
+        setters = s.real_setters
         lines.append(
             f"| {code(s.name)} | {s.category} | {len(s.reads)} | {per_call} | {s.gated_sites} | "
             f"{'**yes**' if s.gpu_sync else 'no'} | {setters} | {code(f'{first.path}:{first.line}') if first else ''} |"
@@ -248,15 +247,6 @@ _GENERIC_WORDS = frozenset({
 })
 
 
-def _event_cost(site_role: str, work: str, frequency: str, rs: RuleSet) -> float:
-    per = rs.multipliers.get(frequency, 0.0)
-    if site_role == "sync":
-        return rs.sync_added_us.get(frequency, 0.0)
-    event = {"log": "log_emitted", "print": "log_emitted", "stdwrite": "log_emitted", "write": "dump_line_buffered",
-             "open": "open_per_event", "flush": "dump_flush"}.get(site_role)
-    return rs.costs_us.get(event, 0.0) * per if event else 0.0
-
-
 def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
     rows = [s for s in result.switches if s.sites]
     if not rows:
@@ -274,7 +264,7 @@ def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
         places = list(dict.fromkeys(f"{site.path}:{site.line}" for site in s.sites))
         where = ", ".join(code(p) for p in places[:6]) + (f" (+{len(places) - 6})" if len(places) > 6 else "")
         sync = next((site for site in s.sites if site.gpu_sync), None)
-        total = sum(_event_cost(site.role, site.work, site.frequency, rs) for site in s.sites)
+        total = sum(site.cost_us for site in s.sites)
         lines.append(
             f"| {code(s.name)} | {where} | {cell('; '.join(f'{n}× {w}' for w, n in sorted(work.items())))} | "
             f"{'**yes** ' + code(f'{sync.path}:{sync.line}') if sync else 'no'} | {', '.join(code(f) for f in s.files) or '—'} | "
@@ -364,9 +354,8 @@ def disposition_tables(result: AuditResult) -> str:
 
     def setters(s) -> str:
         kinds = [x.kind for x in s.setters]
-        real = sum(1 for k in kinds if k in ("set", "off"))
         extra = [f"{kinds.count(k)} {k}" for k in ("passthrough", "commented") if k in kinds]
-        return str(real) + (f" ({', '.join(extra)})" if extra else "")
+        return str(s.real_setters) + (f" ({', '.join(extra)})" if extra else "")
 
     lines += ["**KEEP**", "", "| Switch | Where | Setters | Readers | Why |", "|---|---|---|---|---|"]
     lines += [f"| {code(s.name)} | {first_read(s)} | {setters(s)} | {len(s.readers)} | {_why(s.reasons)} |" for s in keep]

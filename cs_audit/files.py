@@ -1,0 +1,59 @@
+"""Writing the files cs-audit owns: reports, cache entries, blame records.  Each is written
+whole or not at all (a temp file in the target's directory, then a rename), and a store
+of such files keeps only its newest entries."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_atomically(target: str | Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``target`` through a temp file and a rename, so a reader never sees
+    half of it; ``mode``: the file's permission bits (default: the temp file's 0600).
+    Raises ``OSError``; the temp file is gone either way."""
+    directory = os.path.dirname(os.fspath(target)) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(os.fspath(target))[:16]}.", suffix=".tmp")
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def try_write_atomically(target: str | Path, data: bytes) -> bool:
+    """``write_atomically`` for a store that can do without the file: False when it failed."""
+    try:
+        write_atomically(target, data)
+    except OSError:
+        return False
+    return True
+
+
+def keep_newest(directory: str | Path, keep: int, select: Callable[[os.DirEntry[str]], bool],
+                spare: str | Path | None = None) -> None:
+    """Delete all but the ``keep`` most recently modified entries of ``directory`` that
+    ``select`` picks (a directory with what it holds), never ``spare``."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = sorted((e for e in listing if select(e)), key=lambda e: e.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in entries[keep:]:
+        if spare is not None and os.path.abspath(old.path) == os.path.abspath(spare):
+            continue
+        with contextlib.suppress(OSError):
+            if old.is_dir(follow_symlinks=False):
+                shutil.rmtree(old.path, ignore_errors=True)
+            else:
+                os.unlink(old.path)
