@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from cs_audit.ruleset import EXTENSIBLE, safe_load_yaml
+from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 
 MAX_CONFIG_BYTES = 1 << 20
 _KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", *EXTENSIBLE}
@@ -46,7 +46,7 @@ def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_by
     if len(raw) > max_bytes:
         raise error(f"{path.name}: larger than {max_bytes} bytes")
     try:
-        data = safe_load_yaml(raw) or {}
+        data = load_yaml_without_aliases(raw) or {}
     except yaml.YAMLError as exc:
         raise error(f"{path.name}: {exc}") from None
     if not isinstance(data, dict):

@@ -187,6 +187,21 @@ def safe_load_yaml(text: str | bytes) -> Any:
     return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a SafeLoader
 
 
+class YamlAliasError(yaml.YAMLError):
+    """A YAML file of the project uses an anchor or alias, which its files never need."""
+
+
+def load_yaml_without_aliases(text: str | bytes) -> Any:
+    """``safe_load_yaml`` for a file from the scanned tree: anchors and aliases are refused
+    (read as events first, which never expand them), so a few hundred bytes of aliases
+    cannot grow into gigabytes of nested lists."""
+    for event in yaml.parse(text, Loader=_SAFE_LOADER):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            raise YamlAliasError(f"line {mark.line + 1}: anchors and aliases are not allowed here")
+    return safe_load_yaml(text)
+
+
 def _load_yaml(name: str, text: str) -> dict[str, Any]:
     if len(text) > MAX_RULE_FILE_BYTES:
         raise RuleDataError(f"{name}: larger than {MAX_RULE_FILE_BYTES} bytes")

@@ -87,7 +87,7 @@ GRAPH_MIN_FILES = 8
 KEEP_BLAME_FILES = 16
 #: bump when the on-disk layout or what a blame is run with changes
 BLAME_CACHE_FORMAT = 1
-_BLAME_FLAGS = ("--porcelain", "-w")
+_BLAME_FLAGS = ("--porcelain", "-w", "--no-textconv")
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
 _ONLY_N_LINES = re.compile(r"has only (\d+) lines?")

@@ -3,7 +3,8 @@
 
 Each runs as an argument list with stdin closed or piped, with ``-c`` overrides that
 turn off what a repository's configuration could make git execute or page through
-(fsmonitor, hooks, pager, external diff, signature checks), and with an environment
+(fsmonitor, hooks, pager, external diff, signature checks, ssh, and the programs of every
+filter and diff driver it defines), with a timeout, and with an environment
 made here: the caller's ``GIT_*`` variables dropped (a stray ``GIT_DIR`` must not
 redirect a scan), optional locks off (git never writes the index back), literal
 pathspecs (file names are names, not globs) and the C locale (messages are parsed).
@@ -21,10 +22,17 @@ SAFE_CONFIG = (
     "core.hooksPath=/dev/null",
     "core.quotepath=false",
     "core.pager=cat",
+    "core.sshCommand=",
     "diff.external=",
     "log.showSignature=false",
+    "gpg.program=",
+    "protocol.allow=never",
 )
+#: what a filter or diff driver named in a repository's configuration may run: emptied for
+#: every driver that configuration names (``driver_overrides``)
+_DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv", "command")}
 SAFE_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_OPTIONAL_LOCKS": "0",
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_LITERAL_PATHSPECS": "1",
@@ -52,11 +60,42 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def git_argv(args: Sequence[str]) -> list[str]:
+def git_argv(args: Sequence[str], overrides: Sequence[str] = ()) -> list[str]:
     argv = ["git"]
-    for kv in SAFE_CONFIG:
+    for kv in (*SAFE_CONFIG, *overrides):
         argv += ["-c", kv]
     return argv + list(args)
+
+
+#: cwd -> the overrides that neutralise the drivers its repository's configuration names
+_DRIVERS: dict[str, tuple[str, ...]] = {}
+
+
+def driver_overrides(cwd: Path | str) -> tuple[str, ...]:
+    """``-c`` values that empty the programs of every filter and diff driver the
+    configuration seen from ``cwd`` defines (``.git/config``, the user's): a repository's
+    ``.gitattributes`` can name a driver, and git would run its program on a status, a
+    diff or a blame.  Listed once per directory, by a ``git config`` that runs nothing."""
+    key = os.path.abspath(cwd)
+    cached = _DRIVERS.get(key)
+    if cached is not None:
+        return cached
+    overrides: list[str] = []
+    try:
+        proc = subprocess.run(git_argv(["config", "--null", "--name-only", "--get-regexp", r"^(filter|diff)\."]),
+                              cwd=cwd, env=git_env(), capture_output=True, timeout=DEFAULT_TIMEOUT, check=False,
+                              stdin=subprocess.DEVNULL)
+        names = proc.stdout.decode("utf-8", "surrogateescape").split("\0") if proc.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired):
+        names = []
+    drivers = sorted({tuple(name.split(".")[:2]) for name in names if name.count(".") >= 2})
+    for section, driver in drivers:
+        for program in _DRIVER_PROGRAMS.get(section, ()):
+            overrides.append(f"{section}.{driver}.{program}=")
+        if section == "filter":
+            overrides.append(f"filter.{driver}.required=false")
+    _DRIVERS[key] = tuple(overrides)
+    return _DRIVERS[key]
 
 
 def run(cwd: Path | str, args: Sequence[str], *, env: Mapping[str, str] | None = None, stdin: bytes = b"",
@@ -64,8 +103,8 @@ def run(cwd: Path | str, args: Sequence[str], *, env: Mapping[str, str] | None =
     """Run one git command: (exit code, stdout, stderr).  Exit code 127 when git cannot be
     started, 124 when it timed out (as ``timeout(1)`` reports it); never raises."""
     try:
-        proc = subprocess.run(git_argv(args), cwd=cwd, env=git_env(env), input=stdin, capture_output=True,
-                              timeout=timeout, check=False)
+        proc = subprocess.run(git_argv(args, driver_overrides(cwd)), cwd=cwd, env=git_env(env), input=stdin,
+                              capture_output=True, timeout=timeout, check=False)
     except OSError as exc:
         return 127, b"", str(exc).encode()
     except subprocess.TimeoutExpired:
@@ -89,5 +128,5 @@ def output(cwd: Path | str, args: Sequence[str], *, check: bool = True, timeout:
 
 def start(cwd: Path | str, args: Sequence[str]) -> subprocess.Popen[bytes]:
     """A long-lived git process with piped stdin/stdout (``cat-file --batch``)."""
-    return subprocess.Popen(git_argv(args), cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=git_env())
+    return subprocess.Popen(git_argv(args, driver_overrides(cwd)), cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=git_env())
