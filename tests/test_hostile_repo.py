@@ -3,6 +3,7 @@ message, never make it run a program, write outside its outputs or exhaust memor
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,60 @@ def test_no_filter_or_diff_driver_of_the_repository_runs(tmp_path: Path, command
                           timeout=120, cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr
     assert not marker.exists(), f"git ran a program of the repository's configuration during {command[0]}"
+
+
+# -- outputs: written where asked, never through or over a symlink
+
+
+def _scan_to(tmp_path: Path, output: str, **run: object) -> subprocess.CompletedProcess[str]:
+    tree = tmp_path / "tree"
+    tree.mkdir(exist_ok=True)
+    (tree / "mod.py").write_text("print('x')\n")
+    return subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(tree), "--no-history", "--no-cache", "-f", "json",
+                           "-o", output], text=True, timeout=120, **run)  # type: ignore[call-overload]
+
+
+def test_an_output_symlink_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.json"
+    target.write_text("keep me\n")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    proc = _scan_to(tmp_path, str(link), capture_output=True)
+    assert proc.returncode == 2 and "refusing to write through a symlink" in proc.stderr
+    assert link.is_symlink() and target.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(("output", "message"), [("{tmp}", "not a regular file (a directory)"),
+                                                 ("/dev/full", "cannot write: No space left on device")])
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, output: str, message: str) -> None:
+    if output == "/dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    proc = _scan_to(tmp_path, output.format(tmp=tmp_path), capture_output=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+
+
+def test_output_to_dev_stdout_reaches_a_redirected_stdout(tmp_path: Path) -> None:
+    redirected = tmp_path / "out.json"
+    with open(redirected, "w") as handle:
+        proc = _scan_to(tmp_path, "/dev/stdout", stdout=handle, stderr=subprocess.PIPE)
+    assert proc.returncode == 0 and '"findings"' in redirected.read_text()
+
+
+# -- names from the tree cannot drive the terminal
+
+
+def test_the_terminal_summary_escapes_control_characters_in_names(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    evil = "run\x1b[2J\x1b]0;pwned\x07\u202eyp.\u2028x"  # clear screen, set title, bidi, line separator
+    (tree / f"{evil}.py").write_text("def (:\n")  # a skipped file: listed by name
+    (tree / "eng").mkdir()
+    (tree / "eng" / f"{evil}_runner.py").write_text(
+        "class GPUModelRunner:\n    def execute_model(self, b):\n        print(b)\n        return b\n")
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(tree), "--no-history", "--no-cache",
+                           "-o", str(tmp_path / "r.md")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    for raw in ("\x1b", "\x07", "\u202e", "\u2028"):
+        assert raw not in proc.stdout, repr(raw)
+    assert "\\x1b[2J" in proc.stdout and "\\u202e" in proc.stdout  # shown, escaped

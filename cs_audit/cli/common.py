@@ -4,6 +4,7 @@ one-line errors, status lines, output files."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -40,27 +41,45 @@ def say(line: str) -> None:
     sys.stderr.flush()
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temp file + rename, so a reader never sees half a report; a target
-    that exists and is not a regular file (`/dev/null`, a FIFO) is written in place."""
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        return
-    # the mode open() would have made, not mkstemp's 0600
-    files.write_atomically(path, text.encode("utf-8"), mode=0o666 & ~_umask())
+def _is_stdout(path: Path) -> bool:
+    """Whether ``path`` names this process's standard output (``-o /dev/stdout``)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError):
+        return False
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write an output file atomically (temp file and rename in its directory), so a reader
+    never sees half a report.  A device or pipe (``-o /dev/null``, a FIFO) is written in
+    place, and ``-o /dev/stdout`` goes to standard output; any other existing target that
+    is no regular file, and every other symlink, is refused (a rename would replace the
+    link, a write through it could land anywhere).  Failures end the command with one line."""
+    try:
+        if _is_stdout(path):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        st = os.stat(path) if os.path.lexists(path) else None
+        if path.is_symlink():
+            if st is None or not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+                fail(f"{path}: refusing to write through a symlink (give the file it points to)")
+        elif st is not None and not stat.S_ISREG(st.st_mode) and not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            fail(f"{path}: not a regular file" + (" (a directory)" if stat.S_ISDIR(st.st_mode) else ""))
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(path, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+            return
+        # the mode open() would have made, not mkstemp's 0600
+        files.write_atomically(path, text.encode("utf-8"), mode=0o666 & ~_umask())
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")
 
 
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
-
-
-def write_output(path: Path, text: str) -> None:
-    """Write an output file atomically, except onto a device or pipe (``-o /dev/null``,
-    ``-o /dev/stdout``), which an atomic rename would replace with a regular file."""
-    write_atomically(path, text)
 
 
 def emit(text: str, output: Path | None) -> None:

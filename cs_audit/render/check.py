@@ -15,7 +15,7 @@ from cs_audit.render.json import dumps, finding_dict, report_dict
 from cs_audit.render.markdown import cell, code
 from cs_audit.ruleset import RuleSet
 
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def plain(text: object) -> str:

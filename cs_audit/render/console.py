@@ -9,10 +9,17 @@ from rich.table import Table
 from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch
+from cs_audit.render.check import plain
 from cs_audit.render.markdown import default_on_rows
 from cs_audit.ruleset import RuleSet
 
 TOP_SITES = 10
+
+
+def _text(value: str, style: str = "") -> Text:
+    """Terminal text of a name or message from the scanned tree: control, C1, bidi and line
+    separator characters escaped (a file name cannot clear the screen or forge a line)."""
+    return Text(plain(value), style=style)
 
 
 def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to: str | None, verbose: bool = False) -> None:
@@ -40,33 +47,33 @@ def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to
         table.add_column("freq")
         table.add_column("µs/step", justify="right")
         for i, f in enumerate(rows, 1):
-            table.add_row(str(i), Text(f"{f.path}:{f.line}"), f.rule, f.frequency, f"{f.cost_us:g}")
+            table.add_row(str(i), _text(f"{f.path}:{f.line}"), f.rule, f.frequency, f"{f.cost_us:g}")
         console.print(table)
     if result.errors:
         console.print(Text(f"{len(result.errors)} files skipped (see the report's errors / Skipped files)", style="yellow"))
         for e in result.errors[:5]:
-            console.print(Text(f"  {e.path}: {e.kind}: {e.message}"))
+            console.print(_text(f"  {e.path}: {e.kind}: {e.message}"))
     if verbose and result.timings:
         console.print(Text("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)))
     if written_to:
-        console.print(Text(f"report written to {written_to}", style="green"))
+        console.print(_text(f"report written to {written_to}", style="green"))
 
 
 def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
     """One screen about one switch (``cs-audit switch NAME``)."""
     head = Text()
-    head.append(s.name, style="bold")
+    head.append(plain(s.name), style="bold")
     head.append(f"  {s.category}  ")
     head.append(s.disposition, style={"KEEP": "green", "MERGE": "yellow", "REMOVE": "red"}.get(s.disposition, ""))
     if s.merge_into:
-        head.append(f" into {s.merge_into}")
+        head.append(plain(f" into {s.merge_into}"))
     console.print(head)
     for reason in s.reasons:
-        console.print(Text(f"  - {reason}"))
+        console.print(_text(f"  - {reason}"))
     if s.added_in:
-        console.print(Text(f"added in {s.added_in.commit} {s.added_in.date} {s.added_in.subject}"))
+        console.print(_text(f"added in {s.added_in.commit} {s.added_in.date} {s.added_in.subject}"))
     elif s.added_in_note:
-        console.print(Text(f"added in: unknown ({s.added_in_note})"))
+        console.print(_text(f"added in: unknown ({s.added_in_note})"))
     sections = [
         ("reads", [(f"{r.path}:{r.line}", r.function or "<module>", "per call" if r.per_call else "once") for r in s.reads]),
         ("gated sites", [(f"{g.path}:{g.line}", g.work, g.frequency + (", sync" if g.gpu_sync else "")) for g in s.sites]),
@@ -79,7 +86,7 @@ def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
         for _ in range(3):
             table.add_column(overflow="fold")
         for row in rows:
-            table.add_row(*(Text(c) for c in row))
+            table.add_row(*(_text(c) for c in row))
         console.print(table)
     if s.files:
-        console.print(Text("writes: " + ", ".join(s.files)))
+        console.print(_text("writes: " + ", ".join(s.files)))

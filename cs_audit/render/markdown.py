@@ -18,7 +18,7 @@ from cs_audit.ruleset import RuleSet
 HOT = ("step", "request", "round", "layer")
 MAX_RANKED_ROWS = 60
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _visible(text: str) -> str:
