@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cs_audit.analysis.disposition import apply_dispositions
-from cs_audit.config import DECISIONS_FILE, AuditConfig, DecisionsError, load_decisions
+from cs_audit.config import DECISIONS_FILE, AuditConfig, ConfigError, DecisionsError, load_decisions
 from cs_audit.extract.discover import discover, display_path, git_head
 from cs_audit.incremental import cache
 from cs_audit.incremental.reuse import line_map, moved_results
@@ -285,6 +285,8 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     if config.hot_roots:
         rs = rs.with_extra_roots(list(config.hot_roots))
     if config.default_level:
+        if config.default_level not in rs.levels:
+            raise ConfigError(f"{config.config_source}: default_level {config.default_level!r} is none of {', '.join(rs.levels)}")
         rs = replace(rs, default_level=config.default_level)
     return rs
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,8 @@ import yaml
 from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 
 MAX_CONFIG_BYTES = 1 << 20
+#: the largest ``max_file_bytes`` a project may set
+MAX_FILE_BYTES_LIMIT = 1 << 30
 _KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", *EXTENSIBLE}
 
 
@@ -39,12 +42,29 @@ class AuditConfig:
     rule_tables: tuple[tuple[str, Any], ...] = ()
 
 
-def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
-    """A project YAML file (`yaml.safe_load`, size-capped) that must hold a mapping; ``error`` otherwise."""
-    with open(path, "rb") as handle:
-        raw = handle.read(max_bytes + 1)
+def read_project_file(path: Path, error: type[ValueError], max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of a file of the scanned tree that configures the scan: opened without
+    following a symlink, a regular file only, size-capped; ``error`` otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        why = "a symlink: not followed" if os.path.islink(path) else f"cannot read: {exc.strerror or exc}"
+        raise error(f"{path.name}: {why}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise error(f"{path.name}: not a regular file")
+        try:
+            raw = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise error(f"{path.name}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
         raise error(f"{path.name}: larger than {max_bytes} bytes")
+    return raw
+
+
+def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
+    """A project YAML file (no aliases, size-capped) that must hold a mapping; ``error`` otherwise."""
+    raw = read_project_file(path, error, max_bytes)
     try:
         data = load_yaml_without_aliases(raw) or {}
     except yaml.YAMLError as exc:
@@ -57,22 +77,21 @@ def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_by
 def _read_project_table(root: Path) -> tuple[dict[str, Any], str | None]:
     base = root if root.is_dir() else root.parent
     yaml_path = base / "cs-audit.yaml"
-    if yaml_path.is_file():
+    if os.path.lexists(yaml_path):
         return read_yaml_mapping(yaml_path, ConfigError, "a mapping"), "cs-audit.yaml"
     pyproject = base / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            with open(pyproject, "rb") as handle:
-                raw = handle.read(MAX_CONFIG_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"{pyproject}: cannot read: {exc.strerror or exc}") from None
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{pyproject}: larger than {MAX_CONFIG_BYTES} bytes")
+    if os.path.lexists(pyproject):
+        raw = read_project_file(pyproject, ConfigError)
         try:
             data = tomllib.loads(raw.decode("utf-8", errors="replace"))
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{pyproject}: {exc}") from None
-        table = data.get("tool", {}).get("cs-audit")
+            raise ConfigError(f"pyproject.toml: {exc}") from None
+        except RecursionError:
+            raise ConfigError("pyproject.toml: nested too deeply to read") from None
+        tool = data.get("tool")
+        table = tool.get("cs-audit") if isinstance(tool, dict) else None
+        if table is not None and not isinstance(table, dict):
+            raise ConfigError("pyproject.toml: [tool.cs-audit] must be a table")
         if isinstance(table, dict):
             return table, "pyproject.toml [tool.cs-audit]"
     return {}, None
@@ -86,14 +105,23 @@ def load_config(root: str, **overrides: Any) -> AuditConfig:
     roots = table.get("hot_roots", [])
     if not isinstance(roots, list) or not all(isinstance(r, dict) for r in roots):
         raise ConfigError(f"{source}: hot_roots must be a list of tables like {{name = 'step', frequency = 'step'}}")
-    exclude = tuple(table.get("exclude", ())) + tuple(overrides.pop("exclude", ()) or ())
+    exclude_value = table.get("exclude", [])
+    if not isinstance(exclude_value, list) or not all(isinstance(e, str) for e in exclude_value):
+        raise ConfigError(f"{source}: exclude must be a list of glob strings, like [\"third_party/*\"]")
+    exclude = tuple(exclude_value) + tuple(overrides.pop("exclude", ()) or ())
+    level = table.get("default_level")
+    if level is not None and not isinstance(level, str):
+        raise ConfigError(f"{source}: default_level must be a level name, like \"info\"")
     values: dict[str, Any] = {
         "root": root, "exclude": exclude, "hot_roots": tuple(roots),
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
     }
     if "max_file_bytes" in table:
-        values["max_file_bytes"] = int(table["max_file_bytes"])
+        size = table["max_file_bytes"]
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_FILE_BYTES_LIMIT:
+            raise ConfigError(f"{source}: max_file_bytes must be a whole number of bytes from 1 to {MAX_FILE_BYTES_LIMIT}")
+        values["max_file_bytes"] = size
     values.update({k: v for k, v in overrides.items() if v is not None})
     return AuditConfig(**values)
 
@@ -118,7 +146,7 @@ class Decision:
 
 def load_decisions(root: Path) -> dict[str, Decision]:
     path = (root if root.is_dir() else root.parent) / DECISIONS_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
     data = read_yaml_mapping(path, DecisionsError, "a mapping of switch -> {disposition, reason}", MAX_DECISIONS_BYTES)
     out: dict[str, Decision] = {}

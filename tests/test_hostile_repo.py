@@ -147,3 +147,47 @@ def test_the_terminal_summary_escapes_control_characters_in_names(tmp_path: Path
     for raw in ("\x1b", "\x07", "\u202e", "\u2028"):
         assert raw not in proc.stdout, repr(raw)
     assert "\\x1b[2J" in proc.stdout and "\\u202e" in proc.stdout  # shown, escaped
+
+
+# -- a malformed or hostile project configuration is one line, exit 2
+
+
+@pytest.mark.parametrize("yaml_text", [
+    "exclude: 5\n", "exclude: [1, 2]\n", "exclude: [[a]]\n", 'exclude: "v*"\n',
+    "max_file_bytes: lots\n", "max_file_bytes: .inf\n", "max_file_bytes: 1.5e300\n", "max_file_bytes: -5\n",
+    "max_file_bytes: true\n", "default_level: verbose\n", "default_level: [info]\n",
+])
+def test_a_malformed_value_is_a_configuration_error(tmp_path: Path, yaml_text: str) -> None:
+    from cs_audit.api import prepare_ruleset
+
+    (tmp_path / "cs-audit.yaml").write_text(yaml_text)
+    with pytest.raises(ConfigError, match="cs-audit.yaml: (exclude|max_file_bytes|default_level)"):
+        prepare_ruleset(load_config(str(tmp_path)))
+
+
+@pytest.mark.parametrize("toml_text", ["tool = 5\n", "[tool]\ncs-audit = 5\n",
+                                       "[tool.cs-audit]\nmax_file_bytes = inf\n", "[tool.cs-audit]\nmax_file_bytes = nan\n",
+                                       "x = " + "[" * 3000 + "]" * 3000 + "\n"])
+def test_a_malformed_pyproject_is_a_configuration_error(tmp_path: Path, toml_text: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(toml_text)
+    if toml_text.startswith("tool = 5"):
+        assert load_config(str(tmp_path)).config_source is None  # no [tool.cs-audit]: nothing of ours
+        return
+    with pytest.raises(ConfigError, match="pyproject.toml"):
+        load_config(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["cs-audit.yaml", "cs-audit.decisions.yaml", "pyproject.toml"])
+def test_configuration_files_are_not_read_through_symlinks_or_fifos(tmp_path: Path, name: str) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("exclude: ['*']\n")
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / name).symlink_to(outside)
+    error = DecisionsError if name == "cs-audit.decisions.yaml" else ConfigError
+    with pytest.raises(error, match="a symlink: not followed"):
+        load_decisions(root) if error is DecisionsError else load_config(str(root))
+    (root / name).unlink()
+    os.mkfifo(root / name)  # a FIFO would block a plain open() forever
+    with pytest.raises(error, match="not a regular file"):
+        load_decisions(root) if error is DecisionsError else load_config(str(root))
