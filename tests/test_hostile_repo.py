@@ -191,3 +191,16 @@ def test_configuration_files_are_not_read_through_symlinks_or_fifos(tmp_path: Pa
     os.mkfifo(root / name)  # a FIFO would block a plain open() forever
     with pytest.raises(error, match="not a regular file"):
         load_decisions(root) if error is DecisionsError else load_config(str(root))
+
+
+def test_python_m_cs_audit_inside_a_tree_imports_nothing_from_it(tmp_path: Path) -> None:
+    marker = tmp_path / "MARKER"
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("ast.py", "tokenize.py", "yaml.py", "typer.py"):
+        (tree / name).write_text(f"open({str(marker)!r}, 'w').close()\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", ".", "--no-history", "--no-cache", "-f", "json"],
+                          capture_output=True, text=True, timeout=120, cwd=tree, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
