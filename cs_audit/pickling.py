@@ -4,7 +4,7 @@ restored by filling its slots directly.
 Facts cross process boundaries (worker to parent) and land in the cache by the hundred
 thousand.  The default pickling of a slotted dataclass calls ``dataclasses.fields()`` and
 ``object.__setattr__`` per field of every object on load.  A restorable class pickles as
-``_restore(cls, values)``: the object is made as a plain class with the same slots (the same
+``restore(cls, values)``: the object is made as a plain class with the same slots (the same
 layout, no frozen ``__setattr__``), its slots filled by ``setattr`` in C, then given its
 class (``obj.__class__ = cls``, allowed between classes of one layout).
 """
@@ -36,7 +36,7 @@ def restorable(cls: T) -> T:
     )
 
     def reduce(obj: object) -> tuple[object, tuple[object, ...]]:
-        return _restore, (cls, getter(obj))
+        return restore, (cls, getter(obj))
 
     cls.__reduce__ = reduce  # type: ignore[method-assign, assignment]
     return cls
@@ -59,7 +59,7 @@ _set_class = object.__dict__["__class__"].__set__
 _object_setattr = object.__setattr__
 
 
-def _restore(cls: type, values: tuple[Any, ...]) -> Any:
+def restore(cls: type, values: tuple[Any, ...]) -> Any:
     filler, names = _FILLERS[cls]
     if filler is None:
         obj = _new(cls)

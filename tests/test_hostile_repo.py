@@ -204,3 +204,59 @@ def test_python_m_cs_audit_inside_a_tree_imports_nothing_from_it(tmp_path: Path)
                           capture_output=True, text=True, timeout=120, cwd=tree, env=env)
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
+
+
+# -- the cache trusts nothing it did not write
+
+
+def test_a_bit_flipped_cache_entry_is_a_miss_and_is_rewritten(tmp_path: Path) -> None:
+    """Every single-bit flip in the payload of a facts entry is caught by its checksum: the
+    next scan misses it, gives the report of a fresh scan, and rewrites the entry."""
+    import random
+
+    from cs_audit.api import run_audit
+    from cs_audit.config import AuditConfig
+    from cs_audit.render.json import render_json
+
+    tree = tmp_path / "tree"
+    (tree / "eng").mkdir(parents=True)
+    (tree / "eng" / "model_runner.py").write_text(
+        "import os\n\n\nclass GPUModelRunner:\n    def execute_model(self, b):\n"
+        "        if os.environ.get('ENG_DUMP'):\n            print('dump', b)\n        print(b)\n        return b\n")
+    cache_dir = tmp_path / "cache"
+
+    def report() -> str:
+        config = AuditConfig(root=str(tree), jobs=1, history=False, cache_dir=str(cache_dir))
+        return render_json(run_audit(config))
+
+    fresh = report()
+    (entry,) = [p for p in cache_dir.rglob("*.pkl") if p.parent.name == p.stem[:2]]  # facts: <key[:2]>/<key>.pkl
+    original = entry.read_bytes()
+    for result in cache_dir.rglob("results/*.pkl"):
+        result.unlink()  # so the scan reads the facts entry
+    rng = random.Random(7)
+    for _ in range(20):
+        flipped = bytearray(original)
+        at = rng.randrange(len(original) - 40, len(original))  # in the pickled payload
+        flipped[at] ^= 1 << rng.randrange(8)
+        entry.write_bytes(bytes(flipped))
+        for result in cache_dir.rglob("results/*.pkl"):
+            result.unlink()
+        assert report() == fresh
+        assert entry.read_bytes() == original  # rewritten
+
+
+def test_a_planted_cache_entry_that_names_a_program_is_refused(tmp_path: Path) -> None:
+    import pickle
+
+    from cs_audit.incremental import cache
+
+    marker = tmp_path / "MARKER"
+
+    class Planted:
+        def __reduce__(self):  # what a planted entry would do on load
+            return (os.system, (f"touch {marker}",))
+
+    payload = pickle.dumps(Planted())
+    assert cache.unpack(cache._sealed(payload)) is None  # checksum right, global refused
+    assert not marker.exists()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import pickle
 import sys
@@ -40,9 +41,10 @@ from pathlib import Path
 
 from cs_audit.files import keep_newest, try_write_atomically
 from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
+from cs_audit.pickling import restore
 
 #: bump when the entry layout changes
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 #: version directories kept (most recently used first); older ones are deleted
 KEEP_VERSIONS = 4
 _MAGIC = b"csa-facts"
@@ -133,16 +135,54 @@ def _entry_path(cache_dir: str, key: str) -> str:
     return os.path.join(cache_dir, key[:2], key + ".pkl")
 
 
+#: builtins a cache entry may name (containers and scalars: nothing that calls out)
+_BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytes", "bytearray", "str", "int", "float",
+                       "bool", "complex", "slice", "range"})
+_DIGEST_BYTES = 16
+
+
+class _Unpickler(pickle.Unpickler):
+    """Loads only what cs-audit stores: its own classes and restore function, and plain
+    builtins; a corrupt or planted entry that names anything else is refused."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if module == "builtins" and name in _BUILTINS:
+            return super().find_class(module, name)
+        if (module == "cs_audit" or module.startswith("cs_audit.")) and not name.startswith("__"):
+            found = super().find_class(module, name)
+            if isinstance(found, type) or found is restore:
+                return found
+        raise pickle.UnpicklingError(f"a cache entry names {module}.{name}")
+
+
+def _loads(data: bytes) -> object:
+    return _Unpickler(io.BytesIO(data)).load()
+
+
+def _sealed(payload: bytes) -> bytes:
+    """``payload`` after its checksum: a bit flipped anywhere in it makes it a miss."""
+    return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).digest() + payload
+
+
+def _opened(blob: bytes) -> bytes | None:
+    """The payload of ``_sealed`` bytes, or None when the checksum does not match."""
+    digest, payload = blob[:_DIGEST_BYTES], blob[_DIGEST_BYTES:]
+    return payload if hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).digest() == digest else None
+
+
 def pack(result: CachedResult) -> bytes:
     """A file's result as the bytes a facts entry holds after its header: what a worker sends
-    back (pickled once, for the pipe and the cache alike) and ``unpack`` reads."""
-    return _dumps(result)
+    back (pickled and sealed once, for the pipe and the cache alike) and ``unpack`` reads."""
+    return _sealed(_dumps(result))
 
 
 def unpack(packed: bytes) -> CachedResult | None:
     """The result ``pack`` gave ``packed``; None when the bytes are corrupt or foreign."""
+    payload = _opened(packed)
+    if payload is None:
+        return None
     try:
-        result = pickle.loads(packed)
+        result = _loads(payload)
     except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
         return None
     return result if isinstance(result, (FileFacts, ScriptFacts, FileError)) else None
@@ -170,7 +210,7 @@ def cacheable(result: CachedResult) -> bool:
 def _write_entry(target: str, magic: bytes, key: str, value: object) -> bool:
     """Write ``magic + pickle((key, value))`` atomically (``_write_bytes``); False on failure."""
     try:
-        blob = magic + _dumps((key, value))
+        blob = magic + _sealed(_dumps((key, value)))
     except pickle.PicklingError:
         return False
     return _write_bytes(target, blob)
@@ -188,10 +228,11 @@ def _read_entry(path: str, magic: bytes, key: str) -> object | None:
             blob = handle.read()
     except OSError:
         return None
-    if not blob.startswith(magic):
+    payload = _opened(blob[len(magic):]) if blob.startswith(magic) else None
+    if payload is None:
         return None
     try:
-        stored_key, value = pickle.loads(blob[len(magic):])
+        stored_key, value = _loads(payload)  # type: ignore[misc]
     except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
         return None
     return value if stored_key == key else None
