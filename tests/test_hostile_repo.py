@@ -260,3 +260,37 @@ def test_a_planted_cache_entry_that_names_a_program_is_refused(tmp_path: Path) -
     payload = pickle.dumps(Planted())
     assert cache.unpack(cache._sealed(payload)) is None  # checksum right, global refused
     assert not marker.exists()
+
+
+def test_report_of_a_crafted_commit_creates_nothing_outside_its_temp_tree(tmp_path: Path) -> None:
+    """A commit holding ``d -> OUTSIDE`` and ``d/sub/x.py`` (made with plumbing): writing
+    its tree must not create ``OUTSIDE/sub`` through the link."""
+    try:
+        from tests.gitrepo import git
+    except ImportError:  # run from tests/
+        from gitrepo import git  # type: ignore[no-redef]
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+
+    def hashed(data: str) -> str:
+        return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    def tree(listing: str) -> str:
+        return subprocess.run(["git", "mktree"], cwd=repo, input=listing, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    code = hashed("print(1)\n")
+    sub = tree(f"100644 blob {code}\tx.py\n")
+    d = tree(f"040000 tree {sub}\tsub\n")
+    top = tree(f"120000 blob {hashed(str(outside))}\td\n040000 tree {d}\td\n")
+    commit = git(repo, "commit-tree", top, "-m", "crafted").strip()
+    git(repo, "update-ref", "refs/heads/main", commit)
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "report", str(repo), "--rev", commit,
+                           "-o", str(tmp_path / "r.md")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert list(outside.iterdir()) == []

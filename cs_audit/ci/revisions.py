@@ -129,10 +129,8 @@ class TreeAuditor:
         for path in sorted(p for p in new if p not in old or old[p] != new[p]):
             entry = new[path]
             target = self._workdir / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            workdir = os.path.realpath(self._workdir)
-            if os.path.commonpath([os.path.realpath(target.parent), workdir]) != workdir:
-                continue  # a parent that is a link out of the tree: never write through it
+            if not _make_parents(self._workdir, path):
+                continue  # a parent that is a symlink of the commit: never created or written through
             data = self._blobs.read(entry.sha, keep)
             if entry.mode == "120000":
                 os.symlink(os.fsdecode(data), target)
@@ -180,3 +178,19 @@ class TreeAuditor:
         self.stats.commits += 1
         self.stats.seconds.append(time.perf_counter() - started)
         return replace(result, root=self.display_root, commit=sha, history_note=None)
+
+
+def _make_parents(workdir: Path, path: str) -> bool:
+    """Create the directories of ``path`` under ``workdir`` one at a time, never through a
+    symlink (a commit may hold ``d -> /elsewhere`` and ``d/sub/x.py``): False when one of
+    them is a link or no directory, and nothing is created from there on."""
+    current = workdir
+    for part in path.split("/")[:-1]:
+        current = current / part
+        if current.is_symlink():
+            return False
+        if not current.exists():
+            current.mkdir()
+        elif not current.is_dir():
+            return False
+    return True
