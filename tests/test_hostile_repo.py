@@ -294,3 +294,32 @@ def test_report_of_a_crafted_commit_creates_nothing_outside_its_temp_tree(tmp_pa
                            "-o", str(tmp_path / "r.md")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert list(outside.iterdir()) == []
+
+
+def test_sigterm_removes_the_temporary_tree_of_a_past_commit(tmp_path: Path) -> None:
+    """Killed with SIGTERM while it holds a commit's temporary tree, the command removes it
+    on the way out, as on Ctrl-C."""
+    try:
+        from tests.gitrepo import make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import make_repo  # type: ignore[no-redef]
+
+    repo = make_repo(tmp_path, [("one", {"mod.py": "print(1)\n"})])
+    program = (
+        "import os, signal, sys\n"
+        "from cs_audit.cli import exit_on_signals\n"
+        "from cs_audit.ci.revisions import TreeAuditor\n"
+        "from cs_audit.git.repo import GitRepo\n"
+        "exit_on_signals()\n"
+        f"repo = GitRepo.open(__import__('pathlib').Path({str(repo)!r}))\n"
+        "with TreeAuditor(repo, 'repo', jobs=1) as auditor:\n"
+        "    auditor.audit(repo.verify('HEAD'))\n"
+        "    print(auditor.root, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    print('not reached', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 128 + 15, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and "not reached" not in lines
+    assert not Path(lines[0]).exists()

@@ -8,6 +8,7 @@ unreadable root, and with ``--strict`` any skipped file).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -21,8 +22,21 @@ from cs_audit.cli.common import app
 __all__ = ["app", "main"]
 
 
+def exit_on_signals() -> None:
+    """SIGTERM and SIGHUP end the command as Ctrl-C does: by an exception, so the temporary
+    trees of ``report``/``diff`` and blame's commit-graph are removed on the way out."""
+    def stop(signum: int, _frame: object) -> NoReturn:
+        raise SystemExit(128 + signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is not None:
+            signal.signal(number, stop)
+
+
 def main() -> None:
     state.KEPT = []
+    exit_on_signals()
     try:
         app()
         status: object = 0
