@@ -323,3 +323,16 @@ def test_sigterm_removes_the_temporary_tree_of_a_past_commit(tmp_path: Path) -> 
     lines = proc.stdout.splitlines()
     assert lines and "not reached" not in lines
     assert not Path(lines[0]).exists()
+
+
+def test_a_huge_env_instruction_gives_every_pair_in_order() -> None:
+    """One Dockerfile ENV of 50,000 pairs (each found from where the one before it was: the
+    parse is linear), with continuation lines and a repeated name."""
+    from cs_audit.extract.setters import setters_in_file
+
+    pairs = " ".join(f"K{i}=v{i}" for i in range(50000))
+    text = f"FROM x\nENV A=1 \\\n    {pairs} \\\n    A=2\n"
+    found = setters_in_file("Dockerfile", text, "docker")
+    assert [(s.var, s.value, s.line) for s in found[:2]] == [("A", "1", 2), ("K0", "v0", 3)]
+    assert [(s.var, s.value, s.line) for s in found[-2:]] == [("K49999", "v49999", 3), ("A", "2", 4)]
+    assert len(found) == 50002

@@ -74,6 +74,7 @@ import io
 import re
 import shlex
 import tokenize
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -135,6 +136,8 @@ def _self_reference(
     var: str, value: str, make_style: bool = False, ci_style: bool = False
 ) -> tuple[bool, str | None]:
     """Whether ``value`` only forwards ``var`` itself; returns (matched, default)."""
+    if "$" not in value or var not in value:
+        return False, None  # no expansion of it at all (and no pattern to build per name)
     name = re.escape(var)
     forms = [
         rf"\${name}",
@@ -643,6 +646,8 @@ def setters_in_dotenv(path: str, text: str) -> list[EnvSetter]:
 # Dockerfile
 # --------------------------------------------------------------------------- #
 
+#: a run of name characters: a variable stands in a line as one whole run
+_WORD = re.compile(r"[A-Za-z0-9_]+")
 _DOCKER_ENV_RE = re.compile(r"^\s*ENV\s+(?P<args>.*)$", flags=re.IGNORECASE | re.DOTALL)
 
 
@@ -702,15 +707,23 @@ def _dockerfile_sites(text: str) -> list[_Site]:
         match = _DOCKER_ENV_RE.match(joined)
         if match is None:
             continue
-        cursor = 0
+        # the pairs come in the order of the text: each is looked for from where the one
+        # before it was found (a line of many pairs is scanned once, not once per pair)
+        cursor, position = 0, 0
+        words: dict[int, dict[str, list[int]]] = {}  # physical line -> word -> its columns
         for var, value in _docker_env_pairs(match.group("args")):
-            key_re = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(var)}(?![A-Za-z0-9_])")
             column = 0
-            for offset, (_, line_text) in enumerate(physical[cursor:]):
-                found = key_re.search(line_text)
-                if found is not None:
-                    cursor += offset
-                    column = found.start()
+            for at in range(cursor, len(physical)):
+                if at not in words:
+                    found_words: dict[str, list[int]] = {}
+                    for word in _WORD.finditer(physical[at][1]):
+                        found_words.setdefault(word.group(), []).append(word.start())
+                    words[at] = found_words
+                starts = words[at].get(var, ())
+                index = bisect_left(starts, position) if at == cursor else 0
+                if index < len(starts):
+                    cursor, column = at, starts[index]
+                    position = column + len(var)
                     break
             reported, kind = _classify(var, value)
             sites.append(
