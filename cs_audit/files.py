@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -57,3 +58,20 @@ def keep_newest(directory: str | Path, keep: int, select: Callable[[os.DirEntry[
                 shutil.rmtree(old.path, ignore_errors=True)
             else:
                 os.unlink(old.path)
+
+
+def read_regular(path: str | Path, max_bytes: int) -> bytes | None:
+    """The first ``max_bytes`` bytes of ``path`` when it is a regular file reached without
+    following a symlink; None for a symlink, a FIFO, a device, a directory or an error (a
+    FIFO would block a plain open, ``/dev/zero`` would never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read(max_bytes)
+        except OSError:
+            return None

@@ -336,3 +336,24 @@ def test_a_huge_env_instruction_gives_every_pair_in_order() -> None:
     assert [(s.var, s.value, s.line) for s in found[:2]] == [("A", "1", 2), ("K0", "v0", 3)]
     assert [(s.var, s.value, s.line) for s in found[-2:]] == [("K49999", "v49999", 3), ("A", "2", 4)]
     assert len(found) == 50002
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_mailmap_that_is_no_regular_file_skips_history_and_never_hangs(tmp_path: Path, kind: str) -> None:
+    import json
+
+    try:
+        from tests.gitrepo import make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import make_repo  # type: ignore[no-redef]
+
+    repo = make_repo(tmp_path, [("one", {"mod.py": "import os\nX = os.environ.get('X_DEBUG')\n"})])
+    if kind == "fifo":
+        os.mkfifo(repo / ".mailmap")
+    else:
+        (repo / ".mailmap").symlink_to("/dev/zero")
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(repo), "--no-cache", "-f", "json", "-j", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    switch = json.loads(proc.stdout)["switches"][0]
+    assert switch["added_in"] is None and "mailmap" in (switch["added_in_note"] or "")

@@ -64,7 +64,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cs_audit.files import keep_newest, try_write_atomically
+from cs_audit.files import keep_newest, read_regular, try_write_atomically
 from cs_audit.git import runner
 from cs_audit.model import BlameInfo
 
@@ -85,6 +85,8 @@ SHALLOW_MAY_BE_OLDER = "shallow clone: may be older"
 GRAPH_MIN_FILES = 8
 #: blame files kept on disk (one per HEAD commit and blame settings); older ones are deleted
 KEEP_BLAME_FILES = 16
+#: how much of a file named by the blame settings (``.mailmap``, an ignore-revs list) is read
+MAX_SETTINGS_FILE_BYTES = 16 << 20
 #: bump when the on-disk layout or what a blame is run with changes
 BLAME_CACHE_FORMAT = 1
 _BLAME_FLAGS = ("--porcelain", "-w", "--no-textconv")
@@ -346,6 +348,10 @@ class GitHistory:
     ) -> None:
         """Use :func:`open_history`; raises ``ValueError`` when unusable."""
         self._worktree = worktree.resolve()
+        mailmap = self._worktree / ".mailmap"
+        if os.path.lexists(mailmap) and not (mailmap.is_file() and not mailmap.is_symlink()):
+            # git blame reads it, and a FIFO would block it, /dev/zero never end
+            raise ValueError(".mailmap is not a regular file: history skipped")
         rel = os.path.relpath(root.resolve(), self._worktree)
         if rel == os.curdir:
             self._prefix = ""
@@ -492,18 +498,14 @@ class GitHistory:
                 named.append(os.fsdecode(value))
         for name in named:
             p = Path(os.path.expanduser(name))
-            try:
-                add(name, (p if p.is_absolute() else self._worktree / p).read_bytes())
-            except OSError:
-                add(name, b"<none>")
+            data = read_regular(p if p.is_absolute() else self._worktree / p, MAX_SETTINGS_FILE_BYTES)
+            add(name, b"<none>" if data is None else data)
         add("replace", self._git_bytes(
             "for-each-ref", "--format=%(refname) %(objectname)", "refs/replace/", check=False
         ))
         grafts = Path(self._git_text("rev-parse", "--git-path", "info/grafts", check=False) or "-")
-        try:
-            add("grafts", (grafts if grafts.is_absolute() else self._worktree / grafts).read_bytes())
-        except OSError:
-            add("grafts", b"<none>")
+        data = read_regular(grafts if grafts.is_absolute() else self._worktree / grafts, MAX_SETTINGS_FILE_BYTES)
+        add("grafts", b"<none>" if data is None else data)
         add("shallow", f"{self.shallow} {' '.join(sorted(self._boundary))}".encode())
         return h.hexdigest()[:32]
 
