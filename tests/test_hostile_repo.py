@@ -357,3 +357,39 @@ def test_a_mailmap_that_is_no_regular_file_skips_history_and_never_hangs(tmp_pat
     assert proc.returncode == 0, proc.stderr
     switch = json.loads(proc.stdout)["switches"][0]
     assert switch["added_in"] is None and "mailmap" in (switch["added_in_note"] or "")
+
+
+def test_a_garbage_git_index_skips_history_with_its_reason(tmp_path: Path) -> None:
+    import json
+
+    try:
+        from tests.gitrepo import make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import make_repo  # type: ignore[no-redef]
+
+    repo = make_repo(tmp_path, [("one", {"mod.py": "import os\nX = os.environ.get('X_DEBUG')\n"})])
+    (repo / ".git" / "index").write_bytes(b"garbage")
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(repo), "--no-cache", "-f", "json", "-j", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    (switch,) = json.loads(proc.stdout)["switches"]
+    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: git status failed")
+
+
+def test_an_internal_error_is_one_line_and_a_traceback_file(tmp_path: Path) -> None:
+    program = (
+        "import sys\n"
+        "import cs_audit.api\n"
+        "def boom(*a, **k):\n"
+        "    raise RuntimeError('boom\\nsecond line')\n"
+        "cs_audit.api.run_audit = boom\n"
+        f"sys.argv = ['cs-audit', 'scan', {str(tmp_path)!r}, '--no-history', '-f', 'json']\n"
+        "import cs_audit.cli\n"
+        "cs_audit.cli.main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("cs-audit: internal error: RuntimeError: boom (traceback in ")
+    trace = Path(proc.stderr.rsplit("traceback in ", 1)[1].rstrip(")\n"))
+    assert "RuntimeError: boom" in trace.read_text()
+    trace.unlink()

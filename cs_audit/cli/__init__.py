@@ -42,7 +42,28 @@ def main() -> None:
         status: object = 0
     except SystemExit as exc:  # typer ends every command this way
         status = exc.code
+    except KeyboardInterrupt:
+        status = 130
+    except Exception as exc:  # noqa: BLE001 - an internal error: one line, the trace in a file
+        status = _internal_error(exc)
     _exit_now(status)
+
+
+def _internal_error(exc: BaseException) -> int:
+    """Say in one line that cs-audit failed, and where the full traceback was written."""
+    import tempfile
+    import traceback
+
+    where = "not written"
+    try:
+        fd, where = tempfile.mkstemp(prefix="cs-audit-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        pass
+    sys.stderr.write(f"cs-audit: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                     f" (traceback in {where})\n")
+    return 2
 
 
 def _exit_now(status: object) -> NoReturn:

@@ -13,7 +13,8 @@ import typer
 
 from cs_audit import files
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit env-var debug switches, trace helpers, dumps and log lines.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Audit env-var debug switches, trace helpers, dumps and log lines.")
 #: what the scans of this process built, kept alive until it ends: set by ``main``, whose
 #: process exits without freeing memory (None when the commands are called otherwise: tests)
 KEPT: list[object] | None = None
