@@ -84,14 +84,13 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
                 result = facts
             else:
                 text = data.decode("utf-8", errors="replace")
+                # the setter and suppression passes take the tree already made when it was made of this text
+                tree = parsed[1] if parsed[0] == text else None  # type: ignore[index]
                 setters: tuple[EnvSetter, ...] = ()
                 if may_set_env(data):
-                    # the setter pass takes the tree already made when it was made of this text
-                    tree = parsed[1] if parsed[0] == text else None  # type: ignore[index]
                     setters = tuple(setters_in_python(source.path, text, tree))
                 suppressions: tuple[Suppression, ...] = ()
                 if MARKER in data:
-                    tree = parsed[1] if parsed[0] == text else None  # type: ignore[index]
                     suppressions = tuple(suppressions_in(source.path, data, rs.rules, tree))
                 result = replace(facts, file_refs=file_refs(text), setters=setters, suppressions=suppressions)
         elif b"\0" in data:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from cs_audit.files import read_regular
 from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -46,17 +46,9 @@ def read_project_file(path: Path, error: type[ValueError], max_bytes: int = MAX_
     """The bytes of a file of the scanned tree that configures the scan: opened without
     following a symlink, a regular file only, size-capped; ``error`` otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        raw = read_regular(path, max_bytes + 1)
     except OSError as exc:
-        why = "a symlink: not followed" if os.path.islink(path) else f"cannot read: {exc.strerror or exc}"
-        raise error(f"{path.name}: {why}") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise error(f"{path.name}: not a regular file")
-        try:
-            raw = handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise error(f"{path.name}: cannot read: {exc.strerror or exc}") from None
+        raise error(f"{path.name}: {exc}") from None
     if len(raw) > max_bytes:
         raise error(f"{path.name}: larger than {max_bytes} bytes")
     return raw

@@ -60,18 +60,24 @@ def keep_newest(directory: str | Path, keep: int, select: Callable[[os.DirEntry[
                 os.unlink(old.path)
 
 
-def read_regular(path: str | Path, max_bytes: int) -> bytes | None:
-    """The first ``max_bytes`` bytes of ``path`` when it is a regular file reached without
-    following a symlink; None for a symlink, a FIFO, a device, a directory or an error (a
-    FIFO would block a plain open, ``/dev/zero`` would never end)."""
+class Refused(OSError):
+    """A file cs-audit will not read: a symlink, or not a regular file."""
+
+
+def read_regular(path: str | Path, max_bytes: int) -> bytes:
+    """The first ``max_bytes`` bytes of ``path``, a regular file reached without following
+    a symlink (a FIFO would block a plain open, ``/dev/zero`` would never end).  Raises
+    ``Refused`` for a symlink or any other kind of file, ``OSError`` when it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Refused("a symlink: not followed") from None
+        raise OSError(f"cannot read: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise Refused("not a regular file")
         try:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None
             return handle.read(max_bytes)
-        except OSError:
-            return None
+        except OSError as exc:
+            raise OSError(f"cannot read: {exc.strerror or exc}") from None

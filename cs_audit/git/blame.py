@@ -96,6 +96,15 @@ _ONLY_N_LINES = re.compile(r"has only (\d+) lines?")
 _FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
+def _settings_file(path: Path) -> bytes:
+    """A file the blame settings name, as the settings key takes it (``<none>``: absent,
+    unreadable, a symlink or no regular file)."""
+    try:
+        return read_regular(path, MAX_SETTINGS_FILE_BYTES)
+    except OSError:
+        return b"<none>"
+
+
 class GitNotFound(Exception):
     """git itself could not be started."""
 
@@ -498,14 +507,12 @@ class GitHistory:
                 named.append(os.fsdecode(value))
         for name in named:
             p = Path(os.path.expanduser(name))
-            data = read_regular(p if p.is_absolute() else self._worktree / p, MAX_SETTINGS_FILE_BYTES)
-            add(name, b"<none>" if data is None else data)
+            add(name, _settings_file(p if p.is_absolute() else self._worktree / p))
         add("replace", self._git_bytes(
             "for-each-ref", "--format=%(refname) %(objectname)", "refs/replace/", check=False
         ))
         grafts = Path(self._git_text("rev-parse", "--git-path", "info/grafts", check=False) or "-")
-        data = read_regular(grafts if grafts.is_absolute() else self._worktree / grafts, MAX_SETTINGS_FILE_BYTES)
-        add("grafts", b"<none>" if data is None else data)
+        add("grafts", _settings_file(grafts if grafts.is_absolute() else self._worktree / grafts))
         add("shallow", f"{self.shallow} {' '.join(sorted(self._boundary))}".encode())
         return h.hexdigest()[:32]
 
