@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cs_audit.analysis.disposition import apply_dispositions
-from cs_audit.config import DECISIONS_FILE, AuditConfig, ConfigError, DecisionsError, load_decisions
+from cs_audit.config import DECISIONS_FILE, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
 from cs_audit.extract.discover import discover, display_path, git_head
 from cs_audit.incremental import cache
 from cs_audit.incremental.reuse import line_map, moved_results
@@ -221,10 +221,11 @@ class Joins:
     model: object
     findings: tuple[Finding, ...]
     duplicates: tuple[DuplicateGroup, ...]
+    package: str | None = None
 
 
 def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run: _Run,
-           earlier: Resolutions | None = None, unchanged: set[str] | None = None) -> Joins:
+           earlier: Resolutions | None = None, unchanged: set[str] | None = None, package: str | None = None) -> Joins:
     """The call-graph model, findings and duplicate groups of ``facts`` (pure functions of the
     facts and the rules): the memo's when both are equal to those it holds.  ``earlier``:
     call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
@@ -235,7 +236,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
 
     items = tuple(facts.items())
     last = memo.joins if memo is not None else None
-    if last is not None and last.rs == rs and last.facts == items:  # unchanged facts are the same objects: cheap
+    if last is not None and last.rs == rs and last.package == package and last.facts == items:  # the same objects: cheap
         memo.joins_reused += 1  # type: ignore[union-attr]
         run.result = "memo"
         run.lap("joins")
@@ -244,7 +245,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         earlier = last.model.resolutions  # type: ignore[attr-defined]
         before = dict(last.facts)
         unchanged = {path for path, ff in items if before.get(path) is ff}
-    model = build_model(facts, rs, earlier, unchanged)
+    model = build_model(facts, rs, earlier, unchanged, package)
     run.resolved = model.resolved_files
     run.lap("joins")
     findings = tuple(analyse(model, rs))
@@ -252,7 +253,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
         for name, members in duplicate_groups(model)
     )
-    joins = Joins(items, rs, model, findings, duplicates)
+    joins = Joins(items, rs, model, findings, duplicates, package)
     if memo is not None:
         memo.joins = joins
     return joins
@@ -380,7 +381,7 @@ class TreeAnalysis:
 
 def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> str:
     """What a whole-tree result depends on besides the files, the rules and the code."""
-    return repr((config.hot_roots, config.default_level, config.max_file_bytes,
+    return repr((config.hot_roots, config.default_level, config.max_file_bytes, root_package(config),
                  sorted((e.path, e.kind, e.message) for e in discover_errors)))
 
 
@@ -515,7 +516,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     # memo (``report --range``, whose temporary root is new each run) from the memo's joins
     on_disk = cache_dir if memo is None else None
     earlier, unchanged = _earlier_resolutions(on_disk, config, sources, keys, facts)
-    joins = _joins(facts, rs, memo, run, earlier, unchanged)
+    joins = _joins(facts, rs, memo, run, earlier, unchanged, root_package(config))
     model, findings = joins.model, list(joins.findings)
     resolutions = model.resolutions  # type: ignore[attr-defined]
     if on_disk is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
@@ -575,3 +576,30 @@ def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tu
         close = getattr(history, "close", None)
         if close:
             close()
+
+
+def tree_model(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None,
+               keep: list[object] | None = None) -> tuple[object, tuple[FileError, ...]]:
+    """The joined call-graph model of ``config.root`` (``joins.callgraph.TreeModel``) and the
+    files that could not be analysed: what ``callgraph`` and ``why`` read.  The per-file
+    facts come from the cache as a scan's do."""
+    from cs_audit.joins.callgraph import build_model
+
+    with _collector_paused():
+        run = _Run()
+        rs = prepare_ruleset(config, rs)
+        sources, errors = discover(Path(config.root), config.exclude)
+        cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)
+        keys: list[str | None] = (cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root))
+                                  if cache_dir is not None else [None] * len(sources))
+        facts: dict[str, FileFacts] = {}
+        errors = list(errors)
+        for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, run=run):
+            if isinstance(result, FileFacts):
+                facts[result.path] = result
+            elif isinstance(result, FileError):
+                errors.append(result)
+        model = build_model(facts, rs, package=root_package(config))
+        if keep is not None:
+            keep.append((facts, model))
+        return model, tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message)))

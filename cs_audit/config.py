@@ -40,6 +40,19 @@ class AuditConfig:
     cache_dir: str | None = None
     #: rule tables the project adds to the shipped ones, keyed like them (``emitters``, ...)
     rule_tables: tuple[tuple[str, Any], ...] = ()
+    #: the name the root folder is imported under when it is a package (None: its own
+    #: name); a scan of a revision in a temporary folder passes the real one
+    root_name: str | None = None
+
+
+def root_package(config: AuditConfig) -> str | None:
+    """The package the scanned folder is (`sglang` for `…/sglang` with an `__init__.py`):
+    absolute imports of its modules start with it."""
+    root = Path(config.root)
+    if not (root / "__init__.py").is_file():
+        return None
+    name = config.root_name or root.resolve().name
+    return name if name.isidentifier() else None
 
 
 def read_project_file(path: Path, error: type[ValueError], max_bytes: int = MAX_CONFIG_BYTES) -> bytes:

@@ -252,6 +252,35 @@ class EnvSetter:
 
 @restorable
 @dataclass(frozen=True, slots=True)
+class ClassFacts:
+    qualname: str
+    #: the base classes as written, dotted after import-alias resolution
+    bases: tuple[str, ...]
+
+
+#: where one name's values come from: ``(owner, name, function, source)``.  ``owner`` is
+#: ``"def:Q"`` (a local or parameter of function Q; name ``<return>`` for its result),
+#: ``"class:Q"`` (an attribute of class Q: `self.x = ...` in a method, or the class body) or
+#: ``""`` (a module-level name); ``function`` is the function whose names ``source`` uses.
+#: ``source``: ``t:D`` an instance of the annotated type D, ``k:D`` the class D itself,
+#: ``c:D`` the result of calling D, ``r:D`` the value of D (D dotted, after import aliases),
+#: ``e:S`` an element of what S gives (iteration, subscript), ``l:S`` a container whose
+#: elements S gives.
+Binding = tuple[str, str, "str | None", str]
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class TypeFacts:
+    """What the names of a file can hold, as written: the call graph's type inference
+    (``joins.values``) works these out across files."""
+
+    classes: tuple[ClassFacts, ...] = ()
+    bindings: tuple[Binding, ...] = ()
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
 class FileFacts:
     path: str
     module: str  # dotted module name derived from the path
@@ -272,6 +301,8 @@ class FileFacts:
     setters: tuple[EnvSetter, ...] = ()
     #: its ``# cs-audit: ignore[...]`` comments
     suppressions: tuple[Suppression, ...] = ()
+    #: classes and the values names can hold (the typed call graph)
+    types: TypeFacts = TypeFacts()
 
 
 @restorable
@@ -397,6 +428,9 @@ class Finding:
     eager_kinds: tuple[str, ...] = ()
     #: what the rule says of the site besides the common fields (one type per rule)
     detail: FindingDetail = None
+    #: when its frequency comes from the call graph: the shortest chain of functions
+    #: (`module.qualname`) from a hot root to the site's function
+    hot_path: tuple[str, ...] = ()
 
 
 @restorable
@@ -588,3 +622,37 @@ class CheckOutcome:
     since: str | None = None  # full sha
     baseline: str | None = None  # path as given
     incomplete: list[str] = field(default_factory=list)  # why the check could not complete
+
+
+@dataclass(frozen=True)
+class GraphFunction:
+    id: str  # `module.qualname`
+    path: str
+    line: int
+    #: how often it runs by default (None: no hot root reaches it through default-on calls)
+    frequency: str | None
+    #: the hot root it matches, as the rules name it (None: not a root)
+    root: str | None = None
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    caller: str  # a function's id, or a module's name for module-level code
+    callee: str
+    path: str
+    line: int
+    how: str
+    switch: str | None
+
+
+@dataclass(frozen=True)
+class CallGraph:
+    """The resolved call graph of a tree, as ``callgraph`` exports it."""
+
+    root: str
+    modules: tuple[str, ...]
+    functions: tuple[GraphFunction, ...]
+    edges: tuple[GraphEdge, ...]
+    #: how many hot roots the rules and the project configure
+    roots_configured: int
+    errors: tuple[FileError, ...] = ()

@@ -266,12 +266,16 @@ def test_edge_switches_follow_an_edit_of_what_a_gate_names(tmp_path: Path, befor
     assert _edges(again) == _edges(callgraph.build_model(facts, rs))
 
 
-def test_tables_digest_follows_qualnames_and_modules_only(tmp_path: Path) -> None:
+def test_tables_digest_follows_qualnames_modules_and_types_only(tmp_path: Path) -> None:
     root = _write_tree(tmp_path / "t", _BEFORE)
     facts, _ = _facts_of(root)
     digest = callgraph.Resolver(facts).tables_digest()
-    (root / "pkg/engine.py").write_text("from pkg import util\n\n\ndef step():\n    return util.helper() + 1\n", encoding="utf-8")
-    assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() == digest  # a body edit
+    (root / "pkg/engine.py").write_text("from pkg import util\n\n\ndef step():\n    x = 1\n    return util.helper2()\n",
+                                        encoding="utf-8")
+    assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() == digest  # a body edit no call depends on
+    (root / "pkg/engine.py").write_text("from pkg import util\n\n\ndef step() -> util.Helper:\n    return util.helper2()\n",
+                                        encoding="utf-8")
+    assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() != digest  # what step() returns
     (root / "pkg/engine.py").write_text("def step():\n    return 0\n\n\ndef other():\n    return 1\n", encoding="utf-8")
     assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() != digest  # a function more
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 
 from cs_audit.analysis import (
@@ -18,7 +19,7 @@ from cs_audit.analysis import (
     sync_in_debug,
 )
 from cs_audit.analysis.sites import Findings
-from cs_audit.joins.callgraph import TreeModel
+from cs_audit.joins.callgraph import TreeModel, function_id, hot_chain
 from cs_audit.model import Finding
 from cs_audit.ruleset import RuleSet
 
@@ -34,7 +35,15 @@ def analyse(model: TreeModel, rs: RuleSet) -> list[Finding]:
     out = Findings(MESSAGES)
     for module in RULES:
         module.check(model, rs, out)
-    return out.finish()
+    return [_with_hot_path(model, f) for f in out.finish()]
+
+
+def _with_hot_path(model: TreeModel, f: Finding) -> Finding:
+    """``f`` with the chain its frequency came from (default-on paths for an ungated site)."""
+    if f.function is None or f.frequency in ("once", "unknown"):
+        return f
+    chain = hot_chain(model, (f.path, f.function), default_only=f.switch is None)
+    return replace(f, hot_path=tuple(function_id(model, key) for key in chain)) if chain else f
 
 
 def message_for(f: Finding) -> str:

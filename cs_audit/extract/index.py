@@ -103,6 +103,8 @@ class ModuleIndex:
     shadowed: frozenset[str] = frozenset()
     #: (qualname, line) -> its ast node (for ``hash_bodies``)
     function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    #: (function, target name, iterable) of the comprehensions in call-holding statements
+    comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -299,7 +301,10 @@ def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 
 
-def _calls_in(root: ast.AST) -> list[ast.Call]:
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _calls_in(root: ast.AST, comprehensions: list[ast.comprehension] | None = None) -> list[ast.Call]:
     """Every Call under ``root`` (a stack loop over the fields that can hold children; names
     and constants, a large share of all nodes, are never pushed).  Calls, attribute chains and keyword
     arguments, the commonest nodes, are taken apart inline; the order calls are found in (it
@@ -329,6 +334,8 @@ def _calls_in(root: ast.AST) -> list[ast.Call]:
             continue
         if cls in leaves:
             continue
+        if comprehensions is not None and cls in _COMPREHENSIONS:
+            comprehensions.extend(node.generators)  # type: ignore[attr-defined]
         fields = fields_of.get(cls)
         if fields is None:
             fields = _child_fields(cls)
@@ -459,6 +466,8 @@ class _Indexer(ast.NodeVisitor):
         self.alias_prefix: list[int] | None = None
         #: first line of each simple statement -> (assignment target, is a return)
         self.statements: dict[int, tuple[str | None, bool]] = {}
+        #: (function, target name, iterable) of each comprehension the edges pass saw
+        self.comprehensions: list[tuple[str | None, str, ast.expr]] = []
 
     # ------------------------------------------------------------ context
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -849,13 +858,25 @@ class _Indexer(ast.NodeVisitor):
         function = scope.qualname if scope else None
         aliases, shadowed, lines, Constant = self.aliases, self.shadowed, self.lines, ast.Constant
         gates = None  # worked out for the first edge: that may settle pending gate groups
-        for call in _calls_in(node):
+        generators: list[ast.comprehension] = []
+        calls = _calls_in(node, generators)
+        for generator in generators:  # `sum(r.tokens() for r in batch.reqs)`: r is an element
+            if generator.target.__class__ is ast.Name:
+                self.comprehensions.append((function, generator.target.id, generator.iter))  # type: ignore[attr-defined]
+        for call in calls:
             raw = raw_dotted(call.func)
-            if not may_reach_tree(raw, aliases, shadowed):
+            if raw is None:
+                raw = special_callee(call.func)
+                if raw is None:
+                    continue
+            elif not may_reach_tree(raw, aliases, shadowed):
                 continue
             # `dotted(call.func)`: a name chain, so only its head is resolved
             head, dot, rest = raw.partition(".")  # type: ignore[union-attr]
-            callee = aliases.get(head, head) + dot + rest
+            if head.endswith("()"):
+                callee = aliases.get(head[:-2], head[:-2]) + "()" + dot + rest
+            else:
+                callee = aliases.get(head, head) + dot + rest
             line = lines[call.lineno - 1]
             if call.end_lineno == call.lineno and line.isascii():  # ``_source`` of the common case
                 source = line[call.col_offset:call.end_col_offset]
@@ -1017,14 +1038,32 @@ _BUILTINS = frozenset(dir(builtins))
 
 def may_reach_tree(raw_callee: str | None, aliases: dict[str, str], shadowed: frozenset[str] = frozenset()) -> bool:
     """Whether a call may land in the scanned tree (a call-graph edge), from its unresolved
-    dotted text: `f()`, `self.f()`, `cls.f()`, `module.f()` through an import; not `x.append()`,
-    not a builtin (`len()`) unless the module binds that name itself (``shadowed``)."""
+    dotted text: `f()`, `self.f()`, `module.f()` through an import, `batch.filter()` on a
+    local; not a builtin (`len()`, `str.join()`) unless the module binds that name itself
+    (``shadowed``)."""
     if raw_callee is None:
         return False
-    root, dot, _ = raw_callee.partition(".")
-    if not dot:
-        return root not in _BUILTINS or root in aliases or root in shadowed
-    return root in ("self", "cls") or root in aliases
+    root = raw_callee.partition(".")[0]
+    # a dotted call on a local, parameter or module name may land in the tree too: the joins
+    # type the name (`batch.filter()`, `req.advance()`)
+    return root not in _BUILTINS or root in aliases or root in shadowed
+
+
+def special_callee(func: ast.AST) -> str | None:
+    """The callee text of `super().m()` and of a call through a subscript (`self._handlers[k]()`
+    as `self._handlers[]`), which ``raw_dotted`` leaves out."""
+    if func.__class__ is ast.Attribute:
+        value = func.value  # type: ignore[attr-defined]
+        if value.__class__ is ast.Call and value.func.__class__ is ast.Name and value.func.id == "super" and not value.args:
+            return f"super().{func.attr}"  # type: ignore[attr-defined]
+        if value.__class__ is ast.Call:  # `get_runtime().tick()`: a method of what a call returns
+            inner = raw_dotted(value.func)  # type: ignore[attr-defined]
+            return f"{inner}().{func.attr}" if inner is not None else None  # type: ignore[attr-defined]
+        return None
+    if func.__class__ is ast.Subscript:
+        inner = raw_dotted(func.value)  # type: ignore[attr-defined]
+        return f"{inner}[]" if inner is not None else None
+    return None
 
 
 def _builtins_bound_by(module: ast.Module) -> frozenset[str]:
@@ -1058,4 +1097,5 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         statements=indexer.statements,
         shadowed=indexer.shadowed,
         function_nodes=indexer.function_nodes,
+        comprehensions=tuple(indexer.comprehensions),
     )

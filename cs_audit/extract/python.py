@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+from collections import defaultdict
 from dataclasses import replace
 from typing import TypeVar
 
 from cs_audit.extract.index import ModuleIndex, index_module, module_name
-from cs_audit.model import CallSite, EnvRead, FileError, FileFacts, PlainCall, holds_fact
+from cs_audit.extract.types import source_head, type_facts
+from cs_audit.model import Binding, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
@@ -121,4 +123,45 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
                     for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=tuple(sorted(set(literal_paths))),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
+        types=used_types(type_facts(tree, index.aliases, index.comprehensions), calls),
     )
+
+
+def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
+    """``types`` without the locals no call of the file can depend on: a local is kept when
+    a call of its function (or of a function nested in it) starts with it, or a kept
+    binding's source does (`x = self.a` then `y = x.b` then `y.run()`)."""
+    needed: dict[str, set[str]] = defaultdict(set)
+    for site in calls:
+        function = site.function
+        if function is None:
+            continue
+        head = site.callee.partition(".")[0].partition("[")[0]
+        while True:
+            needed[function].add(head)
+            outer, sep, _ = function.rpartition(".<locals>.")
+            if not sep:
+                break
+            function = outer
+    kept: list[Binding] = []
+    pending: dict[tuple[str, str], list[Binding]] = defaultdict(list)
+    work: list[Binding] = []
+    for binding in types.bindings:
+        owner, name = binding[0], binding[1]
+        if owner.startswith("def:") and name != "<return>" and name not in needed.get(owner[4:], ()):
+            pending[(owner[4:], name)].append(binding)
+        else:
+            work.append(binding)
+    while work:
+        binding = work.pop()
+        kept.append(binding)
+        function = binding[2]
+        if function is None:
+            continue
+        head = source_head(binding[3])
+        if head and (function, head) in pending:
+            needed[function].add(head)
+            work.extend(pending.pop((function, head)))
+    order = {b: i for i, b in enumerate(types.bindings)}
+    kept.sort(key=order.__getitem__)
+    return TypeFacts(types.classes, tuple(kept))

@@ -11,16 +11,20 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
+from cs_audit.joins.values import Types
 from cs_audit.model import (
     HOT_FREQUENCIES,
     LEVEL_SWITCH,
     SMALL_BODY_LINES,
+    CallGraph,
     CallSite,
     EnvRead,
     FileFacts,
     Frequency,
     FunctionDef,
     GateRef,
+    GraphEdge,
+    GraphFunction,
     SwitchRef,
     env_switch,
 )
@@ -46,6 +50,7 @@ class Edge:
     site: CallSite
     path: str
     switch: SwitchRef | None  # resolved gate of the call site (None = ungated)
+    how: str = "name"  # how the callee was found (``HOWS``)
 
 
 @dataclass
@@ -83,10 +88,16 @@ class TreeModel:
     resolved_files: tuple[str, ...] = ()
     #: per file, the call sites that land in the tree (each once, in file order)
     edge_sites: dict[str, list[CallSite]] = field(default_factory=dict)
+    #: the functions the hot roots of the rules match, with their frequency
+    roots: dict[FuncKey, Frequency] = field(default_factory=dict)
+    #: per function reached from a root: the edge into it on a shortest chain from a root,
+    #: through default-on edges (``hot_via_default``) or any (``hot_via_any``)
+    hot_via_default: dict[FuncKey, Edge] = field(default_factory=dict)
+    hot_via_any: dict[FuncKey, Edge] = field(default_factory=dict)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
-#: target number in ``Resolutions.targets``) for each target of each site, in site order
+#: target number in ``Resolutions.targets``, ``HOWS`` code) for each target of each site, in site order
 FileResolutions = tuple[int, ...]
 
 
@@ -104,11 +115,13 @@ class Resolutions:
 
 # ---------------------------------------------------------------- resolution
 class Resolver:
-    def __init__(self, facts: dict[str, FileFacts]) -> None:
+    def __init__(self, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef] | None = None,
+                 package: str | None = None) -> None:
         self.by_module: dict[str, list[str]] = defaultdict(list)
         self.qualnames: dict[str, dict[str, FunctionDef]] = {}
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
         self.modules: dict[str, str] = {path: ff.module for path, ff in facts.items()}
+        self.types_of = {path: ff.types for path, ff in facts.items()}
         self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
         self._module_calls: dict[str, bool] = {}
         self._defining: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> files defining it
@@ -118,10 +131,15 @@ class Resolver:
         #: `.__init__` after it), except `cls()` / `self.__class__()`
         self.names: set[str] = set()
         names = self.names
+        #: the scanned folder's own name when it is a package (`sglang`): its modules are
+        #: imported under it (`from sglang.srt.x import f`)
+        self.package = package
         for path, ff in facts.items():
             parts = ff.module.split(".")
             for i in range(len(parts)):
                 self.by_module[".".join(parts[i:])].append(path)
+            if package:
+                self.by_module[f"{package}.{ff.module}" if ff.module != "__init__" else package].append(path)
             table = {f.qualname: f for f in ff.functions}
             self.qualnames[path] = table
             for qualname in table:
@@ -129,16 +147,85 @@ class Resolver:
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
+            # a call of a name that holds an object may run its `__call__`/`forward`
+            names.update(binding[1] for binding in ff.types.bindings)
+        if functions is None:
+            functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
+        self.types = Types(facts, functions, self.by_module, self._closest)
+        self._how_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
 
     def tables_digest(self) -> str:
         """Digest of everything an answer of ``resolve`` depends on besides the call site
         itself: each file's path, module and function qualnames (a function's name and
         whether it is a method follow from its qualname)."""
         h = hashlib.blake2b(digest_size=16)
+        h.update(repr(self.package).encode("utf-8", "surrogateescape"))
         for path in sorted(self.qualnames):
             h.update(f"{path}\0{self.modules[path]}\0".encode("utf-8", "surrogateescape"))
             h.update("\0".join(self.qualnames[path]).encode("utf-8", "surrogateescape") + b"\n")
+            # the typed resolution reads every file's classes, bindings, aliases and decorators
+            # (and a package's imports: the names it re-exports, ``Types.module_name``)
+            exports = sorted(self.types.aliases.get(path, {}).items()) if path.endswith("__init__.py") else None
+            h.update(repr((self.types_of.get(path), exports)).encode("utf-8", "surrogateescape"))
+            h.update(repr([f.decorators for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
         return h.hexdigest()
+
+    def resolve_how(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
+        """The tree functions a call runs, each with how it was found: through the types of
+        the names on the way (``joins.values``), else by name as the plain resolver does."""
+        key = (path, caller, callee)
+        found = self._how_memo.get(key)
+        if found is None:
+            found = self._typed(path, caller, callee)
+            if not found and not self._holds_data(path, caller, callee):
+                found = self._named(path, caller, callee)
+            self._how_memo[key] = found
+        return found
+
+    def _holds_data(self, path: str, caller: str | None, callee: str) -> bool:
+        """Whether `self.x` is an attribute the class assigns (`self.x = shared_experts`):
+        calling it runs what it holds, never a method found by name alone."""
+        head, _, attr = callee.partition(".")
+        if head != "self" or not attr or "." in attr or caller is None:
+            return False
+        cls = (path, caller.rpartition(".")[0])
+        types = self.types
+        return cls in types.classes and any((c[0], f"class:{c[1]}", attr) in types.bindings for c in types.mro(cls))
+
+    def _typed(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
+        types = self.types
+        types.begin()
+        head, dot, rest = callee.partition(".")
+        if callee.endswith("[]"):
+            values = types.source(path, caller, f"e:r:{callee[:-2]}")
+            base = "dispatch"
+        else:
+            values = types.dotted(path, caller, callee)
+            if head == "super()":
+                base = "super"
+            elif not dot:
+                base = "name"
+            elif head in ("self", "cls"):
+                base = "self" if "." not in rest else "attribute"
+            elif caller is not None and (head in self._params(path, caller) or (path, f"def:{caller}", head) in types.bindings):
+                base = "local"
+            else:
+                base = "module"
+        out: list[tuple[FuncKey, str]] = []
+        for value in sorted(values, key=repr):
+            for target, how in types.targets(value):
+                item = (target, how or base)
+                if item not in out:
+                    out.append(item)
+        return out
+
+    def _params(self, path: str, caller: str) -> tuple[str, ...]:
+        f = self.qualnames.get(path, {}).get(caller)
+        return f.params if f is not None else ()
+
+    def _named(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
+        how = "fallback" if callee.partition(".")[0] in ("self", "cls") else "name"
+        return [(target, how) for target in self.resolve(path, caller, callee)]
 
     def _closest(self, paths: list[str], near: str) -> list[str]:
         if len(paths) <= 1:
@@ -273,14 +360,14 @@ def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
 
 # ---------------------------------------------------------------- building the model
 def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions | None = None,
-                unchanged: AbstractSet[str] | None = None) -> TreeModel:
+                unchanged: AbstractSet[str] | None = None, package: str | None = None) -> TreeModel:
     """The joined model of ``facts``.  ``earlier``: the ``resolutions`` of an earlier model,
     taken for the files in ``unchanged`` (the caller vouches their facts are those of then)
     when the resolution tables are the same as then."""
-    resolver = Resolver(facts)
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
+    resolver = Resolver(facts, functions, package)
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
-    raw_edges: list[tuple[str, CallSite, FuncKey]] = []
+    raw_edges: list[tuple[str, CallSite, FuncKey, str]] = []
     digest = resolver.tables_digest()
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged)
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
@@ -299,7 +386,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         last = -1
         site_targets: list[FuncKey] = []
         sites_here: list[CallSite] = []
-        for i in range(0, len(flat), 2):
+        for i in range(0, len(flat), 3):
             index, target = flat[i], targets[flat[i + 1]]
             if index != last:
                 site = calls[index]
@@ -307,10 +394,10 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
                 site_targets = resolved[(path, site.line, site.end_line, site.callee)] = []
                 last = index
             site_targets.append(target)
-            raw_edges.append((path, site, target))
+            raw_edges.append((path, site, target, HOWS[flat[i + 2]]))
         if sites_here:
             edge_sites[path] = sites_here
-            edge_counts.append((path, len(flat) // 2))
+            edge_counts.append((path, len(flat) // 3))
 
     constants = _env_constants(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
@@ -327,8 +414,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     for path, count in edge_counts:
         these = raw_edges[start:start + count]
         start += count
-        for (_, site, target), switch in zip(these, _edge_switches(model, path, these, rs)):
-            edge = Edge((path, site.function) if site.function else None, target, site, path, switch)
+        for (_, site, target, how), switch in zip(these, _edge_switches(model, path, these, rs)):
+            edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
             edges.append(edge)
             callers[target].append(edge)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
@@ -337,13 +424,13 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     return model
 
 
-def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey]],
+def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey, str]],
                    rs: RuleSet) -> tuple[SwitchRef | None, ...]:
     """The switch of each of one file's edges (``site_switch``; a site's edges are consecutive)."""
     out: list[SwitchRef | None] = []
     last: CallSite | None = None
     switch: SwitchRef | None = None
-    for _, site, _ in edges:
+    for _, site, _, _ in edges:
         if site is not last:
             switch = site_switch(model, path, site.function, site.gates, rs)
             last = site
@@ -363,20 +450,29 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
     """The call sites of one file that land in the tree (calls and opens: an emitter's own
     call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
     out: list[int] = []
-    names, resolve = resolver.names, resolver.resolve
+    names, resolve = resolver.names, resolver.resolve_how
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
             continue
-        if callee.rpartition(".")[2] not in names and callee != "cls" and callee != "self.__class__":
-            continue  # ``resolve``'s first answer, without the call
-        for target in resolve(path, function, callee):
+        last = callee.rpartition(".")[2]
+        if last.endswith("[]"):
+            last = last[:-2]
+        if last not in names and callee != "cls" and callee != "self.__class__" and not callee.startswith("super()."):
+            continue  # no function nor name of the tree is so named: nothing to resolve
+        for target, how in resolve(path, function, callee):
             number = numbers.get(target)
             if number is None:
                 number = numbers[target] = len(targets)
                 targets.append(target)
-            out += (index, number)
+            out += (index, number, HOW_CODES[how])
     return tuple(out)
+
+
+#: how an edge was found (``Edge.how``), in the order of their codes in ``FileResolutions``
+HOWS = ("name", "fallback", "self", "attribute", "local", "module", "super", "dispatch", "constructor",
+        "__call__", "forward", "inherited", "override", "subclass")
+HOW_CODES = {how: code for code, how in enumerate(HOWS)}
 
 
 def _env_constants(facts: dict[str, FileFacts]) -> dict[tuple[str, str], str]:
@@ -397,7 +493,7 @@ def _env_constants(facts: dict[str, FileFacts]) -> dict[tuple[str, str], str]:
 
 
 def _env_helpers(
-    facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], edges: list[tuple[str, CallSite, FuncKey]]
+    facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], edges: list[tuple[str, CallSite, FuncKey, str]]
 ) -> dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]:
     """Functions whose result depends on a per-call env read (directly or via another helper)."""
     reads: dict[FuncKey, set[str]] = defaultdict(set)
@@ -420,7 +516,7 @@ def _env_helpers(
     changed = True
     while changed:
         changed = False
-        for path, site, target in edges:
+        for path, site, target, _ in edges:
             if target in helpers and site.function and site.returned:
                 key = (path, site.function)
                 f = functions.get(key)
@@ -458,6 +554,7 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     key = (path, function, gate)
     switch = model.gate_cache.get(key, _UNRESOLVED)
     if switch is _UNRESOLVED:
+        model.gate_cache[key] = None  # a gate that leads back to itself (through a helper's) has no switch
         switch = model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
     return switch  # type: ignore[return-value]
 
@@ -490,9 +587,30 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
             for other in model.resolver.by_module.get(module, ()):
                 if (other, name) in model.constants:
                     return env_switch(model.constants[(other, name)])
+        switch = _switch_of_result(model, path, function, ref, rs)
+        if switch is not None:
+            return switch
         leaf = ref.rsplit(".", 1)[-1]
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
+    return None
+
+
+def _switch_of_result(model: TreeModel, path: str, function: str | None, name: str, rs: RuleSet) -> SwitchRef | None:
+    """The switch of a local that holds what a call returns, when the function called
+    returns early unless a switch is set (`bd = BreakdownLogger.get()` ... `if bd is not
+    None:`, where `get` starts with `if not _ENABLED: return None`)."""
+    if function is None or "." in name:
+        return None
+    for _, source in model.resolver.types.bindings.get((path, f"def:{function}", name), ()):
+        if not source.startswith("c:"):
+            continue
+        for target, _ in model.resolver.resolve_how(path, function, source[2:]):
+            f = model.functions.get(target)
+            for gate in f.entry_gates if f is not None else ():
+                switch = resolve_gate(model, target[0], target[1], gate, rs)
+                if switch is not None:
+                    return switch
     return None
 
 
@@ -591,6 +709,9 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
 
     model.freq_default = run(True)
     model.freq_any = run(False)
+    model.roots = roots
+    model.hot_via_default = _shortest_chains(roots, out_edges, only_ungated=True)
+    model.hot_via_any = _shortest_chains(roots, out_edges, only_ungated=False)
     # switches through which a function is reached when it is not reached by default
     work = sorted(model.freq_any)
     seen_pairs: set[tuple[FuncKey, SwitchRef]] = set()
@@ -609,6 +730,52 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
                     seen_pairs.add((edge.callee, sw))
                     model.entry_switches[edge.callee].add(sw)
                     work.append(edge.callee)
+
+
+def _shortest_chains(roots: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]],
+                     only_ungated: bool) -> dict[FuncKey, Edge]:
+    """Breadth first from every root (in key order): the edge each reached function was
+    first reached by, so following them back gives a shortest chain from a root."""
+    via: dict[FuncKey, Edge] = {}
+    frontier = sorted(roots)
+    seen = set(frontier)
+    while frontier:
+        following: list[FuncKey] = []
+        for key in frontier:
+            for edge in out_edges.get(key, ()):
+                if only_ungated and edge.switch is not None:
+                    continue
+                if edge.callee not in seen:
+                    seen.add(edge.callee)
+                    via[edge.callee] = edge
+                    following.append(edge.callee)
+        frontier = following
+    return via
+
+
+def hot_chain(model: TreeModel, key: FuncKey, default_only: bool = True) -> list[FuncKey]:
+    """The functions on a shortest chain from a hot root to ``key``, root first ([] when no
+    root reaches it)."""
+    via = model.hot_via_default if default_only else model.hot_via_any
+    if key not in via and key not in model.roots:
+        return []
+    chain = [key]
+    while chain[-1] in via and len(chain) <= len(via):
+        chain.append(via[chain[-1]].caller)  # type: ignore[arg-type]
+    return chain[::-1]
+
+
+def hot_chain_edges(model: TreeModel, key: FuncKey, default_only: bool = True) -> list[Edge]:
+    """The call edges of ``hot_chain`` (root's call first)."""
+    via = model.hot_via_default if default_only else model.hot_via_any
+    return [via[k] for k in hot_chain(model, key, default_only)[1:]]
+
+
+def function_id(model: TreeModel, key: FuncKey) -> str:
+    """`module.qualname` of a function of the tree (what reports and exports call it)."""
+    ff = model.facts.get(key[0])
+    module = ff.module if ff is not None else key[0]
+    return f"{module}.{key[1]}" if module and module != "__init__" else key[1]
 
 
 def _debug_functions(model: TreeModel, rs: RuleSet) -> dict[FuncKey, set[SwitchRef | None]]:
@@ -716,3 +883,52 @@ def is_once_function(f: FunctionDef | None, rs: RuleSet) -> bool:
 
 def env_reads_in(model: TreeModel) -> list[tuple[str, EnvRead]]:
     return [(path, r) for path in sorted(model.facts) for r in model.facts[path].env_reads]
+
+
+def export_graph(model: TreeModel, rs: RuleSet, root: str, errors: tuple = ()) -> CallGraph:
+    """The model's call graph as plain data (``render.callgraph`` writes it out)."""
+    functions = []
+    for key in sorted(model.functions):
+        f = model.functions[key]
+        root_rule = rs.hot_root_for(f.name, f.class_name, key[0]) if key in model.roots else None
+        functions.append(GraphFunction(function_id(model, key), key[0], f.line, model.freq_default.get(key),
+                                       root_rule.name if root_rule is not None else None))
+    modules = sorted({ff.module for ff in model.facts.values()})
+    edges = sorted({
+        GraphEdge(function_id(model, e.caller) if e.caller else model.facts[e.path].module, function_id(model, e.callee),
+                  e.path, e.site.line, e.how, e.switch.text if e.switch else None)
+        for e in model.edges
+    }, key=lambda e: (e.caller, e.callee, e.path, e.line, e.how))
+    return CallGraph(root, tuple(modules), tuple(functions), tuple(edges), len(rs.hot_roots), tuple(errors))
+
+
+def chain_from(model: TreeModel, start: FuncKey, key: FuncKey, default_only: bool = True) -> list[Edge]:
+    """The edges of a shortest chain from ``start`` to ``key`` ([] when there is none)."""
+    out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
+    for edge in model.edges:
+        if edge.caller is not None:
+            out_edges[edge.caller].append(edge)
+    via = _shortest_chains({start: "step"}, out_edges, only_ungated=default_only)
+    if key not in via:
+        return []
+    chain: list[Edge] = []
+    while key in via and len(chain) <= len(via):
+        chain.append(via[key])
+        key = via[key].caller  # type: ignore[assignment]
+    return chain[::-1]
+
+
+def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[tuple[str, CallSite]]:
+    """Call sites named like ``key``'s function (`….step()`) that the graph resolved to no
+    function of the tree: where a caller may be missing."""
+    name = key[1].rpartition(".")[2]
+    out: list[tuple[str, CallSite]] = []
+    for path in sorted(model.facts):
+        for site in model.facts[path].calls:
+            callee = site.callee
+            if callee.rpartition(".")[2] == name and (path, site.line, site.end_line, callee) not in model.resolved_calls \
+                    and (site.role is None or site.role == "open"):
+                out.append((path, site))
+                if len(out) >= limit:
+                    return out
+    return out

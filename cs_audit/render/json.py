@@ -73,6 +73,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     }
     if f.eager_kinds:
         data["eager_kinds"] = list(f.eager_kinds)
+    if f.hot_path:
+        data["hot_path"] = list(f.hot_path)
     data.update(detail_fields(f))
     return data
 

@@ -1,0 +1,248 @@
+"""Per-file type facts: the classes of a module (with their bases as written) and, for each
+name, where its values come from (``model.Binding``).  Statements only, no expression walk
+beyond the assigned values and annotations: the cross-file work is ``joins.values``.
+
+Flow-insensitive within a function (every assignment of a name is one of its sources), as
+PyCG's assignment graph is; a source that names nothing of the tree resolves to nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from cs_audit.extract.index import dotted
+from cs_audit.model import Binding, ClassFacts, TypeFacts
+
+#: generic containers whose (last) type argument is the element type
+_CONTAINERS = frozenset({
+    "list", "List", "Sequence", "MutableSequence", "Iterable", "Iterator", "Collection", "set", "Set",
+    "frozenset", "FrozenSet", "deque", "Deque", "Generator", "AsyncIterator", "AsyncIterable",
+    "AsyncGenerator", "tuple", "Tuple", "dict", "Dict", "Mapping", "MutableMapping", "OrderedDict",
+    "defaultdict", "DefaultDict", "ValuesView", "KeysView",
+})
+_MAPPINGS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict", "DefaultDict"})
+#: wrappers whose first type argument is the type
+_WRAPPERS = frozenset({"Optional", "Annotated", "ClassVar", "Final", "InitVar", "Required", "NotRequired", "ReadOnly"})
+#: calls whose value is their first argument's (`partial(f, x)()` calls f)
+_PASS_THROUGH = frozenset({"functools.partial", "partial", "functools.wraps", "typing.cast", "cast"})
+#: most sources a name keeps (a name assigned in many places: the first ones)
+MAX_SOURCES = 8
+_MAX_STRING_ANNOTATION = 200
+
+
+def type_facts(tree: ast.Module, aliases: dict[str, str],
+               comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = ()) -> TypeFacts:
+    """``comprehensions``: (function, target, iterable) of comprehension loops (the edges
+    pass of ``extract.index`` finds them as it walks expressions; this walk does not)."""
+    walker = _Walker(aliases)
+    walker.body(tree.body, function=None, cls=None, class_body=None, self_name=None)
+    for function, name, iterable in comprehensions:
+        walker.bind_name(name, [f"e:{s}" for s in walker.sources(iterable)], function, None)
+    bindings: list[Binding] = []
+    for key, sources in walker.bindings.items():
+        owner, name, function = key
+        bindings.extend((owner, name, function, s) for s in sources[:MAX_SOURCES])
+    return TypeFacts(tuple(walker.classes), tuple(bindings))
+
+
+class _Walker:
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+        self.classes: list[ClassFacts] = []
+        #: (owner, name, function) -> sources, in order, each once
+        self.bindings: dict[tuple[str, str, str | None], list[str]] = {}
+        self.globals: set[str] = set()
+
+    def bind(self, owner: str, name: str, function: str | None, sources: list[str]) -> None:
+        if not sources:
+            return
+        have = self.bindings.setdefault((owner, name, function), [])
+        for s in sources:
+            if s not in have:
+                have.append(s)
+
+    # ------------------------------------------------------------ statements
+    def body(self, stmts: list[ast.stmt], function: str | None, cls: str | None, class_body: str | None,
+             self_name: str | None) -> None:
+        for stmt in stmts:
+            kind = stmt.__class__
+            if kind is ast.ClassDef:
+                self.class_def(stmt, function, class_body)  # type: ignore[arg-type]
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                self.function_def(stmt, function, class_body)  # type: ignore[arg-type]
+            elif kind is ast.Assign or kind is ast.AnnAssign:
+                self.assign(stmt, function, cls, class_body, self_name)  # type: ignore[arg-type]
+            elif kind is ast.Return:
+                if function is not None and stmt.value is not None:  # type: ignore[attr-defined]
+                    self.bind(f"def:{function}", "<return>", function, self.sources(stmt.value))  # type: ignore[attr-defined]
+            elif kind is ast.For or kind is ast.AsyncFor:
+                if stmt.target.__class__ is ast.Name:  # type: ignore[attr-defined]
+                    self.bind_name(stmt.target.id, [f"e:{s}" for s in self.sources(stmt.iter)],  # type: ignore[attr-defined]
+                                   function, class_body)
+                self.body(stmt.body, function, cls, class_body, self_name)  # type: ignore[attr-defined]
+                self.body(stmt.orelse, function, cls, class_body, self_name)  # type: ignore[attr-defined]
+            elif kind is ast.With or kind is ast.AsyncWith:
+                for item in stmt.items:  # type: ignore[attr-defined]
+                    if item.optional_vars is not None and item.optional_vars.__class__ is ast.Name:
+                        self.bind_name(item.optional_vars.id, self.sources(item.context_expr), function, class_body)
+                self.body(stmt.body, function, cls, class_body, self_name)  # type: ignore[attr-defined]
+            elif kind is ast.Global:
+                self.globals.update(stmt.names)  # type: ignore[attr-defined]
+            else:
+                for name in ("body", "orelse", "finalbody"):
+                    inner = getattr(stmt, name, None)
+                    if inner:
+                        self.body(inner, function, cls, class_body, self_name)
+                for handler in getattr(stmt, "handlers", ()):
+                    self.body(handler.body, function, cls, class_body, self_name)
+                for case in getattr(stmt, "cases", ()):
+                    self.body(case.body, function, cls, class_body, self_name)
+
+    def class_def(self, node: ast.ClassDef, function: str | None, class_body: str | None) -> None:
+        qualname = _qualname(node.name, function, class_body)
+        bases = tuple(b for b in (dotted(base, self.aliases) for base in node.bases) if b)
+        self.classes.append(ClassFacts(qualname, bases))
+        self.body(node.body, function=None, cls=qualname, class_body=qualname, self_name=None)
+
+    def function_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef, function: str | None, class_body: str | None) -> None:
+        qualname = _qualname(node.name, function, class_body)
+        owner = f"def:{qualname}"
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        decorators = {dotted(d, self.aliases) for d in node.decorator_list}
+        self_name = None  # the receiver: the joins know its class from the function's
+        if class_body is not None and positional and "staticmethod" not in decorators:
+            self_name = positional[0].arg
+            positional = positional[1:]
+        for arg in (*positional, *args.kwonlyargs):
+            if arg.annotation is not None:
+                self.bind(owner, arg.arg, qualname, self.annotation(arg.annotation))
+        if args.vararg is not None and args.vararg.annotation is not None:
+            self.bind(owner, args.vararg.arg, qualname, [f"l:{s}" for s in self.annotation(args.vararg.annotation)])
+        if node.returns is not None:
+            returns = self.annotation(node.returns)
+            if node.__class__ is ast.AsyncFunctionDef or any(d and d.endswith("contextmanager") for d in decorators):
+                pass  # the result is a coroutine or a context manager, not the annotated value
+            else:
+                self.bind(owner, "<return>", qualname, returns)
+        saved, self.globals = self.globals, set()
+        self.body(node.body, function=qualname, cls=class_body if self_name else None, class_body=None, self_name=self_name)
+        self.globals = saved
+
+    def assign(self, node: ast.Assign | ast.AnnAssign, function: str | None, cls: str | None,
+               class_body: str | None, self_name: str | None) -> None:
+        sources: list[str] = []
+        if node.__class__ is ast.AnnAssign:
+            sources.extend(self.annotation(node.annotation))  # type: ignore[union-attr]
+            targets = [node.target]  # type: ignore[union-attr]
+        else:
+            targets = node.targets  # type: ignore[union-attr]
+        if node.value is not None:
+            sources.extend(self.sources(node.value))
+        if not sources:
+            return
+        for target in targets:
+            if target.__class__ is ast.Name:
+                self.bind_name(target.id, sources, function, class_body)  # type: ignore[attr-defined]
+            elif (target.__class__ is ast.Attribute and cls is not None and target.value.__class__ is ast.Name  # type: ignore[attr-defined]
+                  and target.value.id == self_name):  # type: ignore[attr-defined]
+                self.bind(f"class:{cls}", target.attr, function, sources)  # type: ignore[attr-defined]
+
+    def bind_name(self, name: str, sources: list[str], function: str | None, class_body: str | None) -> None:
+        if function is not None and name not in self.globals:
+            self.bind(f"def:{function}", name, function, sources)
+        elif class_body is not None:
+            self.bind(f"class:{class_body}", name, None, sources)
+        else:
+            self.bind("", name, function, sources)
+
+    # ------------------------------------------------------------ values
+    def sources(self, expr: ast.expr, depth: int = 0) -> list[str]:
+        if depth > 4:
+            return []
+        kind = expr.__class__
+        if kind is ast.Call:
+            func = expr.func  # type: ignore[attr-defined]
+            name = self.name_of(func)
+            if name is None:
+                return []
+            if name in _PASS_THROUGH and expr.args:  # type: ignore[attr-defined]
+                return self.sources(expr.args[0], depth + 1)  # type: ignore[attr-defined]
+            return [f"c:{name}"]
+        if kind is ast.Name or kind is ast.Attribute:
+            name = self.name_of(expr)
+            return [f"r:{name}"] if name else []
+        if kind is ast.Subscript:
+            return [f"e:{s}" for s in self.sources(expr.value, depth + 1)]  # type: ignore[attr-defined]
+        if kind is ast.IfExp:
+            return self.sources(expr.body, depth + 1) + self.sources(expr.orelse, depth + 1)  # type: ignore[attr-defined]
+        if kind is ast.BoolOp:
+            return [s for v in expr.values for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
+        if kind is ast.Await or kind is ast.NamedExpr:
+            return self.sources(expr.value, depth + 1)  # type: ignore[attr-defined]
+        if kind is ast.Dict:
+            return [f"l:{s}" for v in expr.values[:MAX_SOURCES] for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
+        if kind is ast.List or kind is ast.Tuple or kind is ast.Set:
+            return [f"l:{s}" for v in expr.elts[:MAX_SOURCES] for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
+        return []
+
+    def name_of(self, node: ast.expr) -> str | None:
+        """`a.b.c` after import aliases; `super().m` as written."""
+        if node.__class__ is ast.Attribute:
+            value = node.value  # type: ignore[attr-defined]
+            if value.__class__ is ast.Call and value.func.__class__ is ast.Name and value.func.id == "super":  # type: ignore[attr-defined]
+                return f"super().{node.attr}"  # type: ignore[attr-defined]
+        name = dotted(node, self.aliases)
+        return None if name is None or "()" in name else name
+
+    def annotation(self, expr: ast.expr, depth: int = 0) -> list[str]:
+        if depth > 4:
+            return []
+        kind = expr.__class__
+        if kind is ast.Constant:
+            text = expr.value  # type: ignore[attr-defined]
+            if not isinstance(text, str) or len(text) > _MAX_STRING_ANNOTATION:
+                return []
+            try:
+                parsed = ast.parse(text.strip(), mode="eval").body
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return []
+            return self.annotation(parsed, depth + 1)
+        if kind is ast.Name or kind is ast.Attribute:
+            name = dotted(expr, self.aliases)
+            if not name or name == "None" or "()" in name:
+                return []
+            return [f"t:{name}"]
+        if kind is ast.BinOp and expr.op.__class__ is ast.BitOr:  # type: ignore[attr-defined]
+            return self.annotation(expr.left, depth + 1) + self.annotation(expr.right, depth + 1)  # type: ignore[attr-defined]
+        if kind is ast.Subscript:
+            head = dotted(expr.value, self.aliases) or ""  # type: ignore[attr-defined]
+            last = head.rpartition(".")[2]
+            inner = expr.slice  # type: ignore[attr-defined]
+            args = list(inner.elts) if inner.__class__ is ast.Tuple else [inner]  # type: ignore[attr-defined]
+            if last == "Union":
+                return [s for a in args for s in self.annotation(a, depth + 1)]
+            if last in _WRAPPERS:
+                return self.annotation(args[0], depth + 1)
+            if last in ("type", "Type"):
+                return [f"k:{s[2:]}" for s in self.annotation(args[0], depth + 1) if s.startswith("t:")]
+            if last in _CONTAINERS:
+                element = args[-1] if last in _MAPPINGS else args[0]
+                return [f"l:{s}" for s in self.annotation(element, depth + 1)]
+            return self.annotation(expr.value, depth + 1)  # type: ignore[attr-defined]  # `Box[T]`: a Box
+        return []
+
+
+def source_head(source: str) -> str:
+    """The first name a source's dotted part starts with (`e:r:batch.reqs` -> `batch`)."""
+    while source[:2] in ("e:", "l:"):
+        source = source[2:]
+    return source[2:].partition(".")[0]
+
+
+def _qualname(name: str, function: str | None, class_body: str | None) -> str:
+    if class_body is not None:
+        return f"{class_body}.{name}"
+    if function is not None:
+        return f"{function}.<locals>.{name}"
+    return name

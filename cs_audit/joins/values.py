@@ -1,0 +1,356 @@
+"""What a name can hold, across files: the type inference of the call graph.
+
+Per-file facts say where each name's values come from (``model.TypeFacts``: annotations,
+constructor calls, other names, elements of containers); this module works them out into
+abstract values over the whole tree, on demand from the call sites that ask (as Jarvis does
+from its entry functions), context-insensitively (as PyCG's assignment graph):
+
+    ("i", ClassKey)        an instance of a class of the tree
+    ("k", ClassKey)        the class itself
+    ("f", FuncKey)         a function or method, as a value
+    ("b", ClassKey, name)  method ``name`` bound to an instance of the class
+    ("m", path)            a module of the tree
+    ("l", frozenset)       a container whose elements are those values
+
+Answers are deterministic whatever was asked before: a result is kept for reuse only when
+no cycle or cut shaped it, and every lookup is charged the work it took when first made, so
+the budget of a query runs out at the same point whether or not parts of it were reused.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from cs_audit.model import ClassFacts, FileFacts, FunctionDef
+
+FuncKey = tuple[str, str]
+ClassKey = tuple[str, str]
+Value = tuple
+#: most values one name keeps (the first, in a stable order)
+MAX_VALUES = 8
+#: most subclass overrides a call on a base-class receiver fans out to
+MAX_OVERRIDES = 8
+#: deepest chain of names a query follows, and most lookups it makes
+MAX_DEPTH = 10
+MAX_STEPS = 4000
+_NONE: frozenset = frozenset()
+_PROPERTIES = ("property", "functools.cached_property", "cached_property")
+
+
+class Types:
+    def __init__(self, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef],
+                 module_files: dict[str, list[str]], closest) -> None:
+        self.functions = functions
+        self.module_files = module_files  # dotted module (every suffix) -> files
+        self.closest = closest
+        self.modules = {path: ff.module for path, ff in facts.items()}
+        self.classes: dict[ClassKey, ClassFacts] = {}
+        self.bindings: dict[tuple[str, str, str], list[tuple[str | None, str]]] = defaultdict(list)
+        self.aliases: dict[str, dict[str, str]] = {}
+        #: class -> method name -> its key (methods defined in the class body itself)
+        self.methods: dict[ClassKey, dict[str, FuncKey]] = defaultdict(dict)
+        for path, ff in facts.items():
+            if path == "__init__.py" or path.endswith("/__init__.py"):
+                # a package's imports are the names it re-exports (`from pkg import Engine`);
+                # other modules' imports are followed only by their own call sites
+                self.aliases[path] = dict(ff.aliases)
+            for c in ff.types.classes:
+                self.classes[(path, c.qualname)] = c
+            for owner, name, function, source in ff.types.bindings:
+                self.bindings[(path, owner, name)].append((function, source))
+            for f in ff.functions:
+                head, dot, name = f.qualname.rpartition(".")
+                if dot and (path, head) in self.classes:
+                    self.methods[(path, head)][name] = (path, f.qualname)
+        self._memo: dict[tuple, tuple[frozenset, int]] = {}
+        self._active: set[tuple] = set()
+        self._mro: dict[ClassKey, tuple[ClassKey, ...]] = {}
+        self._subclasses: dict[ClassKey, list[ClassKey]] | None = None
+        self.steps = 0
+        self.tainted = 0
+        self.depth = 0
+
+    # ------------------------------------------------------------ one query
+    def begin(self) -> None:
+        self.steps = 0
+        self.depth = 0
+
+    def _cached(self, key: tuple, compute) -> frozenset:
+        """``compute()`` once per key, unless a cycle or a cut shaped its answer."""
+        hit = self._memo.get(key)
+        if hit is not None:
+            self.steps += hit[1]
+            return hit[0]
+        if key in self._active or self.depth >= MAX_DEPTH or self.steps >= MAX_STEPS:
+            self.tainted += 1
+            return _NONE
+        self._active.add(key)
+        self.depth += 1
+        before_steps, before_taint = self.steps, self.tainted
+        self.steps += 1
+        try:
+            found = compute()
+        finally:
+            self.depth -= 1
+            self._active.discard(key)
+        if len(found) > MAX_VALUES:
+            found = frozenset(sorted(found, key=repr)[:MAX_VALUES])
+        if self.tainted == before_taint:
+            self._memo[key] = (found, self.steps - before_steps)
+        return found
+
+    # ------------------------------------------------------------ names and dotted names
+    def dotted(self, path: str, function: str | None, name: str) -> frozenset:
+        return self._cached(("d", path, function, name), lambda: self._dotted(path, function, name))
+
+    def _dotted(self, path: str, function: str | None, name: str) -> frozenset:
+        parts = name.split(".")
+        head = parts[0]
+        rest: list[str]
+        if head == "super()":
+            return self._super(path, function, parts[1]) if len(parts) == 2 else _NONE
+        if "()" in name:  # `get_runtime().tick`: what the call gives, then its attributes
+            before, _, after = name.partition("().")
+            out: set = set()
+            for value in sorted(self.dotted(path, function, before), key=repr):
+                out |= self.result(value)
+            values = frozenset(out)
+            for attr in after.split(".") if after else ():
+                values = frozenset(v for value in sorted(values, key=repr) for v in self.attribute(value, attr))
+            return values
+        values = self.name(path, function, head)
+        rest = parts[1:]
+        if not values:
+            for split in range(len(parts), 0, -1):
+                files = self.module_files.get(".".join(parts[:split]))
+                if files:
+                    values = frozenset(("m", p) for p in self.closest(files, path))
+                    rest = parts[split:]
+                    break
+        for attr in rest:
+            if not values:
+                break
+            out: set = set()
+            for value in sorted(values, key=repr):
+                out |= self.attribute(value, attr)
+            values = frozenset(out)
+        return values
+
+    def name(self, path: str, function: str | None, name: str) -> frozenset:
+        return self._cached(("n", path, function, name), lambda: self._name(path, function, name))
+
+    def _name(self, path: str, function: str | None, name: str) -> frozenset:
+        while function is not None:
+            f = self.functions.get((path, function))
+            if f is not None and f.class_name is not None and f.params and name == f.params[0] \
+                    and "staticmethod" not in f.decorators and "<locals>" not in function.rpartition(".")[0][-9:]:
+                cls = (path, function.rpartition(".")[0])
+                if cls in self.classes:
+                    return frozenset({("k" if "classmethod" in f.decorators else "i", cls)})
+            sources = self.bindings.get((path, f"def:{function}", name))
+            if sources:
+                return self._sources(path, sources)
+            if f is not None and name in f.params:
+                return _NONE  # an unannotated parameter
+            nested = f"{function}.<locals>.{name}"
+            if (path, nested) in self.functions:
+                return frozenset({("f", (path, nested))})
+            if (path, nested) in self.classes:
+                return frozenset({("k", (path, nested))})
+            outer, sep, _ = function.rpartition(".<locals>.")
+            function = outer if sep else None
+        return self.module_name(path, name)
+
+    def module_name(self, path: str, name: str) -> frozenset:
+        return self._cached(("g", path, name), lambda: self._module_name(path, name))
+
+    def _module_name(self, path: str, name: str) -> frozenset:
+        if (path, name) in self.classes:
+            return frozenset({("k", (path, name))})
+        if (path, name) in self.functions:
+            return frozenset({("f", (path, name))})
+        sources = self.bindings.get((path, "", name))
+        if sources:
+            return self._sources(path, sources)
+        origin = self.aliases.get(path, {}).get(name)
+        if origin is not None and origin != name:
+            return self.dotted(path, None, origin)
+        return _NONE
+
+    def _sources(self, path: str, sources: list[tuple[str | None, str]]) -> frozenset:
+        out: set = set()
+        for function, source in sources:
+            out |= self.source(path, function, source)
+        return frozenset(out)
+
+    def source(self, path: str, function: str | None, source: str) -> frozenset:
+        kind, rest = source[:2], source[2:]
+        if kind == "r:":
+            return self.dotted(path, function, rest)
+        if kind == "t:":
+            return frozenset(("i", v[1]) for v in self.dotted(path, function, rest) if v[0] == "k")
+        if kind == "k:":
+            return frozenset(v for v in self.dotted(path, function, rest) if v[0] == "k")
+        if kind == "c:":
+            out: set = set()
+            for value in sorted(self.dotted(path, function, rest), key=repr):
+                out |= self.result(value)
+            return frozenset(out)
+        if kind == "e:":
+            out = set()
+            for value in self.source(path, function, rest):
+                if value[0] == "l":
+                    out |= value[1]
+            return frozenset(out)
+        if kind == "l:":
+            inner = self.source(path, function, rest)
+            return frozenset({("l", inner)}) if inner else _NONE
+        return _NONE
+
+    # ------------------------------------------------------------ attributes
+    def attribute(self, value: Value, attr: str) -> frozenset:
+        return self._cached(("a", value, attr), lambda: self._attribute(value, attr))
+
+    def _attribute(self, value: Value, attr: str) -> frozenset:
+        kind = value[0]
+        if kind == "m":
+            path = value[1]
+            found = self.module_name(path, attr)
+            if found:
+                return found
+            files = self.module_files.get(f"{self.modules[path]}.{attr}")
+            return frozenset(("m", p) for p in self.closest(files, path)) if files else _NONE
+        if kind == "i" or kind == "k":
+            cls = value[1]
+            method = self.find_method(cls, attr)
+            if method is not None:
+                decorators = self.functions[method].decorators
+                if kind == "i" and any(d in _PROPERTIES or d.endswith(".setter") for d in decorators):
+                    return self.returns(method)
+                if kind == "k" or "staticmethod" in decorators or "classmethod" in decorators:
+                    return frozenset({("f", method)})
+                return frozenset({("b", cls, attr)})
+            for c in self.mro(cls):
+                sources = self.bindings.get((c[0], f"class:{c[1]}", attr))
+                if sources:
+                    return self._sources(c[0], sources)
+                nested = (c[0], f"{c[1]}.{attr}")
+                if nested in self.classes:
+                    return frozenset({("k", nested)})
+            if kind == "i" and any(attr in self.methods.get(sub, ()) for sub in self.subclasses(cls)):
+                return frozenset({("b", cls, attr)})  # a method only the classes built on it define
+        return _NONE
+
+    def _super(self, path: str, function: str | None, attr: str) -> frozenset:
+        """`super().m` in a method of class C: the next `m` after C in the MRO of C and of
+        each class built on it (a mixin's `super()` reaches its sibling in the final class)."""
+        if function is None:
+            return _NONE
+        cls = (path, function.rpartition(".")[0])
+        if cls not in self.classes:
+            return _NONE
+        out: set = set()
+        for sub in (cls, *self.subclasses(cls)[:MAX_OVERRIDES]):
+            mro = self.mro(sub)
+            for c in mro[mro.index(cls) + 1:] if cls in mro else ():
+                method = self.methods.get(c, {}).get(attr)
+                if method is not None:
+                    out.add(("f", method))
+                    break
+        return frozenset(out)
+
+    # ------------------------------------------------------------ calls
+    def result(self, value: Value) -> frozenset:
+        """What calling ``value`` gives."""
+        kind = value[0]
+        if kind == "k":
+            return frozenset({("i", value[1])})
+        if kind == "f":
+            return self.returns(value[1])
+        if kind == "b":
+            method = self.find_method(value[1], value[2])
+            return self.returns(method) if method is not None else _NONE
+        if kind == "i":
+            for name in ("__call__", "forward"):
+                method = self.find_method(value[1], name)
+                if method is not None:
+                    return self.returns(method)
+        return _NONE
+
+    def returns(self, key: FuncKey) -> frozenset:
+        return self._cached(("r", key), lambda: self._sources(key[0], self.bindings.get((key[0], f"def:{key[1]}", "<return>"), [])))
+
+    def targets(self, value: Value) -> list[tuple[FuncKey, str]]:
+        """The functions calling ``value`` runs, each with how it was found."""
+        kind = value[0]
+        if kind == "f":
+            return [(value[1], "")]
+        if kind == "k":
+            init = self.find_method(value[1], "__init__")
+            return [(init, "constructor")] if init is not None else []
+        if kind == "i":
+            for name, how in (("__call__", "__call__"), ("forward", "forward")):
+                method = self.find_method(value[1], name)
+                if method is not None:
+                    return [(method, how)]
+            return []
+        if kind == "b":
+            # the receiver may be an instance of any class built on ``cls``: each runs the
+            # `name` first in its own MRO (an override, or a mixin sibling's method)
+            cls, name = value[1], value[2]
+            out: list[tuple[FuncKey, str]] = []
+            method = self.find_method(cls, name)
+            if method is not None:
+                out.append((method, "" if method[1].rpartition(".")[0] == cls[1] and method[0] == cls[0] else "inherited"))
+            overrides = sorted({m for m in (self.find_method(sub, name) for sub in self.subclasses(cls)) if m is not None and m != method})
+            if len(overrides) <= MAX_OVERRIDES:
+                how = "override" if method is not None else "subclass"
+                out.extend((m, how) for m in overrides)
+            return out
+        return []
+
+    # ------------------------------------------------------------ classes
+    def find_method(self, cls: ClassKey, name: str) -> FuncKey | None:
+        for c in self.mro(cls):
+            method = self.methods.get(c, {}).get(name)
+            if method is not None:
+                return method
+        return None
+
+    def mro(self, cls: ClassKey) -> tuple[ClassKey, ...]:
+        """The class and its tree bases, depth first, each once (C3 on the usual shapes)."""
+        known = self._mro.get(cls)
+        if known is not None:
+            return known
+        self._mro[cls] = (cls,)  # a cycle of bases ends here
+        out = [cls]
+        facts = self.classes.get(cls)
+        for base in facts.bases if facts else ():
+            for value in sorted(self.dotted_in_module(cls[0], base), key=repr):
+                if value[0] == "k":
+                    for c in self.mro(value[1]):
+                        if c not in out:
+                            out.append(c)
+        # C3 keeps a base shared by several bases after all of them (mixins over one root)
+        shared = [c for c in out[1:] if sum(c in self.mro(b) for b in out[1:] if b != c) > 1]
+        if shared:
+            out = [c for c in out if c not in shared] + shared
+        self._mro[cls] = tuple(out)
+        return self._mro[cls]
+
+    def dotted_in_module(self, path: str, name: str) -> frozenset:
+        saved = (self.steps, self.depth)
+        self.steps, self.depth = 0, 0
+        try:
+            return self.dotted(path, None, name)
+        finally:
+            self.steps, self.depth = saved
+
+    def subclasses(self, cls: ClassKey) -> list[ClassKey]:
+        if self._subclasses is None:
+            subs: dict[ClassKey, list[ClassKey]] = defaultdict(list)
+            for c in sorted(self.classes):
+                for base in self.mro(c)[1:]:
+                    subs[base].append(c)
+            self._subclasses = subs
+        return self._subclasses.get(cls, [])
