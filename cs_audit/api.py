@@ -327,12 +327,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     sources, errors = discover(root, config.exclude)
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
-    if cache_dir is not None:
-        keys = cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(root))
-    elif memo is not None:
-        keys = [cache.source_key(s, config.max_file_bytes) for s in sources]
-    else:
-        keys = [None] * len(sources)
+    keys = _source_keys(sources, config, cache_dir, memo)
     analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     commit, history_note = None, "history disabled (--no-history)"
@@ -362,6 +357,16 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )
+
+
+def _source_keys(sources: list[SourceFile], config: AuditConfig, cache_dir: str | None,
+                 memo: ScanMemo | None = None) -> list[str | None]:
+    """Each source's key in the facts cache (and the memo), None without either."""
+    if cache_dir is not None:
+        return cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root))  # type: ignore[return-value]
+    if memo is not None:
+        return [cache.source_key(s, config.max_file_bytes) for s in sources]
+    return [None] * len(sources)
 
 
 @dataclass(frozen=True)
@@ -590,8 +595,7 @@ def tree_model(config: AuditConfig, rs: RuleSet | None = None, progress: Progres
         rs = prepare_ruleset(config, rs)
         sources, errors = discover(Path(config.root), config.exclude)
         cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)
-        keys: list[str | None] = (cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root))
-                                  if cache_dir is not None else [None] * len(sources))
+        keys = _source_keys(sources, config, cache_dir)
         facts: dict[str, FileFacts] = {}
         errors = list(errors)
         for result in _map_files(sources, rs, config, progress, cache_dir=cache_dir, keys=keys, run=run):

@@ -148,7 +148,7 @@ class TreeAuditor:
 
     def config(self) -> AuditConfig:
         """The configuration of the commit last written (raises ``ConfigError``)."""
-        root_name = Path(self.repo.rel).name if self.repo.rel else Path(self.display_root).name
+        root_name = Path(self.repo.rel).name if self.repo.rel else Path(self.display_root).resolve().name
         return replace(load_config(str(self.root), **self.overrides), root_name=root_name or None)
 
     def audit(self, sha: str, rs: RuleSet | None = None, progress: api.Progress | None = None) -> AuditResult:

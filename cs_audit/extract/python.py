@@ -162,6 +162,5 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
         if head and (function, head) in pending:
             needed[function].add(head)
             work.extend(pending.pop((function, head)))
-    order = {b: i for i, b in enumerate(types.bindings)}
-    kept.sort(key=order.__getitem__)
-    return TypeFacts(types.classes, tuple(kept))
+    keep = set(kept)
+    return TypeFacts(types.classes, tuple(b for b in types.bindings if b in keep))

@@ -155,16 +155,17 @@ class Resolver:
         self._how_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
 
     def tables_digest(self) -> str:
-        """Digest of everything an answer of ``resolve`` depends on besides the call site
-        itself: each file's path, module and function qualnames (a function's name and
-        whether it is a method follow from its qualname)."""
+        """Digest of everything an answer of ``resolve_how`` depends on besides the call site
+        itself: each file's path, module, function qualnames (a function's name and whether
+        it is a method follow from its qualname) and decorators, type facts, and a
+        package's imports."""
         h = hashlib.blake2b(digest_size=16)
         h.update(repr(self.package).encode("utf-8", "surrogateescape"))
         for path in sorted(self.qualnames):
             h.update(f"{path}\0{self.modules[path]}\0".encode("utf-8", "surrogateescape"))
             h.update("\0".join(self.qualnames[path]).encode("utf-8", "surrogateescape") + b"\n")
-            # the typed resolution reads every file's classes, bindings, aliases and decorators
-            # (and a package's imports: the names it re-exports, ``Types.module_name``)
+            # the typed resolution reads every file's classes, bindings and decorators, and a
+            # package's imports (the names it re-exports, ``Types.module_name``)
             exports = sorted(self.types.aliases.get(path, {}).items()) if path.endswith("__init__.py") else None
             h.update(repr((self.types_of.get(path), exports)).encode("utf-8", "surrogateescape"))
             h.update(repr([f.decorators for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
@@ -753,22 +754,27 @@ def _shortest_chains(roots: dict[FuncKey, Frequency], out_edges: dict[FuncKey, l
     return via
 
 
-def hot_chain(model: TreeModel, key: FuncKey, default_only: bool = True) -> list[FuncKey]:
-    """The functions on a shortest chain from a hot root to ``key``, root first ([] when no
-    root reaches it)."""
-    via = model.hot_via_default if default_only else model.hot_via_any
-    if key not in via and key not in model.roots:
-        return []
-    chain = [key]
-    while chain[-1] in via and len(chain) <= len(via):
-        chain.append(via[chain[-1]].caller)  # type: ignore[arg-type]
+def _edges_back(via: dict[FuncKey, Edge], key: FuncKey) -> list[Edge]:
+    """The edges ``_shortest_chains`` found from a start to ``key``, the start's call first."""
+    chain: list[Edge] = []
+    while key in via and len(chain) <= len(via):
+        chain.append(via[key])
+        key = via[key].caller  # type: ignore[assignment]
     return chain[::-1]
 
 
 def hot_chain_edges(model: TreeModel, key: FuncKey, default_only: bool = True) -> list[Edge]:
-    """The call edges of ``hot_chain`` (root's call first)."""
-    via = model.hot_via_default if default_only else model.hot_via_any
-    return [via[k] for k in hot_chain(model, key, default_only)[1:]]
+    """The call edges of a shortest chain from a hot root to ``key`` (root's call first)."""
+    return _edges_back(model.hot_via_default if default_only else model.hot_via_any, key)
+
+
+def hot_chain(model: TreeModel, key: FuncKey, default_only: bool = True) -> list[FuncKey]:
+    """The functions on a shortest chain from a hot root to ``key``, root first ([] when no
+    root reaches it)."""
+    edges = hot_chain_edges(model, key, default_only)
+    if not edges:
+        return [key] if key in model.roots else []
+    return [edges[0].caller, *(e.callee for e in edges)]  # type: ignore[list-item]
 
 
 def function_id(model: TreeModel, key: FuncKey) -> str:
@@ -908,14 +914,7 @@ def chain_from(model: TreeModel, start: FuncKey, key: FuncKey, default_only: boo
     for edge in model.edges:
         if edge.caller is not None:
             out_edges[edge.caller].append(edge)
-    via = _shortest_chains({start: "step"}, out_edges, only_ungated=default_only)
-    if key not in via:
-        return []
-    chain: list[Edge] = []
-    while key in via and len(chain) <= len(via):
-        chain.append(via[key])
-        key = via[key].caller  # type: ignore[assignment]
-    return chain[::-1]
+    return _edges_back(_shortest_chains({start: "step"}, out_edges, only_ungated=default_only), key)
 
 
 def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[tuple[str, CallSite]]:

@@ -143,7 +143,7 @@ class Types:
         while function is not None:
             f = self.functions.get((path, function))
             if f is not None and f.class_name is not None and f.params and name == f.params[0] \
-                    and "staticmethod" not in f.decorators and "<locals>" not in function.rpartition(".")[0][-9:]:
+                    and "staticmethod" not in f.decorators:
                 cls = (path, function.rpartition(".")[0])
                 if cls in self.classes:
                     return frozenset({("k" if "classmethod" in f.decorators else "i", cls)})

@@ -1,0 +1,171 @@
+"""The typed call graph through its public results: ``cs-audit callgraph`` (edges and how
+each was found), ``cs-audit why`` and the findings' ``hot_path``.  Each case has a call the
+graph must resolve and one it must leave alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cs_audit.cli import app
+from cs_audit.testing import write_tree
+
+runner = CliRunner()
+
+
+def _graph(root: Path) -> dict:
+    result = runner.invoke(app, ["callgraph", str(root), "--format", "json", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _edges(root: Path) -> set[tuple[str, str, str]]:
+    return {(e["caller"], e["callee"], e["how"]) for e in _graph(root)["edges"]}
+
+
+def test_an_attribute_built_in_init_is_typed_across_files(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "eng/__init__.py": "",
+        "eng/sched.py": """
+            class Scheduler:
+                def schedule(self):
+                    return 1
+
+            class Other:
+                def schedule(self):
+                    return 2
+        """,
+        "eng/core.py": """
+            from eng.sched import Scheduler
+
+            class EngineCore:
+                def __init__(self, cfg):
+                    self.scheduler = Scheduler() if cfg else None
+
+                def step(self):
+                    return self.scheduler.schedule()
+        """,
+    })
+    edges = _edges(root)
+    assert ("eng.core.EngineCore.step", "eng.sched.Scheduler.schedule", "attribute") in edges
+    assert not any(callee == "eng.sched.Other.schedule" for _, callee, _ in edges)  # another class's method of that name
+
+
+def test_an_attribute_holding_an_untyped_object_is_not_resolved_by_name(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Wrapper:
+                def __init__(self, inner):
+                    self.helper = inner
+
+                def forward(self, x):
+                    return self.helper(x)
+
+            class Builder:
+                def helper(self, block):
+                    return Wrapper(block)
+        """,
+    })
+    assert not any(callee == "m.Builder.helper" for _, callee, _ in _edges(root))
+
+
+def test_imports_under_the_package_name_resolve_when_the_root_is_the_package(tmp_path: Path) -> None:
+    files = {
+        "__init__.py": "",
+        "srt/__init__.py": "",
+        "srt/util.py": "def helper():\n    return 1\n",
+        "srt/loop.py": "from enginepkg.srt.util import helper\n\n\ndef step():\n    return helper()\n",
+    }
+    package = write_tree(tmp_path / "enginepkg", files)
+    assert ("srt.loop.step", "srt.util.helper", "module") in _edges(package)
+    other = write_tree(tmp_path / "elsewhere", files)  # the same files under another name: an outside import
+    assert not any(callee == "srt.util.helper" for _, callee, _ in _edges(other))
+
+
+def test_a_call_on_a_base_class_receiver_fans_out_to_overrides_up_to_the_cap(tmp_path: Path) -> None:
+    def tree(subclasses: int) -> dict[str, str]:
+        body = "class Base:\n    def run(self):\n        return 0\n\n    def step(self):\n        return self.run()\n"
+        for i in range(subclasses):
+            body += f"\n\nclass Sub{i}(Base):\n    def run(self):\n        return {i}\n"
+        return {"m.py": body}
+
+    few = _edges(write_tree(tmp_path / "few", tree(2)))
+    assert {("m.Base.step", f"m.Sub{i}.run", "override") for i in range(2)} <= few
+    many = _edges(write_tree(tmp_path / "many", tree(12)))
+    assert ("m.Base.step", "m.Base.run", "self") in many
+    assert not any(how == "override" for _, _, how in many)  # past the cap: the base's own method only
+
+
+def test_callgraph_formats(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "runner.py": """
+            class ModelRunner:
+                def execute_model(self):
+                    return self._prepare()
+
+                def _prepare(self):
+                    def inner():
+                        return 1
+                    return inner()
+        """,
+    })
+    graph = _graph(root)
+    assert graph["hot_roots"]["matched"] == ["runner.ModelRunner.execute_model"]
+    assert {f["id"]: f["frequency"] for f in graph["functions"]}["runner.ModelRunner._prepare"] == "step"
+    pycg = json.loads(runner.invoke(app, ["callgraph", str(root), "-f", "pycg", "--no-cache"]).stdout)
+    assert pycg["runner.ModelRunner._prepare"] == ["runner.ModelRunner._prepare.inner"]  # no `<locals>`
+    assert pycg["runner"] == [] and pycg["runner.ModelRunner._prepare.inner"] == []
+    dot = runner.invoke(app, ["callgraph", str(root), "-f", "dot", "--no-cache"]).stdout
+    assert dot.startswith("digraph") and '"runner.ModelRunner.execute_model" -> "runner.ModelRunner._prepare"' in dot
+    bad = runner.invoke(app, ["callgraph", str(root), "-f", "svg"])
+    assert bad.exit_code == 2 and "unknown format" in bad.output
+
+
+_WHY_TREE = {
+    "pyproject.toml": "",
+    "runner.py": """
+        import logging, os
+
+        logger = logging.getLogger(__name__)
+
+        class ModelRunner:
+            def execute_model(self, batch):
+                return self._prepare(batch)
+
+            def _prepare(self, batch):
+                logger.info("prepare %s", batch)
+                if os.getenv("RUNNER_TRACE"):
+                    self._trace(batch)
+
+            def _trace(self, batch):
+                logger.info("trace %s", batch)
+
+        def startup():
+            logger.info("loaded")
+    """,
+}
+
+
+def test_why_prints_the_chain_and_how_each_call_was_resolved(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", _WHY_TREE)
+    hot = runner.invoke(app, ["why", f"{root / 'runner.py'}:10", "--no-cache"])
+    assert hot.exit_code == 0, hot.output
+    assert "runner.py:10 is in runner.ModelRunner._prepare: hot (step) by default" in hot.stdout
+    assert "hot root: step" in hot.stdout and "-> runner.ModelRunner._prepare  (called at runner.py:7" in hot.stdout
+    assert ", self)" in hot.stdout
+    gated = runner.invoke(app, ["why", f"{root / 'runner.py'}:15", "--no-cache"]).stdout
+    assert "only with RUNNER_TRACE set" in gated
+    cold = runner.invoke(app, ["why", f"{root / 'runner.py'}:18", "--no-cache"]).stdout
+    assert "which no hot root reaches" in cold and "no caller found" in cold
+    assert "module-level code" in runner.invoke(app, ["why", f"{root / 'runner.py'}:3", "--no-cache"]).stdout
+    assert runner.invoke(app, ["why", "runner.py", "--no-cache"]).exit_code == 2  # no line
+
+
+def test_findings_on_the_call_graph_carry_their_hot_path(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", _WHY_TREE)
+    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+    by_line = {f["line"]: f for f in report["findings"] if f["rule"] == "default-on-emitter"}
+    assert by_line[10]["hot_path"] == ["runner.ModelRunner.execute_model", "runner.ModelRunner._prepare"]
+    assert all("hot_path" not in f for f in report["findings"] if f["frequency"] in ("once", "unknown"))
