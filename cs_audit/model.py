@@ -277,6 +277,10 @@ class TypeFacts:
 
     classes: tuple[ClassFacts, ...] = ()
     bindings: tuple[Binding, ...] = ()
+    #: the names ``bindings`` bind, each once (the joins' first check of a call)
+    names: tuple[str, ...] = ()
+    #: digest of ``classes`` and ``bindings`` (what the resolutions digest takes of them)
+    digest: str = ""
 
 
 @restorable

@@ -9,6 +9,7 @@ that file only.
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import tokenize
 from collections import defaultdict
@@ -163,4 +164,6 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
             needed[function].add(head)
             work.extend(pending.pop((function, head)))
     keep = set(kept)
-    return TypeFacts(types.classes, tuple(b for b in types.bindings if b in keep))
+    bindings = tuple(b for b in types.bindings if b in keep)
+    digest = hashlib.blake2b(repr((types.classes, bindings)).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    return TypeFacts(types.classes, bindings, tuple(sorted({b[1] for b in bindings})), digest)

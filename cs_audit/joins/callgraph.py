@@ -94,6 +94,8 @@ class TreeModel:
     #: through default-on edges (``hot_via_default``) or any (``hot_via_any``)
     hot_via_default: dict[FuncKey, Edge] = field(default_factory=dict)
     hot_via_any: dict[FuncKey, Edge] = field(default_factory=dict)
+    #: names of the functions that return early behind a gate (``_switch_of_result``)
+    entry_gated_names: set[str] | None = None
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -121,7 +123,7 @@ class Resolver:
         self.qualnames: dict[str, dict[str, FunctionDef]] = {}
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
         self.modules: dict[str, str] = {path: ff.module for path, ff in facts.items()}
-        self.types_of = {path: ff.types for path, ff in facts.items()}
+        self.types_digests = {path: ff.types.digest for path, ff in facts.items()}
         self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
         self._module_calls: dict[str, bool] = {}
         self._defining: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> files defining it
@@ -148,7 +150,7 @@ class Resolver:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
             # a call of a name that holds an object may run its `__call__`/`forward`
-            names.update(binding[1] for binding in ff.types.bindings)
+            names.update(ff.types.names)
         if functions is None:
             functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
         self.types = Types(facts, functions, self.by_module, self._closest)
@@ -167,7 +169,7 @@ class Resolver:
             # the typed resolution reads every file's classes, bindings and decorators, and a
             # package's imports (the names it re-exports, ``Types.module_name``)
             exports = sorted(self.types.aliases.get(path, {}).items()) if path.endswith("__init__.py") else None
-            h.update(repr((self.types_of.get(path), exports)).encode("utf-8", "surrogateescape"))
+            h.update(repr((self.types_digests[path], exports)).encode("utf-8", "surrogateescape"))
             h.update(repr([f.decorators for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
@@ -603,8 +605,10 @@ def _switch_of_result(model: TreeModel, path: str, function: str | None, name: s
     None:`, where `get` starts with `if not _ENABLED: return None`)."""
     if function is None or "." in name:
         return None
+    if model.entry_gated_names is None:
+        model.entry_gated_names = {f.name for f in model.functions.values() if f.entry_gates}
     for _, source in model.resolver.types.bindings.get((path, f"def:{function}", name), ()):
-        if not source.startswith("c:"):
+        if not source.startswith("c:") or source.rpartition(".")[2].rpartition(":")[2] not in model.entry_gated_names:
             continue
         for target, _ in model.resolver.resolve_how(path, function, source[2:]):
             f = model.functions.get(target)

@@ -37,6 +37,31 @@ _NONE: frozenset = frozenset()
 _PROPERTIES = ("property", "functools.cached_property", "cached_property")
 
 
+class _Bindings:
+    """(path, owner, name) -> [(function, source)]: each file's table made the first time
+    a lookup reaches that file (a one-file scan's queries reach a few hundred files)."""
+
+    def __init__(self, facts: dict[str, FileFacts]) -> None:
+        self._facts = facts
+        self._tables: dict[str, dict[tuple[str, str], list[tuple[str | None, str]]]] = {}
+
+    def _table(self, path: str) -> dict[tuple[str, str], list[tuple[str | None, str]]]:
+        table = self._tables.get(path)
+        if table is None:
+            table = self._tables[path] = defaultdict(list)
+            ff = self._facts.get(path)
+            for owner, name, function, source in ff.types.bindings if ff is not None else ():
+                table[(owner, name)].append((function, source))
+            table.default_factory = None
+        return table
+
+    def get(self, key: tuple[str, str, str], default=None):
+        return self._table(key[0]).get((key[1], key[2]), default)
+
+    def __contains__(self, key: tuple[str, str, str]) -> bool:
+        return (key[1], key[2]) in self._table(key[0])
+
+
 class Types:
     def __init__(self, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef],
                  module_files: dict[str, list[str]], closest) -> None:
@@ -45,7 +70,7 @@ class Types:
         self.closest = closest
         self.modules = {path: ff.module for path, ff in facts.items()}
         self.classes: dict[ClassKey, ClassFacts] = {}
-        self.bindings: dict[tuple[str, str, str], list[tuple[str | None, str]]] = defaultdict(list)
+        self.bindings = _Bindings(facts)
         self.aliases: dict[str, dict[str, str]] = {}
         #: class -> method name -> its key (methods defined in the class body itself)
         self.methods: dict[ClassKey, dict[str, FuncKey]] = defaultdict(dict)
@@ -56,8 +81,6 @@ class Types:
                 self.aliases[path] = dict(ff.aliases)
             for c in ff.types.classes:
                 self.classes[(path, c.qualname)] = c
-            for owner, name, function, source in ff.types.bindings:
-                self.bindings[(path, owner, name)].append((function, source))
             for f in ff.functions:
                 head, dot, name = f.qualname.rpartition(".")
                 if dot and (path, head) in self.classes:
