@@ -10,7 +10,7 @@ from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch
 from cs_audit.render.check import plain
-from cs_audit.render.markdown import default_on_rows
+from cs_audit.render.markdown import default_on_rows, via_words
 from cs_audit.ruleset import RuleSet
 
 TOP_SITES = 10
@@ -45,9 +45,10 @@ def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to
         table.add_column("site")
         table.add_column("rule")
         table.add_column("freq")
+        table.add_column("via", no_wrap=True, overflow="ellipsis", max_width=24)
         table.add_column("µs/step", justify="right")
         for i, f in enumerate(rows, 1):
-            table.add_row(str(i), _text(f"{f.path}:{f.line}"), f.rule, f.frequency, f"{f.cost_us:g}")
+            table.add_row(str(i), _text(f"{f.path}:{f.line}"), f.rule, f.frequency, _text(via_words(f, short=True)), f"{f.cost_us:g}")
         console.print(table)
     if result.errors:
         console.print(Text(f"{len(result.errors)} files skipped (see the report's errors / Skipped files)", style="yellow"))

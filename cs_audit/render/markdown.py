@@ -112,6 +112,19 @@ def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
     return rows
 
 
+def via_words(f: Finding, short: bool = False) -> str:
+    """Where a site's frequency comes from: the hot root and how many calls below it the
+    site's function is (the whole chain is the JSON's ``hot_path``, and ``cs-audit why``);
+    ``short``: the root's own name and the count (`execute_model +2`), for a terminal."""
+    if not f.hot_path:
+        return "—"
+    below = len(f.hot_path) - 1
+    if short:
+        return f"{f.hot_path[0].rsplit('.', 1)[-1]} +{below}"
+    root = ".".join(f.hot_path[0].split(".")[-2:])
+    return f"{root} (+{below} call{'s' if below != 1 else ''})" if below else f"{root} (root)"
+
+
 def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
     rows = default_on_rows(result, rs)
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", ""]
@@ -122,13 +135,16 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
         "Freq: **step** = one engine step; **request** = once per request per step; **round** = one verify round "
         "of one request; **layer** = once per layer per step.",
         "",
-        "| # | What runs with no debug env | file:line | Freq | GPU sync | Est. cost / note |",
-        "|---|---|---|---|---|---|",
+        "Via: the hot root the site is reached from, and how many calls below it (`cs-audit why FILE:LINE` prints the chain).",
+        "",
+        "| # | What runs with no debug env | file:line | Freq | Via | GPU sync | Est. cost / note |",
+        "|---|---|---|---|---|---|---|",
     ]
     for i, f in enumerate(rows[:MAX_RANKED_ROWS], 1):
         what = f"{code(f.rule)} {code(f.code)}"
         lines.append(
-            f"| {i} | {what} | {_loc(f)} | {f.frequency} | {'**yes**' if f.gpu_sync else 'no'} | {_cost_note(f, rs)} |"
+            f"| {i} | {what} | {_loc(f)} | {f.frequency} | {code(via_words(f)) if f.hot_path else '—'} |"
+            f" {'**yes**' if f.gpu_sync else 'no'} | {_cost_note(f, rs)} |"
         )
     if len(rows) > MAX_RANKED_ROWS:
         lines.append("")
