@@ -217,7 +217,7 @@ def _nodes(root: ast.AST) -> list[ast.AST]:
     return out
 
 
-def _local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     names = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
     for extra in (func.args.vararg, func.args.kwarg):
         if extra:
@@ -289,12 +289,12 @@ def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         return ""
     if len(body) < MIN_DUPLICATE_STATEMENTS and _walk_count_below(body, 25):
         return ""
-    local_names = _local_names(func)
+    own_names = local_names(func)
     rename: dict[str, str] = {}
     out: list[str] = []
-    _shape(func.args, rename, local_names, out)
+    _shape(func.args, rename, own_names, out)
     for stmt in body:
-        _shape(stmt, rename, local_names, out)
+        _shape(stmt, rename, own_names, out)
     return hashlib.sha1("\x00".join(out).encode()).hexdigest()[:16]
 
 
@@ -851,8 +851,9 @@ class _Indexer(ast.NodeVisitor):
 
     def _edges(self, node: ast.AST) -> None:
         """Call-graph edges of a statement the libcst walker does not see."""
+        implicit = _implicit_calls(node)
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
-        if self.text.find("(", self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)) == -1:
+        if not implicit and self.text.find("(", self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)) == -1:
             return
         scope = self.function
         function = scope.qualname if scope else None
@@ -860,6 +861,8 @@ class _Indexer(ast.NodeVisitor):
         gates = None  # worked out for the first edge: that may settle pending gate groups
         generators: list[ast.comprehension] = []
         calls = _calls_in(node, generators)
+        if implicit:
+            calls = sorted([*calls, *implicit], key=_POSITION)
         for generator in generators:  # `sum(r.tokens() for r in batch.reqs)`: r is an element
             if generator.target.__class__ is ast.Name:
                 self.comprehensions.append((function, generator.target.id, generator.iter))  # type: ignore[attr-defined]
@@ -872,11 +875,8 @@ class _Indexer(ast.NodeVisitor):
             elif not may_reach_tree(raw, aliases, shadowed):
                 continue
             # `dotted(call.func)`: a name chain, so only its head is resolved
-            head, dot, rest = raw.partition(".")  # type: ignore[union-attr]
-            if head.endswith("()"):
-                callee = aliases.get(head[:-2], head[:-2]) + "()" + dot + rest
-            else:
-                callee = aliases.get(head, head) + dot + rest
+            head = CALLEE_HEAD.match(raw).group()  # type: ignore[union-attr]
+            callee = aliases.get(head, head) + raw[len(head):]  # type: ignore[index]
             line = lines[call.lineno - 1]
             if call.end_lineno == call.lineno and line.isascii():  # ``_source`` of the common case
                 source = line[call.col_offset:call.end_col_offset]
@@ -1036,6 +1036,17 @@ def _char_offset(line: str, byte_offset: int) -> int:
 _BUILTINS = frozenset(dir(builtins))
 
 
+def _implicit_calls(node: ast.AST) -> list[ast.Call]:
+    """The calls a statement makes without call syntax, as calls: `raise Error` constructs
+    the exception class."""
+    if node.__class__ is ast.Raise:
+        exc = node.exc  # type: ignore[attr-defined]
+        if exc is not None and exc.__class__ in (ast.Name, ast.Attribute):
+            return [ast.Call(func=exc, args=[], keywords=[], lineno=exc.lineno, col_offset=exc.col_offset,
+                             end_lineno=exc.end_lineno, end_col_offset=exc.end_col_offset)]
+    return []
+
+
 def may_reach_tree(raw_callee: str | None, aliases: dict[str, str], shadowed: frozenset[str] = frozenset()) -> bool:
     """Whether a call may land in the scanned tree (a call-graph edge), from its unresolved
     dotted text: `f()`, `self.f()`, `module.f()` through an import, `batch.filter()` on a
@@ -1050,20 +1061,37 @@ def may_reach_tree(raw_callee: str | None, aliases: dict[str, str], shadowed: fr
 
 
 def special_callee(func: ast.AST) -> str | None:
-    """The callee text of `super().m()` and of a call through a subscript (`self._handlers[k]()`
-    as `self._handlers[]`), which ``raw_dotted`` leaves out."""
-    if func.__class__ is ast.Attribute:
-        value = func.value  # type: ignore[attr-defined]
-        if value.__class__ is ast.Call and value.func.__class__ is ast.Name and value.func.id == "super" and not value.args:
-            return f"super().{func.attr}"  # type: ignore[attr-defined]
-        if value.__class__ is ast.Call:  # `get_runtime().tick()`: a method of what a call returns
-            inner = raw_dotted(value.func)  # type: ignore[attr-defined]
-            return f"{inner}().{func.attr}" if inner is not None else None  # type: ignore[attr-defined]
-        return None
-    if func.__class__ is ast.Subscript:
-        inner = raw_dotted(func.value)  # type: ignore[attr-defined]
-        return f"{inner}[]" if inner is not None else None
-    return None
+    """The callee text of a call whose callee is more than a name chain, which ``raw_dotted``
+    leaves out: `super().m`, a method of what a call returns (`get_runtime().tick`), the result
+    of a call (`make()()`), a subscript (`self._handlers[k]()` as `self._handlers[]`), in any
+    combination (`ls[0][0]()` as `ls[][]`)."""
+    parts: list[str] = []
+    node = func
+    while True:
+        cls = node.__class__
+        if cls is ast.Attribute:
+            parts.append("." + node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
+        elif cls is ast.Call:
+            parts.append("()")
+            node = node.func  # type: ignore[attr-defined]
+        elif cls is ast.Subscript:
+            parts.append("[]")
+            node = node.value  # type: ignore[attr-defined]
+        elif cls is ast.Name:
+            parts.append(node.id)  # type: ignore[attr-defined]
+            break
+        else:
+            return None
+        if len(parts) > _MAX_CHAIN:
+            return None
+    return "".join(reversed(parts))
+
+
+#: most parts of a callee chain kept (`a.b()[].c()`): longer chains are not resolved
+_MAX_CHAIN = 12
+#: the first name of a callee text (`get_runtime` in `get_runtime().tick`)
+CALLEE_HEAD = re.compile(r"[^.(\[]*")
 
 
 def _builtins_bound_by(module: ast.Module) -> frozenset[str]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import TypeVar
 
-from cs_audit.extract.index import ModuleIndex, index_module, module_name
+from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.types import source_head, type_facts
 from cs_audit.model import Binding, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
@@ -137,7 +137,7 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
         function = site.function
         if function is None:
             continue
-        head = site.callee.partition(".")[0].partition("[")[0]
+        head = CALLEE_HEAD.match(site.callee).group()
         while True:
             needed[function].add(head)
             outer, sep, _ = function.rpartition(".<locals>.")

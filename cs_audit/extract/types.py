@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from cs_audit.extract.index import dotted
+from cs_audit.extract.index import dotted, local_names
 from cs_audit.model import Binding, ClassFacts, TypeFacts
 
 #: generic containers whose (last) type argument is the element type
@@ -52,6 +52,16 @@ class _Walker:
         #: (owner, name, function) -> sources, in order, each once
         self.bindings: dict[tuple[str, str, str | None], list[str]] = {}
         self.globals: set[str] = set()
+        self.function_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self._locals: dict[str, set[str]] = {}
+
+    def local_names(self, function: str) -> set[str]:
+        """The names a function binds itself (parameters and stored names), on first use."""
+        names = self._locals.get(function)
+        if names is None:
+            node = self.function_nodes.get(function)
+            names = self._locals[function] = local_names(node) if node is not None else set()
+        return names
 
     def bind(self, owner: str, name: str, function: str | None, sources: list[str]) -> None:
         if not sources:
@@ -125,6 +135,7 @@ class _Walker:
                 pass  # the result is a coroutine or a context manager, not the annotated value
             else:
                 self.bind(owner, "<return>", qualname, returns)
+        self.function_nodes[qualname] = node
         saved, self.globals = self.globals, set()
         self.body(node.body, function=qualname, cls=class_body if self_name else None, class_body=None, self_name=self_name)
         self.globals = saved
@@ -142,11 +153,51 @@ class _Walker:
         if not sources:
             return
         for target in targets:
-            if target.__class__ is ast.Name:
-                self.bind_name(target.id, sources, function, class_body)  # type: ignore[attr-defined]
-            elif (target.__class__ is ast.Attribute and cls is not None and target.value.__class__ is ast.Name  # type: ignore[attr-defined]
-                  and target.value.id == self_name):  # type: ignore[attr-defined]
+            self.target(target, node.value, sources, function, cls, class_body, self_name)
+
+    def target(self, target: ast.expr, value: ast.expr | None, sources: list[str], function: str | None,
+               cls: str | None, class_body: str | None, self_name: str | None, depth: int = 0) -> None:
+        """Bind what ``target`` is assigned: ``sources`` (the values of ``value``, when known)."""
+        kind = target.__class__
+        if kind is ast.Name:
+            self.bind_name(target.id, sources, function, class_body)  # type: ignore[attr-defined]
+        elif kind is ast.Attribute:
+            if cls is not None and target.value.__class__ is ast.Name and target.value.id == self_name:  # type: ignore[attr-defined]
                 self.bind(f"class:{cls}", target.attr, function, sources)  # type: ignore[attr-defined]
+        elif kind is ast.Subscript:
+            # `handlers[key] = f`: the container holds f among its elements
+            head = target.value  # type: ignore[attr-defined]
+            while head.__class__ is ast.Subscript:
+                head = head.value  # type: ignore[attr-defined]
+                sources = [f"l:{s}" for s in sources]
+            sources = [f"l:{s}" for s in sources]
+            if head.__class__ is ast.Name and function is not None and head.id not in self.local_names(function):  # type: ignore[attr-defined]
+                self.bind("", head.id, None, sources)  # type: ignore[attr-defined]  # a module's table filled in a function
+            else:
+                self.target(head, None, sources, function, cls, class_body, self_name, depth + 1)
+        elif (kind is ast.Tuple or kind is ast.List) and depth < 4:
+            elts = target.elts  # type: ignore[attr-defined]
+            starred = [i for i, e in enumerate(elts) if e.__class__ is ast.Starred]
+            if value is not None and value.__class__ in (ast.Tuple, ast.List) and len(starred) <= 1 \
+                    and not any(v.__class__ is ast.Starred for v in value.elts):  # type: ignore[attr-defined]
+                values = value.elts  # type: ignore[attr-defined]
+                after = len(elts) - 1 - starred[0] if starred else 0
+                for i, element in enumerate(elts):
+                    if starred and i == starred[0]:  # `a, *rest, z = ...`: rest is a list of the middle
+                        middle = values[i:len(values) - after]
+                        inner = [f"l:{s}" for v in middle[:MAX_SOURCES] for s in self.sources(v)]
+                        self.target(element.value, None, inner, function, cls, class_body, self_name, depth + 1)  # type: ignore[attr-defined]
+                        continue
+                    j = i if not starred or i < starred[0] else len(values) - (len(elts) - i)
+                    if 0 <= j < len(values):
+                        self.target(element, values[j], self.sources(values[j]), function, cls, class_body, self_name, depth + 1)
+                return
+            each = [f"e:{s}" for s in sources]  # unpacking a value: each name is one of its elements
+            for element in elts:
+                if element.__class__ is ast.Starred:
+                    self.target(element.value, None, sources, function, cls, class_body, self_name, depth + 1)  # type: ignore[attr-defined]
+                else:
+                    self.target(element, None, each, function, cls, class_body, self_name, depth + 1)
 
     def bind_name(self, name: str, sources: list[str], function: str | None, class_body: str | None) -> None:
         if function is not None and name not in self.globals:

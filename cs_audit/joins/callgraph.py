@@ -149,8 +149,11 @@ class Resolver:
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
-            # a call of a name that holds an object may run its `__call__`/`forward`
+            # a call of a name that holds an object may run its `__call__`/`forward`; a class
+            # without methods of its own may inherit its `__init__`
             names.update(ff.types.names)
+            for c in ff.types.classes:
+                names.update(c.qualname.split("."))
         if functions is None:
             functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
         self.types = Types(facts, functions, self.by_module, self._closest)
@@ -199,21 +202,21 @@ class Resolver:
         types = self.types
         types.begin()
         head, dot, rest = callee.partition(".")
-        if callee.endswith("[]"):
-            values = types.source(path, caller, f"e:r:{callee[:-2]}")
+        values = types.dotted(path, caller, callee)
+        if "[]" in callee:
             base = "dispatch"
+        elif "()" in callee and head != "super()":
+            base = "result"
+        elif head == "super()":
+            base = "super"
+        elif not dot:
+            base = "name"
+        elif head in ("self", "cls"):
+            base = "self" if "." not in rest else "attribute"
+        elif caller is not None and (head in self._params(path, caller) or (path, f"def:{caller}", head) in types.bindings):
+            base = "local"
         else:
-            values = types.dotted(path, caller, callee)
-            if head == "super()":
-                base = "super"
-            elif not dot:
-                base = "name"
-            elif head in ("self", "cls"):
-                base = "self" if "." not in rest else "attribute"
-            elif caller is not None and (head in self._params(path, caller) or (path, f"def:{caller}", head) in types.bindings):
-                base = "local"
-            else:
-                base = "module"
+            base = "module"
         out: list[tuple[FuncKey, str]] = []
         for value in sorted(values, key=repr):
             for target, how in types.targets(value):
@@ -459,7 +462,7 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
         if role is not None and role != "open":
             continue
         last = callee.rpartition(".")[2]
-        if last.endswith("[]"):
+        while last.endswith("()") or last.endswith("[]"):
             last = last[:-2]
         if last not in names and callee != "cls" and callee != "self.__class__" and not callee.startswith("super()."):
             continue  # no function nor name of the tree is so named: nothing to resolve
@@ -474,7 +477,7 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
 
 #: how an edge was found (``Edge.how``), in the order of their codes in ``FileResolutions``
 HOWS = ("name", "fallback", "self", "attribute", "local", "module", "super", "dispatch", "constructor",
-        "__call__", "forward", "inherited", "override", "subclass")
+        "__call__", "forward", "inherited", "override", "subclass", "result")
 HOW_CODES = {how: code for code, how in enumerate(HOWS)}
 
 

@@ -19,6 +19,7 @@ the budget of a query runs out at the same point whether or not parts of it were
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from cs_audit.model import ClassFacts, FileFacts, FunctionDef
@@ -34,6 +35,8 @@ MAX_OVERRIDES = 8
 MAX_DEPTH = 10
 MAX_STEPS = 4000
 _NONE: frozenset = frozenset()
+#: the steps after a callee's name chain: a call, a subscript, an attribute
+_OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
 _PROPERTIES = ("property", "functools.cached_property", "cached_property")
 
 
@@ -127,37 +130,53 @@ class Types:
         return self._cached(("d", path, function, name), lambda: self._dotted(path, function, name))
 
     def _dotted(self, path: str, function: str | None, name: str) -> frozenset:
-        parts = name.split(".")
+        """The values of a callee text: a name chain (`a.b.c`, module paths included), then
+        what calls (`()`), subscripts (`[]`) and attributes after it give (`make().run`)."""
+        cut = len(name)
+        for mark in ("(", "["):
+            at = name.find(mark)
+            if at != -1 and at < cut:
+                cut = at
+        chain, tail = name[:cut], name[cut:]
+        parts = chain.split(".")
         head = parts[0]
         rest: list[str]
-        if head == "super()":
-            return self._super(path, function, parts[1]) if len(parts) == 2 else _NONE
-        if "()" in name:  # `get_runtime().tick`: what the call gives, then its attributes
-            before, _, after = name.partition("().")
-            out: set = set()
-            for value in sorted(self.dotted(path, function, before), key=repr):
-                out |= self.result(value)
-            values = frozenset(out)
-            for attr in after.split(".") if after else ():
-                values = frozenset(v for value in sorted(values, key=repr) for v in self.attribute(value, attr))
-            return values
-        values = self.name(path, function, head)
-        rest = parts[1:]
-        if not values:
-            for split in range(len(parts), 0, -1):
-                files = self.module_files.get(".".join(parts[:split]))
-                if files:
-                    values = frozenset(("m", p) for p in self.closest(files, path))
-                    rest = parts[split:]
-                    break
+        if head == "super" and tail.startswith("()."):  # `super().m...`
+            attr, _, tail = tail[3:].partition(".")
+            cut = min((i for i in (attr.find("("), attr.find("[")) if i != -1), default=len(attr))
+            tail = attr[cut:] + ("." + tail if tail else "")
+            values = self._super(path, function, attr[:cut])
+            rest = []
+        else:
+            values = self.name(path, function, head)
+            rest = parts[1:]
+            if not values:
+                for split in range(len(parts), 0, -1):
+                    files = self.module_files.get(".".join(parts[:split]))
+                    if files:
+                        values = frozenset(("m", p) for p in self.closest(files, path))
+                        rest = parts[split:]
+                        break
         for attr in rest:
             if not values:
-                break
-            out: set = set()
-            for value in sorted(values, key=repr):
-                out |= self.attribute(value, attr)
-            values = frozenset(out)
+                return _NONE
+            values = self._each(values, lambda value, attr=attr: self.attribute(value, attr))
+        for op in _OPS.findall(tail):
+            if not values:
+                return _NONE
+            if op == "()":
+                values = self._each(values, self.result)
+            elif op == "[]":
+                values = frozenset(v for value in values if value[0] == "l" for v in value[1])
+            else:
+                values = self._each(values, lambda value, attr=op[1:]: self.attribute(value, attr))
         return values
+
+    def _each(self, values: frozenset, step) -> frozenset:
+        out: set = set()
+        for value in sorted(values, key=repr):
+            out |= step(value)
+        return frozenset(out)
 
     def name(self, path: str, function: str | None, name: str) -> frozenset:
         return self._cached(("n", path, function, name), lambda: self._name(path, function, name))
@@ -260,8 +279,17 @@ class Types:
                 nested = (c[0], f"{c[1]}.{attr}")
                 if nested in self.classes:
                     return frozenset({("k", nested)})
-            if kind == "i" and any(attr in self.methods.get(sub, ()) for sub in self.subclasses(cls)):
-                return frozenset({("b", cls, attr)})  # a method only the classes built on it define
+            if kind == "i":
+                subs = self.subclasses(cls)
+                if any(attr in self.methods.get(sub, ()) for sub in subs):
+                    return frozenset({("b", cls, attr)})  # a method only the classes built on it define
+                # an attribute only the classes built on it assign (`self.child = self.run` in each)
+                out: set = set()
+                for sub in subs[:MAX_OVERRIDES]:
+                    sources = self.bindings.get((sub[0], f"class:{sub[1]}", attr))
+                    if sources:
+                        out |= self._sources(sub[0], sources)
+                return frozenset(out)
         return _NONE
 
     def _super(self, path: str, function: str | None, attr: str) -> frozenset:
