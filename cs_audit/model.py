@@ -35,6 +35,12 @@ ErrorKind = Literal[
 SwitchKind = Literal["env", "level", "flag", "dynamic"]
 
 
+#: joins a call's callee and a function handed to it in a plain call site's callee
+#: (`sorted-><lambda1>`, `pool.submit->self._run`): the handed function runs at the call
+#: when the call lands outside the tree
+HANDED = "->"
+
+
 @restorable
 @dataclass(frozen=True, slots=True)
 class SwitchRef:

@@ -30,6 +30,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     },
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers"},
     "hot_paths.yaml": {"roots", "loop_raises"},
+    "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
 }
@@ -133,6 +134,8 @@ class RuleSet:
     minimal_set: dict[str, str]
     level_knob_re: re.Pattern[str]
     disposition_rules: tuple[DispositionRule, ...]
+    #: last names of calls that call the functions handed to them (``rules/call_graph.yaml``)
+    callback_calls: frozenset[str]
     digest: str
     #: how a use of each API of the tables reads in source (``api_literals``): the per-file
     #: pre-filter walks the statements that hold one, so an API added to the YAML is seen
@@ -238,7 +241,7 @@ def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
 
 
 #: the rule files a project's configuration may extend, by the key it uses (the file's stem)
-EXTENSIBLE = ("emitters", "env_apis", "gpu_syncs", "hot_paths", "costs")
+EXTENSIBLE = ("emitters", "env_apis", "gpu_syncs", "hot_paths", "costs", "call_graph")
 
 
 def extend_rule_texts(texts: dict[str, str], tables: Mapping[str, Any], source: str) -> dict[str, str]:
@@ -371,6 +374,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         minimal_set=dict(data["dispositions.yaml"]["minimal_set"]),
         level_knob_re=re.compile(data["dispositions.yaml"]["level_knob_pattern"]),
         disposition_rules=tuple(_parse_disposition(r) for r in data["dispositions.yaml"]["rules"]),
+        callback_calls=frozenset(str(name) for name in data["call_graph.yaml"]["callback_calls"]),
         digest=digest,
     )
     return replace(rs, api_literals=api_literals(rs))

@@ -389,22 +389,6 @@ KNOWN_GAPS: dict[str, dict[tuple[str, str], str]] = {
         ("minivllm.scheduler.Scheduler.update", "minivllm.request.Req.finished"):
             "a property read (`if r.finished:`) is no call site: attribute reads are not extracted",
     },
-    "engine_model": {
-        ("main.main", "minimodel.timing.timed.wrapper"): "a call of a decorated method goes to the decorator's wrapper",
-        ("minimodel.runner", "minimodel.timing.timed"): "applying a decorator is no call site yet",
-        ("minimodel.timing.timed.wrapper", "minimodel.runner.ModelRunner.execute_model"):
-            "the wrapper calls the decorator's parameter: arguments do not flow into parameters yet",
-    },
-    "engine_runtime": {
-        ("minirt.output.OutputProcessor.process", "minirt.engine.AsyncEngine._finish"):
-            "a callback passed as an argument: arguments do not flow into parameters yet",
-        ("minirt.router", "minirt.util.retry"): "applying a decorator is no call site yet",
-        ("minirt.router", "minirt.util.retry.deco"): "applying a decorator is no call site yet",
-        ("minirt.router.RequestRouter.dispatch", "minirt.util.retry.deco.wrapper"):
-            "a call of a decorated method goes to the decorator's wrapper",
-        ("minirt.util.retry.deco.wrapper", "minirt.router.RequestRouter._abort"):
-            "the wrapper calls the decorator's parameter: arguments do not flow into parameters yet",
-    },
 }
 
 

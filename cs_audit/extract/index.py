@@ -21,7 +21,7 @@ from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
 
-from cs_audit.model import CallSite, FunctionDef, GateRef, PlainCall
+from cs_audit.model import HANDED, CallSite, FunctionDef, GateRef, PlainCall
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -105,6 +105,11 @@ class ModuleIndex:
     function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
     #: (function, target name, iterable) of the comprehensions in call-holding statements
     comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = ()
+    #: (function, callee, call) of the calls with arguments that may land in the tree: what
+    #: they pass flows into the parameters of what they call (``extract.types``)
+    arguments: tuple[tuple[str | None, str, ast.Call], ...] = ()
+    #: (ast.Lambda, its qualname) of the lambdas in call-holding statements
+    lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -304,7 +309,8 @@ _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
-def _calls_in(root: ast.AST, comprehensions: list[ast.comprehension] | None = None) -> list[ast.Call]:
+def _calls_in(root: ast.AST, comprehensions: list[ast.comprehension] | None = None,
+              lambdas: list[ast.Lambda] | None = None) -> list[ast.Call]:
     """Every Call under ``root`` (a stack loop over the fields that can hold children; names
     and constants, a large share of all nodes, are never pushed).  Calls, attribute chains and keyword
     arguments, the commonest nodes, are taken apart inline; the order calls are found in (it
@@ -336,6 +342,9 @@ def _calls_in(root: ast.AST, comprehensions: list[ast.comprehension] | None = No
             continue
         if comprehensions is not None and cls in _COMPREHENSIONS:
             comprehensions.extend(node.generators)  # type: ignore[attr-defined]
+        if lambdas is not None and cls is ast.Lambda:
+            lambdas.append(node)  # type: ignore[arg-type]  # its calls run when it is called
+            continue
         fields = fields_of.get(cls)
         if fields is None:
             fields = _child_fields(cls)
@@ -468,6 +477,10 @@ class _Indexer(ast.NodeVisitor):
         self.statements: dict[int, tuple[str | None, bool]] = {}
         #: (function, target name, iterable) of each comprehension the edges pass saw
         self.comprehensions: list[tuple[str | None, str, ast.expr]] = []
+        self.arguments: list[tuple[str | None, str, ast.Call]] = []
+        #: (each ast.Lambda, its qualname), and how many lambdas each scope has so far
+        self.lambdas: list[tuple[ast.Lambda, str]] = []
+        self.lambda_numbers: dict[str, int] = {}
 
     # ------------------------------------------------------------ context
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -544,6 +557,8 @@ class _Indexer(ast.NodeVisitor):
     def _snippet(self, text: str, node: ast.AST, *, assign_target: str | None = None, is_return: bool = False,
                  builds_path: bool = False) -> None:
         scope = self.function
+        if "(" in text:
+            self._snippet_arguments(node)
         self.snippets.append(
             Snippet(
                 text=text, line=node.lineno, end_line=node.end_lineno or node.lineno,
@@ -618,11 +633,15 @@ class _Indexer(ast.NodeVisitor):
         for alias in node.names:
             if alias.name != "*":
                 self._note_alias(alias.asname or alias.name, f"{base}.{alias.name}" if base else alias.name)
+            elif base:
+                self.aliases[f"*{base}"] = base  # a star import: its names are looked up in base
 
     # ------------------------------------------------------------ scopes
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for expr in (*node.bases, *node.decorator_list):
+        for expr in node.bases:
             self._edges(expr)
+        if node.decorator_list:
+            self._decorator_edges(node)
         self.scopes.append(_Scope("class", node.name, self._qualname(node.name), once=True))
         self._set_gates_aside()
         self._block(node.body)
@@ -639,6 +658,8 @@ class _Indexer(ast.NodeVisitor):
         decorators = tuple(
             d for d in (dotted(dec.func if isinstance(dec, ast.Call) else dec, self.aliases) for dec in node.decorator_list) if d
         )
+        if node.decorator_list:
+            self._decorator_edges(node)
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = _Scope("def", node.name, qualname, params, once)
@@ -736,6 +757,8 @@ class _Indexer(ast.NodeVisitor):
 
     def _visit_for(self, node: ast.For | ast.AsyncFor) -> None:
         self._header(node.iter)
+        if node.__class__ is ast.For:
+            self._call_edges(_protocol_calls(node.iter, ("__iter__", "__next__")))
         self.loop_depth += 1
         self.loop_iters.append(" ".join(self._source(node.iter).split())[:80])
         self._block(node.body)
@@ -750,6 +773,8 @@ class _Indexer(ast.NodeVisitor):
         for item in node.items:
             target = raw_dotted(item.optional_vars) if item.optional_vars is not None else None
             self._header(item.context_expr, assign_target=target)
+            if node.__class__ is ast.With:
+                self._call_edges(_protocol_calls(item.context_expr, ("__enter__", "__exit__")))
         self._block(node.body)
 
     visit_With = _visit_with
@@ -853,46 +878,158 @@ class _Indexer(ast.NodeVisitor):
         """Call-graph edges of a statement the libcst walker does not see."""
         implicit = _implicit_calls(node)
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
-        if not implicit and self.text.find("(", self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)) == -1:
+        start, end = self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)
+        if not implicit and self.text.find("(", start, end) == -1 and self.text.find("lambda", start, end) == -1:
             return
         scope = self.function
         function = scope.qualname if scope else None
-        aliases, shadowed, lines, Constant = self.aliases, self.shadowed, self.lines, ast.Constant
-        gates = None  # worked out for the first edge: that may settle pending gate groups
         generators: list[ast.comprehension] = []
-        calls = _calls_in(node, generators)
+        lambdas: list[ast.Lambda] = []
+        calls = _calls_in(node, generators, lambdas)
         if implicit:
             calls = sorted([*calls, *implicit], key=_POSITION)
         for generator in generators:  # `sum(r.tokens() for r in batch.reqs)`: r is an element
             if generator.target.__class__ is ast.Name:
                 self.comprehensions.append((function, generator.target.id, generator.iter))  # type: ignore[attr-defined]
+        self._with_lambdas(calls, lambdas)
+
+    def _with_lambdas(self, calls: list[ast.Call], lambdas: list[ast.Lambda]) -> None:
+        """The edges of ``calls``, then the lambdas among them, each numbered in the current
+        scope in source order (`f.<locals>.<lambda1>`, as PyCG names them)."""
+        names: dict[int, str] = {}
+        outer = self.function
+        owner = outer.qualname if outer else ""
+        lambdas.sort(key=_POSITION)
+        for expr in lambdas:
+            number = self.lambda_numbers[owner] = self.lambda_numbers.get(owner, 0) + 1
+            names[id(expr)] = f"{owner}.<locals>.<lambda{number}>" if owner else f"<lambda{number}>"
+        self._call_edges(calls, names)
+        for expr in lambdas:
+            self._lambda(expr, names[id(expr)])
+
+    def _lambda(self, node: ast.Lambda, qualname: str) -> None:
+        """A lambda is a function of its own: its calls run when it is called, not where it
+        is written."""
+        outer = self.function
+        name = qualname.rpartition(".")[2]
+        args = node.args
+        params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        self.lambdas.append((node, qualname))
+        self.functions.append(FunctionDef(
+            qualname=qualname, name=name, class_name=None, line=node.lineno, end_line=node.end_lineno or node.lineno,
+            params=params, returns_value=True, body_hash="", body_lines=(node.end_lineno or node.lineno) - node.lineno + 1,
+            decorators=(), entry_gates=(), param_defaults=(), debug_named=False,
+        ))
+        self.function = _Scope("def", name, qualname, params)
+        self._set_gates_aside()
+        saved_loops, self.loop_depth = self.loop_depth, 0
+        saved_iters, self.loop_iters = self.loop_iters, []
+        generators: list[ast.comprehension] = []
+        lambdas: list[ast.Lambda] = []
+        calls = _calls_in(node.body, generators, lambdas)
+        for generator in generators:
+            if generator.target.__class__ is ast.Name:
+                self.comprehensions.append((qualname, generator.target.id, generator.iter))  # type: ignore[attr-defined]
+        self._with_lambdas(calls, lambdas)
+        self.loop_iters, self.loop_depth = saved_iters, saved_loops
+        self._restore_gates()
+        self.function = outer
+
+    def _decorator_edges(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        """Decorating is calling: `@dec` calls dec, `@make(x)` calls make and then what it
+        gave, each in the scope that holds the definition."""
+        calls: list[ast.Call] = []
+        for expr in node.decorator_list:
+            calls.extend(_calls_in(expr))
+            calls.append(ast.Call(func=expr, args=[], keywords=[], lineno=expr.lineno, col_offset=expr.col_offset,
+                                  end_lineno=expr.end_lineno, end_col_offset=expr.end_col_offset))
+        self._call_edges(sorted(calls, key=_POSITION))
+
+    def _call_edges(self, calls: list[ast.Call], lambda_names: dict[int, str] | None = None) -> None:
+        """One plain call site per call that may land in the tree, and one per function the
+        call is handed that it may run itself (``_handed``)."""
+        scope = self.function
+        function = scope.qualname if scope else None
+        lines = self.lines
+        gates = None  # worked out for the first edge: that may settle pending gate groups
         for call in calls:
-            raw = raw_dotted(call.func)
-            if raw is None:
-                raw = special_callee(call.func)
-                if raw is None:
-                    continue
-            elif not may_reach_tree(raw, aliases, shadowed):
+            callee, lands = self._callee(call)
+            if callee is None:
                 continue
-            # `dotted(call.func)`: a name chain, so only its head is resolved
-            head = CALLEE_HEAD.match(raw).group()  # type: ignore[union-attr]
-            callee = aliases.get(head, head) + raw[len(head):]  # type: ignore[index]
+            handed = self._handed(call, callee, lambda_names) if call.args or call.keywords else ()
+            if not lands and not handed:
+                continue
+            if gates is None:
+                gates = self._gates_now()
             line = lines[call.lineno - 1]
             if call.end_lineno == call.lineno and line.isascii():  # ``_source`` of the common case
                 source = line[call.col_offset:call.end_col_offset]
             else:
                 source = self._source(call)
-            args = call.args
-            if gates is None:
-                gates = self._gates_now()
-            # a plain call edge, in PLAIN_FIELDS order; its literal arguments are the string
-            # literals among the first four positional arguments
-            self.calls.append(PlainCall((
-                callee, function, call.lineno, call.end_lineno or call.lineno, gates, self.loop_depth,
-                tuple([a.value if a.__class__ is Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
-                None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
-                self.loop_iters[-1] if self.loop_iters else "",
-            )))
+            if lands:
+                if call.args or call.keywords:
+                    self.arguments.append((function, callee, call))
+                self._plain_call(callee, function, call, gates, source)
+            for target in handed:
+                self._plain_call(f"{callee}{HANDED}{target}", function, call, gates, source)
+
+    def _callee(self, call: ast.Call) -> tuple[str | None, bool]:
+        """A call's callee text (its first name through the imports) and whether it may land
+        in the tree (not a builtin)."""
+        aliases, shadowed = self.aliases, self.shadowed
+        raw = raw_dotted(call.func)
+        if raw is None:
+            raw = special_callee(call.func)
+            if raw is None:
+                return None, False
+            head = CALLEE_HEAD.match(raw).group()  # type: ignore[union-attr]
+            # `range(n).__iter__`, `str(x).join`: nothing of the tree
+            lands = head == "super" or may_reach_tree(head, aliases, shadowed)
+        else:
+            head = CALLEE_HEAD.match(raw).group()  # type: ignore[union-attr]
+            lands = may_reach_tree(raw, aliases, shadowed)
+        return aliases.get(head, head) + raw[len(head):], lands  # type: ignore[index]
+
+    def _snippet_arguments(self, node: ast.AST) -> None:
+        """The arguments of the calls in a statement the libcst walker reads (it makes their
+        call sites): they flow into parameters as those of the other statements do."""
+        scope = self.function
+        function = scope.qualname if scope else None
+        for call in _calls_in(node):
+            if call.args or call.keywords:
+                callee, lands = self._callee(call)
+                if callee is not None and lands:
+                    self.arguments.append((function, callee, call))
+
+    def _handed(self, call: ast.Call, callee: str, lambda_names: dict[int, str] | None) -> list[str]:
+        """The functions handed to a call that it may run itself, as callee texts: its
+        lambdas, and its named functions when the call's last name is a callback API
+        (``rules/call_graph.yaml``).  The joins take them only when the call lands outside the tree."""
+        out: list[str] = []
+        named = callee.rpartition(".")[2] in self.rs.callback_calls
+        for arg in (*call.args, *[k.value for k in call.keywords]):
+            kind = arg.__class__
+            if kind is ast.Lambda:
+                qualname = lambda_names.get(id(arg)) if lambda_names else None
+                if qualname:
+                    out.append(qualname.rpartition(".")[2])
+            elif named and (kind is ast.Name or kind is ast.Attribute):
+                text = raw_dotted(arg)
+                if text:
+                    head = CALLEE_HEAD.match(text).group()  # type: ignore[union-attr]
+                    out.append(self.aliases.get(head, head) + text[len(head):])
+        return out
+
+    def _plain_call(self, callee: str, function: str | None, call: ast.Call, gates: tuple[GateRef, ...], source: str) -> None:
+        args = call.args
+        # a plain call edge, in PLAIN_FIELDS order; its literal arguments are the string
+        # literals among the first four positional arguments
+        self.calls.append(PlainCall((
+            callee, function, call.lineno, call.end_lineno or call.lineno, gates, self.loop_depth,
+            tuple([a.value if a.__class__ is ast.Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
+            None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
+            self.loop_iters[-1] if self.loop_iters else "",
+        )))
 
     # ------------------------------------------------------------ gate operands
     def gate_refs(self, expr: ast.AST, active: bool) -> list[GateRef]:
@@ -1047,6 +1184,19 @@ def _implicit_calls(node: ast.AST) -> list[ast.Call]:
     return []
 
 
+def _protocol_calls(expr: ast.expr, methods: tuple[str, str]) -> list[ast.Call]:
+    """The calls a `for` (`__iter__`, then `__next__` of what it gave) or a `with`
+    (`__enter__`, `__exit__`) makes on ``expr`` without call syntax, as calls."""
+    if expr.__class__ not in (ast.Name, ast.Attribute, ast.Call, ast.Subscript):
+        return []
+    where = {"lineno": expr.lineno, "col_offset": expr.col_offset, "end_lineno": expr.end_lineno,
+             "end_col_offset": expr.end_col_offset}
+    first = ast.Call(func=ast.Attribute(value=expr, attr=methods[0], **where), args=[], keywords=[], **where)
+    receiver = first if methods[0] == "__iter__" else expr
+    second = ast.Call(func=ast.Attribute(value=receiver, attr=methods[1], **where), args=[], keywords=[], **where)
+    return [first, second]
+
+
 def may_reach_tree(raw_callee: str | None, aliases: dict[str, str], shadowed: frozenset[str] = frozenset()) -> bool:
     """Whether a call may land in the scanned tree (a call-graph edge), from its unresolved
     dotted text: `f()`, `self.f()`, `module.f()` through an import, `batch.filter()` on a
@@ -1126,4 +1276,6 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         shadowed=indexer.shadowed,
         function_nodes=indexer.function_nodes,
         comprehensions=tuple(indexer.comprehensions),
+        arguments=tuple(indexer.arguments),
+        lambdas=tuple(indexer.lambdas),
     )

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.types import source_head, type_facts
-from cs_audit.model import Binding, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
+from cs_audit.model import HANDED, Binding, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
@@ -124,7 +124,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
                     for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=tuple(sorted(set(literal_paths))),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
-        types=used_types(type_facts(tree, index.aliases, index.comprehensions), calls),
+        types=used_types(type_facts(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas), calls),
     )
 
 
@@ -137,7 +137,7 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
         function = site.function
         if function is None:
             continue
-        head = CALLEE_HEAD.match(site.callee).group()
+        head = CALLEE_HEAD.match(site.callee.rpartition(HANDED)[2]).group()
         while True:
             needed[function].add(head)
             outer, sep, _ = function.rpartition(".<locals>.")
@@ -165,5 +165,7 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
             work.extend(pending.pop((function, head)))
     keep = set(kept)
     bindings = tuple(b for b in types.bindings if b in keep)
-    digest = hashlib.blake2b(repr((types.classes, bindings)).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    # arguments are left out: whether one matters depends on the tree (``Resolver.tables_digest``)
+    digest = hashlib.blake2b(repr((types.classes, [b for b in bindings if b[0][:4] != "arg:"])).encode("utf-8", "surrogateescape"),
+                             digest_size=16).hexdigest()
     return TypeFacts(types.classes, bindings, tuple(sorted({b[1] for b in bindings})), digest)

@@ -25,19 +25,44 @@ _MAPPINGS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "OrderedDict
 _WRAPPERS = frozenset({"Optional", "Annotated", "ClassVar", "Final", "InitVar", "Required", "NotRequired", "ReadOnly"})
 #: calls whose value is their first argument's (`partial(f, x)()` calls f)
 _PASS_THROUGH = frozenset({"functools.partial", "partial", "functools.wraps", "typing.cast", "cast"})
+#: methods that add their (last) argument to a container
+_ADDERS = frozenset({"append", "appendleft", "add", "insert", "extend", "put", "put_nowait"})
 #: most sources a name keeps (a name assigned in many places: the first ones)
 MAX_SOURCES = 8
+#: most arguments of one call followed into the parameters of what it calls
+MAX_ARGUMENTS = 8
+#: decorators that leave a function a function (`@dec` is otherwise `f = dec(f)`)
+_PLAIN_DECORATORS = frozenset({
+    "property", "staticmethod", "classmethod", "functools.cached_property", "cached_property",
+    "abc.abstractmethod", "abstractmethod", "typing.overload", "overload", "typing.override", "override",
+})
 _MAX_STRING_ANNOTATION = 200
 
 
 def type_facts(tree: ast.Module, aliases: dict[str, str],
-               comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = ()) -> TypeFacts:
-    """``comprehensions``: (function, target, iterable) of comprehension loops (the edges
-    pass of ``extract.index`` finds them as it walks expressions; this walk does not)."""
+               comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = (),
+               arguments: tuple[tuple[str | None, str, ast.Call], ...] = (),
+               lambdas: tuple[tuple[ast.Lambda, str], ...] = ()) -> TypeFacts:
+    """``comprehensions``: (function, target, iterable) of comprehension loops, ``arguments``:
+    (function, callee, call) of calls with arguments (the edges pass of ``extract.index``
+    finds both as it walks expressions; this walk does not).  An argument is bound as
+    ``arg:<callee>`` / slot (its position, or its keyword) in the calling function."""
     walker = _Walker(aliases)
+    walker.lambda_names = {id(node): qualname for node, qualname in lambdas}
+    for node, qualname in lambdas:
+        walker.bind(f"def:{qualname}", "<return>", qualname, walker.sources(node.body))
     walker.body(tree.body, function=None, cls=None, class_body=None, self_name=None)
     for function, name, iterable in comprehensions:
         walker.bind_name(name, [f"e:{s}" for s in walker.sources(iterable)], function, None)
+    for function, callee, call in arguments:
+        owner = f"arg:{callee}"
+        for position, arg in enumerate(call.args[:MAX_ARGUMENTS]):
+            if arg.__class__ is ast.Starred:
+                break  # later positions are unknown
+            walker.bind(owner, str(position), function, walker.sources(arg))
+        for keyword in call.keywords[:MAX_ARGUMENTS]:
+            if keyword.arg is not None:
+                walker.bind(owner, keyword.arg, function, walker.sources(keyword.value))
     bindings: list[Binding] = []
     for key, sources in walker.bindings.items():
         owner, name, function = key
@@ -53,6 +78,8 @@ class _Walker:
         self.bindings: dict[tuple[str, str, str | None], list[str]] = {}
         self.globals: set[str] = set()
         self.function_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        #: id of an ast.Lambda -> its qualname (``extract.index`` numbers them)
+        self.lambda_names: dict[int, str] = {}
         self._locals: dict[str, set[str]] = {}
 
     def local_names(self, function: str) -> set[str]:
@@ -96,6 +123,22 @@ class _Walker:
                     if item.optional_vars is not None and item.optional_vars.__class__ is ast.Name:
                         self.bind_name(item.optional_vars.id, self.sources(item.context_expr), function, class_body)
                 self.body(stmt.body, function, cls, class_body, self_name)  # type: ignore[attr-defined]
+            elif kind is ast.Expr and stmt.value.__class__ is ast.Call and stmt.value.func.__class__ is ast.Attribute \
+                    and stmt.value.func.attr in _ADDERS and stmt.value.args:  # type: ignore[attr-defined]
+                # `self.callbacks.append(cb)`: the container holds what is added
+                call = stmt.value  # type: ignore[attr-defined]
+                added = self.sources(call.args[-1])
+                if call.func.attr == "extend":
+                    added = [f"e:{s}" for s in added]
+                self.target(call.func.value, None, [f"l:{s}" for s in added], function, cls, class_body, self_name)
+            elif kind is ast.Expr and stmt.value.__class__ in (ast.Yield, ast.YieldFrom):  # type: ignore[attr-defined]
+                value = stmt.value  # type: ignore[attr-defined]
+                if function is not None and value.value is not None:
+                    # a generator's result is an iterator over what it yields
+                    inner = self.sources(value.value)
+                    if value.__class__ is ast.YieldFrom:
+                        inner = [f"e:{s}" for s in inner]
+                    self.bind(f"def:{function}", "<return>", function, [f"l:{s}" for s in inner])
             elif kind is ast.Global:
                 self.globals.update(stmt.names)  # type: ignore[attr-defined]
             else:
@@ -129,6 +172,7 @@ class _Walker:
                 self.bind(owner, arg.arg, qualname, self.annotation(arg.annotation))
         if args.vararg is not None and args.vararg.annotation is not None:
             self.bind(owner, args.vararg.arg, qualname, [f"l:{s}" for s in self.annotation(args.vararg.annotation)])
+        self.decorated(node, qualname, function, class_body)
         if node.returns is not None:
             returns = self.annotation(node.returns)
             if node.__class__ is ast.AsyncFunctionDef or any(d and d.endswith("contextmanager") for d in decorators):
@@ -139,6 +183,28 @@ class _Walker:
         saved, self.globals = self.globals, set()
         self.body(node.body, function=qualname, cls=class_body if self_name else None, class_body=None, self_name=self_name)
         self.globals = saved
+
+    def decorated(self, node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, function: str | None,
+                  class_body: str | None) -> None:
+        """`@outer @inner def f` binds f to `outer(inner(f))`: each decorator is called with
+        what the one below it gave (``arg:<decorator>`` slot 0), the function itself first."""
+        value = f"f:{qualname}"
+        wrapped = False
+        for expr in reversed(node.decorator_list):
+            if expr.__class__ is ast.Call:
+                inner = self.name_of(expr.func)  # type: ignore[attr-defined]
+                callee = f"{inner}()" if inner else None
+            else:
+                callee = self.name_of(expr)
+                if callee in _PLAIN_DECORATORS or (callee or "").endswith((".setter", ".getter", ".deleter")):
+                    continue
+            if callee is None:
+                return  # a decorator this walk cannot name: f stays the function it defines
+            self.bind(f"arg:{callee}", "0", function, [value])
+            value = f"c:{callee}"
+            wrapped = True
+        if wrapped:
+            self.bind_name(node.name, [value], function, class_body)
 
     def assign(self, node: ast.Assign | ast.AnnAssign, function: str | None, cls: str | None,
                class_body: str | None, self_name: str | None) -> None:
@@ -225,6 +291,9 @@ class _Walker:
             return [f"r:{name}"] if name else []
         if kind is ast.Subscript:
             return [f"e:{s}" for s in self.sources(expr.value, depth + 1)]  # type: ignore[attr-defined]
+        if kind is ast.Lambda:
+            qualname = self.lambda_names.get(id(expr))
+            return [f"f:{qualname}"] if qualname else []
         if kind is ast.IfExp:
             return self.sources(expr.body, depth + 1) + self.sources(expr.orelse, depth + 1)  # type: ignore[attr-defined]
         if kind is ast.BoolOp:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from cs_audit.joins.values import Types
 from cs_audit.model import (
+    HANDED,
     HOT_FREQUENCIES,
     LEVEL_SWITCH,
     SMALL_BODY_LINES,
@@ -113,6 +114,8 @@ class Resolutions:
     digest: str
     targets: tuple[FuncKey, ...]
     files: dict[str, FileResolutions]
+    #: what flows into each parameter (``Types.parameters``), worked out with the files
+    parameters: tuple[tuple[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]], ...] = ()
 
 
 # ---------------------------------------------------------------- resolution
@@ -146,6 +149,8 @@ class Resolver:
             self.qualnames[path] = table
             for qualname in table:
                 names.update(qualname.split("."))
+            for f in ff.functions:  # a parameter holds what the calls pass (`cb()`)
+                names.update(f.params)
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
@@ -158,6 +163,9 @@ class Resolver:
             functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
         self.types = Types(facts, functions, self.by_module, self._closest)
         self._how_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
+        #: the parameters each answer of ``resolve_how`` depended on (when any)
+        self._how_deps: dict[tuple[str, str | None, str], frozenset] = {}
+        self._facts = facts
 
     def tables_digest(self) -> str:
         """Digest of everything an answer of ``resolve_how`` depends on besides the call site
@@ -172,9 +180,93 @@ class Resolver:
             # the typed resolution reads every file's classes, bindings and decorators, and a
             # package's imports (the names it re-exports, ``Types.module_name``)
             exports = sorted(self.types.aliases.get(path, {}).items()) if path.endswith("__init__.py") else None
-            h.update(repr((self.types_digests[path], exports)).encode("utf-8", "surrogateescape"))
-            h.update(repr([f.decorators for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
+            h.update(repr((self.types_digests[path], exports, self.types.star_imports.get(path))).encode("utf-8", "surrogateescape"))
+            h.update(repr([(f.decorators, f.params) for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
+            # the arguments of calls that may land in the tree (the others flow nowhere)
+            h.update(repr([b for b in self._facts[path].types.bindings if b[0][:4] == "arg:" and self.may_land(b[0][4:])])
+                     .encode("utf-8", "surrogateescape"))
         return h.hexdigest()
+
+    # ------------------------------------------------------------ arguments into parameters
+    def flow_arguments(self) -> None:
+        """Work out what each call passes into the parameters of what it calls (PyCG's
+        argument edges), to a fixed point: a parameter's values can decide where another
+        call with arguments lands (`run(cb)` then `cb(x)`).  Answers that looked at a
+        parameter whose values changed are worked out again in the next round."""
+        groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] = {}
+        for path in sorted(self._facts):
+            for owner, slot, function, source in self._facts[path].types.bindings:
+                if owner.startswith("arg:") and self.may_land(owner[4:]):
+                    groups.setdefault((path, function, owner[4:]), []).append((slot, source))
+        table: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
+        functions = self.types.functions
+        for _ in range(MAX_FLOW_ROUNDS):
+            new: dict[tuple[str, str, str], list[tuple[str, str | None, str]]] = defaultdict(list)
+            for (path, function, callee), args in groups.items():
+                for target, offset in self.call_targets(path, function, callee):
+                    params = functions[target].params
+                    for slot, source in args:
+                        if slot.isdigit():
+                            at = offset + int(slot)
+                            if at >= len(params):
+                                continue
+                            param = params[at]
+                        elif slot in params:
+                            param = slot
+                        else:
+                            continue
+                        into = new[(target[0], target[1], param)]
+                        item = (path, function, source)
+                        if item not in into and len(into) < MAX_ARGUMENT_SOURCES:
+                            into.append(item)
+            settled = {key: tuple(items) for key, items in new.items()}
+            if settled == table:
+                break
+            changed = {key for key in settled.keys() | table.keys() if settled.get(key) != table.get(key)}
+            table = settled
+            self.use_parameters(table, changed)
+
+    def use_parameters(self, table: dict, changed: set | None = None) -> None:
+        """Take ``table`` as what flows into parameters; forget the answers that depended on
+        the ``changed`` ones (all, when not given)."""
+        self.types.parameters = table
+        changed = set(table) if changed is None else changed
+        self.types.forget(changed)
+        for key in [k for k, deps in self._how_deps.items() if deps & changed]:
+            del self._how_deps[key]
+            self._how_memo.pop(key, None)
+
+    def call_targets(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, int]]:
+        """The functions a call runs, each with the number of leading parameters the call
+        does not fill (the receiver of a bound method or constructor)."""
+        out: list[tuple[FuncKey, int]] = []
+        for target, how in self.resolve_how(path, caller, callee):
+            f = self.types.functions.get(target)
+            if f is not None:
+                out.append((target, self._receiver_slots(path, caller, callee, f, how)))
+        return out
+
+    def _receiver_slots(self, path: str, caller: str | None, callee: str, f: FunctionDef, how: str) -> int:
+        if f.class_name is None or "staticmethod" in f.decorators:
+            return 0
+        if "classmethod" in f.decorators or how in ("constructor", "__call__", "forward", "super", "self"):
+            return 1
+        receiver = callee.rpartition(".")[0]
+        if receiver and "(" not in receiver and "[" not in receiver:
+            self.types.begin()
+            if any(v[0] == "k" for v in self.types.dotted(path, caller, receiver)):
+                return 0  # `Base.method(obj, x)`: called through the class
+        return 1
+
+    def may_land(self, callee: str) -> bool:
+        """Whether a callee may resolve to a function of the tree: its last name (after calls
+        and subscripts) names a function, a class or a bound name of the tree."""
+        last = callee.rpartition(".")[2]
+        while last.endswith("()") or last.endswith("[]"):
+            last = last[:-2]
+        if HANDED in callee:
+            return self.may_land(callee.rpartition(HANDED)[2])
+        return last in self.names or callee == "cls" or callee == "self.__class__" or callee.startswith("super().")
 
     def resolve_how(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
         """The tree functions a call runs, each with how it was found: through the types of
@@ -183,6 +275,8 @@ class Resolver:
         found = self._how_memo.get(key)
         if found is None:
             found = self._typed(path, caller, callee)
+            if self.types.last_deps:
+                self._how_deps[key] = frozenset(self.types.last_deps)
             if not found and not self._holds_data(path, caller, callee):
                 found = self._named(path, caller, callee)
             self._how_memo[key] = found
@@ -200,7 +294,7 @@ class Resolver:
 
     def _typed(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
         types = self.types
-        types.begin()
+        types.last_deps = types.begin()
         head, dot, rest = callee.partition(".")
         values = types.dotted(path, caller, callee)
         if "[]" in callee:
@@ -344,6 +438,10 @@ class Resolver:
         return []
 
 
+#: rounds of ``Resolver.flow_arguments`` at most (each follows arguments one call further)
+MAX_FLOW_ROUNDS = 4
+#: most places one parameter's values are taken from
+MAX_ARGUMENT_SOURCES = 16
 #: the answer for callees no function of the tree is named after (shared: callers only read it)
 _NOTHING: list[FuncKey] = []
 
@@ -359,7 +457,9 @@ def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
     """The innermost function whose span holds ``line``."""
     best: FunctionDef | None = None
     for f in ff.functions:
-        if f.line <= line <= f.end_line and (best is None or f.line >= best.line):
+        # a lambda's calls are its own in the call graph; every other fact on its line is
+        # its function's
+        if f.line <= line <= f.end_line and (best is None or f.line >= best.line) and not f.name.startswith("<lambda"):
             best = f
     return best
 
@@ -376,6 +476,10 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     raw_edges: list[tuple[str, CallSite, FuncKey, str]] = []
     digest = resolver.tables_digest()
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged)
+    if reuse:
+        resolver.use_parameters(dict(earlier.parameters))  # type: ignore[union-attr]
+    else:
+        resolver.flow_arguments()
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
     numbers = {key: n for n, key in enumerate(targets)}
     by_file: dict[str, FileResolutions] = {}
@@ -411,7 +515,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file),
+        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items()))),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
         resolved_files=tuple(resolved_here),
     )
@@ -456,17 +560,21 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
     """The call sites of one file that land in the tree (calls and opens: an emitter's own
     call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
     out: list[int] = []
-    names, resolve = resolver.names, resolver.resolve_how
+    may_land, resolve = resolver.may_land, resolver.resolve_how
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
             continue
-        last = callee.rpartition(".")[2]
-        while last.endswith("()") or last.endswith("[]"):
-            last = last[:-2]
-        if last not in names and callee != "cls" and callee != "self.__class__" and not callee.startswith("super()."):
+        if not may_land(callee):
             continue  # no function nor name of the tree is so named: nothing to resolve
-        for target, how in resolve(path, function, callee):
+        if HANDED in callee:
+            # a function handed to a call runs at the call when the call leaves the tree;
+            # into the tree, the argument flows into the parameter instead
+            outer, _, handed = callee.partition(HANDED)
+            found = [] if may_land(outer) and resolve(path, function, outer) else [(t, "callback") for t, _ in resolve(path, function, handed)]
+        else:
+            found = resolve(path, function, callee)
+        for target, how in found:
             number = numbers.get(target)
             if number is None:
                 number = numbers[target] = len(targets)
@@ -477,7 +585,7 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
 
 #: how an edge was found (``Edge.how``), in the order of their codes in ``FileResolutions``
 HOWS = ("name", "fallback", "self", "attribute", "local", "module", "super", "dispatch", "constructor",
-        "__call__", "forward", "inherited", "override", "subclass", "result")
+        "__call__", "forward", "inherited", "override", "subclass", "result", "callback")
 HOW_CODES = {how: code for code, how in enumerate(HOWS)}
 
 

@@ -75,6 +75,8 @@ class Types:
         self.classes: dict[ClassKey, ClassFacts] = {}
         self.bindings = _Bindings(facts)
         self.aliases: dict[str, dict[str, str]] = {}
+        #: the modules each file star-imports (`from pkg.mod import *`)
+        self.star_imports: dict[str, tuple[str, ...]] = {}
         #: class -> method name -> its key (methods defined in the class body itself)
         self.methods: dict[ClassKey, dict[str, FuncKey]] = defaultdict(dict)
         for path, ff in facts.items():
@@ -82,13 +84,23 @@ class Types:
                 # a package's imports are the names it re-exports (`from pkg import Engine`);
                 # other modules' imports are followed only by their own call sites
                 self.aliases[path] = dict(ff.aliases)
+            stars = tuple(origin for name, origin in ff.aliases if name[:1] == "*")
+            if stars:
+                self.star_imports[path] = stars
             for c in ff.types.classes:
                 self.classes[(path, c.qualname)] = c
             for f in ff.functions:
                 head, dot, name = f.qualname.rpartition(".")
                 if dot and (path, head) in self.classes:
                     self.methods[(path, head)][name] = (path, f.qualname)
-        self._memo: dict[tuple, tuple[frozenset, int]] = {}
+        self._memo: dict[tuple, tuple[frozenset, int, frozenset]] = {}
+        #: (path, function, parameter) -> where its arguments come from: (path, function, source)
+        #: of each call that passes one (``Resolver.flow_arguments`` fills it)
+        self.parameters: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
+        #: the parameters the answer being worked out looked at (its dependencies)
+        self._deps: set = set()
+        #: the dependencies of the last query ``begin`` started
+        self.last_deps: set = set()
         self._active: set[tuple] = set()
         self._mro: dict[ClassKey, tuple[ClassKey, ...]] = {}
         self._subclasses: dict[ClassKey, list[ClassKey]] | None = None
@@ -97,15 +109,20 @@ class Types:
         self.depth = 0
 
     # ------------------------------------------------------------ one query
-    def begin(self) -> None:
+    def begin(self) -> set:
+        """Start a query; returns the set that collects the parameters it depends on."""
         self.steps = 0
         self.depth = 0
+        self._deps = set()
+        return self._deps
 
     def _cached(self, key: tuple, compute) -> frozenset:
         """``compute()`` once per key, unless a cycle or a cut shaped its answer."""
         hit = self._memo.get(key)
         if hit is not None:
             self.steps += hit[1]
+            if hit[2]:
+                self._deps |= hit[2]
             return hit[0]
         if key in self._active or self.depth >= MAX_DEPTH or self.steps >= MAX_STEPS:
             self.tainted += 1
@@ -113,17 +130,33 @@ class Types:
         self._active.add(key)
         self.depth += 1
         before_steps, before_taint = self.steps, self.tainted
+        outer, self._deps = self._deps, set()
         self.steps += 1
         try:
             found = compute()
         finally:
             self.depth -= 1
             self._active.discard(key)
+            mine, self._deps = self._deps, outer
+            outer |= mine
         if len(found) > MAX_VALUES:
             found = frozenset(sorted(found, key=repr)[:MAX_VALUES])
         if self.tainted == before_taint:
-            self._memo[key] = (found, self.steps - before_steps)
+            self._memo[key] = (found, self.steps - before_steps, frozenset(mine))
         return found
+
+    def forget(self, parameters: set) -> None:
+        """Drop the answers that depended on ``parameters`` (their arguments changed)."""
+        self._memo = {k: v for k, v in self._memo.items() if not (v[2] and v[2] & parameters)}
+
+    def _parameter(self, path: str, function: str, name: str) -> frozenset:
+        """The values the calls of ``function`` pass as parameter ``name``."""
+        key = (path, function, name)
+        self._deps.add(key)
+        out: set = set()
+        for where, caller, source in self.parameters.get(key, ()):
+            out |= self.source(where, caller, source)
+        return frozenset(out)
 
     # ------------------------------------------------------------ names and dotted names
     def dotted(self, path: str, function: str | None, name: str) -> frozenset:
@@ -167,7 +200,7 @@ class Types:
             if op == "()":
                 values = self._each(values, self.result)
             elif op == "[]":
-                values = frozenset(v for value in values if value[0] == "l" for v in value[1])
+                values = self._each(values, lambda value: self.elements(value, "__getitem__"))
             else:
                 values = self._each(values, lambda value, attr=op[1:]: self.attribute(value, attr))
         return values
@@ -190,11 +223,16 @@ class Types:
                 if cls in self.classes:
                     return frozenset({("k" if "classmethod" in f.decorators else "i", cls)})
             sources = self.bindings.get((path, f"def:{function}", name))
-            if sources:
-                return self._sources(path, sources)
-            if f is not None and name in f.params:
-                return _NONE  # an unannotated parameter
             nested = f"{function}.<locals>.{name}"
+            if sources:
+                found = self._sources(path, sources)
+                if found:
+                    return found
+            if f is not None and name in f.params:
+                # what its callers pass, when its annotation (if any) names nothing of the tree
+                return self._parameter(path, function, name)
+            if sources and (path, nested) not in self.functions:
+                return _NONE  # (a nested def whose decorators give nothing is itself)
             if (path, nested) in self.functions:
                 return frozenset({("f", (path, nested))})
             if (path, nested) in self.classes:
@@ -209,14 +247,23 @@ class Types:
     def _module_name(self, path: str, name: str) -> frozenset:
         if (path, name) in self.classes:
             return frozenset({("k", (path, name))})
-        if (path, name) in self.functions:
-            return frozenset({("f", (path, name))})
         sources = self.bindings.get((path, "", name))
+        if (path, name) in self.functions:
+            if sources and self.functions[(path, name)].decorators:
+                found = self._sources(path, sources)  # `@dec def f`: f is what dec gave
+                if found:
+                    return found
+            return frozenset({("f", (path, name))})
         if sources:
             return self._sources(path, sources)
         origin = self.aliases.get(path, {}).get(name)
         if origin is not None and origin != name:
             return self.dotted(path, None, origin)
+        for module in self.star_imports.get(path, ()):
+            for where in self.closest(self.module_files.get(module, []), path):
+                found = self.module_name(where, name)
+                if found:
+                    return found
         return _NONE
 
     def _sources(self, path: str, sources: list[tuple[str | None, str]]) -> frozenset:
@@ -239,14 +286,12 @@ class Types:
                 out |= self.result(value)
             return frozenset(out)
         if kind == "e:":
-            out = set()
-            for value in self.source(path, function, rest):
-                if value[0] == "l":
-                    out |= value[1]
-            return frozenset(out)
+            return self._each(self.source(path, function, rest), self.elements)
         if kind == "l:":
             inner = self.source(path, function, rest)
             return frozenset({("l", inner)}) if inner else _NONE
+        if kind == "f:":
+            return frozenset({("f", (path, rest))}) if (path, rest) in self.functions else _NONE
         return _NONE
 
     # ------------------------------------------------------------ attributes
@@ -267,6 +312,11 @@ class Types:
             method = self.find_method(cls, attr)
             if method is not None:
                 decorators = self.functions[method].decorators
+                if decorators:  # `@timed def step(self)`: step is what timed gave, when known
+                    wrapped = self.bindings.get((method[0], f"class:{method[1].rpartition('.')[0]}", attr))
+                    found = self._sources(method[0], wrapped) if wrapped else _NONE
+                    if found:
+                        return found
                 if kind == "i" and any(d in _PROPERTIES or d.endswith(".setter") for d in decorators):
                     return self.returns(method)
                 if kind == "k" or "staticmethod" in decorators or "classmethod" in decorators:
@@ -308,6 +358,28 @@ class Types:
                 if method is not None:
                     out.add(("f", method))
                     break
+        return frozenset(out)
+
+    def elements(self, value: Value, protocol: str = "__iter__") -> frozenset:
+        """What iterating (or, with ``__getitem__``, indexing) ``value`` gives: a container's
+        elements, else what the class's own protocol methods return."""
+        if value[0] == "l":
+            return value[1]
+        if value[0] != "i":
+            return _NONE
+        method = self.find_method(value[1], protocol)
+        if method is None:
+            return _NONE
+        if protocol == "__getitem__":
+            return self.returns(method)
+        out: set = set()
+        for iterator in sorted(self.returns(method), key=repr):
+            if iterator[0] == "l":  # `__iter__` as a generator, or annotated `-> Iterator[T]`
+                out |= iterator[1]
+            elif iterator[0] == "i":
+                step = self.find_method(iterator[1], "__next__")
+                if step is not None:
+                    out |= self.returns(step)
         return frozenset(out)
 
     # ------------------------------------------------------------ calls

@@ -1,0 +1,283 @@
+"""Values that flow through calls, through `cs-audit callgraph`: arguments into parameters,
+decorators, lambdas, functions handed to calls outside the tree, iteration, call chains.
+Each case has the edge the graph must have and, next to it, one it must not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cs_audit.cli import app
+from cs_audit.testing import write_tree
+
+runner = CliRunner()
+
+
+def _edges(root: Path) -> dict[tuple[str, str], str]:
+    result = runner.invoke(app, ["callgraph", str(root), "--format", "json", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    return {(e["caller"], e["callee"]): e["how"] for e in json.loads(result.stdout)["edges"]}
+
+
+def test_an_argument_flows_into_the_parameter_it_is_passed_as(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            def on_done():
+                return 1
+
+            def never_passed():
+                return 2
+
+            def run(cb, other):
+                cb()
+                other()
+
+            class Box:
+                def __init__(self, sink):
+                    self.sink = sink
+
+                def drain(self):
+                    self.sink.push()
+
+            class Pipe:
+                def push(self):
+                    return 3
+
+            class Socket:
+                def push(self):
+                    return 4
+
+            def main():
+                run(on_done, other=on_done)
+                Box(Pipe()).drain()
+        """,
+    })
+    edges = _edges(root)
+    assert ("m.run", "m.on_done") in edges  # positional and keyword
+    assert ("m.Box.drain", "m.Pipe.push") in edges  # a constructor argument stored on self
+    assert not any(callee in ("m.never_passed", "m.Socket.push") for _, callee in edges)
+
+
+def test_arguments_follow_calls_through_parameters_to_a_fixed_point(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            def leaf():
+                return 1
+
+            def inner(g):
+                g()
+
+            def outer(f):
+                inner(f)
+
+            outer(leaf)
+        """,
+    })
+    assert ("m.inner", "m.leaf") in _edges(root)
+
+
+def test_a_decorated_function_is_what_its_decorator_returns(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "timing.py": """
+            import functools
+
+            def timed(fn):
+                @functools.wraps(fn)
+                def wrapper(*args, **kwargs):
+                    return fn(*args, **kwargs)
+                return wrapper
+        """,
+        "runner.py": """
+            from timing import timed
+
+            class Runner:
+                @timed
+                def execute(self):
+                    return 1
+
+                @property
+                def size(self):
+                    return 2
+
+                def step(self):
+                    self.execute()
+                    return self.size
+
+            @timed
+            def helper():
+                return 3
+
+            def main():
+                helper()
+                Runner().step()
+        """,
+    })
+    edges = _edges(root)
+    assert ("runner", "timing.timed") in edges  # applying the decorator at import
+    assert ("runner.main", "timing.timed.<locals>.wrapper") in edges
+    assert ("timing.timed.<locals>.wrapper", "runner.helper") in edges
+    assert ("runner.Runner.step", "timing.timed.<locals>.wrapper") in edges
+    assert ("timing.timed.<locals>.wrapper", "runner.Runner.execute") in edges
+    assert ("runner.main", "runner.helper") not in edges  # it runs through the wrapper
+
+
+def test_a_decorator_from_outside_the_tree_leaves_the_function_itself(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            import torch
+
+            @torch.inference_mode()
+            def forward():
+                return 1
+
+            def step():
+                return forward()
+        """,
+    })
+    assert ("m.step", "m.forward") in _edges(root)
+
+
+def test_a_lambda_is_a_function_that_runs_where_it_is_called(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Req:
+                def priority(self):
+                    return 1
+
+                def cost(self):
+                    return 2
+
+            def keep(fn):
+                return fn  # stores it, never calls it
+
+            def order(reqs: list[Req]):
+                ranked = sorted(reqs, key=lambda r: r.priority())
+                later = keep(lambda r: r.cost())
+                return ranked, later
+        """,
+    })
+    edges = _edges(root)
+    # handed to a call outside the tree (sorted): it runs there
+    assert edges.get(("m.order", "m.order.<locals>.<lambda1>")) == "callback"
+    assert ("m.order.<locals>.<lambda1>", "m.Req.priority") not in edges  # `r` has no type
+    assert ("m.order", "m.keep") in edges
+    assert ("m.order", "m.order.<locals>.<lambda2>") not in edges  # keep is in the tree and never calls it
+    assert not any(caller == "m.order" and callee == "m.Req.cost" for caller, callee in edges)
+
+
+def test_a_named_function_handed_to_a_callback_api_runs_at_the_call(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Worker:
+                def __init__(self, pool):
+                    self.pool = pool
+
+                def _run(self):
+                    return 1
+
+                def _other(self):
+                    return 2
+
+                def step(self):
+                    self.pool.submit(self._run)
+                    print(self._other)
+        """,
+    })
+    edges = _edges(root)
+    assert edges.get(("m.Worker.step", "m.Worker._run")) == "callback"
+    assert ("m.Worker.step", "m.Worker._other") not in edges  # print is no callback API
+
+
+def test_callee_chains_unpacking_and_subscript_stores(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            def a():
+                return 1
+
+            def b():
+                return 2
+
+            def c():
+                return 3
+
+            def make():
+                return a
+
+            TABLE = {}
+
+            def register():
+                TABLE["b"] = b
+
+            def main():
+                make()()
+                first, (second, third) = a, (b, c)
+                third()
+                TABLE["b"]()
+        """,
+    })
+    edges = _edges(root)
+    assert edges.get(("m.main", "m.a")) == "result"  # make()() calls what make returns
+    assert ("m.main", "m.c") in edges  # nested tuple unpacking
+    assert ("m.main", "m.b") in edges  # a module table filled in a function
+    assert ("m.register", "m.b") not in edges  # storing is no call
+
+
+def test_a_for_loop_calls_the_iteration_protocol_and_types_its_variable(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Req:
+                def advance(self):
+                    return 1
+
+            class Queue:
+                def __iter__(self):
+                    return self
+
+                def __next__(self) -> Req:
+                    raise StopIteration
+
+            def gen():
+                yield Req()
+
+            def step(q: Queue, items: list):
+                for r in q:
+                    r.advance()
+                for g in gen():
+                    g.advance()
+                for x in items:
+                    x.advance()
+        """,
+    })
+    edges = _edges(root)
+    assert {("m.step", "m.Queue.__iter__"), ("m.step", "m.Queue.__next__"), ("m.step", "m.Req.advance")} <= set(edges)
+    assert ("m.step", "m.gen") in edges
+    # the plain list gives its elements no type: the only `advance` edges are the typed ones
+    assert sum(1 for caller, callee in edges if callee == "m.Req.advance") == 1
+
+
+def test_raise_constructs_and_star_imports_resolve(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "errors.py": """
+            class Abort(Exception):
+                def __init__(self):
+                    super().__init__("abort")
+
+            def helper():
+                return 1
+        """,
+        "m.py": """
+            from errors import *
+
+            def step(bad):
+                helper()
+                if bad:
+                    raise Abort
+                raise ValueError
+        """,
+    })
+    edges = _edges(root)
+    assert ("m.step", "errors.Abort.__init__") in edges
+    assert ("m.step", "errors.helper") in edges
+    assert not any(callee.startswith("ValueError") for _, callee in edges)
