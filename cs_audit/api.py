@@ -19,7 +19,7 @@ from cs_audit.analysis.disposition import apply_dispositions
 from cs_audit.config import DECISIONS_FILE, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
 from cs_audit.extract.discover import discover, display_path, git_head
 from cs_audit.incremental import cache
-from cs_audit.incremental.reuse import line_map, moved_results
+from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
 from cs_audit.model import (
     AuditResult,
     DuplicateGroup,
@@ -28,6 +28,7 @@ from cs_audit.model import (
     FileError,
     FileFacts,
     Finding,
+    HotRoots,
     ScanStats,
     ScriptFacts,
     SourceFile,
@@ -222,6 +223,7 @@ class Joins:
     findings: tuple[Finding, ...]
     duplicates: tuple[DuplicateGroup, ...]
     package: str | None = None
+    roots: HotRoots | None = None
 
 
 def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run: _Run,
@@ -231,6 +233,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
     call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
     memo's, for the files whose facts are the objects it holds)."""
     from cs_audit.analysis.duplicate_helper import duplicate_groups
+    from cs_audit.analysis.roots import hot_roots
     from cs_audit.analysis.rules import analyse
     from cs_audit.joins.callgraph import build_model
 
@@ -253,7 +256,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
         for name, members in duplicate_groups(model)
     )
-    joins = Joins(items, rs, model, findings, duplicates, package)
+    joins = Joins(items, rs, model, findings, duplicates, package, hot_roots(model, rs))
     if memo is not None:
         memo.joins = joins
     return joins
@@ -354,6 +357,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         timings=tuple(run.timings),
         overridden=tuple(overridden),
         suppressions=analysis.suppressions,
+        roots=analysis.roots,
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )
@@ -382,6 +386,8 @@ class TreeAnalysis:
     cacheable: bool
     #: the suppression comments of the analysed files
     suppressions: tuple[Suppression, ...] = ()
+    #: the hot roots the tree matched and the event loops found in it
+    roots: HotRoots | None = None
 
 
 def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> str:
@@ -489,9 +495,10 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
         maps[new.path] = mapping
     if maps:
         moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps, stored.suppressions)
-        if moved is None:
+        roots = moved_roots(stored.roots, maps)
+        if moved is None or roots is None:
             return None, known
-        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2], suppressions=moved[3])
+        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2], suppressions=moved[3], roots=roots)
     run.result = "moved" if maps else "stored"
     run.lap("cached result")
     return stored, known
@@ -540,7 +547,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     if keep is not None:
         keep.append((facts, scripts, joins))
     suppressions = tuple(s for path in sorted(facts) for s in facts[path].suppressions)
-    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable, suppressions)
+    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable, suppressions, joins.roots)
 
 
 def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: list[SourceFile], keys: list[str | None],

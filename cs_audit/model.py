@@ -291,6 +291,20 @@ class TypeFacts:
 
 @restorable
 @dataclass(frozen=True, slots=True)
+class EventLoop:
+    """A `while` loop that never ends on its own and calls a step-like method each time
+    round (``extract.loops``): the function it is in becomes a hot root."""
+
+    function: str  # qualname of the function holding the loop
+    line: int  # the `while`
+    end_line: int
+    body_line: int  # the first statement of its body
+    #: the step-like calls in it, as written (`self.scheduler.step`), sorted
+    steps: tuple[str, ...]
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
 class FileFacts:
     path: str
     module: str  # dotted module name derived from the path
@@ -313,6 +327,8 @@ class FileFacts:
     suppressions: tuple[Suppression, ...] = ()
     #: classes and the values names can hold (the typed call graph)
     types: TypeFacts = TypeFacts()
+    #: its event loops (``extract.loops``): hot roots found in the code
+    event_loops: tuple[EventLoop, ...] = ()
 
 
 @restorable
@@ -513,6 +529,68 @@ class DuplicateGroup:
     sites: tuple[DuplicateSite, ...]
 
 
+@restorable
+@dataclass(frozen=True, slots=True)
+class RootMatch:
+    """One hot-root rule as configured, and the functions of the tree it is the first match of."""
+
+    name: str
+    class_glob: str | None
+    path_glob: str | None
+    frequency: Frequency
+    functions: int
+    #: the first few of them (`module.qualname`, sorted)
+    examples: tuple[str, ...]
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class EventLoopRoot:
+    """An event loop found in the tree (``EventLoop``) and what it made a root."""
+
+    path: str
+    line: int  # the `while`
+    function: str  # qualname
+    id: str  # `module.qualname`
+    steps: tuple[str, ...]
+    #: the configured root rule that already covers its function (None: it is a root
+    #: because it is an event loop)
+    configured: str | None
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class HotRoots:
+    """Which hot roots the tree has: the configured rules that match, and the event loops."""
+
+    configured: int  # rules configured (shipped and project)
+    #: every configured rule in the order they are tried, matched or not
+    rules: tuple[RootMatch, ...] = ()
+    event_loops: tuple[EventLoopRoot, ...] = ()
+
+    @property
+    def matched(self) -> int:
+        return sum(1 for rule in self.rules if rule.functions)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.matched} of {self.configured} hot roots match this tree"
+
+    @property
+    def detected(self) -> tuple[EventLoopRoot, ...]:
+        """The event loops that are roots because they are event loops (no rule covers them)."""
+        return tuple(loop for loop in self.event_loops if loop.configured is None)
+
+    @property
+    def warning(self) -> str | None:
+        """What to do when no configured root matches the tree (None when one does)."""
+        if self.matched or not self.configured:
+            return None
+        found = len(self.detected)
+        loops = f"; only the {found} event loop{'s' if found != 1 else ''} found in the code are roots" if found else ""
+        return f"{self.summary}: add hot_roots to pyproject.toml [tool.cs-audit] or cs-audit.yaml{loops}"
+
+
 @dataclass(frozen=True)
 class AuditResult:
     root: str
@@ -528,6 +606,8 @@ class AuditResult:
     overridden: tuple[str, ...] = ()
     #: the suppression comments of the analysed files, by path and line
     suppressions: tuple[Suppression, ...] = ()
+    #: the hot roots the tree matched (None: not worked out, as for a result made before)
+    roots: HotRoots | None = None
     #: the work this scan did (not part of any report)
     stats: ScanStats | None = None
 
@@ -552,10 +632,12 @@ class ScanStats:
 INVALID = "invalid-suppression"
 UNUSED = "unused-suppression"
 SKIPPED = "file-skipped"
+NO_ROOT = "no-hot-root"
 NOTIFICATION_IDS = {
     INVALID: "a `# cs-audit: ignore[...]` comment without a reason, without a known rule id, or malformed: it suppresses nothing",
     UNUSED: "a `# cs-audit: ignore[...]` comment that matches no finding on its line or statement",
     SKIPPED: "a file cs-audit could not analyse (syntax, encoding, size, ...): its findings are unknown",
+    NO_ROOT: "no configured hot root matches a function of the tree: its hot paths are unknown until hot_roots are configured",
 }
 #: error kinds that mean the scan did not finish its job (exit 2 in ``check``)
 INCOMPLETE = frozenset({"parser-crash", "timeout", "internal", "io"})
@@ -571,6 +653,12 @@ class Notification:
     line: int | None
     message: str
     level: str = "warning"  # SARIF notification level: error | warning | note
+
+
+def root_notes(roots: HotRoots | None) -> tuple[Notification, ...]:
+    """The note of a tree that no configured hot root matches (none when one does)."""
+    warning = roots.warning if roots is not None else None
+    return (Notification(NO_ROOT, "", None, warning),) if warning else ()
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
         "flag_name_pattern",
     },
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers"},
-    "hot_paths.yaml": {"roots", "loop_raises"},
+    "hot_paths.yaml": {"roots", "loop_raises", "event_loops"},
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
@@ -38,6 +38,7 @@ _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
 _ROOT_KEYS = {"name", "class", "path", "frequency"}
+_EVENT_LOOP_KEYS = {"step_calls", "stop_flags"}
 _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
 
 
@@ -127,6 +128,10 @@ class RuleSet:
     not_tensor_receivers: frozenset[str]
     hot_roots: tuple[HotRoot, ...]
     loop_raises: tuple[tuple[re.Pattern[str], str, str], ...]
+    #: event loops (``extract.loops``): the method names that run a step (leading
+    #: underscores dropped), and the names of stop/run flags a loop's test may check
+    event_loop_steps: frozenset[str]
+    stop_flag_re: re.Pattern[str]
     cost_source: str
     costs_us: dict[str, float]
     sync_added_us: dict[str, float]
@@ -177,7 +182,8 @@ class RuleSet:
         from dataclasses import replace
 
         extra = tuple(_parse_root(r, "project config") for r in roots)
-        return replace(self, hot_roots=extra + self.hot_roots)
+        # idempotent: the command line and ``run_audit`` both prepare the rule set of a scan
+        return replace(self, hot_roots=extra + tuple(r for r in self.hot_roots if r not in extra))
 
 
 #: libyaml's safe loader when PyYAML has it (the rule files are parsed on every run, much
@@ -325,6 +331,9 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
     log = emit["logging"]
     sync = data["gpu_syncs.yaml"]
     hot = data["hot_paths.yaml"]
+    unknown = set(hot["event_loops"]) - _EVENT_LOOP_KEYS
+    if unknown:
+        raise RuleDataError(f"hot_paths.yaml: event_loops: unknown keys {sorted(unknown)}")
     costs = data["costs.yaml"]
     registries = tuple(
         Registry(
@@ -367,6 +376,8 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         not_tensor_receivers=frozenset(sync["not_tensor_receivers"]),
         hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
+        event_loop_steps=frozenset(str(name).lstrip("_") for name in hot["event_loops"]["step_calls"]),
+        stop_flag_re=re.compile(hot["event_loops"]["stop_flags"]),
         cost_source=costs["source"],
         costs_us={name: float(v["h200_host"]) for name, v in costs["events"].items()},
         sync_added_us={k: float(v) for k, v in costs["sync_added_us_per_step"].items()},

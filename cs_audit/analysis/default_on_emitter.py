@@ -3,7 +3,7 @@ debug env set (a record at or above the default level, of a level the rules coun
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, frequency, gate_words, per_step_cost, when_words
+from cs_audit.analysis.sites import Findings, frequency, gate_words, outside_event_loop, per_step_cost, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
 from cs_audit.model import CallSite, EmitterDetail, Finding
 from cs_audit.ruleset import RuleSet
@@ -32,7 +32,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role not in EMITTER_ROLES or site.function is None:
                 continue
             key = (path, site.function)
-            if key not in model.freq_default or not emits_by_default(site, rs):
+            if key not in model.freq_default or not emits_by_default(site, rs) or outside_event_loop(model, key, site):
                 continue
             if site_switches(model, path, site.function, site.gates, rs):
                 continue

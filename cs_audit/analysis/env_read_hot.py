@@ -3,7 +3,7 @@ read, or at the hot call site of a helper that reads it (``via`` names the helpe
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run, per_step_cost, when_words
+from cs_audit.analysis.sites import Findings, gated_run, outside_event_loop, per_step_cost, when_words
 from cs_audit.joins.callgraph import TreeModel, helper_switches
 from cs_audit.model import EnvReadDetail, Finding
 from cs_audit.ruleset import RuleSet
@@ -19,7 +19,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             key = (path, read.function)
             if key in model.env_helpers and model.callers.get(key):
                 continue  # reported at the helper's call sites
-            if key not in model.freq_any:
+            if key not in model.freq_any or outside_event_loop(model, key, read):
                 continue
             switch, freq = gated_run(model, path, read.function, read.gates, read, rs)
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
@@ -29,7 +29,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role is not None or site.function is None:
                 continue
             key = (path, site.function)
-            if key not in model.freq_any or key in model.env_helpers:
+            if key not in model.freq_any or key in model.env_helpers or outside_event_loop(model, key, site):
                 continue
             for target in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()):
                 if target not in model.env_helpers:

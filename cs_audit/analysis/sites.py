@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
+from cs_audit.joins.roots import in_event_loop
 from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
@@ -43,11 +44,18 @@ def first(values: Iterable[SwitchRef | None] | None) -> SwitchRef | None:
     return named[0] if named else None
 
 
+def outside_event_loop(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None) -> bool:
+    """Whether ``fact`` is in a function that is a root for its event loop but outside the
+    loop (set-up before it, clean-up after it): that part of the function runs once."""
+    loops = model.event_loops.get(key) if key is not None else None
+    return loops is not None and fact is not None and not in_event_loop(loops, fact.line)
+
+
 def frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None, rs: RuleSet,
               default_only: bool) -> Frequency:
     """How often a fact runs: its function's frequency (through default-on paths only, or
     any), raised by the loop it sits in."""
-    if key is None:
+    if key is None or outside_event_loop(model, key, fact):
         return "once"
     table = model.freq_default if default_only else model.freq_any
     freq = table.get(key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from cs_audit.analysis.sites import enabled_cost
+from cs_audit.analysis.sites import enabled_cost, outside_event_loop
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
 from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead, by_text
 from cs_audit.ruleset import RuleSet
@@ -69,6 +69,8 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
             if not switches and key is not None and key not in model.freq_default:
                 switches = sorted(model.entry_switches.get(key, ()), key=by_text)
             freq: Frequency = model.freq_any.get(key, "once" if is_once_function(model.functions.get(key), rs) else "unknown") if key else "once"
+            if outside_event_loop(model, key, site):
+                freq = "once"
             for sw in switches:
                 if sw.kind not in ("env", "flag"):
                     continue

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from cs_audit.ci.suppress import apply_suppressions, skipped_notes
 from cs_audit.git.repo import GitError, GitRepo
-from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates, ReportContext
+from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates, ReportContext, root_notes
 from cs_audit.ruleset import RuleSet
 
 BASELINE_VERSION = 1
@@ -329,4 +329,5 @@ def context_for(result: AuditResult, prefix: str | None = None) -> ReportContext
     applied, and where ``result.root`` sits in its repository (``prefix``: given)."""
     sup = apply_suppressions(result)
     root = Path(result.root)
-    return ReportContext(repo_prefix(root) if prefix is None else prefix, sup, sup.notes + tuple(skipped_notes(result)))
+    return ReportContext(repo_prefix(root) if prefix is None else prefix, sup,
+                         sup.notes + tuple(skipped_notes(result)) + root_notes(result.roots))

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
+from cs_audit.extract.loops import event_loops
 from cs_audit.extract.types import source_head, type_facts
 from cs_audit.model import HANDED, Binding, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
@@ -125,6 +126,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         literal_paths=tuple(sorted(set(literal_paths))),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
         types=used_types(type_facts(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas), calls),
+        event_loops=event_loops(tree, text, rs.event_loop_steps, rs.stop_flag_re),
     )
 
 

@@ -25,13 +25,14 @@ from cs_audit.model import (
     DuplicateGroup,
     FileFacts,
     Finding,
+    HotRoots,
     PlainCall,
     Suppression,
     Switch,
 )
 
 #: fields that hold a line number; (line, text) pairs in the fields of ``_LINE_PAIRS``
-_LINE_FIELDS = frozenset({"line", "end_line"})
+_LINE_FIELDS = frozenset({"line", "end_line", "body_line"})
 _LINE_PAIRS = frozenset({"literal_paths", "file_refs"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -144,6 +145,17 @@ def moved_results(findings: tuple[Finding, ...], switches: tuple[Switch, ...], d
     moved; None when one names a line the map does not know (then the caller analyses)."""
     try:
         return _moved(findings, maps), _moved(switches, maps), _moved(duplicates, maps), _moved_suppressions(suppressions, maps)
+    except _Unmapped:
+        return None
+
+
+def moved_roots(roots: HotRoots | None, maps: dict[str, dict[int, int]]) -> HotRoots | None:
+    """The hot roots with the lines of their event loops moved; None when a loop's line is not
+    in its file's map (or there are no roots to move)."""
+    if roots is None:
+        return None
+    try:
+        return _moved(roots, maps)
     except _Unmapped:
         return None
 

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
+from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.joins.values import Types
 from cs_audit.model import (
     HANDED,
@@ -20,6 +21,7 @@ from cs_audit.model import (
     CallGraph,
     CallSite,
     EnvRead,
+    EventLoop,
     FileFacts,
     Frequency,
     FunctionDef,
@@ -97,6 +99,8 @@ class TreeModel:
     hot_via_any: dict[FuncKey, Edge] = field(default_factory=dict)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
     entry_gated_names: set[str] | None = None
+    #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
+    event_loops: dict[FuncKey, tuple[EventLoop, ...]] = field(default_factory=dict)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -800,10 +804,17 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
         root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
         if root is not None:
             roots[key] = root.frequency
+    loops = model.event_loops = event_loop_roots(model, rs)
+    for key in loops:
+        roots[key] = "step"
     out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
     for edge in model.edges:
-        if edge.caller is not None:
-            out_edges[edge.caller].append(edge)
+        caller = edge.caller
+        if caller is not None:
+            # an event loop's function runs once: only the calls in its loops' bodies run per step
+            if caller in loops and not in_event_loop(loops[caller], edge.site.line, with_test=False):
+                continue
+            out_edges[caller].append(edge)
 
     def run(only_ungated: bool) -> dict[FuncKey, Frequency]:
         freq: dict[FuncKey, Frequency] = dict(roots)
@@ -1006,14 +1017,18 @@ def env_reads_in(model: TreeModel) -> list[tuple[str, EnvRead]]:
     return [(path, r) for path in sorted(model.facts) for r in model.facts[path].env_reads]
 
 
+#: how the exported graph names a root found as an event loop (configured roots: their name)
+EVENT_LOOP_ROOT = "<event loop>"
+
+
 def export_graph(model: TreeModel, rs: RuleSet, root: str, errors: tuple = ()) -> CallGraph:
     """The model's call graph as plain data (``render.callgraph`` writes it out)."""
     functions = []
     for key in sorted(model.functions):
         f = model.functions[key]
         root_rule = rs.hot_root_for(f.name, f.class_name, key[0]) if key in model.roots else None
-        functions.append(GraphFunction(function_id(model, key), key[0], f.line, model.freq_default.get(key),
-                                       root_rule.name if root_rule is not None else None))
+        root_name = root_rule.name if root_rule is not None else EVENT_LOOP_ROOT if key in model.event_loops else None
+        functions.append(GraphFunction(function_id(model, key), key[0], f.line, model.freq_default.get(key), root_name))
     modules = sorted({ff.module for ff in model.facts.values()})
     edges = sorted({
         GraphEdge(function_id(model, e.caller) if e.caller else model.facts[e.path].module, function_id(model, e.callee),

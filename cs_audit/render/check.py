@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from cs_audit.model import AuditResult, CheckOutcome, Finding, ReportContext
-from cs_audit.render.json import dumps, finding_dict, report_dict
+from cs_audit.render.json import dumps, finding_dict, note_dict, report_dict
 from cs_audit.render.markdown import cell, code
 from cs_audit.ruleset import RuleSet
 
@@ -127,7 +127,7 @@ def check_dict(result: AuditResult, outcome: CheckOutcome, ctx: ReportContext) -
         ],
         "moved": outcome.moved,
         "suppressed": [{"fingerprint": fp, "reason": reason} for fp, reason in sorted(ctx.suppressed.suppressed.items())],
-        "notes": [{"id": n.id, "path": n.path, "line": n.line, "level": n.level, "message": n.message} for n in ctx.notes],
+        "notes": [note_dict(n) for n in ctx.notes],
         "incomplete": list(outcome.incomplete),
     }
     return doc

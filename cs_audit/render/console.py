@@ -27,6 +27,15 @@ def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to
     header = Text(f"cs-audit: {result.files_scanned} files, {len(result.switches)} switches, "
                   f"{len(result.findings)} findings, {len(result.errors)} skipped")
     console.print(header, style="bold")
+    roots = result.roots
+    if roots is not None:
+        detected = roots.detected
+        loops = f"; {len(detected)} event loop{'s' if len(detected) != 1 else ''} found in the code used as roots" if detected else ""
+        console.print(_text(f"{roots.summary}{loops}"))
+        for e in detected[:TOP_SITES]:
+            console.print(_text(f"  event loop {e.path}:{e.line} {e.function} (calls {', '.join(e.steps)})"), soft_wrap=True)
+        if roots.warning:
+            console.print(_text(f"warning: {roots.warning}", style="bold yellow"), soft_wrap=True)  # one line, for CI logs
     if counts:
         table = Table(title="Findings per rule", show_lines=False)
         table.add_column("rule")

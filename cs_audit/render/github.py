@@ -51,7 +51,8 @@ def finding_annotation(f: Finding, rs: RuleSet, level: str, prefix: str = "") ->
 
 def note_annotation(n: Notification, prefix: str = "") -> str:
     level = {"error": "error", "warning": "warning"}.get(n.level, "notice")
-    return annotation(level, n.message, file=prefix + n.path, line=n.line, title=f"cs-audit {n.id}")
+    file = prefix + n.path if n.path else None  # a note about the whole tree names no file
+    return annotation(level, n.message, file=file, line=n.line, title=f"cs-audit {n.id}")
 
 
 def render_github(

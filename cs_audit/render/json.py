@@ -7,7 +7,7 @@ import math
 from json.encoder import encode_basestring
 from typing import Any
 
-from cs_audit.model import AuditResult, Finding, Switch
+from cs_audit.model import AuditResult, Finding, HotRoots, Notification, Switch, root_notes
 
 SCHEMA_VERSION = 1
 
@@ -117,7 +117,35 @@ def switch_dict(s: Switch) -> dict[str, Any]:
     }
 
 
+def roots_dict(roots: HotRoots) -> dict[str, Any]:
+    """The hot roots of the tree: the configured rules that match (in the order they are tried)
+    with the functions they match, and the event loops found in the code."""
+    return {
+        "configured": roots.configured,
+        "matched": roots.matched,
+        "summary": roots.summary,
+        "rules": [
+            {"name": r.name, "class": r.class_glob, "path": r.path_glob, "frequency": r.frequency,
+             "functions": r.functions, "examples": list(r.examples)}
+            for r in roots.rules if r.functions
+        ],
+        "event_loops": [
+            {"path": e.path, "line": e.line, "function": e.function, "id": e.id, "steps": list(e.steps),
+             "root": "configured" if e.configured is not None else "event loop", "configured_root": e.configured}
+            for e in roots.event_loops
+        ],
+    }
+
+
+def note_dict(n: Notification) -> dict[str, Any]:
+    return {"id": n.id, "path": n.path, "line": n.line, "level": n.level, "message": n.message}
+
+
 def report_dict(result: AuditResult) -> dict[str, Any]:
+    roots: dict[str, Any] = {}
+    if result.roots is not None:
+        roots["hot_roots"] = roots_dict(result.roots)
+        roots["notes"] = [note_dict(n) for n in root_notes(result.roots)]
     return {
         "tool": "cs-audit",
         "schema_version": SCHEMA_VERSION,
@@ -130,6 +158,7 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
             for g in result.duplicates
         ],
         "errors": [{"path": e.path, "message": e.message, "kind": e.kind} for e in result.errors],
+        **roots,
     }
 
 

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from pathlib import PurePath
 
-from cs_audit.model import DEBUG_CATEGORIES, AuditResult, Finding, SwitchRef
+from cs_audit.model import DEBUG_CATEGORIES, AuditResult, Finding, HotRoots, RootMatch, SwitchRef
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
@@ -83,6 +83,7 @@ def render_markdown(result: AuditResult, rs: RuleSet) -> str:
         _switch_inventory(result),
         _findings_by_rule(result, rs),
         _duplicates(result),
+        hot_roots_section(result.roots),
         _errors(result),
         _assumptions(rs, result),
     ]
@@ -98,11 +99,62 @@ def _header(result: AuditResult) -> str:
         f"- Files scanned: {result.files_scanned}; skipped: {len(result.errors)}",
         f"- Switches (env vars read): {len(result.switches)}",
         "- Findings: " + (", ".join(f"{code(rule)} {n}" for rule, n in sorted(counts.items())) or "none"),
+        *_roots_lines(result.roots),
         "",
         "Default assumed throughout: no debug env set, loggers at their default level. Every cost is an *estimate* "
         "from the measured per-event table (see Assumptions).",
         "",
     ]
+    return "\n".join(lines)
+
+
+def _roots_lines(roots: HotRoots | None) -> list[str]:
+    """The header's hot-roots line, and the warning when no configured root matches."""
+    if roots is None:
+        return []
+    found = len(roots.event_loops)
+    loops = f"; event loops found in the code: {found}, {len(roots.detected)} of them roots that no rule matches" if found else ""
+    lines = [f"- {cell(roots.summary)}{loops} (see Hot roots)"]
+    if roots.warning:
+        lines += ["", f"**Warning: {cell(roots.warning)}.**"]
+    return lines
+
+
+def rule_words(rule: RootMatch) -> str:
+    """A hot-root rule as configured: its name, the class and path globs it needs, its frequency."""
+    parts = [code(rule.name)]
+    if rule.class_glob is not None:
+        parts.append(f"class {code(rule.class_glob)}")
+    if rule.path_glob is not None:
+        parts.append(f"path {code(rule.path_glob)}")
+    return " ".join(parts) + f" ({rule.frequency})"
+
+
+def hot_roots_section(roots: HotRoots | None) -> str:
+    if roots is None:
+        return ""
+    lines = ["## Hot roots", "", f"{cell(roots.summary)} (rules/hot_paths.yaml and the project's hot_roots; the first "
+             "matching rule decides a function's frequency).", ""]
+    if roots.warning:
+        lines += [f"**Warning: {cell(roots.warning)}.**", ""]
+    matched = [r for r in roots.rules if r.functions]
+    if matched:
+        lines += ["| Root rule | Functions | First matches |", "|---|---|---|"]
+        for r in matched:
+            lines.append(f"| {rule_words(r)} | {r.functions} | {', '.join(code(x) for x in r.examples)} |")
+        lines.append("")
+    unmatched = [r for r in roots.rules if not r.functions]
+    if unmatched:
+        names = ", ".join(code(name) for name in dict.fromkeys(r.name for r in unmatched))
+        lines += [f"Not matched: {len(unmatched)} rule{'s' if len(unmatched) != 1 else ''}, of the names {names}.", ""]
+    if roots.event_loops:
+        lines += ["Event loops found in the code (a `while` that never ends on its own and calls a step; "
+                  "the calls inside it run per step):", "",
+                  "| Loop | Function | Steps it calls | Root |", "|---|---|---|---|"]
+        for e in roots.event_loops:
+            root = f"configured ({code(e.configured)})" if e.configured is not None else "event loop (step)"
+            lines.append(f"| {code(f'{e.path}:{e.line}')} | {code(e.id)} | {', '.join(code(s) for s in e.steps)} | {root} |")
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from cs_audit import __version__
-from cs_audit.model import INVALID, NOTIFICATION_IDS, SKIPPED, UNUSED, AuditResult, Finding, Notification
+from cs_audit.model import INVALID, NO_ROOT, NOTIFICATION_IDS, SKIPPED, UNUSED, AuditResult, Finding, Notification
 from cs_audit.render.json import dumps
 from cs_audit.ruleset import RuleSet, RuleSpec
 
@@ -24,7 +24,7 @@ SARIF_VERSION = "2.1.0"
 SRCROOT = "%SRCROOT%"
 FINGERPRINT_KEY = "csAuditFingerprint/v1"
 LEVELS = {"high": "error", "medium": "warning", "low": "note"}
-_NOTIFICATION_ORDER = (INVALID, UNUSED, SKIPPED)
+_NOTIFICATION_ORDER = (INVALID, UNUSED, SKIPPED, NO_ROOT)
 
 
 def artifact_uri(path: str, prefix: str = "") -> str:
@@ -96,8 +96,9 @@ def _notification(n: Notification, prefix: str) -> dict[str, Any]:
         "descriptor": {"id": n.id, "index": _NOTIFICATION_ORDER.index(n.id)},
         "level": n.level,
         "message": {"text": n.message},
-        "locations": [_location(n.path, prefix, n.line)],
     }
+    if n.path:  # a note about the whole tree (no hot root matches) has no location
+        out["locations"] = [_location(n.path, prefix, n.line)]
     return out
 
 
@@ -120,7 +121,7 @@ def render_sarif(
     suppressed = suppressed or {}
     index = {rule_id: i for i, rule_id in enumerate(rs.rules)}
     notes = list(notes)
-    config_notes = [_notification(n, prefix) for n in notes if n.id in (INVALID, UNUSED)]
+    config_notes = [_notification(n, prefix) for n in notes if n.id in (INVALID, UNUSED, NO_ROOT)]
     exec_notes = [_notification(n, prefix) for n in notes if n.id == SKIPPED]
     invocation: dict[str, Any] = {"executionSuccessful": successful}
     if config_notes:

@@ -1,0 +1,150 @@
+"""Event loops of one file: `while` loops that never end on their own and call a step.
+
+A serving engine's scheduler or engine core runs in a loop like
+``while True: self.scheduler.step()`` (or ``while not self._shutdown: ...``); the function
+holding it is where every step starts, so the joins make it a hot root
+(``joins.roots``).  The rule, from the rule data (``rules/hot_paths.yaml`` ``event_loops``):
+
+* the test cannot turn false through the loop's own work: a true constant, or a check of
+  stop/run flags (names matching ``stop_flags``: a name, an attribute or a call without
+  arguments, negated or not, joined by ``and``/``or``);
+* no ``break`` of this loop and no ``return`` on the normal path: one inside an ``except``
+  handler (the error path) or under an ``if`` whose test checks a stop flag (the shutdown
+  path) does not end the loop on its own; ``raise`` never counts;
+* its body (the test included, nested functions left out) calls a method named like a step
+  (``step_calls``, leading underscores ignored).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from cs_audit.model import EventLoop
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def event_loops(tree: ast.Module, text: str, step_calls: frozenset[str], stop_flags: re.Pattern[str]) -> tuple[EventLoop, ...]:
+    """The event loops of a module, in file order (empty without a `while` in ``text``)."""
+    if "while" not in text or not step_calls:
+        return ()
+    found: list[EventLoop] = []
+    _walk(tree.body, None, "", step_calls, stop_flags, found)
+    found.sort(key=lambda loop: (loop.line, loop.function))
+    return tuple(found)
+
+
+def _walk(body: list[ast.stmt], function: str | None, prefix: str, step_calls: frozenset[str],
+          stop_flags: re.Pattern[str], found: list[EventLoop]) -> None:
+    """Every `while` of ``body`` and the blocks under it; ``prefix``: the qualname a definition
+    here gets before its name (``C.`` in a class, ``f.<locals>.`` in a function), as the index names them."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            qualname = prefix + stmt.name
+            _walk(stmt.body, qualname, f"{qualname}.<locals>.", step_calls, stop_flags, found)
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            _walk(stmt.body, None, f"{prefix}{stmt.name}.", step_calls, stop_flags, found)
+            continue
+        if isinstance(stmt, ast.While) and function is not None:
+            loop = _event_loop(stmt, function, step_calls, stop_flags)
+            if loop is not None:
+                found.append(loop)
+        for block in _blocks(stmt):
+            _walk(block, function, prefix, step_calls, stop_flags, found)
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a compound statement holds (bodies, `else`, handlers, cases)."""
+    blocks = [getattr(stmt, name, None) or [] for name in ("body", "orelse", "finalbody")]
+    blocks.extend(part.body for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())))
+    return [block for block in blocks if block and isinstance(block[0], ast.stmt)]
+
+
+def _event_loop(loop: ast.While, function: str, step_calls: frozenset[str], stop_flags: re.Pattern[str]) -> EventLoop | None:
+    if not _never_false(loop.test, stop_flags) or _exits_on_its_own(loop.body, stop_flags):
+        return None
+    steps = sorted(_step_calls([loop.test, *loop.body], step_calls))
+    if not steps:
+        return None
+    return EventLoop(function, loop.lineno, loop.end_lineno or loop.lineno, loop.body[0].lineno, tuple(steps))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _is_stop_flag(test: ast.expr, stop_flags: re.Pattern[str]) -> bool:
+    """A name, attribute or argument-free call named like a stop/run flag (`self._running`,
+    `self._handle_shutdown()`, `self._stop_event.is_set()`), negated or not."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Call):
+        if test.args or test.keywords:
+            return False
+        test = test.func
+    name = _dotted(test)
+    return name is not None and stop_flags.search(name) is not None
+
+
+def _never_false(test: ast.expr, stop_flags: re.Pattern[str]) -> bool:
+    """The loop's test turns false only when someone asks the loop to stop."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value) and test.value is not Ellipsis
+    if isinstance(test, ast.BoolOp):
+        return all(_never_false(value, stop_flags) for value in test.values)
+    return _is_stop_flag(test, stop_flags)
+
+
+def _checks_stop_flag(test: ast.expr, stop_flags: re.Pattern[str]) -> bool:
+    """Whether an `if` test reads a stop flag anywhere (`if self._stop and not pending:`)."""
+    return any(_is_stop_flag(node, stop_flags) for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute, ast.Call)))
+
+
+def _exits_on_its_own(body: list[ast.stmt], stop_flags: re.Pattern[str]) -> bool:
+    """A `return`, or a `break` of this loop, on the normal path of ``body``: not in an
+    `except` handler, not under an `if` that checks a stop flag."""
+    work: list[tuple[ast.AST, bool]] = [(stmt, False) for stmt in body]  # (node, inside a nested loop)
+    while work:
+        node, nested = work.pop()
+        if isinstance(node, ast.Return) or (isinstance(node, ast.Break) and not nested):
+            return True
+        if isinstance(node, _SCOPES) or isinstance(node, ast.expr):
+            continue
+        if isinstance(node, ast.If) and _checks_stop_flag(node.test, stop_flags):
+            continue  # the shutdown path
+        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            for stmt in (*node.body, *node.orelse, *node.finalbody):
+                work.append((stmt, nested))
+            continue  # the handlers are the error path
+        inner = nested or isinstance(node, _LOOPS)
+        for child in ast.iter_child_nodes(node):
+            # a nested loop's `else` runs after it, inside this loop: its `break` is this loop's
+            work.append((child, nested if isinstance(node, _LOOPS) and child in node.orelse else inner))
+    return False
+
+
+def _step_calls(nodes: list[ast.AST], step_calls: frozenset[str]) -> set[str]:
+    """The calls of step-like methods among ``nodes`` (nested functions left out), as written."""
+    out: set[str] = set()
+    work = list(nodes)
+    while work:
+        node = work.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name is not None and name.lstrip("_") in step_calls:
+                out.add(_dotted(func) or name)
+        work.extend(ast.iter_child_nodes(node))
+    return out

@@ -1,0 +1,196 @@
+"""Hot roots in the report: which configured roots match the tree (and a warning when none
+does), and event loops found in the code as roots of their own.  Everything is asserted
+through the JSON report, the terminal summary, ``check`` and ``callgraph`` output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import cs_audit.api as api
+from cs_audit.api import run_audit
+from cs_audit.cli import app
+from cs_audit.config import load_config
+from cs_audit.render.json import render_json
+from cs_audit.ruleset import load_ruleset
+from cs_audit.testing import write_tree
+
+runner = CliRunner()
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "roots"
+EVENT_LOOP = FIXTURES / "event_loop"
+NO_ROOT = FIXTURES / "no_root"
+CONFIGURED = len(load_ruleset().hot_roots)
+WARNING = f"0 of {CONFIGURED} hot roots match this tree: add hot_roots to pyproject.toml"
+
+
+def _json(root: Path, *extra: str) -> dict:
+    result = runner.invoke(app, ["scan", str(root), "-f", "json", "-j", "1", "--no-cache", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if text in line)
+
+
+def _hot(report: dict) -> dict[str, str]:
+    """Function -> frequency of the default-on emitters the scan reports (what runs hot)."""
+    return {f["function"]: f["frequency"] for f in report["findings"] if f["rule"] == "default-on-emitter"}
+
+
+def _graph_frequencies(root: Path) -> dict[str, str | None]:
+    result = runner.invoke(app, ["callgraph", str(root), "-f", "json", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    return {f["id"]: f["frequency"] for f in json.loads(result.stdout)["functions"]}
+
+
+# ---------------------------------------------------------------- configured roots
+def test_a_tree_no_root_matches_is_warned_about_and_the_exit_code_stays(tmp_path: Path) -> None:
+    report = _json(NO_ROOT)
+    roots = report["hot_roots"]
+    assert (roots["configured"], roots["matched"], roots["rules"], roots["event_loops"]) == (CONFIGURED, 0, [], [])
+    assert [(n["id"], n["level"]) for n in report["notes"]] == [("no-hot-root", "warning")]
+    assert report["notes"][0]["message"].startswith(WARNING)
+
+    text = runner.invoke(app, ["scan", str(NO_ROOT), "-j", "1", "--no-cache", "-o", str(tmp_path / "audit.md")])
+    assert text.exit_code == 0, text.output
+    assert f"warning: {WARNING}" in text.stdout  # one line, whatever the terminal width
+    assert WARNING.replace("_", "\\_") in (tmp_path / "audit.md").read_text(encoding="utf-8")
+
+    check = runner.invoke(app, ["check", str(NO_ROOT), "-f", "json", "-j", "1"])
+    assert check.exit_code == 0, check.output
+    assert [n["id"] for n in json.loads(check.stdout)["check"]["notes"]] == ["no-hot-root"]
+
+
+def test_the_report_names_the_configured_roots_that_match(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    shutil.copytree(NO_ROOT, root)
+    (root / "pyproject.toml").write_text('[tool.cs-audit]\nhot_roots = [{name = "handle", class = "Work*"}]\n')
+    report = _json(root)
+    roots = report["hot_roots"]
+    assert roots["matched"] == 1 and roots["configured"] == CONFIGURED + 1
+    assert roots["summary"] == f"1 of {CONFIGURED + 1} hot roots match this tree"
+    assert roots["rules"] == [{"name": "handle", "class": "Work*", "path": None, "frequency": "step",
+                               "functions": 1, "examples": ["worker.loop.Worker.handle"]}]
+    assert report["notes"] == []
+    assert _hot(report) == {"Worker.handle": "step"}
+
+
+# ---------------------------------------------------------------- event loops
+def test_an_event_loop_is_a_root_and_the_calls_in_it_run_per_step() -> None:
+    report = _json(EVENT_LOOP)
+    server = EVENT_LOOP / "engine" / "server.py"
+    assert [(e["path"], e["line"], e["function"], e["steps"], e["root"]) for e in report["hot_roots"]["event_loops"]] == [
+        ("engine/server.py", _line_of(server, "while not self._shutdown"), "Server.serve_forever", ["self.scheduler.step"], "event loop"),
+        ("engine/server.py", _line_of(server, "while True:"), "Server.serve_until_stopped", ["self.stopper.step"], "event loop"),
+        ("engine/server.py", _line_of(server, "while self._handle_shutdown()"), "Server.run_busy_loop", ["self.stopper.step"], "event loop"),
+    ]
+    # what the loop calls runs per step (not raised by the `while`), its own loop per request
+    assert _hot(report) == {"BatchScheduler.step": "step", "BatchScheduler.advance": "request", "StopScheduler.step": "step"}
+    assert report["notes"][0]["message"].endswith("only the 3 event loops found in the code are roots")
+
+
+def test_loops_that_end_on_their_own_are_not_roots() -> None:
+    frequencies = _graph_frequencies(EVENT_LOOP)
+    assert frequencies["engine.batching.DrainScheduler.step"] is None  # `while i < n`
+    assert frequencies["engine.batching.IdleScheduler.step"] is None  # a `break` on the normal path
+    assert frequencies["engine.server.OfflineRunner.run_steps"] is None
+    assert frequencies["engine.batching.BatchScheduler.step"] == "step"
+
+
+def test_an_event_loop_function_runs_once_outside_its_loop() -> None:
+    frequencies = _graph_frequencies(EVENT_LOOP)
+    assert frequencies["engine.server.Server.serve_forever"] == "step"
+    assert frequencies["engine.server.Server.warm_up"] is None  # called before the loop
+    assert frequencies["engine.server.Server.close"] is None  # after it
+    assert frequencies["engine.server.Server._handle_shutdown"] is None  # the stop check in the test
+    # the function's own code after the loop runs once: no per-step emitter there
+    assert "Server.serve_forever" not in _hot(_json(EVENT_LOOP))
+
+
+def test_a_configured_root_covers_its_event_loop(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    shutil.copytree(EVENT_LOOP, root)
+    (root / "cs-audit.yaml").write_text("hot_roots:\n  - {name: serve_forever, class: Server}\n")
+    loops = {e["function"]: (e["root"], e["configured_root"]) for e in _json(root)["hot_roots"]["event_loops"]}
+    assert loops == {"Server.serve_forever": ("configured", "serve_forever"), "Server.serve_until_stopped": ("event loop", None),
+                     "Server.run_busy_loop": ("event loop", None)}
+
+
+def test_step_names_are_rule_data_a_project_extends(tmp_path: Path) -> None:
+    files = {"clock/loop.py": """
+        import logging
+        logger = logging.getLogger(__name__)
+
+        class Clock:
+            def tick(self):
+                logger.info("tick")
+
+        class Runner:
+            def __init__(self):
+                self.clock = Clock()
+
+            def forever(self):
+                while True:
+                    self.clock.tick()
+    """}
+    root = write_tree(tmp_path / "tree", files)
+    assert _json(root)["hot_roots"]["event_loops"] == []
+    (root / "cs-audit.yaml").write_text("hot_paths:\n  event_loops:\n    step_calls: [tick]\n")
+    report = _json(root)
+    assert [e["function"] for e in report["hot_roots"]["event_loops"]] == ["Runner.forever"]
+    assert _hot(report) == {"Clock.tick": "step"}
+
+
+LOOP_SHAPES = {
+    "while_true": ("while True:\n        self.engine.step()", True),
+    "stop_flag_call": ("while not self._stop_event.is_set():\n        self.engine.step()", True),
+    "running_flag": ("while self._running:\n        self.engine.step()", True),
+    "break_in_except": ("while True:\n        try:\n            self.engine.step()\n        except OSError:\n            break", True),
+    "break_of_an_inner_loop": ("while True:\n        for r in self.reqs:\n            break\n        self.engine.step()", True),
+    "return_on_shutdown": ("while True:\n        self.engine.step()\n        if self._shutdown_requested:\n            return", True),
+    "counter": ("n = 0\n    while n < 3:\n        self.engine.step()\n        n += 1", False),
+    "work_left": ("while self.engine.has_unfinished_requests():\n        self.engine.step()", False),
+    "normal_break": ("while True:\n        out = self.engine.step()\n        if not out:\n            break", False),
+    "normal_return": ("while True:\n        if self.engine.step():\n            return", False),
+    "break_in_inner_loop_else": ("while True:\n        for r in self.reqs:\n            pass\n        else:\n            break\n        self.engine.step()", False),
+    "no_step_call": ("while True:\n        self.engine.poll()", False),
+    "step_only_in_nested_def": ("while True:\n        def later():\n            self.engine.step()\n        self.engine.poll()", False),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LOOP_SHAPES))
+def test_which_while_loops_are_event_loops(shape: str, tmp_path: Path) -> None:
+    body, is_event_loop = LOOP_SHAPES[shape]
+    root = write_tree(tmp_path / "tree", {"svc.py": f"class Service:\n  def run(self):\n    {body}\n"})
+    found = [e["function"] for e in _json(root)["hot_roots"]["event_loops"]]
+    assert found == (["Service.run"] if is_event_loop else [])
+
+
+# ---------------------------------------------------------------- determinism
+def _report(root: Path, cache_root: Path | None, jobs: int = 1) -> tuple[str, str]:
+    config = load_config(str(root), history=False, jobs=jobs, cache=cache_root is not None,
+                         cache_dir=str(cache_root) if cache_root else None)
+    result = run_audit(config)
+    return render_json(replace(result, root="<root>", commit=None)), result.stats.result  # type: ignore[union-attr]
+
+
+def test_roots_are_the_same_for_any_jobs_with_the_cache_and_after_lines_move(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "tree"
+    shutil.copytree(EVENT_LOOP, root)
+    cache_root = tmp_path / "cache"
+    cold, _ = _report(root, None)
+    assert '"event_loops": [\n' in cold
+    monkeypatch.setattr(api, "POOL_MIN_FILES", 0)  # the process pool, even for a small tree
+    assert _report(root, None, jobs=2)[0] == cold
+    assert _report(root, cache_root)[0] == cold
+    assert _report(root, cache_root) == (cold, "stored")
+    server = root / "engine" / "server.py"
+    server.write_text("# every line one down\n" + server.read_text(encoding="utf-8"), encoding="utf-8")
+    moved, how = _report(root, cache_root)
+    assert how == "moved" and moved == _report(root, None)[0] and moved != cold
