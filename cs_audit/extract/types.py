@@ -170,6 +170,13 @@ class _Walker:
         for arg in (*positional, *args.kwonlyargs):
             if arg.annotation is not None:
                 self.bind(owner, arg.arg, qualname, self.annotation(arg.annotation))
+        # a default is one of the values a parameter holds (`def run(cb=on_done)`)
+        every = [*args.posonlyargs, *args.args]
+        defaults = list(zip(every[len(every) - len(args.defaults):], args.defaults))
+        defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        for arg, default in defaults:
+            if default.__class__ in (ast.Name, ast.Attribute, ast.Lambda) and arg.annotation is None:
+                self.bind(owner, arg.arg, qualname, self.sources(default))
         if args.vararg is not None and args.vararg.annotation is not None:
             self.bind(owner, args.vararg.arg, qualname, [f"l:{s}" for s in self.annotation(args.vararg.annotation)])
         self.decorated(node, qualname, function, class_body)

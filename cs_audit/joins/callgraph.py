@@ -140,6 +140,10 @@ class Resolver:
         #: `.__init__` after it), except `cls()` / `self.__class__()`
         self.names: set[str] = set()
         names = self.names
+        #: every parameter name: a bare call of one may run what its callers pass
+        self.param_names: set[str] = set()
+        #: every part of every function and class qualname
+        self.defined_names: set[str] = set()
         #: the scanned folder's own name when it is a package (`sglang`): its modules are
         #: imported under it (`from sglang.srt.x import f`)
         self.package = package
@@ -153,8 +157,9 @@ class Resolver:
             self.qualnames[path] = table
             for qualname in table:
                 names.update(qualname.split("."))
+                self.defined_names.update(qualname.split("."))
             for f in ff.functions:  # a parameter holds what the calls pass (`cb()`)
-                names.update(f.params)
+                self.param_names.update(f.params)
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
@@ -163,12 +168,15 @@ class Resolver:
             names.update(ff.types.names)
             for c in ff.types.classes:
                 names.update(c.qualname.split("."))
+                self.defined_names.update(c.qualname.split("."))
         if functions is None:
             functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
         self.types = Types(facts, functions, self.by_module, self._closest)
         self._how_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
         #: the parameters each answer of ``resolve_how`` depended on (when any)
         self._how_deps: dict[tuple[str, str | None, str], frozenset] = {}
+        self._targets_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, int]]] = {}
+        self._lands: dict[str, bool] = {}
         self._facts = facts
 
     def tables_digest(self) -> str:
@@ -192,24 +200,60 @@ class Resolver:
         return h.hexdigest()
 
     # ------------------------------------------------------------ arguments into parameters
-    def flow_arguments(self) -> None:
-        """Work out what each call passes into the parameters of what it calls (PyCG's
-        argument edges), to a fixed point: a parameter's values can decide where another
-        call with arguments lands (`run(cb)` then `cb(x)`).  Answers that looked at a
-        parameter whose values changed are worked out again in the next round."""
+    def flow_arguments(self) -> list[str]:
+        """Work out what calls pass into the parameters the answers so far read (PyCG's
+        argument edges, on demand as Jarvis does), to a fixed point: a parameter's values can
+        decide where another call with arguments lands (`run(cb)` then `cb(x)`).  Answers
+        that read a parameter whose values changed are forgotten; returns the files that
+        hold one (sorted), to be resolved again.
+
+        The calls looked at are those whose callee's last name is that of a function with a
+        parameter some answer read (a constructor: its class's name), and every call through
+        a name no function or class has (`cb(x)`, `self.handler(x)`)."""
         groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] = {}
+        may_land = self.may_land
         for path in sorted(self._facts):
             for owner, slot, function, source in self._facts[path].types.bindings:
-                if owner.startswith("arg:") and self.may_land(owner[4:]):
+                if owner[:4] == "arg:" and may_land(owner[4:]):
                     groups.setdefault((path, function, owner[4:]), []).append((slot, source))
-        table: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
+        order = list(groups)
+        # a call through what a call or subscript gives (`retry(3)(f)`, `table[k](x)`) may
+        # land anywhere: looked at whatever was asked
+        lasts = ["" if "(" in callee or "[" in callee else _last_name(callee) for _, _, callee in order]
         functions = self.types.functions
+        table: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
+        #: parameter -> group number -> what that group passes into it; a round works out
+        #: again only the groups whose resolution an earlier round's change made it forget
+        passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]] = defaultdict(dict)
+        keys_of: dict[int, list[tuple[str, str, str]]] = {}
+        taken: set[int] = set()
+        asked: set[str] = set()
+        forgotten: set[str] = set()
+        demanded = self.types.demanded
+        seen_demands = 0
+        dirty: list[int] = []
         for _ in range(MAX_FLOW_ROUNDS):
-            new: dict[tuple[str, str, str], list[tuple[str, str | None, str]]] = defaultdict(list)
-            for (path, function, callee), args in groups.items():
+            if len(demanded) != seen_demands:
+                seen_demands = len(demanded)
+                for path, qualname, _param in list(demanded):
+                    f = functions.get((path, qualname))
+                    if f is not None:
+                        asked.add(f.class_name if f.name == "__init__" and f.class_name else f.name)
+            fresh = [n for n in range(len(order)) if n not in taken and (lasts[n] in asked or lasts[n] not in self.defined_names)]
+            taken.update(fresh)
+            work = sorted(set(dirty) | set(fresh))
+            if not work:
+                break
+            touched: set[tuple[str, str, str]] = set()
+            for number in work:
+                for key in keys_of.pop(number, ()):
+                    passed[key].pop(number, None)
+                    touched.add(key)
+                path, function, callee = group = order[number]
+                mine: list[tuple[str, str, str]] = []
                 for target, offset in self.call_targets(path, function, callee):
                     params = functions[target].params
-                    for slot, source in args:
+                    for slot, source in groups[group]:
                         if slot.isdigit():
                             at = offset + int(slot)
                             if at >= len(params):
@@ -219,35 +263,64 @@ class Resolver:
                             param = slot
                         else:
                             continue
-                        into = new[(target[0], target[1], param)]
-                        item = (path, function, source)
-                        if item not in into and len(into) < MAX_ARGUMENT_SOURCES:
-                            into.append(item)
-            settled = {key: tuple(items) for key, items in new.items()}
-            if settled == table:
+                        key = (target[0], target[1], param)
+                        passed[key].setdefault(number, []).append((path, function, source))
+                        mine.append(key)
+                        touched.add(key)
+                if mine:
+                    keys_of[number] = mine
+            changed: set[tuple[str, str, str]] = set()
+            for key in touched:
+                items: list[tuple[str, str | None, str]] = []
+                for number in sorted(passed[key]):  # in group order: the cap keeps the same first ones
+                    for item in passed[key][number]:
+                        if item not in items and len(items) < MAX_ARGUMENT_SOURCES:
+                            items.append(item)
+                value = tuple(items)
+                if table.get(key, ()) != value:
+                    changed.add(key)
+                    if value:
+                        table[key] = value
+                    else:
+                        del table[key]
+            if changed:
+                again = self.use_parameters(table, changed)
+                for key in sorted(again, key=repr):  # asked again now: that may read more parameters
+                    self.resolve_how(*key)
+                forgotten.update(key[0] for key in again)
+            memo = self._targets_memo
+            dirty = [number for number in taken if order[number] not in memo]
+            if not changed and len(demanded) == seen_demands:
                 break
-            changed = {key for key in settled.keys() | table.keys() if settled.get(key) != table.get(key)}
-            table = settled
-            self.use_parameters(table, changed)
+        self.types.parameters = table
+        return sorted(forgotten)
 
-    def use_parameters(self, table: dict, changed: set | None = None) -> None:
+    def use_parameters(self, table: dict, changed: set | None = None) -> set[str]:
         """Take ``table`` as what flows into parameters; forget the answers that depended on
-        the ``changed`` ones (all, when not given)."""
+        the ``changed`` ones (all, when not given).  Returns the call sites (path, caller,
+        callee) whose answers were forgotten."""
         self.types.parameters = table
         changed = set(table) if changed is None else changed
         self.types.forget(changed)
-        for key in [k for k, deps in self._how_deps.items() if deps & changed]:
+        keys = [k for k, deps in self._how_deps.items() if deps & changed]
+        for key in keys:
             del self._how_deps[key]
             self._how_memo.pop(key, None)
+            self._targets_memo.pop(key, None)
+        return set(keys)
 
     def call_targets(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, int]]:
         """The functions a call runs, each with the number of leading parameters the call
         does not fill (the receiver of a bound method or constructor)."""
-        out: list[tuple[FuncKey, int]] = []
-        for target, how in self.resolve_how(path, caller, callee):
-            f = self.types.functions.get(target)
-            if f is not None:
-                out.append((target, self._receiver_slots(path, caller, callee, f, how)))
+        key = (path, caller, callee)
+        out = self._targets_memo.get(key)
+        if out is None:
+            out = []
+            for target, how in self.resolve_how(path, caller, callee):
+                f = self.types.functions.get(target)
+                if f is not None:
+                    out.append((target, self._receiver_slots(path, caller, callee, f, how)))
+            self._targets_memo[key] = out
         return out
 
     def _receiver_slots(self, path: str, caller: str | None, callee: str, f: FunctionDef, how: str) -> int:
@@ -265,12 +338,20 @@ class Resolver:
     def may_land(self, callee: str) -> bool:
         """Whether a callee may resolve to a function of the tree: its last name (after calls
         and subscripts) names a function, a class or a bound name of the tree."""
+        known = self._lands.get(callee)
+        if known is None:
+            known = self._lands[callee] = self._may_land(callee)
+        return known
+
+    def _may_land(self, callee: str) -> bool:
         last = callee.rpartition(".")[2]
         while last.endswith("()") or last.endswith("[]"):
             last = last[:-2]
         if HANDED in callee:
-            return self.may_land(callee.rpartition(HANDED)[2])
-        return last in self.names or callee == "cls" or callee == "self.__class__" or callee.startswith("super().")
+            return self._may_land(callee.rpartition(HANDED)[2])
+        if last in self.names or callee == "cls" or callee == "self.__class__" or callee.startswith("super()."):
+            return True
+        return last == callee and last in self.param_names  # `cb()`, not `x.view()`
 
     def resolve_how(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
         """The tree functions a call runs, each with how it was found: through the types of
@@ -442,10 +523,18 @@ class Resolver:
         return []
 
 
+def _last_name(callee: str) -> str:
+    """The name a callee text ends in (`run` in `self.pool.run()[]`, the handed function's)."""
+    last = callee.rpartition(HANDED)[2].rpartition(".")[2]
+    while last.endswith("()") or last.endswith("[]"):
+        last = last[:-2]
+    return last
+
+
 #: rounds of ``Resolver.flow_arguments`` at most (each follows arguments one call further)
 MAX_FLOW_ROUNDS = 4
 #: most places one parameter's values are taken from
-MAX_ARGUMENT_SOURCES = 16
+MAX_ARGUMENT_SOURCES = 8
 #: the answer for callees no function of the tree is named after (shared: callers only read it)
 _NOTHING: list[FuncKey] = []
 
@@ -482,8 +571,6 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged)
     if reuse:
         resolver.use_parameters(dict(earlier.parameters))  # type: ignore[union-attr]
-    else:
-        resolver.flow_arguments()
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
     numbers = {key: n for n, key in enumerate(targets)}
     by_file: dict[str, FileResolutions] = {}
@@ -491,12 +578,19 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
     resolved_here: list[str] = []
     for path in sorted(facts):
-        calls = facts[path].calls
         flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
         if flat is None:
-            flat = _resolve_file(resolver, path, calls, targets, numbers)
+            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers)
             resolved_here.append(path)
         by_file[path] = flat
+    if not reuse:
+        # what the calls pass into the parameters the answers above read; the files with an
+        # answer that read one whose values changed are resolved again
+        for path in resolver.flow_arguments():
+            by_file[path] = _resolve_file(resolver, path, facts[path].calls, targets, numbers)
+    for path in sorted(facts):
+        calls = facts[path].calls
+        flat = by_file[path]
         last = -1
         site_targets: list[FuncKey] = []
         sites_here: list[CallSite] = []

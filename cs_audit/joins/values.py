@@ -40,6 +40,17 @@ _OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
 _PROPERTIES = ("property", "functools.cached_property", "cached_property")
 
 
+#: annotations that say nothing of what a callable parameter runs
+_OPEN_ANNOTATIONS = frozenset({"Callable", "Any", "object", "Awaitable", "Coroutine", "Optional"})
+
+
+def _names_a_type(source: str) -> bool:
+    """Whether a source is an annotation that names a type (not `Callable`, `Any`)."""
+    while source[:2] in ("l:", "e:"):
+        source = source[2:]
+    return source[:2] in ("t:", "k:") and source[2:].rpartition(".")[2] not in _OPEN_ANNOTATIONS
+
+
 class _Bindings:
     """(path, owner, name) -> [(function, source)]: each file's table made the first time
     a lookup reaches that file (a one-file scan's queries reach a few hundred files)."""
@@ -54,7 +65,8 @@ class _Bindings:
             table = self._tables[path] = defaultdict(list)
             ff = self._facts.get(path)
             for owner, name, function, source in ff.types.bindings if ff is not None else ():
-                table[(owner, name)].append((function, source))
+                if owner[:4] != "arg:":  # arguments are read by ``Resolver.flow_arguments``
+                    table[(owner, name)].append((function, source))
             table.default_factory = None
         return table
 
@@ -97,6 +109,8 @@ class Types:
         #: (path, function, parameter) -> where its arguments come from: (path, function, source)
         #: of each call that passes one (``Resolver.flow_arguments`` fills it)
         self.parameters: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
+        #: every parameter an answer has read (``Resolver.flow_arguments`` looks at their calls)
+        self.demanded: set[tuple[str, str, str]] = set()
         #: the parameters the answer being worked out looked at (its dependencies)
         self._deps: set = set()
         #: the dependencies of the last query ``begin`` started
@@ -130,19 +144,23 @@ class Types:
         self._active.add(key)
         self.depth += 1
         before_steps, before_taint = self.steps, self.tainted
-        outer, self._deps = self._deps, set()
+        # the parameters this answer reads (``_parameter`` adds to ``_deps``) are also read by
+        # the answer that asked for it
+        outer = self._deps
+        self._deps = mine = set()
         self.steps += 1
         try:
             found = compute()
         finally:
             self.depth -= 1
             self._active.discard(key)
-            mine, self._deps = self._deps, outer
-            outer |= mine
+            self._deps = outer
+            if mine:
+                outer |= mine
         if len(found) > MAX_VALUES:
             found = frozenset(sorted(found, key=repr)[:MAX_VALUES])
         if self.tainted == before_taint:
-            self._memo[key] = (found, self.steps - before_steps, frozenset(mine))
+            self._memo[key] = (found, self.steps - before_steps, frozenset(mine) if mine else _NONE)
         return found
 
     def forget(self, parameters: set) -> None:
@@ -153,6 +171,7 @@ class Types:
         """The values the calls of ``function`` pass as parameter ``name``."""
         key = (path, function, name)
         self._deps.add(key)
+        self.demanded.add(key)
         out: set = set()
         for where, caller, source in self.parameters.get(key, ()):
             out |= self.source(where, caller, source)
@@ -206,8 +225,11 @@ class Types:
         return values
 
     def _each(self, values: frozenset, step) -> frozenset:
+        if len(values) == 1:
+            for value in values:
+                return step(value)
         out: set = set()
-        for value in sorted(values, key=repr):
+        for value in sorted(values, key=repr):  # a fixed order: the budget runs out at the same point
             out |= step(value)
         return frozenset(out)
 
@@ -224,13 +246,13 @@ class Types:
                     return frozenset({("k" if "classmethod" in f.decorators else "i", cls)})
             sources = self.bindings.get((path, f"def:{function}", name))
             nested = f"{function}.<locals>.{name}"
-            if sources:
-                found = self._sources(path, sources)
-                if found:
-                    return found
-            if f is not None and name in f.params:
-                # what its callers pass, when its annotation (if any) names nothing of the tree
-                return self._parameter(path, function, name)
+            found = self._sources(path, sources) if sources else _NONE
+            if f is not None and name in f.params and not any(_names_a_type(s) for _, s in sources or ()):
+                # what its callers pass (and its default), unless an annotation says what it
+                # is (`x: torch.Tensor`)
+                return found | self._parameter(path, function, name)
+            if found:
+                return found
             if sources and (path, nested) not in self.functions:
                 return _NONE  # (a nested def whose decorators give nothing is itself)
             if (path, nested) in self.functions:
