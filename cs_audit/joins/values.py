@@ -111,6 +111,8 @@ class Types:
         self.parameters: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
         #: every parameter an answer has read (``Resolver.flow_arguments`` looks at their calls)
         self.demanded: set[tuple[str, str, str]] = set()
+        #: parameter -> the memoised answers that read it
+        self._readers: dict[tuple[str, str, str], list[tuple]] = defaultdict(list)
         #: the parameters the answer being worked out looked at (its dependencies)
         self._deps: set = set()
         #: the dependencies of the last query ``begin`` started
@@ -129,6 +131,13 @@ class Types:
         self.depth = 0
         self._deps = set()
         return self._deps
+
+    def _hit(self, hit: tuple[frozenset, int, frozenset]) -> frozenset:
+        """A memoised answer, charged the work it first took, its parameters read again."""
+        self.steps += hit[1]
+        if hit[2]:
+            self._deps |= hit[2]
+        return hit[0]
 
     def _cached(self, key: tuple, compute) -> frozenset:
         """``compute()`` once per key, unless a cycle or a cut shaped its answer."""
@@ -161,11 +170,16 @@ class Types:
             found = frozenset(sorted(found, key=repr)[:MAX_VALUES])
         if self.tainted == before_taint:
             self._memo[key] = (found, self.steps - before_steps, frozenset(mine) if mine else _NONE)
+            for parameter in mine:
+                self._readers[parameter].append(key)
         return found
 
     def forget(self, parameters: set) -> None:
         """Drop the answers that depended on ``parameters`` (their arguments changed)."""
-        self._memo = {k: v for k, v in self._memo.items() if not (v[2] and v[2] & parameters)}
+        memo, readers = self._memo, self._readers
+        for parameter in parameters:
+            for key in readers.pop(parameter, ()):
+                memo.pop(key, None)
 
     def _parameter(self, path: str, function: str, name: str) -> frozenset:
         """The values the calls of ``function`` pass as parameter ``name``."""
@@ -179,7 +193,11 @@ class Types:
 
     # ------------------------------------------------------------ names and dotted names
     def dotted(self, path: str, function: str | None, name: str) -> frozenset:
-        return self._cached(("d", path, function, name), lambda: self._dotted(path, function, name))
+        key = ("d", path, function, name)
+        hit = self._memo.get(key)
+        if hit is not None:  # the common case, without building the closure
+            return self._hit(hit)
+        return self._cached(key, lambda: self._dotted(path, function, name))
 
     def _dotted(self, path: str, function: str | None, name: str) -> frozenset:
         """The values of a callee text: a name chain (`a.b.c`, module paths included), then
@@ -234,7 +252,11 @@ class Types:
         return frozenset(out)
 
     def name(self, path: str, function: str | None, name: str) -> frozenset:
-        return self._cached(("n", path, function, name), lambda: self._name(path, function, name))
+        key = ("n", path, function, name)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return self._hit(hit)
+        return self._cached(key, lambda: self._name(path, function, name))
 
     def _name(self, path: str, function: str | None, name: str) -> frozenset:
         while function is not None:
@@ -264,7 +286,11 @@ class Types:
         return self.module_name(path, name)
 
     def module_name(self, path: str, name: str) -> frozenset:
-        return self._cached(("g", path, name), lambda: self._module_name(path, name))
+        key = ("g", path, name)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return self._hit(hit)
+        return self._cached(key, lambda: self._module_name(path, name))
 
     def _module_name(self, path: str, name: str) -> frozenset:
         if (path, name) in self.classes:
@@ -318,7 +344,11 @@ class Types:
 
     # ------------------------------------------------------------ attributes
     def attribute(self, value: Value, attr: str) -> frozenset:
-        return self._cached(("a", value, attr), lambda: self._attribute(value, attr))
+        key = ("a", value, attr)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return self._hit(hit)
+        return self._cached(key, lambda: self._attribute(value, attr))
 
     def _attribute(self, value: Value, attr: str) -> frozenset:
         kind = value[0]
