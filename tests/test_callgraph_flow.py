@@ -120,7 +120,34 @@ def test_a_decorated_function_is_what_its_decorator_returns(tmp_path: Path) -> N
     assert ("timing.timed.<locals>.wrapper", "runner.helper") in edges
     assert ("runner.Runner.step", "timing.timed.<locals>.wrapper") in edges
     assert ("timing.timed.<locals>.wrapper", "runner.Runner.execute") in edges
-    assert ("runner.main", "runner.helper") not in edges  # it runs through the wrapper
+    assert ("runner.main", "runner.Runner.size") not in edges  # a property is no wrapper
+
+
+def test_functions_decorated_in_many_places_are_not_merged(tmp_path: Path) -> None:
+    files = {
+        "trace.py": """
+            def traced(fn):
+                def wrapper(*args):
+                    return fn(*args)
+                return wrapper
+        """,
+    }
+    for name in ("a", "b", "c"):
+        files[f"{name}.py"] = f"""
+            from trace import traced
+
+            @traced
+            def load_{name}():
+                return 1
+
+            def use_{name}():
+                return load_{name}()
+        """
+    edges = _edges(write_tree(tmp_path / "t", files))
+    assert ("a.use_a", "a.load_a") in edges  # calling it still runs it
+    assert ("a.use_a", "trace.traced.<locals>.wrapper") in edges
+    # the wrapper's `fn` is every decorated function: no caller of one runs the others
+    assert not any(callee in ("b.load_b", "c.load_c") for caller, callee in edges if caller.startswith(("a.", "trace.")))
 
 
 def test_a_decorator_from_outside_the_tree_leaves_the_function_itself(tmp_path: Path) -> None:
@@ -281,3 +308,29 @@ def test_raise_constructs_and_star_imports_resolve(tmp_path: Path) -> None:
     assert ("m.step", "errors.Abort.__init__") in edges
     assert ("m.step", "errors.helper") in edges
     assert not any(callee.startswith("ValueError") for _, callee in edges)
+
+
+def test_a_helper_many_functions_hand_callables_to_runs_each_callers_own(tmp_path: Path) -> None:
+    files = {"par.py": """
+        def run_pair(fn0, fn1):
+            fn0()
+            return fn1()
+    """}
+    for name in ("a", "b", "c"):
+        files[f"{name}.py"] = f"""
+            from par import run_pair
+
+            def left_{name}():
+                return 1
+
+            def right_{name}():
+                return 2
+
+            def step_{name}():
+                return run_pair(left_{name}, right_{name})
+        """
+    edges = _edges(write_tree(tmp_path / "t", files))
+    assert edges.get(("a.step_a", "a.left_a")) == "callback"  # runs at the call that hands it over
+    assert ("a.step_a", "a.right_a") in edges
+    assert not any(caller == "par.run_pair" for caller, _ in edges)  # fn0 is none of them in particular
+    assert not any(caller == "a.step_a" and callee.startswith(("b.", "c.")) for caller, callee in edges)

@@ -197,6 +197,7 @@ class _Walker:
         what the one below it gave (``arg:<decorator>`` slot 0), the function itself first."""
         value = f"f:{qualname}"
         wrapped = False
+        last = None
         for expr in reversed(node.decorator_list):
             if expr.__class__ is ast.Call:
                 inner = self.name_of(expr.func)  # type: ignore[attr-defined]
@@ -209,9 +210,11 @@ class _Walker:
                 return  # a decorator this walk cannot name: f stays the function it defines
             self.bind(f"arg:{callee}", "0", function, [value])
             value = f"c:{callee}"
+            last = callee
             wrapped = True
         if wrapped:
-            self.bind_name(node.name, [value], function, class_body)
+            # the outermost decorator's result, as ``joins.values`` narrows it
+            self.bind_name(node.name, [f"w:{last}|{qualname}"], function, class_body)
 
     def assign(self, node: ast.Assign | ast.AnnAssign, function: str | None, cls: str | None,
                class_body: str | None, self_name: str | None) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
-from cs_audit.joins.values import Types
+from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
     HANDED,
     HOT_FREQUENCIES,
@@ -177,6 +177,9 @@ class Resolver:
         self._how_deps: dict[tuple[str, str | None, str], frozenset] = {}
         self._targets_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, int]]] = {}
         self._lands: dict[str, bool] = {}
+        self._groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] | None = None
+        self._passed_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
+        self._shared_count = 0
         self._facts = facts
 
     def tables_digest(self) -> str:
@@ -210,12 +213,7 @@ class Resolver:
         The calls looked at are those whose callee's last name is that of a function with a
         parameter some answer read (a constructor: its class's name), and every call through
         a name no function or class has (`cb(x)`, `self.handler(x)`)."""
-        groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] = {}
-        may_land = self.may_land
-        for path in sorted(self._facts):
-            for owner, slot, function, source in self._facts[path].types.bindings:
-                if owner[:4] == "arg:" and may_land(owner[4:]):
-                    groups.setdefault((path, function, owner[4:]), []).append((slot, source))
+        groups = self._argument_groups()
         order = list(groups)
         # a call through what a call or subscript gives (`retry(3)(f)`, `table[k](x)`) may
         # land anywhere: looked at whatever was asked
@@ -293,7 +291,52 @@ class Resolver:
             if not changed and len(demanded) == seen_demands:
                 break
         self.types.parameters = table
+        for key, by_group in passed.items():  # the calls that hand functions to a shared parameter
+            if shared_parameter(table.get(key, ())):
+                forgotten.update(order[number][0] for number in by_group)
         return sorted(forgotten)
+
+    def passed_functions(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
+        """The functions a call hands to shared parameters (``values.shared_parameter``) of
+        what it calls: they run at this call (how `callback`), not at every caller of the helper."""
+        key = (path, caller, callee)
+        out = self._passed_memo.get(key)
+        if out is not None:
+            return out
+        out = []
+        args = self._argument_groups().get(key)
+        if args:
+            types, functions = self.types, self.types.functions
+            for target, offset in self.call_targets(path, caller, callee):
+                params = functions[target].params
+                for slot, source in args:
+                    at = offset + int(slot) if slot.isdigit() else (params.index(slot) if slot in params else len(params))
+                    if at >= len(params) or not shared_parameter(types.parameters.get((target[0], target[1], params[at]), ())):
+                        continue
+                    types.begin()
+                    for value in sorted(types.source(path, caller, source), key=repr):
+                        if value[0] in ("f", "b"):
+                            for function, _ in types.targets(value):
+                                if (function, "callback") not in out:
+                                    out.append((function, "callback"))
+        self._passed_memo[key] = out
+        return out
+
+    @property
+    def has_shared_parameters(self) -> bool:
+        return self._shared_count > 0
+
+    def _argument_groups(self) -> dict[tuple[str, str | None, str], list[tuple[str, str]]]:
+        """(path, function, callee) -> (slot, source) of each call with arguments that may land."""
+        if self._groups is None:
+            groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] = {}
+            may_land = self.may_land
+            for path in sorted(self._facts):
+                for owner, slot, function, source in self._facts[path].types.bindings:
+                    if owner[:4] == "arg:" and may_land(owner[4:]):
+                        groups.setdefault((path, function, owner[4:]), []).append((slot, source))
+            self._groups = groups
+        return self._groups
 
     def use_parameters(self, table: dict, changed: set | None = None) -> set[str]:
         """Take ``table`` as what flows into parameters; forget the answers that depended on
@@ -302,6 +345,8 @@ class Resolver:
         self.types.parameters = table
         changed = set(table) if changed is None else changed
         self.types.forget(changed)
+        self._passed_memo.clear()
+        self._shared_count = sum(1 for sources in table.values() if shared_parameter(sources))
         keys = [k for k, deps in self._how_deps.items() if deps & changed]
         for key in keys:
             del self._how_deps[key]
@@ -672,6 +717,8 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
             found = [] if may_land(outer) and resolve(path, function, outer) else [(t, "callback") for t, _ in resolve(path, function, handed)]
         else:
             found = resolve(path, function, callee)
+            if found and resolver.has_shared_parameters:
+                found = found + resolver.passed_functions(path, function, callee)
         for target, how in found:
             number = numbers.get(target)
             if number is None:

@@ -40,6 +40,19 @@ _OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
 _PROPERTIES = ("property", "functools.cached_property", "cached_property")
 
 
+#: a parameter whose values come from more calling functions than this is shared: the
+#: functions handed to it are not merged into it (context-insensitive merging would make
+#: every caller run every other caller's function)
+MAX_PARAMETER_CALLERS = 2
+
+
+def shared_parameter(sources: tuple[tuple[str, str | None, str], ...]) -> bool:
+    """Whether a parameter's sources (``Types.parameters``) come from several functions."""
+    if len(sources) <= MAX_PARAMETER_CALLERS:
+        return False
+    return len({(where, caller) for where, caller, _ in sources}) > MAX_PARAMETER_CALLERS
+
+
 #: annotations that say nothing of what a callable parameter runs
 _OPEN_ANNOTATIONS = frozenset({"Callable", "Any", "object", "Awaitable", "Coroutine", "Optional"})
 
@@ -186,9 +199,15 @@ class Types:
         key = (path, function, name)
         self._deps.add(key)
         self.demanded.add(key)
+        sources = self.parameters.get(key, ())
         out: set = set()
-        for where, caller, source in self.parameters.get(key, ()):
+        for where, caller, source in sources:
             out |= self.source(where, caller, source)
+        if shared_parameter(sources):
+            # a helper many places hand their own functions to (`run_in_parallel(fn0, fn1)`,
+            # a decorator's `func`): inside it the parameter is no one of them; each call
+            # that passes one runs it (``Resolver.passed_functions``)
+            out = {v for v in out if v[0] not in ("f", "b")}
         return frozenset(out)
 
     # ------------------------------------------------------------ names and dotted names
@@ -340,7 +359,27 @@ class Types:
             return frozenset({("l", inner)}) if inner else _NONE
         if kind == "f:":
             return frozenset({("f", (path, rest))}) if (path, rest) in self.functions else _NONE
+        if kind == "w:":
+            return self._decorated(path, function, rest)
         return _NONE
+
+    def _decorated(self, path: str, function: str | None, rest: str) -> frozenset:
+        """What `@dec def f` binds f to (``w:<dec callee>|<f's qualname>``): the wrappers the
+        decorator defines (its nested functions) and the instances it makes, else f itself.
+        Not other functions its result may hold: a decorator that returns its parameter or a
+        `partial` of itself would merge every function it decorates."""
+        callee, _, qualname = rest.rpartition("|")
+        decorators = self.dotted(path, function, callee.partition("(")[0])
+        owners = tuple(f"{v[1][1]}.<locals>." for v in decorators if v[0] == "f")
+        out: set = set()
+        for value in sorted(self.dotted(path, function, callee), key=repr):
+            for made in self.result(value):
+                if made[0] == "i" or (made[0] == "f" and made[1][1].startswith(owners)):
+                    out.add(made)
+        me = ("f", (path, qualname))
+        if qualname and (path, qualname) in self.functions:
+            out.add(me)  # a wrapper runs it; a decorator that registers it returns it
+        return frozenset(out)
 
     # ------------------------------------------------------------ attributes
     def attribute(self, value: Value, attr: str) -> frozenset:
@@ -368,7 +407,8 @@ class Types:
                     wrapped = self.bindings.get((method[0], f"class:{method[1].rpartition('.')[0]}", attr))
                     found = self._sources(method[0], wrapped) if wrapped else _NONE
                     if found:
-                        return found
+                        # the method itself stays a method of the receiver (overrides included)
+                        return frozenset(("b", cls, attr) if kind == "i" and v == ("f", method) else v for v in found)
                 if kind == "i" and any(d in _PROPERTIES or d.endswith(".setter") for d in decorators):
                     return self.returns(method)
                 if kind == "k" or "staticmethod" in decorators or "classmethod" in decorators:
