@@ -179,6 +179,7 @@ class Resolver:
         self._lands: dict[str, bool] = {}
         self._groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] | None = None
         self._passed_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
+        self._file_arguments: dict[str, dict[tuple[str | None, str], list[tuple[str, str]]]] = {}
         self._shared_count = 0
         self._facts = facts
 
@@ -304,7 +305,7 @@ class Resolver:
         if out is not None:
             return out
         out = []
-        args = self._argument_groups().get(key)
+        args = self._arguments_of(path).get((caller, callee))
         if args:
             types, functions = self.types, self.types.functions
             for target, offset in self.call_targets(path, caller, callee):
@@ -325,6 +326,17 @@ class Resolver:
     @property
     def has_shared_parameters(self) -> bool:
         return self._shared_count > 0
+
+    def _arguments_of(self, path: str) -> dict[tuple[str | None, str], list[tuple[str, str]]]:
+        """(function, callee) -> (slot, source) of one file's calls with arguments that may land."""
+        table = self._file_arguments.get(path)
+        if table is None:
+            table = self._file_arguments[path] = {}
+            may_land = self.may_land
+            for owner, slot, function, source in self._facts[path].types.bindings:
+                if owner[:4] == "arg:" and may_land(owner[4:]):
+                    table.setdefault((function, owner[4:]), []).append((slot, source))
+        return table
 
     def _argument_groups(self) -> dict[tuple[str, str | None, str], list[tuple[str, str]]]:
         """(path, function, callee) -> (slot, source) of each call with arguments that may land."""
