@@ -334,3 +334,20 @@ def test_a_helper_many_functions_hand_callables_to_runs_each_callers_own(tmp_pat
     assert ("a.step_a", "a.right_a") in edges
     assert not any(caller == "par.run_pair" for caller, _ in edges)  # fn0 is none of them in particular
     assert not any(caller == "a.step_a" and callee.startswith(("b.", "c.")) for caller, callee in edges)
+
+
+def test_a_project_names_its_own_callback_apis(tmp_path: Path) -> None:
+    files = {
+        "m.py": """
+            import scheduler_lib
+
+            def tick():
+                return 1
+
+            def step():
+                scheduler_lib.every_step(tick)
+        """,
+    }
+    assert ("m.step", "m.tick") not in _edges(write_tree(tmp_path / "plain", files))
+    files["pyproject.toml"] = '[tool.cs-audit.call_graph]\ncallback_calls = ["every_step"]\n'
+    assert _edges(write_tree(tmp_path / "configured", files)).get(("m.step", "m.tick")) == "callback"
