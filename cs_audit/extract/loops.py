@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import re
 
+from cs_audit.extract.index import raw_dotted
 from cs_audit.model import EventLoop
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -72,17 +73,6 @@ def _event_loop(loop: ast.While, function: str, step_calls: frozenset[str], stop
     return EventLoop(function, loop.lineno, loop.end_lineno or loop.lineno, loop.body[0].lineno, tuple(steps))
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _is_stop_flag(test: ast.expr, stop_flags: re.Pattern[str]) -> bool:
     """A name, attribute or argument-free call named like a stop/run flag (`self._running`,
     `self._handle_shutdown()`, `self._stop_event.is_set()`), negated or not."""
@@ -92,7 +82,7 @@ def _is_stop_flag(test: ast.expr, stop_flags: re.Pattern[str]) -> bool:
         if test.args or test.keywords:
             return False
         test = test.func
-    name = _dotted(test)
+    name = raw_dotted(test)
     return name is not None and stop_flags.search(name) is not None
 
 
@@ -145,6 +135,6 @@ def _step_calls(nodes: list[ast.AST], step_calls: frozenset[str]) -> set[str]:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
             if name is not None and name.lstrip("_") in step_calls:
-                out.add(_dotted(func) or name)
+                out.add(raw_dotted(func) or name)
         work.extend(ast.iter_child_nodes(node))
     return out

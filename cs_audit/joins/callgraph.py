@@ -341,13 +341,8 @@ class Resolver:
     def _argument_groups(self) -> dict[tuple[str, str | None, str], list[tuple[str, str]]]:
         """(path, function, callee) -> (slot, source) of each call with arguments that may land."""
         if self._groups is None:
-            groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] = {}
-            may_land = self.may_land
-            for path in sorted(self._facts):
-                for owner, slot, function, source in self._facts[path].types.bindings:
-                    if owner[:4] == "arg:" and may_land(owner[4:]):
-                        groups.setdefault((path, function, owner[4:]), []).append((slot, source))
-            self._groups = groups
+            self._groups = {(path, function, callee): args for path in sorted(self._facts)
+                            for (function, callee), args in self._arguments_of(path).items()}
         return self._groups
 
     def use_parameters(self, table: dict, changed: set | None = None) -> set[str]:
@@ -401,11 +396,9 @@ class Resolver:
         return known
 
     def _may_land(self, callee: str) -> bool:
-        last = callee.rpartition(".")[2]
-        while last.endswith("()") or last.endswith("[]"):
-            last = last[:-2]
         if HANDED in callee:
             return self._may_land(callee.rpartition(HANDED)[2])
+        last = _last_name(callee)
         if last in self.names or callee == "cls" or callee == "self.__class__" or callee.startswith("super()."):
             return True
         return last == callee and last in self.param_names  # `cb()`, not `x.view()`

@@ -156,10 +156,7 @@ class Types:
         """``compute()`` once per key, unless a cycle or a cut shaped its answer."""
         hit = self._memo.get(key)
         if hit is not None:
-            self.steps += hit[1]
-            if hit[2]:
-                self._deps |= hit[2]
-            return hit[0]
+            return self._hit(hit)
         if key in self._active or self.depth >= MAX_DEPTH or self.steps >= MAX_STEPS:
             self.tainted += 1
             return _NONE
