@@ -248,7 +248,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         earlier = last.model.resolutions  # type: ignore[attr-defined]
         before = dict(last.facts)
         unchanged = {path for path, ff in items if before.get(path) is ff}
-    model = build_model(facts, rs, earlier, unchanged, package)
+    model = build_model(facts, rs, earlier, unchanged, package, whole=False)
     run.resolved = model.resolved_files
     run.lap("joins")
     findings = tuple(analyse(model, rs))

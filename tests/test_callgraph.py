@@ -171,13 +171,14 @@ def _edges(model: callgraph.TreeModel) -> list[tuple[object, ...]]:
     return [(e.caller, e.callee, e.path, e.site.line, e.site.callee, e.switch and e.switch.text) for e in model.edges]
 
 
+@pytest.mark.parametrize("whole", [True, False])
 @pytest.mark.parametrize("tree", ["compressspec", "sglang_trace"])
-def test_earlier_resolutions_of_unchanged_files_give_the_same_model(tree: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_earlier_resolutions_of_unchanged_files_give_the_same_model(tree: str, whole: bool) -> None:
     facts, rs = _facts_of(PROJECT / "fixtures" / tree)
-    fresh = callgraph.build_model(facts, rs)
+    fresh = callgraph.build_model(facts, rs, whole=whole)
     assert fresh.resolutions is not None and fresh.resolutions.files and fresh.resolved_calls
     changed = sorted(facts)[len(facts) // 2]
-    again = callgraph.build_model(facts, rs, fresh.resolutions, set(facts) - {changed})
+    again = callgraph.build_model(facts, rs, fresh.resolutions, set(facts) - {changed}, whole=whole)
     assert again.resolved_files == (changed,)  # the others taken as they were
     assert _edges(again) == _edges(fresh) and again.resolved_calls == fresh.resolved_calls
     assert again.resolutions == fresh.resolutions
@@ -335,3 +336,78 @@ def test_fact_sites_are_every_call_site_a_rule_pass_reads(tree: str) -> None:
             assert (site not in kept) == plain
     assert any(len(model.fact_sites[p]) < len(ff.calls) for p, ff in model.facts.items())
     assert any(s.role is None and s.arg_calls for sites in model.fact_sites.values() for s in sites)
+
+
+# ------------------------------------------------------------------ resolution on demand
+_DEMAND = {
+    "pkg/__init__.py": "",
+    "pkg/runner.py": '''
+        class Helper:
+            def go(self):
+                return 3
+
+
+        class Runner:
+            def __init__(self):
+                self.helper = Helper()
+
+            def run(self):
+                return 1
+
+            def warm(self):
+                return self.helper.go()
+    ''',
+    "pkg/engine.py": '''
+        from pkg.runner import Runner
+
+
+        class EngineCore:
+            def __init__(self):
+                self.runner = Runner()
+
+            def step(self):
+                return self.runner.run()
+
+            def setup(self):
+                return self.runner.warm()
+    ''',
+}
+
+
+def _calls(model: callgraph.TreeModel) -> set[tuple[str, str]]:
+    return {(e.caller[1], e.callee[1]) for e in model.edges if e.caller is not None}
+
+
+def test_a_scan_resolves_through_the_types_only_the_calls_it_needs(tmp_path: Path) -> None:
+    facts, rs = _facts_of(_write_tree(tmp_path / "t", _DEMAND))
+    whole = callgraph.build_model(facts, rs)
+    scan = callgraph.build_model(facts, rs, whole=False)
+    # `why` and `callgraph` see every call through the types; a scan only those a hot root
+    # reaches: `setup` is no hot code, and `self.runner.warm()` names no function by itself
+    assert {("EngineCore.step", "Runner.run"), ("EngineCore.setup", "Runner.warm"), ("Runner.warm", "Helper.go")} <= _calls(whole)
+    assert ("EngineCore.step", "Runner.run") in _calls(scan)
+    assert not {("EngineCore.setup", "Runner.warm"), ("Runner.warm", "Helper.go")} & _calls(scan)
+    assert scan.freq_default == whole.freq_default
+
+
+@pytest.mark.parametrize("edit", [
+    # reaches nothing new (calls only, no binding: the tables are the same)
+    ("return self.runner.warm()", "self.runner.run()\n        return self.runner.warm()"),
+    # the hot root reaches another function, whose calls took no types before (another file)
+    ("return self.runner.run()", "self.runner.warm()\n        return self.runner.run()"),
+])
+def test_earlier_resolutions_on_demand_give_what_a_fresh_scan_gives(tmp_path: Path, edit: tuple[str, str]) -> None:
+    root = _write_tree(tmp_path / "t", _DEMAND)
+    facts, rs = _facts_of(root)
+    first = callgraph.build_model(facts, rs, whole=False)
+    engine = root / "pkg/engine.py"
+    engine.write_text(engine.read_text(encoding="utf-8").replace(*edit), encoding="utf-8")
+    facts, rs = _facts_of(root)
+    again = callgraph.build_model(facts, rs, first.resolutions, set(facts) - {"pkg/engine.py"}, whole=False)
+    fresh = callgraph.build_model(facts, rs, whole=False)
+    assert again.resolutions.digest == first.resolutions.digest
+    assert _edges(again) == _edges(fresh) and again.freq_default == fresh.freq_default
+    reaches_more = "warm()\n" in edit[1]
+    assert (("Runner.warm", "Helper.go") in _calls(fresh)) == reaches_more
+    # the earlier resolutions of unchanged files are taken unless the hot code grew
+    assert again.resolved_files == (tuple(sorted(facts)) if reaches_more else ("pkg/engine.py",))

@@ -120,6 +120,10 @@ class Resolutions:
     files: dict[str, FileResolutions]
     #: what flows into each parameter (``Types.parameters``), worked out with the files
     parameters: tuple[tuple[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]], ...] = ()
+    #: resolved for ``build_model(whole=...)``
+    whole: bool = True
+    #: the calls that went through the types (None: all of them)
+    typed: Demand | None = None
 
 
 # ---------------------------------------------------------------- resolution
@@ -581,6 +585,8 @@ def _last_name(callee: str) -> str:
     return last
 
 
+#: rounds of arguments flowed and functions reached again at most (``build_model``)
+MAX_DEMAND_ROUNDS = 3
 #: rounds of ``Resolver.flow_arguments`` at most (each follows arguments one call further)
 MAX_FLOW_ROUNDS = 4
 #: most places one parameter's values are taken from
@@ -609,18 +615,39 @@ def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
 
 # ---------------------------------------------------------------- building the model
 def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions | None = None,
-                unchanged: AbstractSet[str] | None = None, package: str | None = None) -> TreeModel:
+                unchanged: AbstractSet[str] | None = None, package: str | None = None,
+                whole: bool = True) -> TreeModel:
     """The joined model of ``facts``.  ``earlier``: the ``resolutions`` of an earlier model,
     taken for the files in ``unchanged`` (the caller vouches their facts are those of then)
-    when the resolution tables are the same as then."""
+    when the resolution tables are the same as then.  ``whole``: every call through the
+    types (``callgraph``, ``why``); else only the calls of functions a hot root reaches,
+    the others by name, as Jarvis resolves on demand from its entry functions."""
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
     resolver = Resolver(facts, functions, package)
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
     raw_edges: list[tuple[str, CallSite, FuncKey, str]] = []
     digest = resolver.tables_digest()
-    reuse = earlier is not None and earlier.digest == digest and bool(unchanged)
+    reuse = earlier is not None and earlier.digest == digest and bool(unchanged) and earlier.whole == whole
+    roots = root_functions(facts, functions, rs)
+    typed: Demand | None = None
     if reuse:
         resolver.use_parameters(dict(earlier.parameters))  # type: ignore[union-attr]
+        typed = earlier.typed  # type: ignore[union-attr]
+    elif whole:
+        for path in sorted(facts):  # every answer asked once: what they read flows below
+            for _ in _typed_sites(resolver, path, facts[path].calls, None):
+                pass
+        resolver.flow_arguments()
+    else:
+        # the answers asked read parameters: what the calls pass into them may reach more
+        # functions, whose answers read more parameters
+        typed = _demand(resolver, facts, functions, roots)
+        for _ in range(MAX_DEMAND_ROUNDS):
+            demanded = len(resolver.types.demanded)
+            resolver.flow_arguments()
+            typed = _demand(resolver, facts, functions, roots)
+            if len(resolver.types.demanded) == demanded:
+                break
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
     numbers = {key: n for n, key in enumerate(targets)}
     by_file: dict[str, FileResolutions] = {}
@@ -630,14 +657,12 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     for path in sorted(facts):
         flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
         if flat is None:
-            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers)
+            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers, typed)
             resolved_here.append(path)
         by_file[path] = flat
-    if not reuse:
-        # what the calls pass into the parameters the answers above read; the files with an
-        # answer that read one whose values changed are resolved again
-        for path in resolver.flow_arguments():
-            by_file[path] = _resolve_file(resolver, path, facts[path].calls, targets, numbers)
+    if reuse and typed is not None and _flat_demand(facts, functions, by_file, targets, roots) != typed:
+        # the changed files reach other functions than before: worked out afresh
+        return build_model(facts, rs, None, None, package, whole)
     for path in sorted(facts):
         calls = facts[path].calls
         flat = by_file[path]
@@ -663,7 +688,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items()))),
+        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
         resolved_files=tuple(resolved_here),
     )
@@ -703,11 +728,121 @@ def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
     return tuple(site for site in ff.calls if site.__class__ is CallSite)
 
 
-def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
-                  numbers: dict[FuncKey, int]) -> FileResolutions:
-    """The call sites of one file that land in the tree (calls and opens: an emitter's own
-    call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
-    out: list[int] = []
+def root_functions(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], rs: RuleSet) -> list[FuncKey]:
+    """The functions the hot roots of the rules match and those holding an event loop, sorted."""
+    names = {r.name for r in rs.hot_roots}
+    found = {key for key, f in functions.items() if f.name in names and rs.hot_root_for(f.name, f.class_name, key[0]) is not None}
+    for path, ff in facts.items():
+        found.update((path, loop.function) for loop in ff.event_loops if (path, loop.function) in functions)
+    return sorted(found)
+
+
+def _sites_by_function(calls: tuple[CallSite, ...]) -> dict[str | None, list[CallSite]]:
+    out: dict[str | None, list[CallSite]] = defaultdict(list)
+    for site in calls:
+        out[site.function].append(site)
+    return out
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The calls ``build_model(whole=False)`` resolves through the types: those of the
+    functions a hot root reaches (how often code runs, what a switch turns on there), and
+    every call named like an env-reading helper (which switches are read where); the
+    others by name, as before the types (Jarvis asks on demand from its entry functions)."""
+
+    functions: frozenset[FuncKey]
+    #: the names of env-reading helpers
+    names: frozenset[str]
+
+    def wants(self, path: str, site: CallSite) -> bool:
+        return (path, site.function) in self.functions or _last_name(site.callee) in self.names
+
+
+def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef],
+            roots: list[FuncKey]) -> Demand:
+    """Which calls go through the types (``Demand``), asking each of them once."""
+    helpers = _direct_env_helpers(facts, functions)
+    names: set[str] = set()
+    fresh = {key[1].rpartition(".")[2] for key in helpers}
+    while fresh:  # a function that returns what a helper gives is one too (``_env_helpers``)
+        names |= fresh
+        for path in sorted(facts):
+            wanted = [site for site in facts[path].calls if _last_name(site.callee) in fresh]
+            for index, found in _typed_sites(resolver, path, wanted, None):
+                site = wanted[index]
+                key = (path, site.function)
+                if site.returned and site.function is not None and key not in helpers and functions[key].returns_value \
+                        and any(target in helpers for target, _ in found):
+                    helpers.add(key)
+        fresh = {key[1].rpartition(".")[2] for key in helpers} - names
+    return Demand(frozenset(_reach(resolver, facts, roots)), frozenset(names))
+
+
+def _direct_env_helpers(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef]) -> set[FuncKey]:
+    """The functions whose result depends on an env read of their own (``_env_helpers``' start)."""
+    out: set[FuncKey] = set()
+    for path, ff in facts.items():
+        for read in ff.env_reads:
+            if read.function and read.per_call and read.returned:
+                f = functions.get((path, read.function))
+                if f is not None and f.returns_value:
+                    out.add((path, read.function))
+    return out
+
+
+def _reach(resolver: Resolver, facts: dict[str, FileFacts], seeds: list[FuncKey]) -> set[FuncKey]:
+    """The functions the seeds reach through the types (every call of each asked once)."""
+    by_path: dict[str, dict[str | None, list[CallSite]]] = {}
+    seen = set(seeds)
+    work = list(reversed(seeds))
+    while work:
+        path, qualname = work.pop()
+        sites = by_path.get(path)
+        if sites is None:
+            sites = by_path[path] = _sites_by_function(facts[path].calls)
+        for _, found in _typed_sites(resolver, path, sites.get(qualname, ()), None):
+            for target, _ in found:
+                if target not in seen:
+                    seen.add(target)
+                    work.append(target)
+    return seen
+
+
+def _flat_demand(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], by_file: dict[str, FileResolutions],
+                 targets: list[FuncKey], roots: list[FuncKey]) -> Demand:
+    """``_demand`` over resolutions already made."""
+    helpers = _direct_env_helpers(facts, functions)
+    out_edges: dict[FuncKey, set[FuncKey]] = defaultdict(set)
+    returned: list[tuple[FuncKey, FuncKey]] = []
+    for path, flat in by_file.items():
+        calls = facts[path].calls
+        for i in range(0, len(flat), 3):
+            site, target = calls[flat[i]], targets[flat[i + 1]]
+            if site.function is not None:
+                out_edges[(path, site.function)].add(target)
+                if site.returned and functions[(path, site.function)].returns_value:
+                    returned.append(((path, site.function), target))
+    grown = True
+    while grown:
+        grown = False
+        for key, target in returned:
+            if target in helpers and key not in helpers:
+                helpers.add(key)
+                grown = True
+    seen = set(roots)
+    work = list(roots)
+    while work:
+        for target in out_edges.get(work.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                work.append(target)
+    return Demand(frozenset(seen), frozenset(key[1].rpartition(".")[2] for key in helpers))
+
+
+def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None):
+    """(index, [(target, how)]) of the sites in ``calls`` that land in the tree: through the
+    types when ``typed`` is None or wants the site, else by name."""
     may_land, resolve = resolver.may_land, resolver.resolve_how
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
@@ -715,7 +850,14 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
             continue
         if not may_land(callee):
             continue  # no function nor name of the tree is so named: nothing to resolve
-        if HANDED in callee:
+        through_types = typed is None or typed.wants(path, site)
+        if not through_types:
+            if HANDED in callee:
+                outer, _, handed = callee.partition(HANDED)
+                found = [] if may_land(outer) and resolver.resolve(path, function, outer) else [(t, "callback") for t in resolver.resolve(path, function, handed)]
+            else:
+                found = resolver._named(path, function, callee)
+        elif HANDED in callee:
             # a function handed to a call runs at the call when the call leaves the tree;
             # into the tree, the argument flows into the parameter instead
             outer, _, handed = callee.partition(HANDED)
@@ -724,6 +866,16 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
             found = resolve(path, function, callee)
             if found and resolver.has_shared_parameters:
                 found = found + resolver.passed_functions(path, function, callee)
+        if found:
+            yield index, found
+
+
+def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
+                  numbers: dict[FuncKey, int], typed: Demand | None = None) -> FileResolutions:
+    """The call sites of one file that land in the tree (calls and opens: an emitter's own
+    call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
+    out: list[int] = []
+    for index, found in _typed_sites(resolver, path, calls, typed):
         for target, how in found:
             number = numbers.get(target)
             if number is None:
