@@ -185,6 +185,7 @@ class Resolver:
         self._passed_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
         self._file_arguments: dict[str, dict[tuple[str | None, str], list[tuple[str, str]]]] = {}
         self._shared_count = 0
+        self._by_last_name: dict[str, list[tuple[str, CallSite]]] | None = None
         self._facts = facts
 
     def tables_digest(self) -> str:
@@ -326,6 +327,19 @@ class Resolver:
                                     out.append((function, "callback"))
         self._passed_memo[key] = out
         return out
+
+    def sites_by_last_name(self) -> dict[str, list[tuple[str, CallSite]]]:
+        """Last name of the callee (``_last_name``) -> (path, site) of the calls so named, in
+        file order, for the calls that may land."""
+        if self._by_last_name is None:
+            out: dict[str, list[tuple[str, CallSite]]] = defaultdict(list)
+            may_land = self.may_land
+            for path in sorted(self._facts):
+                for site in self._facts[path].calls:
+                    if may_land(site.callee):
+                        out[_last_name(site.callee)].append((path, site))
+            self._by_last_name = dict(out)
+        return self._by_last_name
 
     @property
     def has_shared_parameters(self) -> bool:
@@ -765,10 +779,15 @@ def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[Fun
     helpers = _direct_env_helpers(facts, functions)
     names: set[str] = set()
     fresh = {key[1].rpartition(".")[2] for key in helpers}
+    by_name = resolver.sites_by_last_name()
     while fresh:  # a function that returns what a helper gives is one too (``_env_helpers``)
         names |= fresh
-        for path in sorted(facts):
-            wanted = [site for site in facts[path].calls if _last_name(site.callee) in fresh]
+        wanted_in: dict[str, list[CallSite]] = defaultdict(list)
+        for name in sorted(fresh):
+            for path, site in by_name.get(name, ()):
+                wanted_in[path].append(site)
+        for path in sorted(wanted_in):
+            wanted = wanted_in[path]
             for index, found in _typed_sites(resolver, path, wanted, None):
                 site = wanted[index]
                 key = (path, site.function)
