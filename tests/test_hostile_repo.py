@@ -359,7 +359,9 @@ def test_a_mailmap_that_is_no_regular_file_skips_history_and_never_hangs(tmp_pat
     assert switch["added_in"] is None and "mailmap" in (switch["added_in_note"] or "")
 
 
-def test_a_garbage_git_index_skips_history_with_its_reason(tmp_path: Path) -> None:
+def test_a_garbage_git_index_is_one_line_where_it_is_needed(tmp_path: Path) -> None:
+    """A scan's history reads commits and the work tree, never the index: it still works; a
+    check --since needs the index's list of paths, and says in one line it could not."""
     import json
 
     try:
@@ -367,13 +369,19 @@ def test_a_garbage_git_index_skips_history_with_its_reason(tmp_path: Path) -> No
     except ImportError:  # run from tests/
         from gitrepo import make_repo  # type: ignore[no-redef]
 
-    repo = make_repo(tmp_path, [("one", {"mod.py": "import os\nX = os.environ.get('X_DEBUG')\n"})])
+    repo = make_repo(tmp_path, [("one", {"mod.py": "import os\nX = os.environ.get('X_DEBUG')\n"}), ("two", {"b.py": ""})])
     (repo / ".git" / "index").write_bytes(b"garbage")
     proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(repo), "--no-cache", "-f", "json", "-j", "1"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     (switch,) = json.loads(proc.stdout)["switches"]
-    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: git status failed")
+    assert switch["added_in"]["subject"] == "one"
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "check", str(repo), "--since", "HEAD~1", "-f", "json", "-j", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr == "", proc.stderr
+    (why,) = json.loads(proc.stdout)["check"]["incomplete"]
+    assert why.startswith("--since HEAD~1: git ls-files failed: ") and "\n" not in why
+    assert (repo / ".git" / "index").read_bytes() == b"garbage"
 
 
 def test_an_internal_error_is_one_line_and_a_traceback_file(tmp_path: Path) -> None:

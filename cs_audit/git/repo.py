@@ -176,7 +176,7 @@ class GitRepo:
 
     def renames(self, old: str, new: str) -> dict[str, str]:
         """Repo-relative old path -> new path for files renamed between two commits."""
-        out = self.git("diff", "--raw", "-z", "--no-ext-diff", "--find-renames", "--no-color", old, new, *self.pathspec())
+        out = self.git("diff-tree", "-r", "-z", "--find-renames", old, new, *self.pathspec())
         fields = out.split(b"\0")
         moved: dict[str, str] = {}
         i = 0
