@@ -12,6 +12,15 @@ import pytest
 
 from cs_audit.config import ConfigError, DecisionsError, load_config, load_decisions
 
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _this_checkout(**extra: str) -> dict[str, str]:
+    """The environment of a `python -m cs_audit` run from another directory that must still
+    import this checkout's package (not an installed copy of it)."""
+    path = os.pathsep.join(p for p in (str(PROJECT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
 
 def _alias_bomb(levels: int = 5) -> str:
     """A few hundred bytes whose aliases nest into 9**levels list items when expanded."""
@@ -87,7 +96,7 @@ def test_no_filter_or_diff_driver_of_the_repository_runs(tmp_path: Path, command
     repo, marker = _repo_with_drivers(tmp_path)
     argv = [part.format(repo=repo, out=tmp_path / "report.md") for part in command]
     proc = subprocess.run([sys.executable, "-m", "cs_audit", *argv, "-j", "1"], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+                          timeout=120, cwd=tmp_path, env=_this_checkout())
     assert proc.returncode in (0, 1), proc.stderr
     assert not marker.exists(), f"git ran a program of the repository's configuration during {command[0]}"
 
@@ -401,3 +410,48 @@ def test_an_internal_error_is_one_line_and_a_traceback_file(tmp_path: Path) -> N
     trace = Path(proc.stderr.rsplit("traceback in ", 1)[1].rstrip(")\n"))
     assert "RuntimeError: boom" in trace.read_text()
     trace.unlink()
+
+
+def test_a_missing_tree_object_is_one_line_and_the_rest_goes_on(tmp_path: Path) -> None:
+    """Commits whose tree object was deleted from .git/objects: the scan still finds what the
+    work tree holds (history says why it is missing), and each command that needs such a
+    commit says so in one line, exit 2, going on with the commits it can read."""
+    import json
+
+    try:
+        from tests.gitrepo import git, make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import git, make_repo  # type: ignore[no-redef]
+
+    repo = make_repo(tmp_path, [(f"c{i}", {"eng/model_runner.py": ENGINE + f"\n# {i}\n"}) for i in range(4)])
+    for rev in ("HEAD~2", "HEAD"):
+        tree = git(repo, "rev-parse", f"{rev}^{{tree}}").strip()
+        (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+
+    def cs_audit(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cs_audit", *argv, "-j", "1"], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path, env=_this_checkout(XDG_CACHE_HOME=str(tmp_path / "cache")))
+
+    scan = cs_audit("scan", str(repo), "-f", "json")
+    assert scan.returncode == 0 and "Traceback" not in scan.stderr, scan.stderr
+    doc = json.loads(scan.stdout)
+    assert [f["rule"] for f in doc["findings"]] == ["env-read-hot"]
+    (switch,) = doc["switches"]
+    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: ")
+
+    report = cs_audit("report", str(repo), "--range", "HEAD~3..HEAD", "-o", str(tmp_path / "reports"))
+    lines = report.stderr.splitlines()
+    assert report.returncode == 2 and "Traceback" not in report.stderr, report.stderr
+    assert [line.split(":")[0] for line in lines if "cannot read the commit" in line] == [
+        f"[1/3] {git(repo, 'rev-parse', '--short=9', 'HEAD~2').strip()}", f"[3/3] {git(repo, 'rev-parse', '--short=9', 'HEAD').strip()}"]
+    (written,) = (tmp_path / "reports").iterdir()  # the commit between them
+    assert git(repo, "rev-parse", "--short=9", "HEAD~1").strip() in written.name and "ENG_TRACE" in written.read_text()
+
+    diff = cs_audit("diff", "HEAD~2", "HEAD~1", str(repo))
+    assert diff.returncode == 2 and diff.stderr.count("\n") == 1 and "cannot read a commit" in diff.stderr, diff.stderr
+
+    (repo / "eng/model_runner.py").write_text(ENGINE + "\n# edited\n")
+    check = cs_audit("check", str(repo), "--since", "HEAD~2", "-f", "json")
+    assert check.returncode == 2 and check.stderr == "", check.stderr
+    (why,) = json.loads(check.stdout)["check"]["incomplete"]
+    assert why.startswith("--since HEAD~2: ") and "\n" not in why
