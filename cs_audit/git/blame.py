@@ -546,7 +546,9 @@ class GitHistory:
         if not where.is_dir() or any(c in str(where) for c in (os.pathsep, '"')):
             return  # an alternates list cannot hold this path unquoted
         tmp = tempfile.mkdtemp(prefix="cs-audit-graph-")
-        cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+        # close() removes it from here on, even when a signal stops the write midway (the
+        # CLI exits without running finalizers)
+        self._graph_cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
         env = {
             "GIT_OBJECT_DIRECTORY": tmp,
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(where),
@@ -555,7 +557,7 @@ class GitHistory:
             os.mkdir(os.path.join(tmp, "info"))
             os.mkdir(os.path.join(tmp, "pack"))
         except OSError:
-            cleanup()
+            self._drop_graph()
             return
         code, _, _ = _spawn(
             ("commit-graph", "write", "--no-progress", "--stdin-commits", "--changed-paths"),
@@ -564,10 +566,9 @@ class GitHistory:
             stdin=f"{self.commit}\n".encode("ascii"),
         )
         if code != 0 or not os.path.isfile(os.path.join(tmp, "info", "commit-graph")):
-            cleanup()
+            self._drop_graph()
             return
         self._graph_env = env
-        self._graph_cleanup = cleanup
 
     def _drop_graph(self) -> None:
         self._graph_env = {}
