@@ -612,7 +612,7 @@ def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tu
             info, note = history.first_added((r.path, r.line) for r in s.reads)
             out.append(replace(s, added_in=info, added_in_note=note))
         return out, history.commit, history.reason
-    except (ValueError, OSError) as exc:  # a broken repository (a garbage .git/index): the audit stands
+    except (ValueError, OSError) as exc:  # a broken repository (a missing object): the audit stands
         note = f"history skipped: {exc}"
         return [replace(s, added_in=None, added_in_note=note) for s in switches], history.commit, note
     finally:

@@ -475,7 +475,8 @@ def test_a_missing_tree_object_is_one_line_and_the_rest_goes_on(tmp_path: Path) 
     doc = json.loads(scan.stdout)
     assert [f["rule"] for f in doc["findings"]] == ["env-read-hot"]
     (switch,) = doc["switches"]
-    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: ")
+    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: the tree of HEAD (")
+    assert "\n" not in switch["added_in_note"]
 
     report = cs_audit("report", str(repo), "--range", "HEAD~3..HEAD", "-o", str(tmp_path / "reports"))
     lines = report.stderr.splitlines()

@@ -453,9 +453,13 @@ class GitHistory:
         """Blob sha of ``repo_path`` at HEAD (one ``ls-tree`` for the whole root)."""
         if self._blobs is None:
             spec = [self._prefix] if self._prefix else []
-            out = self._git_bytes(
-                "ls-tree", "-r", "-z", "--full-tree", self.commit or "HEAD", "--", *spec
-            )
+            try:
+                out = self._git_bytes(
+                    "ls-tree", "-r", "-z", "--full-tree", self.commit or "HEAD", "--", *spec
+                )
+            except ValueError as exc:
+                head = (self.commit or "HEAD")[:SHORT_SHA]
+                raise ValueError(f"the tree of HEAD ({head}) cannot be read, a missing object? {exc}") from None
             blobs: dict[str, str] = {}
             for entry in out.split(b"\0"):
                 meta, _, name = entry.partition(b"\t")
