@@ -74,7 +74,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     if cache_dir is not None:
         key = cache.entry_key(source, data)
         hit = cache.load(cache_dir, key)
-        if hit is not None:
+        if hit is not None and _holds(hit):
             return cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
     result: FileResult
     try:
@@ -140,7 +140,7 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
             remembered.add(i)
         elif cache_dir is not None:  # warm path: no worker starts when every file hits
             hit = cache.load(cache_dir, key)
-        if hit is not None:
+        if hit is not None and _holds(hit):
             hits[i] = hit
     misses = [s for i, s in enumerate(sources) if i not in hits]
     if run is not None:
@@ -154,11 +154,40 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
             result = hits[i]
         else:
             result = _unpacked(sources[i], next(computed))
+            if cache_dir is not None and keys[i] is not None:
+                _store_timeout(cache_dir, keys[i], result)  # type: ignore[arg-type]
         if memo is not None:
             memo.note_file(scope, keys[i], result, reused=i in remembered)
         yield result
         if progress:
             progress(done, total)
+
+
+def _cpu_verdict(result: FileResult) -> bool:
+    """A ``timeout`` the CPU-time limit in force gave: a verdict on the file's bytes under
+    that limit (a wall-clock stop depends on the machine's state too)."""
+    if not (isinstance(result, FileError) and result.kind == "timeout"):
+        return False
+    from cs_audit import pool  # only when a file timed out: a warm scan imports no pool
+
+    return result.message == pool.cpu_time_exceeded(pool.TIMEOUT_S)
+
+
+def _keeps(result: FileResult) -> bool:
+    """Whether ``result`` is a function of the file (bytes, path, kind) and may be kept."""
+    return cache.cacheable(result) or _cpu_verdict(result)  # type: ignore[arg-type]
+
+
+def _holds(result: FileResult) -> bool:
+    """Whether a kept result still holds: a timeout only under the limit that gave it."""
+    return not (isinstance(result, FileError) and result.kind == "timeout") or _cpu_verdict(result)
+
+
+def _store_timeout(cache_dir: str, key: str, result: FileResult) -> None:
+    """A file whose worker the CPU-time limit stopped is stored as that error here: the
+    worker died on it and stored nothing, and the next scan must not pay the limit again."""
+    if _cpu_verdict(result):
+        cache.store_error(cache_dir, key, result)  # type: ignore[arg-type]
 
 
 def _unpacked(source: SourceFile, outcome: FileResult | bytes) -> FileResult:
@@ -205,7 +234,7 @@ class ScanMemo:
             self.reused += 1
         else:
             self.analysed += 1
-        if key is not None and (not isinstance(result, FileError) or cache.cacheable(result)):
+        if key is not None and _keeps(result):
             self._seen[(scope, key)] = result
 
     def end_scan(self) -> None:
@@ -409,7 +438,7 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
     if cache_dir is None or result_key is None:
         return _analyse_tree(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep=keep)
     stored = cache.load_result(cache_dir, result_key)
-    if isinstance(stored, TreeAnalysis):
+    if isinstance(stored, TreeAnalysis) and all(_holds(e) for e in stored.errors):
         run.result = "stored"
         run.lap("cached result")
         return stored
@@ -457,11 +486,11 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     for i in changed:
         old_key = record.files.get(sources[i].path)
         old = cache.load(cache_dir, old_key) if old_key is not None else None
-        if old is None:
+        if old is None or not _holds(old):
             return None, {}
         before.append(old)
     stored = cache.load_result(cache_dir, record.result_key)
-    if not isinstance(stored, TreeAnalysis):
+    if not isinstance(stored, TreeAnalysis) or not all(_holds(e) for e in stored.errors):
         return None, {}
     from cs_audit.pool import map_files
 
@@ -478,9 +507,11 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
         if computing.ready():
             break
         hit = cache.load(cache_dir, keys[i])
-        if hit is not None:
+        if hit is not None and _holds(hit):
             known[sources[i].path] = hit
     now = [_unpacked(s, outcome) for s, outcome in zip(changed_sources, computing)]
+    for i, result in zip(changed, now):
+        _store_timeout(cache_dir, keys[i], result)
     run.lap("changed files")
     known.update((s.path, result) for s, result in zip(changed_sources, now))
     maps: dict[str, dict[int, int]] = {}
@@ -520,7 +551,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
             facts[result.path] = result
         elif isinstance(result, FileError):
             errors.append(result)
-            cacheable = cacheable and cache.cacheable(result)
+            cacheable = cacheable and _keeps(result)
         else:
             scripts[result.path] = result
     run.lap("parse/extract")
@@ -581,7 +612,7 @@ def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tu
             info, note = history.first_added((r.path, r.line) for r in s.reads)
             out.append(replace(s, added_in=info, added_in_note=note))
         return out, history.commit, history.reason
-    except (ValueError, OSError) as exc:  # a broken repository (a garbage .git/index): the audit stands
+    except (ValueError, OSError) as exc:  # a broken repository (a missing object): the audit stands
         note = f"history skipped: {exc}"
         return [replace(s, added_in=None, added_in_note=note) for s in switches], history.commit, note
     finally:

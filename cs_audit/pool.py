@@ -217,13 +217,19 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def cpu_time_exceeded(timeout: float | None) -> str:
+    """The detail of a ``timeout`` the CPU-time limit stopped: a verdict on the item alone
+    under that limit (a wall-clock stop depends on the machine's state too)."""
+    return f"used more than {timeout:g}s of CPU time: stopped"
+
+
 def _death(exitcode: int | None, timeout: float | None, stopped: str, wall: float | None) -> Failure:
     if stopped:
         return Failure("timeout", stopped)
     if exitcode is not None and exitcode < 0:
         number = -exitcode
         if number == signal.SIGXCPU:
-            return Failure("timeout", f"used more than {timeout:g}s of CPU time: stopped")
+            return Failure("timeout", cpu_time_exceeded(timeout))
         name = _signal_name(number)
         if number == signal.SIGKILL:
             return Failure("parser-crash", f"worker process killed ({name}), e.g. out of memory")

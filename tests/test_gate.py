@@ -457,6 +457,45 @@ def test_check_since_leaves_the_index_and_work_tree_untouched(history: Path) -> 
     assert _state(history) == before  # .git/index bytes and mtime, every file, refs, HEAD
 
 
+# a second ungated log in the hot step function, on the line after the first (line 15)
+TWO_LOGS = SWAPPED.replace("        logger.info(f\"step {batch} done\")\n",
+                           "        logger.info(f\"step {batch} done\")\n        logger.info(f\"again {batch}\")\n")
+
+
+@pytest.mark.parametrize(("change", "since", "new"), [
+    ("touch", "HEAD~3", [("default-on-emitter", "engine/model_runner.py", 14), ("eager-format", "engine/model_runner.py", 14)]),
+    ("touch", "HEAD", []),
+    ("edit", "HEAD", [("default-on-emitter", "engine/model_runner.py", 15), ("eager-format", "engine/model_runner.py", 15)]),
+    ("edit", "HEAD~3", [("default-on-emitter", "engine/model_runner.py", 14), ("eager-format", "engine/model_runner.py", 14),
+                        ("default-on-emitter", "engine/model_runner.py", 15), ("eager-format", "engine/model_runner.py", 15)]),
+    ("rename", "HEAD", [("default-on-emitter", "engine/stepper.py", 15), ("eager-format", "engine/stepper.py", 15)]),
+])
+def test_check_since_on_a_stat_dirty_tree_leaves_the_index_alone(history: Path, change: str, since: str,
+                                                                   new: list[tuple[str, str, int]]) -> None:
+    """Every tracked file's mtime changed after the commit (as after a checkout or a
+    build): the comparison with the work tree must not refresh .git/index, and the
+    lines it finds changed are those git diff finds (a staged rename keeps its history)."""
+    import os
+    import time
+
+    from tests.test_history import _state
+
+    if change == "rename":
+        git(history, "mv", "engine/model_runner.py", "engine/stepper.py")
+        (history / "engine/stepper.py").write_text(TWO_LOGS)
+    elif change == "edit":
+        (history / "engine/model_runner.py").write_text(TWO_LOGS)
+    later = time.time() + 100
+    for name in git(history, "ls-files", "-z").split("\0"):
+        if name:
+            os.utime(history / name, (later, later))
+    before = _state(history)
+    code, doc = check_json(str(history), "--since", since)
+    assert [(f["rule"], f["path"], f["line"]) for f in doc["check"]["new"]] == new
+    assert (code, doc["check"]["status"], doc["check"]["incomplete"]) == (1 if new else 0, "fail" if new else "pass", [])
+    assert _state(history) == before  # .git/index bytes and mtime, every file, refs, HEAD
+
+
 def test_text_output_escapes_hostile_file_names(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, [("init", {"engine/__init__.py": ""})])
     (repo / "engine/new\nline \u202e.py").write_text(LOGGED)  # untracked: all lines new

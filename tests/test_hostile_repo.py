@@ -6,11 +6,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from cs_audit.config import ConfigError, DecisionsError, load_config, load_decisions
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _this_checkout(**extra: str) -> dict[str, str]:
+    """The environment of a `python -m cs_audit` run from another directory that must still
+    import this checkout's package (not an installed copy of it)."""
+    path = os.pathsep.join(p for p in (str(PROJECT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 def _alias_bomb(levels: int = 5) -> str:
@@ -87,7 +97,7 @@ def test_no_filter_or_diff_driver_of_the_repository_runs(tmp_path: Path, command
     repo, marker = _repo_with_drivers(tmp_path)
     argv = [part.format(repo=repo, out=tmp_path / "report.md") for part in command]
     proc = subprocess.run([sys.executable, "-m", "cs_audit", *argv, "-j", "1"], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+                          timeout=120, cwd=tmp_path, env=_this_checkout())
     assert proc.returncode in (0, 1), proc.stderr
     assert not marker.exists(), f"git ran a program of the repository's configuration during {command[0]}"
 
@@ -325,6 +335,41 @@ def test_sigterm_removes_the_temporary_tree_of_a_past_commit(tmp_path: Path) -> 
     assert not Path(lines[0]).exists()
 
 
+def test_sigterm_removes_the_temporary_commit_graph_of_a_scan(tmp_path: Path) -> None:
+    """Killed with SIGTERM while git writes blame's temporary commit-graph, a scan removes
+    that directory on the way out: closing the history does, not a finalizer, which never
+    runs while anything still holds the history (the CLI exits with os._exit, keeping what
+    it holds alive; here a list keeps it)."""
+    try:
+        from tests.gitrepo import make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import make_repo  # type: ignore[no-redef]
+
+    files = {f"eng/m{i}.py": f"import os\nX = os.environ.get('X{i}_DEBUG')\n" for i in range(12)}
+    repo = make_repo(tmp_path, [("one", files)])
+    program = (
+        "import os, signal, sys\n"
+        "from cs_audit.git import blame\n"
+        "real = blame._spawn\n"
+        "def spawn(args, cwd, env, stdin=b''):\n"
+        "    if args[0] == 'commit-graph':\n"
+        "        print(env['GIT_OBJECT_DIRECTORY'], flush=True)\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(args, cwd, env, stdin)\n"
+        "blame._spawn = spawn\n"
+        "held, real_open = [], blame.open_history\n"
+        "blame.open_history = lambda *a, **k: held.append(real_open(*a, **k)) or held[-1]\n"
+        f"sys.argv = ['cs-audit', 'scan', {str(repo)!r}, '--no-cache', '-f', 'json', '-j', '1']\n"
+        "import cs_audit.cli\n"
+        "cs_audit.cli.main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env=_this_checkout())
+    assert proc.returncode == 128 + 15, proc.stderr
+    (graph_dir,) = proc.stdout.splitlines()
+    assert "cs-audit-graph-" in graph_dir and not Path(graph_dir).exists()
+
+
 def test_a_huge_env_instruction_gives_every_pair_in_order() -> None:
     """One Dockerfile ENV of 50,000 pairs (each found from where the one before it was: the
     parse is linear), with continuation lines and a repeated name."""
@@ -332,7 +377,9 @@ def test_a_huge_env_instruction_gives_every_pair_in_order() -> None:
 
     pairs = " ".join(f"K{i}=v{i}" for i in range(50000))
     text = f"FROM x\nENV A=1 \\\n    {pairs} \\\n    A=2\n"
+    started = time.process_time()
     found = setters_in_file("Dockerfile", text, "docker")
+    assert time.process_time() - started < 5  # about 0.6 s of CPU; the quadratic parse took minutes
     assert [(s.var, s.value, s.line) for s in found[:2]] == [("A", "1", 2), ("K0", "v0", 3)]
     assert [(s.var, s.value, s.line) for s in found[-2:]] == [("K49999", "v49999", 3), ("A", "2", 4)]
     assert len(found) == 50002
@@ -359,7 +406,9 @@ def test_a_mailmap_that_is_no_regular_file_skips_history_and_never_hangs(tmp_pat
     assert switch["added_in"] is None and "mailmap" in (switch["added_in_note"] or "")
 
 
-def test_a_garbage_git_index_skips_history_with_its_reason(tmp_path: Path) -> None:
+def test_a_garbage_git_index_is_one_line_where_it_is_needed(tmp_path: Path) -> None:
+    """A scan's history reads commits and the work tree, never the index: it still works; a
+    check --since needs the index's list of paths, and says in one line it could not."""
     import json
 
     try:
@@ -367,13 +416,19 @@ def test_a_garbage_git_index_skips_history_with_its_reason(tmp_path: Path) -> No
     except ImportError:  # run from tests/
         from gitrepo import make_repo  # type: ignore[no-redef]
 
-    repo = make_repo(tmp_path, [("one", {"mod.py": "import os\nX = os.environ.get('X_DEBUG')\n"})])
+    repo = make_repo(tmp_path, [("one", {"mod.py": "import os\nX = os.environ.get('X_DEBUG')\n"}), ("two", {"b.py": ""})])
     (repo / ".git" / "index").write_bytes(b"garbage")
     proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(repo), "--no-cache", "-f", "json", "-j", "1"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     (switch,) = json.loads(proc.stdout)["switches"]
-    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: git status failed")
+    assert switch["added_in"]["subject"] == "one"
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "check", str(repo), "--since", "HEAD~1", "-f", "json", "-j", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr == "", proc.stderr
+    (why,) = json.loads(proc.stdout)["check"]["incomplete"]
+    assert why.startswith("--since HEAD~1: git ls-files failed: ") and "\n" not in why
+    assert (repo / ".git" / "index").read_bytes() == b"garbage"
 
 
 def test_an_internal_error_is_one_line_and_a_traceback_file(tmp_path: Path) -> None:
@@ -393,3 +448,49 @@ def test_an_internal_error_is_one_line_and_a_traceback_file(tmp_path: Path) -> N
     trace = Path(proc.stderr.rsplit("traceback in ", 1)[1].rstrip(")\n"))
     assert "RuntimeError: boom" in trace.read_text()
     trace.unlink()
+
+
+def test_a_missing_tree_object_is_one_line_and_the_rest_goes_on(tmp_path: Path) -> None:
+    """Commits whose tree object was deleted from .git/objects: the scan still finds what the
+    work tree holds (history says why it is missing), and each command that needs such a
+    commit says so in one line, exit 2, going on with the commits it can read."""
+    import json
+
+    try:
+        from tests.gitrepo import git, make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import git, make_repo  # type: ignore[no-redef]
+
+    repo = make_repo(tmp_path, [(f"c{i}", {"eng/model_runner.py": ENGINE + f"\n# {i}\n"}) for i in range(4)])
+    for rev in ("HEAD~2", "HEAD"):
+        tree = git(repo, "rev-parse", f"{rev}^{{tree}}").strip()
+        (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+
+    def cs_audit(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cs_audit", *argv, "-j", "1"], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path, env=_this_checkout(XDG_CACHE_HOME=str(tmp_path / "cache")))
+
+    scan = cs_audit("scan", str(repo), "-f", "json")
+    assert scan.returncode == 0 and "Traceback" not in scan.stderr, scan.stderr
+    doc = json.loads(scan.stdout)
+    assert [f["rule"] for f in doc["findings"]] == ["env-read-hot"]
+    (switch,) = doc["switches"]
+    assert switch["added_in"] is None and switch["added_in_note"].startswith("history skipped: the tree of HEAD (")
+    assert "\n" not in switch["added_in_note"]
+
+    report = cs_audit("report", str(repo), "--range", "HEAD~3..HEAD", "-o", str(tmp_path / "reports"))
+    lines = report.stderr.splitlines()
+    assert report.returncode == 2 and "Traceback" not in report.stderr, report.stderr
+    assert [line.split(":")[0] for line in lines if "cannot read the commit" in line] == [
+        f"[1/3] {git(repo, 'rev-parse', '--short=9', 'HEAD~2').strip()}", f"[3/3] {git(repo, 'rev-parse', '--short=9', 'HEAD').strip()}"]
+    (written,) = (tmp_path / "reports").iterdir()  # the commit between them
+    assert git(repo, "rev-parse", "--short=9", "HEAD~1").strip() in written.name and "ENG_TRACE" in written.read_text()
+
+    diff = cs_audit("diff", "HEAD~2", "HEAD~1", str(repo))
+    assert diff.returncode == 2 and diff.stderr.count("\n") == 1 and "cannot read a commit" in diff.stderr, diff.stderr
+
+    (repo / "eng/model_runner.py").write_text(ENGINE + "\n# edited\n")
+    check = cs_audit("check", str(repo), "--since", "HEAD~2", "-f", "json")
+    assert check.returncode == 2 and check.stderr == "", check.stderr
+    (why,) = json.loads(check.stdout)["check"]["incomplete"]
+    assert why.startswith("--since HEAD~2: ") and "\n" not in why

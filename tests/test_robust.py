@@ -277,6 +277,27 @@ def test_libcst_segfault_and_slow_files_are_reported_and_everything_else_scanned
         assert _lines(result, f"zz/engine{i}.py") == sorted(ENGINE_LINES)
 
 
+def test_a_file_the_cpu_limit_stopped_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout from the CPU-time limit is the file's verdict under that limit: the cache
+    keeps it for the file's bytes, so a later scan reports it again without spending the
+    limit on it again, whether the tree is unchanged or another file was edited."""
+    monkeypatch.setattr(pool, "TIMEOUT_S", 1.0)
+    root = write_tree(tmp_path / "tree", {"engine.py": ENGINE})
+    shutil.copy(HOSTILE / "subscript_2500.py", root / "slow.py")
+    cached = {"jobs": 1, "cache": True, "cache_dir": str(tmp_path / "cache")}
+    first = _scan(root, **cached)
+    verdict = ("timeout", "used more than 1s of CPU time: stopped")
+    assert _errors(first) == {"slow.py": verdict}
+    assert first.stats is not None and first.stats.analysed == ("engine.py", "slow.py")
+    second = _scan(root, **cached)
+    assert second.stats is not None and (second.stats.analysed, second.stats.result) == ((), "stored")
+    assert _errors(second) == {"slow.py": verdict} and _lines(second) == _lines(first)
+    (root / "engine.py").write_text(ENGINE + "\nLIMIT = 1\n")
+    third = _scan(root, **cached)
+    assert third.stats is not None and third.stats.analysed == ("engine.py",)
+    assert _errors(third) == {"slow.py": verdict} and _lines(third) == _lines(first)
+
+
 def test_the_cli_survives_a_segfaulting_file_and_strict_exits_2(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "tree", {"engine.py": ENGINE})
     shutil.copy(HOSTILE / "and_chain_10000.py", root / "crash.py")

@@ -8,9 +8,10 @@
 * **Gating** rules come from ``gates_ci: true`` in ``rules/rules.yaml``; an entry
   ``RULE:default`` gates only sites that run with no debug env set (``switch`` null),
   which is how ``sync-in-debug`` gates by default.  ``--gate`` replaces the set.
-* ``--since REV`` keeps only findings on lines changed since REV (``git diff -U0
-  --find-renames REV`` against the work tree, untracked files count as all-new), and
-  of those only the ones the audit of REV itself did not have.
+* ``--since REV`` keeps only findings on lines changed since REV (the patch of
+  ``git diff -U0 --find-renames REV`` against the work tree, made without git reading
+  the work tree or writing the index: ``cs_audit.git.worktree``; untracked files count
+  as all-new), and of those only the ones the audit of REV itself did not have.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 
 from cs_audit.ci.suppress import apply_suppressions, skipped_notes
 from cs_audit.git.repo import GitError, GitRepo
+from cs_audit.git.worktree import worktree_patch
 from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates, ReportContext, root_notes
 from cs_audit.ruleset import RuleSet
 
@@ -246,10 +248,11 @@ def changed_lines(repo: GitRepo, sha: str) -> dict[str, frozenset[int]]:
     """Root-relative path -> lines changed between commit ``sha`` and the work tree."""
     if repo.bare:
         raise GitError(f"{repo.toplevel} is a bare repository: --since compares with a work tree")
-    patch = repo.git(
-        "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--find-renames",
-        "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules", sha, *repo.pathspec(),
-    )
+    # not `git diff <sha>`: it rewrites .git/index when tracked files are only stat-dirty
+    patch = worktree_patch(repo.toplevel, sha, repo.pathspec(), (
+        "-r", "-p", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--find-renames",
+        "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules",
+    ))
     out: dict[str, frozenset[int]] = {}
     for path, lines in parse_diff(patch).items():
         if path.startswith(repo.base):

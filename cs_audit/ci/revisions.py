@@ -107,7 +107,25 @@ class TreeAuditor:
         return new
 
     def _write_tree(self, sha: str) -> dict[str, TreeEntry]:
-        """Make the temporary directory hold exactly the tree of ``sha`` (changed paths only)."""
+        """Make the temporary directory hold exactly the tree of ``sha`` (changed paths only);
+        when git cannot give it (a missing object), the directory is emptied and the next
+        commit is written whole, so a failure never leaves a mix of two trees."""
+        try:
+            return self._update_tree(sha)
+        except BaseException:
+            self._current, self._current_sha = {}, None
+            for entry in list(self._workdir.iterdir()):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        entry.unlink()
+            if self._blobs is not None:
+                self._blobs.close()  # its answers may be out of step after a failed read
+                self._blobs = None
+            raise
+
+    def _update_tree(self, sha: str) -> dict[str, TreeEntry]:
         new = self._listing(sha)
         old = self._current
         self._current_sha = None  # until the directory holds ``new``

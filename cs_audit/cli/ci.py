@@ -248,7 +248,7 @@ def report(
     """Write the audit of past commits, read from git objects (no checkout; work tree and index untouched)."""
     from cs_audit.ci.revisions import TreeAuditor
     from cs_audit.config import ConfigError
-    from cs_audit.git.repo import GitError, GitRepo
+    from cs_audit.git.repo import SHORT_SHA, GitError, GitRepo
     from cs_audit.render.check import plain
 
     if (rev is None) == (rev_range is None):
@@ -267,12 +267,16 @@ def report(
     started = time.perf_counter()
     with TreeAuditor(repo, str(path), reuse=rev_range is not None, jobs=jobs, exclude=tuple(exclude)) as auditor:
         for i, sha in enumerate(shas, 1):
-            info = repo.commit_info(sha)
             try:
+                info = repo.commit_info(sha)
                 result = auditor.audit(sha, progress=_file_progress(f"[{i}/{len(shas)}] {info.short}"))
             except ConfigError as exc:
                 failed += 1
                 say(f"[{i}/{len(shas)}] {info.short} {info.date}: configuration error: {plain(exc)}")
+                continue
+            except GitError as exc:  # a missing object: this commit cannot be read, the others can
+                failed += 1
+                say(f"[{i}/{len(shas)}] {sha[:SHORT_SHA]}: cannot read the commit: {plain(exc)}")
                 continue
             assert auditor.last_rs is not None
             if rev is not None:
@@ -325,5 +329,7 @@ def diff_cmd(
             after = auditor.audit(sha2)
         except ConfigError as exc:
             fail(f"configuration error: {exc}")
+        except GitError as exc:
+            fail(f"cannot read a commit: {exc}")
     new, fixed, moved = match_findings(list(after.findings), list(before.findings))
     emit(render_diff(before, after, info1, info2, new, fixed, moved), output)

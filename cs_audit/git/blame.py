@@ -15,7 +15,8 @@ git about blame, and it only ever reads the repository:
   never the work tree, so **callers pass HEAD line numbers**.  The scanner
   reads work-tree files, so for a file whose work-tree copy differs from HEAD
   the line numbers may not match; such files get no blame (``{}``) rather
-  than a wrong one.  Files not in HEAD (untracked, newly added) get ``{}``
+  than a wrong one (whether it differs is found by hashing the file here, not
+  by ``git status``: see ``cs_audit.git.worktree``).  Files not in HEAD (untracked, newly added) get ``{}``
   too, and lines past the end of the file are ignored.
 * Only the lines asked for are blamed: one ``git blame --porcelain -w`` per
   file covers all of them (adjacent lines merged into ``-L a,b`` ranges).
@@ -66,6 +67,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cs_audit.files import keep_newest, read_regular, try_write_atomically
 from cs_audit.git import runner
+from cs_audit.git.worktree import WorkTreeFiles
 from cs_audit.model import BlameInfo
 
 __all__ = [
@@ -385,7 +387,8 @@ class GitHistory:
         self.files_blamed = 0
         self._jobs = max(1, jobs or os.cpu_count() or 1)
         self._blobs: dict[str, str] | None = None
-        self._dirty: frozenset[str] | None = None
+        self._files: WorkTreeFiles | None = None
+        self._dirty: dict[str, bool] = {}  # repo path -> its work-tree copy is not HEAD's
         self._cache: dict[FileKey, Known] = {}
         self._failed: set[FileKey] = set()  # blame failed: answered empty, never stored on disk
         self._cache_dir = Path(cache_dir) if cache_dir else None
@@ -450,9 +453,13 @@ class GitHistory:
         """Blob sha of ``repo_path`` at HEAD (one ``ls-tree`` for the whole root)."""
         if self._blobs is None:
             spec = [self._prefix] if self._prefix else []
-            out = self._git_bytes(
-                "ls-tree", "-r", "-z", "--full-tree", self.commit or "HEAD", "--", *spec
-            )
+            try:
+                out = self._git_bytes(
+                    "ls-tree", "-r", "-z", "--full-tree", self.commit or "HEAD", "--", *spec
+                )
+            except ValueError as exc:
+                head = (self.commit or "HEAD")[:SHORT_SHA]
+                raise ValueError(f"the tree of HEAD ({head}) cannot be read, a missing object? {exc}") from None
             blobs: dict[str, str] = {}
             for entry in out.split(b"\0"):
                 meta, _, name = entry.partition(b"\t")
@@ -462,24 +469,15 @@ class GitHistory:
             self._blobs = blobs
         return self._blobs.get(repo_path)
 
-    def _is_dirty(self, repo_path: str) -> bool:
-        """Whether the work-tree copy differs from HEAD (one ``status`` for the root)."""
-        if self._dirty is None:
-            spec = [self._prefix] if self._prefix else []
-            # `git status` with GIT_OPTIONAL_LOCKS=0 refreshes stat data in memory only;
-            # `git diff <rev>` would rewrite .git/index when only stat data changed
-            out = self._git_bytes(
-                "status",
-                "--porcelain",
-                "-z",
-                "--untracked-files=no",
-                "--no-renames",
-                "--ignore-submodules",
-                "--",
-                *spec,
-            )
-            self._dirty = frozenset(os.fsdecode(entry[3:]) for entry in out.split(b"\0") if len(entry) > 3)
-        return repo_path in self._dirty
+    def _is_dirty(self, repo_path: str, blob: str) -> bool:
+        """Whether the work-tree copy is not blob ``blob`` of HEAD, read and hashed here: git
+        status would refresh the index's stat data and read the file through git's filters."""
+        dirty = self._dirty.get(repo_path)
+        if dirty is None:
+            if self._files is None:
+                self._files = WorkTreeFiles(self._worktree)
+            dirty = self._dirty[repo_path] = not self._files.matches(repo_path, blob)
+        return dirty
 
     # -- the disk cache -------------------------------------------------------
 
@@ -552,7 +550,9 @@ class GitHistory:
         if not where.is_dir() or any(c in str(where) for c in (os.pathsep, '"')):
             return  # an alternates list cannot hold this path unquoted
         tmp = tempfile.mkdtemp(prefix="cs-audit-graph-")
-        cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+        # close() removes it from here on, even when a signal stops the write midway (the
+        # CLI exits without running finalizers)
+        self._graph_cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
         env = {
             "GIT_OBJECT_DIRECTORY": tmp,
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(where),
@@ -561,7 +561,7 @@ class GitHistory:
             os.mkdir(os.path.join(tmp, "info"))
             os.mkdir(os.path.join(tmp, "pack"))
         except OSError:
-            cleanup()
+            self._drop_graph()
             return
         code, _, _ = _spawn(
             ("commit-graph", "write", "--no-progress", "--stdin-commits", "--changed-paths"),
@@ -570,10 +570,9 @@ class GitHistory:
             stdin=f"{self.commit}\n".encode("ascii"),
         )
         if code != 0 or not os.path.isfile(os.path.join(tmp, "info", "commit-graph")):
-            cleanup()
+            self._drop_graph()
             return
         self._graph_env = env
-        self._graph_cleanup = cleanup
 
     def _drop_graph(self) -> None:
         self._graph_env = {}
@@ -648,7 +647,7 @@ class GitHistory:
         if blob is None:
             self.skipped[repo_path] = "not committed"
             return None
-        if self._is_dirty(repo_path):
+        if self._is_dirty(repo_path, blob):
             self.skipped[repo_path] = "modified since HEAD"
             return None
         return repo_path, blob

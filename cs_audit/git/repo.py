@@ -120,8 +120,12 @@ class GitRepo:
         return out if _FULL_SHA.match(out) else None
 
     def commit_info(self, sha: str) -> CommitInfo:
-        out = self.git("show", "-s", "--no-show-signature", "--format=%H%x00%ct%x00%s", sha, "--")
-        full, ctime, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 2)
+        # not `git show -s`: it reads the commit's tree, and fails when that object is missing
+        out = self.git("log", "-1", "--no-walk", "--no-show-signature", "--format=%H%x00%ct%x00%s", sha, "--")
+        fields = out.decode("utf-8", "replace").rstrip("\n").split("\0", 2)
+        if len(fields) != 3 or not fields[1].isdigit():
+            raise GitError(f"git log: cannot read commit {sha}")
+        full, ctime, subject = fields
         return CommitInfo(full, _utc_day(int(ctime)), subject)
 
     def rev_range(self, spec: str) -> list[str]:
@@ -136,7 +140,10 @@ class GitRepo:
 
     def tree(self, sha: str) -> dict[str, TreeEntry]:
         """Repo-relative path -> entry, for every file under the scanned path at ``sha``."""
-        out = self.git("ls-tree", "-r", "-z", "--full-tree", sha, *self.pathspec())
+        try:
+            out = self.git("ls-tree", "-r", "-z", "--full-tree", sha, *self.pathspec())
+        except GitError as exc:
+            raise GitError(f"the tree of commit {sha[:SHORT_SHA]} cannot be read (a missing object?): {exc}") from None
         entries: dict[str, TreeEntry] = {}
         for record in out.split(b"\0"):
             if not record:
@@ -176,7 +183,7 @@ class GitRepo:
 
     def renames(self, old: str, new: str) -> dict[str, str]:
         """Repo-relative old path -> new path for files renamed between two commits."""
-        out = self.git("diff", "--raw", "-z", "--no-ext-diff", "--find-renames", "--no-color", old, new, *self.pathspec())
+        out = self.git("diff-tree", "-r", "-z", "--find-renames", old, new, *self.pathspec())
         fields = out.split(b"\0")
         moved: dict[str, str] = {}
         i = 0

@@ -249,6 +249,13 @@ def store(cache_dir: str, key: str, result: CachedResult, packed: bytes | None =
         _write_bytes(_entry_path(cache_dir, key), _entry_header(key) + body)
 
 
+def store_error(cache_dir: str, key: str, error: FileError) -> None:
+    """Write ``error`` as the entry of ``key`` whatever its kind: for an error the caller
+    knows to be a verdict on the bytes that ``cacheable`` cannot tell from its kind alone
+    (a timeout of the CPU-time limit, ``api``)."""
+    _write_bytes(_entry_path(cache_dir, key), _entry_header(key) + pack(error))
+
+
 def source_key(source: SourceFile, max_bytes: int) -> str | None:
     """The entry key of one source file from its bytes (read in the main process for a warm
     check before any worker starts); None when it cannot be read or is over ``max_bytes``."""
