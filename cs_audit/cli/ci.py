@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from cs_audit.cli.common import app, emit, fail, say, write_output
+from cs_audit.cli.common import app, check_directory, check_writable, emit, fail, output_path, say, write_output
 
 if TYPE_CHECKING:
     from cs_audit.config import AuditConfig
@@ -67,7 +67,7 @@ def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConf
 @app.command()
 def baseline(
     path: Path = typer.Argument(Path("."), help="tree to record"),
-    output: Path = typer.Option(Path(DEFAULT_BASELINE), "--output", "-o", help="baseline file to write"),
+    output_raw: str = typer.Option(DEFAULT_BASELINE, "--output", "-o", help="baseline file to write"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
 ) -> None:
@@ -76,6 +76,9 @@ def baseline(
     from cs_audit.ci.gate import context_for, entry_of, render_baseline
     from cs_audit.render.check import plain
 
+    output = output_path(output_raw)
+    assert output is not None
+    check_writable(output)
     config, rs = _config(path, jobs, exclude)
     result = run_audit(config, rs)
     ctx = context_for(result)
@@ -90,7 +93,7 @@ def check(
     since: Optional[str] = typer.Option(None, "--since", help="only findings on lines changed since this revision"),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="rewrite --baseline without its fixed entries"),
     format: str = typer.Option("text", "--format", "-f", help="text, json, sarif, github or markdown"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
+    output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
     gate: list[str] = typer.Option([], "--gate", help="rules that gate, RULE or RULE:default (repeatable; default from rules.yaml)"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     jobs: Optional[int] = _JOBS,
@@ -120,6 +123,10 @@ def check(
         fail(f"unknown format {format!r}; choose from {', '.join(CHECK_FORMATS)}")
     if update_baseline and baseline_file is None:
         fail("--update-baseline needs --baseline FILE")
+    output = output_path(output_raw)
+    for target in (output, baseline_file if update_baseline else None):
+        if target is not None:
+            check_writable(target)
     config, rs = _config(path, jobs, exclude)
     try:
         gates = parse_gates(gate, rs)
@@ -239,7 +246,7 @@ def report(
     path: Path = typer.Argument(Path("."), help="tree (inside a git work tree) to audit at past commits"),
     rev: Optional[str] = typer.Option(None, "--rev", help="audit this commit"),
     rev_range: Optional[str] = typer.Option(None, "--range", help="audit every commit of A..B (first-parent line)"),
-    output: Optional[Path] = typer.Option(
+    output_raw: Optional[str] = typer.Option(
         None, "--output", "-o", help="file for --rev, directory for --range (default: reports/<date>_<short-sha>.md)"),
     format: str = typer.Option("markdown", "--format", "-f", help="markdown or json"),
     jobs: Optional[int] = _JOBS,
@@ -255,6 +262,15 @@ def report(
         fail("give exactly one of --rev REV or --range A..B")
     if format not in REPORT_FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(REPORT_FORMATS)}")
+    if rev is not None:
+        output = output_path(output_raw)
+        if output is not None:
+            check_writable(output)
+        else:
+            check_directory(Path("reports"))
+    else:
+        output = Path(output_raw) if output_raw is not None else None
+        check_directory(output or Path("reports"))
     try:
         repo = GitRepo.open(path)
         shas = [repo.verify(rev)] if rev is not None else repo.rev_range(rev_range or "")
@@ -302,7 +318,7 @@ def diff_cmd(
     rev1: str = typer.Argument(..., help="older commit"),
     rev2: str = typer.Argument(..., help="newer commit"),
     path: Path = typer.Argument(Path("."), help="tree (inside a git work tree) to compare"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the markdown here (default: stdout)"),
+    output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write the markdown here (default: stdout)"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
 ) -> None:
@@ -313,6 +329,9 @@ def diff_cmd(
     from cs_audit.git.repo import GitError, GitRepo
     from cs_audit.render.diff import render_diff
 
+    output = output_path(output_raw)
+    if output is not None:
+        check_writable(output)
     try:
         repo = GitRepo.open(path)
         sha1, sha2 = repo.verify(rev1), repo.verify(rev2)

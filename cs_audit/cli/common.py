@@ -6,15 +6,63 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from cs_audit import files
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+try:  # typer from 0.2x bundles its own click, whose exceptions are not click's
+    from typer._click import exceptions as click
+except ImportError:  # pragma: no cover - a typer that uses click itself
+    from click import exceptions as click  # type: ignore[no-redef]
+
+
+class PlainGroup(TyperGroup):
+    """The command group, whose usage errors are one plain line (typer draws a box around
+    them, wrapped at the terminal width) with exit code 2."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):  # type: ignore[override]
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.NoArgsIsHelpError as exc:
+            exc.show()
+            code = 2
+        except click.ClickException as exc:
+            ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+            what = ctx.info_name if ctx is not None and ctx.parent is not None else "usage"
+            see = f" (see '{plain(ctx.command_path)} --help')" if ctx is not None else ""
+            sys.stderr.write(f"cs-audit: {plain(what)}: {plain(exc.format_message())}{see}\n")
+            code = 2
+        except typer.Abort:
+            sys.stderr.write("cs-audit: interrupted\n")
+            code = 130
+        code = code if isinstance(code, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+app = typer.Typer(cls=PlainGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit env-var debug switches, trace helpers, dumps and log lines.")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from cs_audit import __version__
+
+        typer.echo(f"cs-audit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                          help="print the version and exit")) -> None:
+    """Audit env-var debug switches, trace helpers, dumps and log lines."""
 #: what the scans of this process built, kept alive until it ends: set by ``main``, whose
 #: process exits without freeing memory (None when the commands are called otherwise: tests)
 KEPT: list[object] | None = None
@@ -75,6 +123,65 @@ def write_output(path: Path, text: str) -> None:
         files.write_atomically(path, text.encode("utf-8"), mode=0o666 & ~_umask())
     except OSError as exc:
         fail(f"{path}: cannot write: {exc.strerror or exc}")
+
+
+def output_path(raw: str | None) -> Path | None:
+    """``-o`` as a path; one that ends in a separator names a directory, refused (exit 2)."""
+    if raw is None:
+        return None
+    if raw.endswith(("/", os.sep)) and not raw.startswith("/dev/"):
+        fail(f"{raw}: cannot write: names a directory (give a file name)")
+    return Path(raw)
+
+
+def check_writable(path: Path) -> None:
+    """End the command (exit 2) unless ``write_output(path, ...)`` can succeed, checked
+    before the scan so that a report that cannot be written never costs a whole scan nor
+    ends a ``check`` with the status of a gating failure."""
+    if _is_stdout(path):
+        return
+    try:
+        st = os.stat(path) if os.path.lexists(path) else None
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")
+    if path.is_symlink():
+        if st is None or not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            fail(f"{path}: refusing to write through a symlink (give the file it points to)")
+        return
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            fail(f"{path}: not a regular file (a directory)")
+        if not stat.S_ISREG(st.st_mode):
+            if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+                fail(f"{path}: not a regular file")
+            return
+    parent = Path(os.path.dirname(os.path.abspath(path)))
+    existing = parent
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"{path}: cannot write: {existing} is not a directory")
+    # what the write will do, done and undone: the first missing folder made, or the temp
+    # file of the atomic write; the one sure test (root passes permission checks, /proc
+    # refuses new entries)
+    try:
+        if existing != parent:
+            first = parent
+            while first.parent != existing:
+                first = first.parent
+            os.mkdir(first)
+            os.rmdir(first)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")
+
+
+def check_directory(directory: Path) -> None:
+    """End the command (exit 2) unless files can be written into ``directory`` (made if missing)."""
+    check_writable(directory / "report")
 
 
 def _umask() -> int:

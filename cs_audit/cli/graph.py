@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from cs_audit.cli.common import app, fail, plain, write_output
+from cs_audit.cli.common import app, check_writable, fail, output_path, plain, write_output
 
 _NO_CACHE = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache")
 _JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
@@ -28,7 +28,7 @@ def _model(path: Path, jobs: int | None, no_cache: bool):
 def callgraph(
     path: Path = typer.Argument(..., help="tree to build the call graph of"),
     format: str = typer.Option("json", "--format", "-f", help="json (functions, edges, how each was found), pycg, dot"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write it here"),
+    output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write it here"),
     jobs: Optional[int] = _JOBS,
     no_cache: bool = _NO_CACHE,
 ) -> None:
@@ -39,6 +39,9 @@ def callgraph(
         fail(f"unknown format {format!r}; choose from {', '.join(GRAPH_FORMATS)}")
     if not path.is_dir():
         fail(f"{path}: not a directory")
+    output = output_path(output_raw)
+    if output is not None:
+        check_writable(output)
     from cs_audit.extract.discover import display_path
     from cs_audit.joins.callgraph import export_graph
 

@@ -1,7 +1,8 @@
 """``scan``, ``switch``, ``rules``, ``config`` and ``version``.
 
-Exit codes: 0 done, 2 could not complete (bad config, unreadable root, and with
-``--strict`` any skipped file).
+Exit codes: 0 done, 1 findings with ``--exit-non-zero-on-findings``, 2 could not complete
+(bad config, unreadable root, an output that cannot be written, and with ``--strict`` any
+skipped file).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Optional
 import typer
 
 from cs_audit.cli import common as state
-from cs_audit.cli.common import app, fail, write_output
+from cs_audit.cli.common import app, check_writable, fail, say, write_output
 
 PROGRESS_MIN_FILES = 200
 FORMATS = ("text", "json", "markdown", "sarif", "github")
@@ -64,45 +65,80 @@ def render_format(format: str, result, rs) -> str:
 def scan(
     path: Path = typer.Argument(..., help="tree (or file) to audit"),
     format: str = typer.Option("text", "--format", "-f", help="text (terminal summary + markdown under reports/), json, markdown, sarif, github"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here"),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
     exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
     no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
+    exit_non_zero: bool = typer.Option(False, "--exit-non-zero-on-findings", help="exit 1 when any finding is reported (suppressed ones left out)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no summary on the terminal, only errors"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    out = state.output_path(output)
+    target = out or (Path("reports") / f"{report_name(path)}.md" if format == "text" else None)
+    if target is not None:
+        check_writable(target)
     config, rs = _load(path, jobs=jobs, exclude=tuple(exclude), history=not no_history, cache=False if no_cache else None)
-    from rich.console import Console
-
-    err = Console(stderr=True)
-    result = _run_with_progress(config, rs, err, quiet=format != "text")
+    result = _run_with_progress(config, rs, quiet=quiet)
     started = time.perf_counter()
     if format == "text":
-        from cs_audit.render.console import print_summary
-        from cs_audit.render.markdown import render_markdown, title
+        from rich.console import Console
 
-        target = output or Path("reports") / f"{title(result)}.md"
+        from cs_audit.render.console import print_summary
+        from cs_audit.render.markdown import render_markdown
+
+        assert target is not None
         write_output(target, render_markdown(result, rs))
         result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-        print_summary(Console(), result, rs, str(target), verbose)
+        if not quiet:
+            print_summary(Console(), result, rs, str(target), verbose)
+        elif verbose:
+            say(phases_line(result))
     else:
         text = render_format(format, result, rs)
-        if output:
-            write_output(output, text)
+        if out:
+            write_output(out, text)
         else:
             sys.stdout.write(text)
         result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-    if verbose and format != "text":
-        err.print("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings))
+        if verbose:
+            say(phases_line(result))
     if strict and result.errors:
         raise typer.Exit(2)
+    if exit_non_zero and _reported(result):
+        raise typer.Exit(1)
 
 
-def _run_with_progress(config, rs, err, quiet: bool):
+def report_name(path: Path) -> str:
+    """The name of a tree's markdown report under ``reports/``."""
+    from pathlib import PurePath
+
+    from cs_audit.extract.discover import display_path
+
+    shown = display_path(str(path))
+    return PurePath(shown).name or shown
+
+
+def phases_line(result) -> str:
+    return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)
+
+
+def _reported(result) -> bool:
+    """Whether the scan reports a finding that no comment in the code suppresses."""
+    from cs_audit.ci.gate import context_for
+
+    return bool(context_for(result).suppressed.kept)
+
+
+#: seconds between two progress lines when stderr is no terminal (a CI log)
+PROGRESS_EVERY = 5.0
+
+
+def _run_with_progress(config, rs, quiet: bool):
     from cs_audit.api import run_audit
 
     if state.KEPT is not None:
@@ -110,9 +146,13 @@ def _run_with_progress(config, rs, err, quiet: bool):
         # here (``run_audit`` pauses it for the scan only), as switching it back on would have
         # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
         gc.disable()
-    if quiet or not err.is_terminal:
+    if quiet:
         return run_audit(config, rs, keep=state.KEPT)
+    if not sys.stderr.isatty():
+        with _ProgressLines() as lines:
+            return run_audit(config, rs, lines.files, keep=state.KEPT)
     # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -121,7 +161,8 @@ def _run_with_progress(config, rs, err, quiet: bool):
         TimeElapsedColumn,
     )
 
-    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
+    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("files", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -129,6 +170,42 @@ def _run_with_progress(config, rs, err, quiet: bool):
                 bar.update(task, completed=done, total=total)
 
         return run_audit(config, rs, progress, keep=state.KEPT)
+
+
+class _ProgressLines:
+    """A plain line on stderr every ``PROGRESS_EVERY`` seconds while a scan runs (a CI log
+    shows that it is alive, and where it is), from a thread: the scan reports files only."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started = time.monotonic()
+        self.done = self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cs-audit-progress", daemon=True)
+
+    def files(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def _line(self) -> str:
+        secs = time.monotonic() - self.started
+        if not self.total:
+            return f"cs-audit: scanning ({secs:.0f}s)"
+        if self.done < self.total:
+            return f"cs-audit: analysing files: {self.done}/{self.total} done ({secs:.0f}s)"
+        return f"cs-audit: joining and analysing {self.total} files ({secs:.0f}s)"
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROGRESS_EVERY):
+            say(self._line())
+
+    def __enter__(self) -> _ProgressLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 @app.command()
@@ -144,7 +221,7 @@ def switch(
 
     from cs_audit.render.console import print_switch
 
-    result = _run_with_progress(config, rs, Console(stderr=True), quiet=False)
+    result = _run_with_progress(config, rs, quiet=False)
     found = next((s for s in result.switches if s.name == name), None)
     if found is None:
         close = difflib.get_close_matches(name, [s.name for s in result.switches], n=5)

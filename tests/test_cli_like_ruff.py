@@ -1,0 +1,117 @@
+"""The command line as ruff and semgrep users expect it (#22): one-line errors, exit codes
+0/1/2, outputs checked before the scan, flat finding lists, report names, configuration."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cs_audit.cli import app
+from cs_audit.testing import write_tree
+
+runner = CliRunner()
+WORKTREE = str(Path(__file__).resolve().parents[1])
+TREE = {
+    "engine/runner.py": """
+        import logging, os
+        logger = logging.getLogger(__name__)
+
+        class Runner:
+            def execute_model(self, batch):
+                logger.info(f"step {batch}")
+                return os.environ.get("MY_DBG")
+    """,
+}
+CLEAN = {"engine/quiet.py": "def f(x):\n    return x + 1\n"}
+
+
+def cs_audit(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m cs_audit ARGS`` in a fresh process, stderr and stdout piped (no terminal)."""
+    environ = {**os.environ, "PYTHONPATH": WORKTREE, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cs_audit", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env=environ)
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("cs-audit: "), stderr
+    return lines[0]
+
+
+# -- errors and exit codes
+
+
+@pytest.mark.parametrize("args", [["scan", "--bogus"], ["nope"], ["scan"], ["scan", ".", "-j", "0"]])
+def test_a_usage_error_is_one_plain_line_with_exit_2(args: list[str], tmp_path: Path) -> None:
+    proc = cs_audit(*args, cwd=tmp_path, env={"COLUMNS": "40"})
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert "╭" not in line and "--help" in line
+
+
+def test_version_option() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.startswith("cs-audit 0.")
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_scan(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    cache = tmp_path / "xdg"
+    for args in (["-f", "sarif", "-o", "/proc/x"], ["-o", str(tmp_path / "newdir") + "/"], ["-f", "json", "-o", str(tmp_path)]):
+        proc = cs_audit("scan", str(root), *args, env={"XDG_CACHE_HOME": str(cache)})
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "cannot write" in one_line(proc.stderr) or "not a regular file" in proc.stderr
+        assert not cache.exists()  # the scan never started
+    assert not (tmp_path / "newdir").exists()
+    # a current directory where reports/ cannot be made
+    proc = cs_audit("scan", str(root), cwd=Path("/proc"), env={"XDG_CACHE_HOME": str(cache)})
+    assert proc.returncode == 2 and "reports/tree.md: cannot write" in one_line(proc.stderr)
+    assert not cache.exists()
+
+
+def test_check_with_an_unwritable_output_neither_gates_nor_rewrites_the_baseline(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    base = tmp_path / "base.json"
+    base.write_text('{"tool": "cs-audit", "baseline_version": 1, "commit": null, "findings": []}\n')
+    before = base.read_bytes()
+    result = runner.invoke(app, ["check", str(root), "-b", str(base), "--update-baseline", "-f", "sarif", "-o", "/proc/x"])
+    assert result.exit_code == 2  # not 1: the findings are not what failed
+    assert "cannot write" in result.stderr and base.read_bytes() == before
+
+
+def test_scan_exits_1_on_findings_only_when_asked(tmp_path: Path) -> None:
+    dirty = write_tree(tmp_path / "dirty", TREE)
+    clean = write_tree(tmp_path / "clean", CLEAN)
+    out = ["-f", "json", "-o", os.devnull, "-j", "1"]
+    assert runner.invoke(app, ["scan", str(dirty), *out]).exit_code == 0
+    assert runner.invoke(app, ["scan", str(dirty), *out, "--exit-non-zero-on-findings"]).exit_code == 1
+    assert runner.invoke(app, ["scan", str(clean), *out, "--exit-non-zero-on-findings"]).exit_code == 0
+
+
+def test_the_verbose_phase_line_is_one_line(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    proc = cs_audit("scan", str(root), "-f", "json", "-o", os.devnull, "-v", "--no-cache", env={"COLUMNS": "40"})
+    assert proc.returncode == 0
+    phases = [line for line in proc.stderr.splitlines() if line.startswith("phases: ")]
+    assert len(phases) == 1 and phases[0].endswith("s") and " render " in phases[0], proc.stderr
+
+
+def test_progress_lines_without_a_terminal_and_none_with_quiet(tmp_path: Path, monkeypatch) -> None:
+    import cs_audit.cli.scan as scan
+
+    monkeypatch.setattr(scan, "PROGRESS_EVERY", 0.001)
+    root = write_tree(tmp_path / "tree", TREE)
+    args = ["scan", str(root), "-f", "json", "-o", os.devnull, "-j", "1", "--no-cache"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0
+    progress = [line for line in result.stderr.splitlines() if line.startswith("cs-audit: ")]
+    assert progress and all(line.endswith("s)") for line in progress), result.stderr
+    quiet = runner.invoke(app, [*args, "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
