@@ -115,3 +115,42 @@ def test_progress_lines_without_a_terminal_and_none_with_quiet(tmp_path: Path, m
     quiet = runner.invoke(app, [*args, "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
+
+
+# -- the terminal output
+
+
+def test_piped_summary_never_cuts_a_path_and_lists_every_finding_below_it(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / ("a-tree-with-a-rather-long-name-" * 3), {
+        **TREE,
+        "engine/quiet.py": "import os\n\ndef g():\n    return os.getenv('Q')  # cs-audit: ignore[env-read-hot] read once by the caller\n",
+    })
+    proc = cs_audit("scan", str(root), "--no-history", "-j", "1", cwd=tmp_path, env={"COLUMNS": "40"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.split()[2:3] == ["engine/runner.py:6"] for line in lines), proc.stdout  # the top site, whole
+    listed = lines[lines.index(next(x for x in lines if x.startswith("report written to"))) + 1:]
+    assert [x for x in listed if x] == [
+        f"{root}/engine/runner.py:6:9: default-on-emitter `logger.info` (info) runs every engine step with no debug env "
+        "set; gate it behind a trace level or log it once.",
+        f"{root}/engine/runner.py:6:9: eager-format `logger.info` builds its message (f-string) before the level check "
+        "decides; pass lazy %-style arguments.",
+        f"{root}/engine/runner.py:7:9: env-read-hot `MY_DBG` is read from the environment via `os.environ.get` every "
+        "engine step; resolve it once at import and test the constant.",
+    ]  # the suppressed read in quiet.py is not listed
+
+
+def test_full_output_adds_the_source_line_and_the_hot_path_and_statistics_counts(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    full = runner.invoke(app, ["scan", str(root), "--output-format", "full", "-o", str(tmp_path / "r.md"), "-j", "1"])
+    assert full.exit_code == 0, full.output
+    text = full.stdout
+    assert f"{root}/engine/runner.py:7:9: env-read-hot " in text
+    assert '  7 |         return os.environ.get("MY_DBG")\n  hot path: engine.runner.Runner.execute_model\n' in text
+    stats = runner.invoke(app, ["scan", str(root), "--statistics", "-o", str(tmp_path / "r.md"), "-j", "1"])
+    tail = stats.stdout.split("report written to", 1)[1].splitlines()[2:]
+    assert [line.split()[:3] for line in tail] == [
+        ["1", "default-on-emitter", "[high]"], ["1", "eager-format", "[medium]"], ["1", "env-read-hot", "[medium]"],
+    ]
+    assert "engine/runner.py:6:9:" not in stats.stdout
+

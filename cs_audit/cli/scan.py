@@ -21,7 +21,11 @@ from cs_audit.cli import common as state
 from cs_audit.cli.common import app, check_writable, fail, say, write_output
 
 PROGRESS_MIN_FILES = 200
-FORMATS = ("text", "json", "markdown", "sarif", "github")
+FORMATS = ("text", "concise", "full", "json", "markdown", "sarif", "github")
+#: the formats that print on the terminal and write the markdown under reports/
+TERMINAL_FORMATS = ("text", "concise", "full")
+#: the largest source file whose lines the terminal output quotes
+MAX_SOURCE_BYTES = 1 << 24
 
 
 def _load(path: Path, **overrides: object):
@@ -64,13 +68,16 @@ def render_format(format: str, result, rs) -> str:
 @app.command()
 def scan(
     path: Path = typer.Argument(..., help="tree (or file) to audit"),
-    format: str = typer.Option("text", "--format", "-f", help="text (terminal summary + markdown under reports/), json, markdown, sarif, github"),
+    format: str = typer.Option("text", "--format", "-f", "--output-format",
+                               help="text or concise (terminal summary and one line per finding, markdown under reports/), "
+                                    "full (each finding with its source and hot path), json, markdown, sarif, github"),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
     exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
     no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     exit_non_zero: bool = typer.Option(False, "--exit-non-zero-on-findings", help="exit 1 when any finding is reported (suppressed ones left out)"),
+    statistics: bool = typer.Option(False, "--statistics", help="on the terminal, the count of findings per rule instead of one line per finding"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no summary on the terminal, only errors"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
@@ -78,24 +85,22 @@ def scan(
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    terminal = format in TERMINAL_FORMATS
     out = state.output_path(output)
-    target = out or (Path("reports") / f"{report_name(path)}.md" if format == "text" else None)
+    target = out or (Path("reports") / f"{report_name(path)}.md" if terminal else None)
     if target is not None:
         check_writable(target)
     config, rs = _load(path, jobs=jobs, exclude=tuple(exclude), history=not no_history, cache=False if no_cache else None)
     result = _run_with_progress(config, rs, quiet=quiet)
     started = time.perf_counter()
-    if format == "text":
-        from rich.console import Console
-
-        from cs_audit.render.console import print_summary
+    if terminal:
         from cs_audit.render.markdown import render_markdown
 
         assert target is not None
         write_output(target, render_markdown(result, rs))
         result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
         if not quiet:
-            print_summary(Console(), result, rs, str(target), verbose)
+            _print_terminal(path, result, rs, str(target), verbose, full=format == "full", statistics=statistics)
         elif verbose:
             say(phases_line(result))
     else:
@@ -111,6 +116,47 @@ def scan(
         raise typer.Exit(2)
     if exit_non_zero and _reported(result):
         raise typer.Exit(1)
+
+
+def _print_terminal(path: Path, result, rs, written_to: str, verbose: bool, full: bool, statistics: bool) -> None:
+    """The summary, then one line per finding no comment suppresses (or their counts)."""
+    from rich.console import Console
+
+    from cs_audit.ci.gate import context_for
+    from cs_audit.render.console import finding_lines, print_lines, statistics_lines, summary_lines
+
+    console = Console(highlight=False)
+    print_lines(console, summary_lines(result, rs, written_to, verbose))
+    kept = list(context_for(result).suppressed.kept)
+    if not kept:
+        return
+    console.print()
+    if statistics:
+        lines = statistics_lines(kept, rs)
+    else:
+        base = path if path.is_dir() else path.parent
+        lines = finding_lines(kept, str(result.root) if path.is_dir() else str(base), _source_lines(base, kept, full), full)
+    print_lines(console, [(line, "") for line in lines])
+
+
+def _source_lines(base: Path, findings, full: bool) -> dict[tuple[str, int], str]:
+    """(path, line) -> the text of that line, for the findings' lines (all of each finding's
+    lines when ``full``); a file that cannot be read now gives none."""
+    from cs_audit.files import text_lines
+    from cs_audit.render.console import FULL_LINES
+
+    wanted: dict[str, set[int]] = {}
+    for f in findings:
+        last = min(f.end_line, f.line + FULL_LINES - 1) if full else f.line
+        wanted.setdefault(f.path, set()).update(range(f.line, last + 1))
+    out: dict[tuple[str, int], str] = {}
+    for rel, numbers in wanted.items():
+        try:
+            lines = text_lines(base / rel, MAX_SOURCE_BYTES)
+        except OSError:
+            continue
+        out.update(((rel, n), lines[n - 1]) for n in numbers if 0 < n <= len(lines))
+    return out
 
 
 def report_name(path: Path) -> str:
