@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 from cs_audit.cli import app
 from cs_audit.testing import write_tree
+from tests.gitrepo import git
 
 runner = CliRunner()
 WORKTREE = str(Path(__file__).resolve().parents[1])
@@ -154,3 +156,48 @@ def test_full_output_adds_the_source_line_and_the_hot_path_and_statistics_counts
     ]
     assert "engine/runner.py:6:9:" not in stats.stdout
 
+
+
+# -- report names
+
+
+def test_scan_dot_is_named_after_the_folder(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "engine-x", TREE)
+    proc = cs_audit("scan", ".", "-q", "--no-history", "-j", "1", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (root / "reports").iterdir()) == ["engine-x.md"]
+    assert (root / "reports" / "engine-x.md").read_text().startswith("# cs-audit: engine-x\n")
+
+
+def test_a_report_of_another_tree_of_the_same_name_or_a_tracked_one_is_not_overwritten(tmp_path: Path) -> None:
+    first = write_tree(tmp_path / "a" / "vllm", TREE)
+    second = write_tree(tmp_path / "b" / "vllm", CLEAN)
+    work = tmp_path / "work"
+    work.mkdir()
+    assert cs_audit("scan", str(first), "-q", "--no-history", cwd=work).returncode == 0
+    report = work / "reports" / "vllm.md"
+    kept = report.read_bytes()
+    assert cs_audit("scan", str(first), "-q", "--no-history", cwd=work).returncode == 0  # the same tree: rewritten
+    clash = cs_audit("scan", str(second), "-q", "--no-history", cwd=work)
+    assert clash.returncode == 2 and "another tree named 'vllm'" in one_line(clash.stderr)
+    assert report.read_bytes() == kept
+    assert cs_audit("scan", str(second), "-q", "--no-history", "-o", str(work / "vllm-b.md"), cwd=work).returncode == 0
+    # a file of the user's under reports/, tracked by git in the current directory
+    git(work, "init", "-q")
+    (work / "reports" / "README.md").write_text("# our reports\n")
+    git(work, "add", "reports/README.md")
+    readme = write_tree(tmp_path / "c" / "README", CLEAN)
+    tracked = cs_audit("scan", str(readme), "-q", "--no-history", cwd=work)
+    assert tracked.returncode == 2 and "tracked by git" in one_line(tracked.stderr)
+    assert (work / "reports" / "README.md").read_text() == "# our reports\n"
+
+
+def test_a_single_file_is_a_python_file_or_refused(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", {**TREE, "README": "not python\n"})
+    refused = cs_audit("scan", str(root / "README"), cwd=tmp_path)
+    assert refused.returncode == 2 and "not a directory nor a .py file" in one_line(refused.stderr)
+    assert not (tmp_path / "reports").exists()
+    one = runner.invoke(app, ["scan", str(root / "engine" / "runner.py"), "-f", "json", "-j", "1"])
+    assert one.exit_code == 0
+    assert [(f["rule"], f["path"], f["line"]) for f in json.loads(one.stdout)["findings"]] == [
+        ("default-on-emitter", "runner.py", 6), ("eager-format", "runner.py", 6), ("env-read-hot", "runner.py", 7)]

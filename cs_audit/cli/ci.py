@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from cs_audit.cli.common import app, check_directory, check_writable, emit, fail, output_path, say, write_output
+from cs_audit.cli.common import app, check_directory, check_scannable, check_writable, emit, fail, output_path, say, write_output
 
 if TYPE_CHECKING:
     from cs_audit.config import AuditConfig
@@ -51,8 +51,7 @@ def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConf
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
-    if not path.exists():
-        fail(f"{path}: no such file or directory")
+    check_scannable(path)
     try:
         config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=False)
         return config, prepare_ruleset(config, load_ruleset())

@@ -84,6 +84,15 @@ def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def check_scannable(path: Path) -> None:
+    """End the command (exit 2) unless ``path`` is a folder or a Python file (scanned as a
+    tree of one file)."""
+    if not path.exists():
+        fail(f"{path}: no such file or directory")
+    if not path.is_dir() and not (path.is_file() and path.suffix == ".py"):
+        fail(f"{path}: not a directory nor a .py file: give the folder to scan, or one Python file")
+
+
 def say(line: str) -> None:
     """One progress or status line on stderr (unwrapped, flushed: readable in CI logs)."""
     sys.stderr.write(line + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import gc
+import os
 import sys
 import time
 from dataclasses import replace
@@ -18,7 +19,7 @@ from typing import Optional
 import typer
 
 from cs_audit.cli import common as state
-from cs_audit.cli.common import app, check_writable, fail, say, write_output
+from cs_audit.cli.common import app, check_scannable, check_writable, fail, say, write_output
 
 PROGRESS_MIN_FILES = 200
 FORMATS = ("text", "concise", "full", "json", "markdown", "sarif", "github")
@@ -34,8 +35,7 @@ def _load(path: Path, **overrides: object):
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
-    if not path.exists():
-        fail(f"{path}: no such file or directory")
+    check_scannable(path)
     try:
         config = load_config(str(path), **overrides)  # type: ignore[arg-type]
         return config, prepare_ruleset(config, load_ruleset())
@@ -87,7 +87,7 @@ def scan(
         fail(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
     terminal = format in TERMINAL_FORMATS
     out = state.output_path(output)
-    target = out or (Path("reports") / f"{report_name(path)}.md" if terminal else None)
+    target = out or (_report_target(path) if terminal else None)
     if target is not None:
         check_writable(target)
     config, rs = _load(path, jobs=jobs, exclude=tuple(exclude), history=not no_history, cache=False if no_cache else None)
@@ -97,7 +97,7 @@ def scan(
         from cs_audit.render.markdown import render_markdown
 
         assert target is not None
-        write_output(target, render_markdown(result, rs))
+        write_output(target, render_markdown(result, rs, report_name(path), None if out else tree_digest(path)))
         result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
         if not quiet:
             _print_terminal(path, result, rs, str(target), verbose, full=format == "full", statistics=statistics)
@@ -160,13 +160,46 @@ def _source_lines(base: Path, findings, full: bool) -> dict[tuple[str, int], str
 
 
 def report_name(path: Path) -> str:
-    """The name of a tree's markdown report under ``reports/``."""
-    from pathlib import PurePath
-
+    """The name of a tree's markdown report under ``reports/``: the last part of its
+    resolved path (``scan .`` is named after the folder)."""
     from cs_audit.extract.discover import display_path
 
-    shown = display_path(str(path))
-    return PurePath(shown).name or shown
+    resolved = path.resolve()
+    return display_path(resolved.name) or "root"
+
+
+def tree_digest(path: Path) -> str:
+    """What a report under ``reports/`` records of its tree (its resolved path, hashed: the
+    report names no folder of the user's machine)."""
+    import hashlib
+
+    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]
+
+
+def _report_target(path: Path) -> Path:
+    """``reports/<name>.md`` for a scan of ``path``, or a one-line error (exit 2) when that
+    file is a report of another tree, not a report of ``scan`` at all, or tracked by git in
+    the current directory: the user's file is never overwritten."""
+    from cs_audit.files import read_regular
+    from cs_audit.git.runner import run
+    from cs_audit.render.markdown import TREE_MARK
+
+    target = Path("reports") / f"{report_name(path)}.md"
+    hint = "give -o FILE, or move it away"
+    code, listed, _ = run(".", ["ls-files", "-z", "--", target.as_posix()])  # pathspecs are literal in every git call
+    if code == 0 and listed:
+        fail(f"{target}: tracked by git in the current directory: not overwritten; {hint}")
+    if os.path.lexists(target):
+        try:
+            text = read_regular(target, MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
+        except OSError as exc:
+            fail(f"{target}: cannot read: {exc}; {hint}")
+        last = text.rstrip().rsplit("\n", 1)[-1]
+        if last != TREE_MARK.format(tree_digest(path)):
+            what = (f"holds the report of another tree named {report_name(path)!r}" if last.startswith(TREE_MARK.split("{")[0])
+                    else "is no report that scan wrote for this tree")
+            fail(f"{target}: {what}: not overwritten; {hint}")
+    return target
 
 
 def phases_line(result) -> str:
