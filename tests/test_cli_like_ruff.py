@@ -201,3 +201,85 @@ def test_a_single_file_is_a_python_file_or_refused(tmp_path: Path) -> None:
     assert one.exit_code == 0
     assert [(f["rule"], f["path"], f["line"]) for f in json.loads(one.stdout)["findings"]] == [
         ("default-on-emitter", "runner.py", 6), ("eager-format", "runner.py", 6), ("env-read-hot", "runner.py", 7)]
+
+
+# -- configuration
+
+
+def test_every_configuration_key_is_checked_and_named(tmp_path: Path) -> None:
+    cases = {
+        'exclude = "v*"': "exclude",
+        'exclude = [""]': "exclude",
+        "max_file_bytes = -5": "max_file_bytes",
+        'default_level = "verbose"': "default_level",
+        "hot_roots = [{name = 3}]": "hot_roots[0].name",
+        'hot_roots = [{name = "tick"}, {name = "step", class = 1}]': "hot_roots[1].class",
+        'hot_roots = [{name = "tick", frequency = "often"}]': "hot_roots[0].frequency",
+        'hot_roots = [{name = "tick", when = "x"}]': "hot_roots[0]: unknown keys",
+        "emitters = 3": "emitters",
+    }
+    for i, (line, named) in enumerate(cases.items()):
+        root = write_tree(tmp_path / f"t{i}", {**CLEAN, "pyproject.toml": f"[tool.cs-audit]\n{line}\n"})
+        for command in (["scan", str(root), "-f", "json"], ["config", str(root)]):
+            result = runner.invoke(app, command)
+            assert result.exit_code == 2, (line, command, result.output)
+            assert f"pyproject.toml [tool.cs-audit]: {named}" in one_line(result.stderr), (line, result.stderr)
+
+
+LOGGING_TICK = "import logging\nlogger = logging.getLogger(__name__)\n\ndef tick():\n    logger.info('t')\n"
+
+
+def _rules_and_paths(stdout: str) -> list[tuple[str, str]]:
+    return [(f["rule"], f["path"]) for f in json.loads(stdout)["findings"]]
+
+
+def test_the_nearest_configuration_up_to_the_repository_root_is_used(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path / "repo", {
+        "pyproject.toml": '[tool.cs-audit]\nhot_roots = [{name = "tick", frequency = "step"}]\nexclude = ["sub/gen/*"]\n',
+        "sub/pyproject.toml": "[project]\nname = 'sub'\n",  # no [tool.cs-audit]: not ours, looked past
+        "sub/a.py": LOGGING_TICK,
+        "sub/gen/b.py": LOGGING_TICK,
+        "other/cs-audit.yaml": "hot_roots: []\n",
+        "other/a.py": LOGGING_TICK,
+    })
+    git(repo, "init", "-q")
+    sub = runner.invoke(app, ["scan", str(repo / "sub"), "-f", "json", "-j", "1", "--no-history"])
+    assert sub.exit_code == 0, sub.output
+    assert _rules_and_paths(sub.stdout) == [("default-on-emitter", "a.py")]  # the root's hot root; gen/ excluded
+    nearer = runner.invoke(app, ["scan", str(repo / "other"), "-f", "json", "-j", "1", "--no-history"])
+    assert _rules_and_paths(nearer.stdout) == []  # its own cs-audit.yaml wins, with no hot root
+    shown = runner.invoke(app, ["config", str(repo / "sub")])
+    assert shown.exit_code == 0 and "# the configuration of a scan of" in shown.stdout
+    assert "../pyproject.toml [tool.cs-audit]" in shown.stdout
+    # outside a repository, a folder above the scanned one is nobody's configuration of it
+    loose = write_tree(tmp_path / "loose", {"pyproject.toml": '[tool.cs-audit]\nexclude = ["*"]\n',
+                                            "sub/engine/runner.py": TREE["engine/runner.py"]})
+    alone = runner.invoke(app, ["scan", str(loose / "sub"), "-f", "json", "-j", "1", "--no-history"])
+    assert len(_rules_and_paths(alone.stdout)) == 3
+
+
+def test_config_file_option_and_config_prints_toml_with_the_shipped_roots(tmp_path: Path) -> None:
+    import tomllib
+
+    root = write_tree(tmp_path / "tree", {"a.py": LOGGING_TICK, "pyproject.toml": "[tool.cs-audit]\nexclude = ['*']\n"})
+    chosen = write_tree(tmp_path / "conf", {"cs-audit.toml": 'hot_roots = [{name = "tick", frequency = "round"}]\n'})
+    result = runner.invoke(app, ["scan", str(root), "-f", "json", "-j", "1", "--no-history", "--config", str(chosen / "cs-audit.toml")])
+    assert result.exit_code == 0, result.output
+    assert [(f["rule"], f["frequency"]) for f in json.loads(result.stdout)["findings"]] == [("default-on-emitter", "round")]
+    shown = runner.invoke(app, ["config", str(root), "--config", str(chosen / "cs-audit.toml")])
+    assert shown.exit_code == 0, shown.output
+    table = tomllib.loads(shown.stdout)["tool"]["cs-audit"]
+    assert table["exclude"] == [] and table["default_level"] == "info" and table["max_file_bytes"] == 1 << 20
+    assert table["hot_roots"][0] == {"name": "tick", "frequency": "round"}
+    assert {"name": "execute_model", "frequency": "step"} in table["hot_roots"][1:]  # shipped
+    missing = runner.invoke(app, ["scan", str(root), "--config", str(tmp_path / "nope.toml")])
+    assert missing.exit_code == 2 and "nope.toml: no such file" in one_line(missing.stderr)
+
+
+def test_a_project_hot_root_that_matches_nothing_is_a_warning(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", {
+        **TREE, "pyproject.toml": '[tool.cs-audit]\nhot_roots = [{name = "tick_typo", frequency = "step"}]\n'})
+    result = runner.invoke(app, ["scan", str(root), "-f", "json", "-o", os.devnull, "-j", "1", "-q"])
+    assert result.exit_code == 0
+    assert one_line(result.stderr).startswith(
+        "cs-audit: warning: pyproject.toml [tool.cs-audit]: hot_roots[0] {name = 'tick_typo', frequency = 'step'} matches no function")

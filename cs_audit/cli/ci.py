@@ -15,7 +15,18 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from cs_audit.cli.common import app, check_directory, check_scannable, check_writable, emit, fail, output_path, say, write_output
+from cs_audit.cli.common import (
+    CONFIG,
+    app,
+    check_directory,
+    check_scannable,
+    check_writable,
+    emit,
+    fail,
+    output_path,
+    say,
+    write_output,
+)
 
 if TYPE_CHECKING:
     from cs_audit.config import AuditConfig
@@ -46,14 +57,14 @@ def _file_progress(label: str):
     return progress
 
 
-def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConfig, RuleSet]:
+def _config(path: Path, jobs: int | None, exclude: list[str], config_file: Path | None = None) -> tuple[AuditConfig, RuleSet]:
     from cs_audit.api import prepare_ruleset
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
     check_scannable(path)
     try:
-        config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=False)
+        config = load_config(str(path), config_file, jobs=jobs, exclude=tuple(exclude), history=False)
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
@@ -69,6 +80,7 @@ def baseline(
     output_raw: str = typer.Option(DEFAULT_BASELINE, "--output", "-o", help="baseline file to write"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
+    config_file: Optional[Path] = CONFIG,
 ) -> None:
     """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
     from cs_audit.api import run_audit
@@ -78,7 +90,7 @@ def baseline(
     output = output_path(output_raw)
     assert output is not None
     check_writable(output)
-    config, rs = _config(path, jobs, exclude)
+    config, rs = _config(path, jobs, exclude, config_file)
     result = run_audit(config, rs)
     ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
@@ -97,6 +109,7 @@ def check(
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
+    config_file: Optional[Path] = CONFIG,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
     from cs_audit.api import run_audit
@@ -126,7 +139,7 @@ def check(
     for target in (output, baseline_file if update_baseline else None):
         if target is not None:
             check_writable(target)
-    config, rs = _config(path, jobs, exclude)
+    config, rs = _config(path, jobs, exclude, config_file)
     try:
         gates = parse_gates(gate, rs)
         base = load_baseline(baseline_file) if baseline_file is not None else None

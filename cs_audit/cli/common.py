@@ -84,6 +84,11 @@ def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+#: ``--config FILE`` of the commands that scan the work tree
+CONFIG = typer.Option(None, "--config", help="the configuration file to use (pyproject.toml, cs-audit.toml or cs-audit.yaml) "
+                                             "instead of the nearest one above PATH")
+
+
 def check_scannable(path: Path) -> None:
     """End the command (exit 2) unless ``path`` is a folder or a Python file (scanned as a
     tree of one file)."""

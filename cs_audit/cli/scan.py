@@ -29,7 +29,7 @@ TERMINAL_FORMATS = ("text", "concise", "full")
 MAX_SOURCE_BYTES = 1 << 24
 
 
-def _load(path: Path, **overrides: object):
+def _load(path: Path, config_file: Path | None = None, **overrides: object):
     """The configuration and rule set of a scan of ``path``, or a one-line error (exit 2)."""
     from cs_audit.api import prepare_ruleset
     from cs_audit.config import ConfigError, load_config
@@ -37,7 +37,7 @@ def _load(path: Path, **overrides: object):
 
     check_scannable(path)
     try:
-        config = load_config(str(path), **overrides)  # type: ignore[arg-type]
+        config = load_config(str(path), config_file, **overrides)  # type: ignore[arg-type]
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
@@ -81,6 +81,7 @@ def scan(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no summary on the terminal, only errors"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
+    config_file: Optional[Path] = state.CONFIG,
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
@@ -90,8 +91,10 @@ def scan(
     target = out or (_report_target(path) if terminal else None)
     if target is not None:
         check_writable(target)
-    config, rs = _load(path, jobs=jobs, exclude=tuple(exclude), history=not no_history, cache=False if no_cache else None)
+    config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
+                       cache=False if no_cache else None)
     result = _run_with_progress(config, rs, quiet=quiet)
+    warn_unmatched_roots(config, result)
     started = time.perf_counter()
     if terminal:
         from cs_audit.render.markdown import render_markdown
@@ -202,6 +205,18 @@ def _report_target(path: Path) -> Path:
     return target
 
 
+def warn_unmatched_roots(config, result) -> None:
+    """One warning line per hot root of the project's configuration that matches no
+    function of the tree (a typo, or a root an earlier rule already matches)."""
+    if result.roots is None:
+        return
+    for i, (entry, match) in enumerate(zip(config.hot_roots, result.roots.rules)):
+        if not match.functions:
+            shown = ", ".join(f"{k} = {v!r}" for k, v in entry.items())
+            say(state.plain(f"cs-audit: warning: {config.config_source}: hot_roots[{i}] {{{shown}}} matches no function "
+                            "of this tree (none so named, or an earlier root matches them)"))
+
+
 def phases_line(result) -> str:
     return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)
 
@@ -293,9 +308,10 @@ def switch(
     path: Path = typer.Argument(Path("."), help="tree to audit"),
     no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1),
+    config_file: Optional[Path] = state.CONFIG,
 ) -> None:
     """Everything about one switch: reads, gated sites, setters, readers, added-in, disposition and why."""
-    config, rs = _load(path, jobs=jobs, history=not no_history)
+    config, rs = _load(path, config_file, jobs=jobs, history=not no_history)
     from rich.console import Console
 
     from cs_audit.render.console import print_switch
@@ -331,16 +347,15 @@ def rules(rule_id: Optional[str] = typer.Argument(None, help="show one rule in f
 
 
 @app.command("config")
-def show_config(path: Path = typer.Argument(Path("."), help="project to read the configuration of")) -> None:
-    """Print the final configuration for PATH (project file + defaults)."""
-    from cs_audit.config import ConfigError, load_config
+def show_config(
+    path: Path = typer.Argument(Path("."), help="project to read the configuration of"),
+    config_file: Optional[Path] = state.CONFIG,
+) -> None:
+    """Print, as TOML, the configuration a scan of PATH uses (project file, defaults, shipped hot roots)."""
+    from cs_audit.render.config import render_config
 
-    try:
-        config = load_config(str(path))
-    except ConfigError as exc:
-        fail(f"configuration error: {exc}")
-    for key, value in sorted(vars(config).items()):
-        typer.echo(f"{key} = {value!r}")
+    config, rs = _load(path, config_file)
+    sys.stdout.write(render_config(config, rs))
 
 
 @app.command()
