@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from cs_audit.cli import app
 from cs_audit.testing import write_tree
-from tests.gitrepo import git
+from tests.gitrepo import commit_files, git, make_repo
 
 runner = CliRunner()
 WORKTREE = str(Path(__file__).resolve().parents[1])
@@ -283,3 +283,80 @@ def test_a_project_hot_root_that_matches_nothing_is_a_warning(tmp_path: Path) ->
     assert result.exit_code == 0
     assert one_line(result.stderr).startswith(
         "cs-audit: warning: pyproject.toml [tool.cs-audit]: hot_roots[0] {name = 'tick_typo', frequency = 'step'} matches no function")
+
+
+# -- the small ones
+
+RUNNER = """import logging, os
+logger = logging.getLogger(__name__)
+
+
+class Runner:
+    def execute_model(self, batch):
+        logger.info(f"step {batch}")
+        return os.environ.get("MY_DBG")
+"""
+
+
+def test_a_swapped_or_empty_range_is_an_error_and_counts_are_singular(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("one", {"a.py": "x = 1\n"}), ("two", {"a.py": "x = 2\n"})])
+    swapped = cs_audit("report", ".", "--range", "HEAD..HEAD~1", cwd=repo)
+    assert swapped.returncode == 2 and "HEAD~1..HEAD has some" in one_line(swapped.stderr)
+    empty = cs_audit("report", ".", "--range", "HEAD..HEAD", cwd=repo)
+    assert empty.returncode == 2 and "holds no commits" in one_line(empty.stderr)
+    assert not (repo / "reports").exists()
+    one = cs_audit("report", ".", "--range", "HEAD~1..HEAD", "-o", str(tmp_path / "out"), cwd=repo)
+    assert one.returncode == 0 and "cs-audit: 1 commit in " in one.stderr and " 0 findings ->" in one.stderr
+    single = make_repo(tmp_path, [("init", {"engine/runner.py": RUNNER.replace('        return os.environ.get("MY_DBG")\n', "")})],
+                       name="single")
+    recorded = cs_audit("baseline", ".", "-o", str(tmp_path / "b.json"), "-j", "1", cwd=single)
+    assert recorded.returncode == 0 and "cs-audit: 2 findings recorded" in recorded.stderr
+    (single / "engine/runner.py").write_text(RUNNER.replace('logger.info(f"step {batch}")', "pass"))
+    checked = cs_audit("check", ".", "-j", "1", "--since", "HEAD", cwd=single)
+    assert checked.returncode == 1 and "; 1 file\n" in checked.stdout and "FAILED: 1 new finding " in checked.stdout
+
+
+def test_check_markdown_since_without_a_baseline_has_no_fixed_section(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": RUNNER})])
+    result = runner.invoke(app, ["check", str(repo), "--since", "HEAD", "-f", "markdown", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert "Fixed since the baseline" not in result.stdout and "## New findings" in result.stdout
+
+
+def test_update_baseline_leaves_the_file_alone_unless_its_set_changed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": RUNNER})])
+    baseline = tmp_path / "b.json"
+    assert runner.invoke(app, ["baseline", str(repo), "-o", str(baseline), "-j", "1"]).exit_code == 0
+    recorded = baseline.read_bytes()
+    fingerprints = [e["fingerprint"] for e in json.loads(recorded)["findings"]]
+    assert fingerprints == sorted(fingerprints) and len(fingerprints) == 3
+    # lines move and a commit is made: the same findings, the file is not rewritten
+    commit_files(repo, "shift", {"engine/runner.py": "# header\n\n" + RUNNER}, day=1)
+    check = ["check", str(repo), "-b", str(baseline), "--update-baseline", "-j", "1"]
+    assert runner.invoke(app, check).exit_code == 0
+    assert baseline.read_bytes() == recorded
+    # one finding fixed: rewritten without it, the others as they were
+    (repo / "engine/runner.py").write_text("# header\n\n" + RUNNER.replace('        return os.environ.get("MY_DBG")\n', ""))
+    assert runner.invoke(app, check).exit_code == 0
+    entries = json.loads(baseline.read_bytes())["findings"]
+    before = {e["fingerprint"]: e for e in json.loads(recorded)["findings"]}
+    assert len(entries) == 2 and all(before[e["fingerprint"]] == e for e in entries)
+
+
+MANY = "import logging\nlogger = logging.getLogger(__name__)\n\n\nclass Runner:\n    def execute_model(self, batch):\n" + "".join(
+    f"        logger.info('step {i}')\n" for i in range(12))
+
+
+def test_github_annotations_are_capped_with_a_summary_and_json_findings_have_a_severity(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", {"engine/runner.py": MANY, "engine/env.py": TREE["engine/runner.py"]})
+    result = runner.invoke(app, ["scan", str(root), "-f", "github", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    findings = [line for line in lines if line.startswith(("::warning file=", "::notice file="))]
+    assert len(findings) == 10 and all("cs-audit default-on-emitter::" in line for line in findings)  # high first
+    assert lines[-1] == (f"::notice::cs-audit: 15 findings (13 high, 2 medium), 10 shown as annotations (the most severe "
+                         f"and hottest); every one in `cs-audit scan {root}`")
+    assert len(runner.invoke(app, ["scan", str(root), "-f", "github", "--max-annotations", "0"]).stdout.splitlines()) == 16
+    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "-j", "1"]).stdout)
+    assert {(f["rule"], f["severity"]) for f in report["findings"]} == {
+        ("default-on-emitter", "high"), ("eager-format", "medium"), ("env-read-hot", "medium")}

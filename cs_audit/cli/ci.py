@@ -17,6 +17,7 @@ import typer
 
 from cs_audit.cli.common import (
     CONFIG,
+    MAX_ANNOTATIONS,
     app,
     check_directory,
     check_scannable,
@@ -24,6 +25,7 @@ from cs_audit.cli.common import (
     emit,
     fail,
     output_path,
+    plural,
     say,
     write_output,
 )
@@ -51,7 +53,7 @@ def _file_progress(label: str):
         if done == total:
             sys.stderr.write("\r\033[K")
         elif done % 20 == 0:
-            sys.stderr.write(f"\r{label}: {done}/{total} files")
+            sys.stderr.write(f"\r{label}: {done}/{plural(total, 'file')}")
         sys.stderr.flush()
 
     return progress
@@ -94,7 +96,7 @@ def baseline(
     result = run_audit(config, rs)
     ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
-    say(f"cs-audit: {len(ctx.suppressed.kept)} findings recorded in {plain(output)}")
+    say(f"cs-audit: {plural(len(ctx.suppressed.kept), 'finding')} recorded in {plain(output)}")
 
 
 @app.command()
@@ -109,6 +111,7 @@ def check(
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
+    max_annotations: int = MAX_ANNOTATIONS,
     config_file: Optional[Path] = CONFIG,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
@@ -179,7 +182,10 @@ def check(
         if outcome.incomplete:
             say("cs-audit: the check did not complete: the baseline was not rewritten")
         else:
-            write_output(baseline_file, render_baseline(updated_baseline(base, result.findings, skipped), result.commit))
+            kept_entries = updated_baseline(base, result.findings, skipped)
+            # the same entries: the file is left as it is (no new commit, no churn in its diffs)
+            if sorted(e.fingerprint for e in kept_entries) != sorted(e.fingerprint for e in base.entries):
+                write_output(baseline_file, render_baseline(kept_entries, result.commit))
 
     state = status(outcome)
     if format == "text":
@@ -205,8 +211,12 @@ def check(
                            states=states, successful=not outcome.incomplete), output)
     else:
         text = render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
-                             levels={f.fingerprint: "error" for f in outcome.new})
-        summary = f"cs-audit check {state}: {len(outcome.new)} new gating findings ({len(result.findings)} findings in all)"
+                             levels={f.fingerprint: "error" for f in outcome.new}, limit=max_annotations or None)
+        shown = min(len(outcome.new), max_annotations or len(outcome.new))
+        summary = (f"cs-audit check {state}: {plural(len(outcome.new), 'new gating finding')}"
+                   f"{f' ({shown} shown as annotations, the most severe and hottest)' if shown < len(outcome.new) else ''}; "
+                   f"{plural(len(result.findings), 'finding')} in all; every new one in `cs-audit check` "
+                   "with the same options")
         text += annotation({"pass": "notice", "fail": "error", "incomplete": "error"}[state], summary) + "\n"
         emit(text, output)
     if state == "incomplete":
@@ -289,8 +299,7 @@ def report(
     except GitError as exc:
         fail(str(exc), exc.hint)
     if not shas:
-        say(f"cs-audit: {plain(rev_range)} holds no commits")
-        return
+        fail(_empty_range(repo, rev_range or ""))
     failed = 0
     started = time.perf_counter()
     with TreeAuditor(repo, str(path), reuse=rev_range is not None, jobs=jobs, exclude=tuple(exclude)) as auditor:
@@ -310,7 +319,7 @@ def report(
             write_output(target, _render_report(result, auditor.last_rs, format))
             if rev_range is not None:
                 say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
-                     f"{len(result.findings)} findings -> {plain(target)}")
+                     f"{plural(len(result.findings), 'finding')} -> {plain(target)}")
             else:
                 say(f"cs-audit: report for {info.short} ({info.date}) written to {plain(target)}")
         stats = auditor.stats
@@ -318,11 +327,26 @@ def report(
         total = time.perf_counter() - started
         first = stats.seconds[0] if stats.seconds else 0.0
         later = stats.seconds[1:]
-        say(f"cs-audit: {stats.commits} commits in {total:.2f}s (first {first:.2f}s, then "
+        say(f"cs-audit: {plural(stats.commits, 'commit')} in {total:.2f}s (first {first:.2f}s, then "
              f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
-             f"reused {stats.reused}; joins reused for {stats.joins_reused} commits")
+             f"reused {stats.reused}; joins reused for {plural(stats.joins_reused, 'commit')}")
     if failed:
         raise typer.Exit(2)
+
+
+def _empty_range(repo: GitRepo, spec: str) -> str:
+    """Why ``--range spec`` audits nothing: empty, or given the wrong way round."""
+    from cs_audit.git.repo import GitError
+    from cs_audit.render.check import plain
+
+    left, _, right = spec.partition("..")
+    try:
+        swapped = bool(repo.rev_range(f"{right}..{left}"))
+    except GitError:
+        swapped = False
+    why = (f"swapped? A..B is the commits of B that A lacks; {right or 'HEAD'}..{left or 'HEAD'} has some" if swapped
+           else "A and B are the same commit, or B is an ancestor of A")
+    return f"--range {plain(spec)}: holds no commits ({plain(why)})"
 
 
 @app.command("diff")

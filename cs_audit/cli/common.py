@@ -75,6 +75,13 @@ def plain(text: object) -> str:
     return escape(text)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
+    from cs_audit.render.check import plural as counted
+
+    return counted(n, word)
+
+
 def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
     """End the command with one plain line on stderr (never wrapped, whatever the width)."""
     sys.stderr.write(f"cs-audit: {plain(message)}\n")
@@ -87,6 +94,11 @@ def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
 #: ``--config FILE`` of the commands that scan the work tree
 CONFIG = typer.Option(None, "--config", help="the configuration file to use (pyproject.toml, cs-audit.toml or cs-audit.yaml) "
                                              "instead of the nearest one above PATH")
+
+
+#: ``--max-annotations N`` of the github format (0: every finding)
+MAX_ANNOTATIONS = typer.Option(10, "--max-annotations", min=0,
+                               help="github format: at most N finding annotations, the most severe and hottest (0: all)")
 
 
 def check_scannable(path: Path) -> None:

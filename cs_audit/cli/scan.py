@@ -43,7 +43,7 @@ def _load(path: Path, config_file: Path | None = None, **overrides: object):
         fail(f"configuration error: {exc}")
 
 
-def render_format(format: str, result, rs) -> str:
+def render_format(format: str, result, rs, max_annotations: int | None = None, path: Path | None = None) -> str:
     """The report of ``result`` in one of ``FORMATS`` other than text."""
     if format == "json":
         from cs_audit.render.json import render_json
@@ -62,7 +62,9 @@ def render_format(format: str, result, rs) -> str:
         return render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
     from cs_audit.render.github import render_github  # workflow-command annotations
 
-    return render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
+    where = f"every one in `cs-audit scan {path}`" if path is not None else "every one in the JSON or markdown report"
+    return render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
+                         limit=max_annotations or None, summary=where)
 
 
 @app.command()
@@ -81,6 +83,7 @@ def scan(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no summary on the terminal, only errors"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
+    max_annotations: int = state.MAX_ANNOTATIONS,
     config_file: Optional[Path] = state.CONFIG,
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
@@ -107,7 +110,7 @@ def scan(
         elif verbose:
             say(phases_line(result))
     else:
-        text = render_format(format, result, rs)
+        text = render_format(format, result, rs, max_annotations, path)
         if out:
             write_output(out, text)
         else:

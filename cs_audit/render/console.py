@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch
-from cs_audit.render.check import plain
+from cs_audit.render.check import plain, plural
 from cs_audit.render.markdown import default_on_rows, via_words
 from cs_audit.ruleset import RuleSet
 
@@ -74,13 +74,6 @@ def summary_lines(result: AuditResult, rs: RuleSet, written_to: str | None, verb
     if written_to:
         out.append((plain(f"report written to {written_to}"), "green"))
     return out
-
-
-def plural(n: int, word: str) -> str:
-    """``1 file``, ``2 files``, ``2 switches``."""
-    if n == 1:
-        return f"1 {word}"
-    return f"{n} {word}{'es' if word.endswith(('s', 'sh', 'ch', 'x')) else 's'}"
 
 
 def location(base: str, path: str) -> str:
