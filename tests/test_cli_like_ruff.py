@@ -105,9 +105,9 @@ def test_the_verbose_phase_line_is_one_line(tmp_path: Path) -> None:
 
 
 def test_progress_lines_without_a_terminal_and_none_with_quiet(tmp_path: Path, monkeypatch) -> None:
-    import cs_audit.cli.scan as scan
+    import cs_audit.cli.common as common
 
-    monkeypatch.setattr(scan, "PROGRESS_EVERY", 0.001)
+    monkeypatch.setattr(common, "PROGRESS_EVERY", 0.001)
     root = write_tree(tmp_path / "tree", TREE)
     args = ["scan", str(root), "-f", "json", "-o", os.devnull, "-j", "1", "--no-cache"]
     result = runner.invoke(app, args)
@@ -116,6 +116,9 @@ def test_progress_lines_without_a_terminal_and_none_with_quiet(tmp_path: Path, m
     assert progress and all(line.endswith("s)") for line in progress), result.stderr
     quiet = runner.invoke(app, [*args, "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+    check = runner.invoke(app, ["check", str(root), "-j", "1", "-f", "json"])  # a CI log: check shows progress too
+    assert check.exit_code == 1 and any(line.startswith("cs-audit: ") for line in check.stderr.splitlines())
+    assert runner.invoke(app, ["check", str(root), "-j", "1", "-f", "json", "-q"]).stderr == ""
 
 
 
@@ -360,3 +363,10 @@ def test_github_annotations_are_capped_with_a_summary_and_json_findings_have_a_s
     report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "-j", "1"]).stdout)
     assert {(f["rule"], f["severity"]) for f in report["findings"]} == {
         ("default-on-emitter", "high"), ("eager-format", "medium"), ("env-read-hot", "medium")}
+
+
+def test_rules_are_one_line_each_when_piped() -> None:
+    proc = cs_audit("rules", env={"COLUMNS": "40"})
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 9 and all(len(line.split()) > 3 for line in lines), proc.stdout

@@ -26,6 +26,7 @@ from cs_audit.cli.common import (
     fail,
     output_path,
     plural,
+    run_with_progress,
     say,
     write_output,
 )
@@ -42,6 +43,7 @@ REPORT_FORMATS = ("markdown", "json")
 
 _JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
 _EXCLUDE = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)")
+_QUIET = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
 
 def _file_progress(label: str):
@@ -83,9 +85,9 @@ def baseline(
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
     config_file: Optional[Path] = CONFIG,
+    quiet: bool = _QUIET,
 ) -> None:
     """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
-    from cs_audit.api import run_audit
     from cs_audit.ci.gate import context_for, entry_of, render_baseline
     from cs_audit.render.check import plain
 
@@ -93,7 +95,7 @@ def baseline(
     assert output is not None
     check_writable(output)
     config, rs = _config(path, jobs, exclude, config_file)
-    result = run_audit(config, rs)
+    result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
     say(f"cs-audit: {plural(len(ctx.suppressed.kept), 'finding')} recorded in {plain(output)}")
@@ -113,9 +115,9 @@ def check(
     exclude: list[str] = _EXCLUDE,
     max_annotations: int = MAX_ANNOTATIONS,
     config_file: Optional[Path] = CONFIG,
+    quiet: bool = _QUIET,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
-    from cs_audit.api import run_audit
     from cs_audit.ci.gate import (
         BaselineError,
         GateError,
@@ -155,7 +157,7 @@ def check(
     except GitError as exc:
         fail(f"--since: {exc}", exc.hint)
 
-    result = run_audit(config, rs)
+    result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
     kept = list(ctx.suppressed.kept)
     outcome = CheckOutcome(gates, since=since_sha, baseline=str(baseline_file) if baseline_file else None)

@@ -3,14 +3,15 @@ one-line errors, status lines, output files."""
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -73,6 +74,87 @@ def plain(text: object) -> str:
     from cs_audit.render.check import plain as escape
 
     return escape(text)
+
+
+PROGRESS_MIN_FILES = 200
+
+
+#: seconds between two progress lines when stderr is no terminal (a CI log)
+PROGRESS_EVERY = 5.0
+
+
+def run_with_progress(config, rs, quiet: bool, keep: bool = True):
+    """``run_audit`` with progress on stderr: a bar on a terminal, a line every few seconds
+    otherwise, nothing when ``quiet``.  ``keep``: the scan's objects are kept, not freed,
+    for a process that ends soon after (``KEPT``)."""
+    from cs_audit.api import run_audit
+
+    kept = KEPT if keep else None
+    if kept is not None:
+        # the process ends soon without freeing memory: the cyclic collector stays off from
+        # here (``run_audit`` pauses it for the scan only), as switching it back on would have
+        # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
+        gc.disable()
+    if quiet:
+        return run_audit(config, rs, keep=kept)
+    if not sys.stderr.isatty():
+        with _ProgressLines() as lines:
+            return run_audit(config, rs, lines.files, keep=kept)
+    # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("files", total=None)
+
+        def progress(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_FILES:
+                bar.update(task, completed=done, total=total)
+
+        return run_audit(config, rs, progress, keep=kept)
+
+
+class _ProgressLines:
+    """A plain line on stderr every ``PROGRESS_EVERY`` seconds while a scan runs (a CI log
+    shows that it is alive, and where it is), from a thread: the scan reports files only."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started = time.monotonic()
+        self.done = self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cs-audit-progress", daemon=True)
+
+    def files(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def _line(self) -> str:
+        secs = time.monotonic() - self.started
+        if not self.total:
+            return f"cs-audit: scanning ({secs:.0f}s)"
+        if self.done < self.total:
+            return f"cs-audit: analysing files: {self.done}/{self.total} done ({secs:.0f}s)"
+        return f"cs-audit: joining and analysing {self.total} files ({secs:.0f}s)"
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROGRESS_EVERY):
+            say(self._line())
+
+    def __enter__(self) -> _ProgressLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def plural(n: int, word: str) -> str:

@@ -8,7 +8,6 @@ skipped file).
 from __future__ import annotations
 
 import difflib
-import gc
 import os
 import sys
 import time
@@ -21,7 +20,6 @@ import typer
 from cs_audit.cli import common as state
 from cs_audit.cli.common import app, check_scannable, check_writable, fail, say, write_output
 
-PROGRESS_MIN_FILES = 200
 FORMATS = ("text", "concise", "full", "json", "markdown", "sarif", "github")
 #: the formats that print on the terminal and write the markdown under reports/
 TERMINAL_FORMATS = ("text", "concise", "full")
@@ -96,7 +94,7 @@ def scan(
         check_writable(target)
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
                        cache=False if no_cache else None)
-    result = _run_with_progress(config, rs, quiet=quiet)
+    result = state.run_with_progress(config, rs, quiet=quiet)
     warn_unmatched_roots(config, result)
     started = time.perf_counter()
     if terminal:
@@ -231,80 +229,6 @@ def _reported(result) -> bool:
     return bool(context_for(result).suppressed.kept)
 
 
-#: seconds between two progress lines when stderr is no terminal (a CI log)
-PROGRESS_EVERY = 5.0
-
-
-def _run_with_progress(config, rs, quiet: bool):
-    from cs_audit.api import run_audit
-
-    if state.KEPT is not None:
-        # the process ends soon without freeing memory: the cyclic collector stays off from
-        # here (``run_audit`` pauses it for the scan only), as switching it back on would have
-        # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
-        gc.disable()
-    if quiet:
-        return run_audit(config, rs, keep=state.KEPT)
-    if not sys.stderr.isatty():
-        with _ProgressLines() as lines:
-            return run_audit(config, rs, lines.files, keep=state.KEPT)
-    # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("files", total=None)
-
-        def progress(done: int, total: int) -> None:
-            if total >= PROGRESS_MIN_FILES:
-                bar.update(task, completed=done, total=total)
-
-        return run_audit(config, rs, progress, keep=state.KEPT)
-
-
-class _ProgressLines:
-    """A plain line on stderr every ``PROGRESS_EVERY`` seconds while a scan runs (a CI log
-    shows that it is alive, and where it is), from a thread: the scan reports files only."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.started = time.monotonic()
-        self.done = self.total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cs-audit-progress", daemon=True)
-
-    def files(self, done: int, total: int) -> None:
-        self.done, self.total = done, total
-
-    def _line(self) -> str:
-        secs = time.monotonic() - self.started
-        if not self.total:
-            return f"cs-audit: scanning ({secs:.0f}s)"
-        if self.done < self.total:
-            return f"cs-audit: analysing files: {self.done}/{self.total} done ({secs:.0f}s)"
-        return f"cs-audit: joining and analysing {self.total} files ({secs:.0f}s)"
-
-    def _run(self) -> None:
-        while not self._stop.wait(PROGRESS_EVERY):
-            say(self._line())
-
-    def __enter__(self) -> _ProgressLines:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @app.command()
 def switch(
     name: str = typer.Argument(..., help="the env var"),
@@ -319,7 +243,7 @@ def switch(
 
     from cs_audit.render.console import print_switch
 
-    result = _run_with_progress(config, rs, quiet=False)
+    result = state.run_with_progress(config, rs, quiet=False)
     found = next((s for s in result.switches if s.name == name), None)
     if found is None:
         close = difflib.get_close_matches(name, [s.name for s in result.switches], n=5)
@@ -340,13 +264,13 @@ def rules(rule_id: Optional[str] = typer.Argument(None, help="show one rule in f
     console = Console()
     if rule_id is None:
         for spec in rs.rules.values():
-            console.print(f"{spec.id:<24} {spec.severity:<7} {spec.summary}", markup=False, highlight=False)
+            console.print(f"{spec.id:<24} {spec.severity:<7} {spec.summary}", markup=False, highlight=False, soft_wrap=True)
         return
     if rule_id not in rs.rules:
         fail(f"unknown rule {rule_id!r}; known: {', '.join(rs.rules)}")
     spec = rs.rules[rule_id]
     console.print(f"{spec.id} ({spec.severity})\n\n{spec.summary}\n\nWhy: {spec.why}\n\nFix: {spec.fix}\n\n"
-                  f"Flagged:\n{spec.example}\nSilent:\n{spec.ok}", markup=False, highlight=False)
+                  f"Flagged:\n{spec.example}\nSilent:\n{spec.ok}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("config")
