@@ -370,3 +370,13 @@ def test_rules_are_one_line_each_when_piped() -> None:
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert len(lines) == 9 and all(len(line.split()) > 3 for line in lines), proc.stdout
+
+
+def test_check_github_caps_the_new_finding_annotations(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/__init__.py": ""})])
+    (repo / "engine" / "runner.py").write_text(MANY)  # untracked: every line is new
+    result = runner.invoke(app, ["check", str(repo), "--since", "HEAD", "-f", "github", "--max-annotations", "3", "-j", "1"])
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("::error file=")]) == 3
+    assert lines[-1].startswith("::error::cs-audit check fail: 12 new gating findings (3 shown as annotations")
