@@ -190,10 +190,10 @@ def _report_target(path: Path) -> Path:
 
     target = Path("reports") / f"{report_name(path)}.md"
     hint = "give -o FILE, or move it away"
-    code, listed, _ = run(".", ["ls-files", "-z", "--", target.as_posix()])  # pathspecs are literal in every git call
-    if code == 0 and listed:
-        fail(f"{target}: tracked by git in the current directory: not overwritten; {hint}")
-    if os.path.lexists(target):
+    if os.path.lexists(target):  # git is asked only then: a scan's first report costs no git call
+        code, listed, _ = run(".", ["ls-files", "-z", "--", target.as_posix()])  # pathspecs are literal in every git call
+        if code == 0 and listed:
+            fail(f"{target}: tracked by git in the current directory: not overwritten; {hint}")
         try:
             text = read_regular(target, MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
         except OSError as exc:
