@@ -79,46 +79,135 @@ def read_yaml_mapping(path: Path, error: type[ValueError], expected: str, max_by
     return data
 
 
-def _read_project_table(root: Path) -> tuple[dict[str, Any], str | None]:
+def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    raw = read_project_file(path, ConfigError)
+    try:
+        return tomllib.loads(raw.decode("utf-8", errors="replace"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{shown}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{shown}: nested too deeply to read") from None
+
+
+def _tool_table(data: dict[str, Any], shown: str) -> dict[str, Any] | None:
+    """The ``[tool.cs-audit]`` table of a parsed TOML file (None when it has none)."""
+    tool = data.get("tool")
+    table = tool.get("cs-audit") if isinstance(tool, dict) else None
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{shown}: [tool.cs-audit] must be a table")
+    return table
+
+
+def _search_folders(base: Path) -> list[Path]:
+    """Where the configuration of a scan of ``base`` is looked for, nearest first: ``base``
+    and its parents up to the root of the git repository holding it (``base`` alone
+    outside a repository: a folder above it is nobody's configuration of it)."""
+    folders: list[Path] = []
+    here = Path(os.path.abspath(base))
+    for folder in (here, *here.parents):
+        folders.append(folder)
+        if os.path.lexists(folder / ".git"):
+            return folders
+    return folders[:1]
+
+
+def _shown(path: Path, base: Path) -> str:
+    """A configuration file's name in messages: relative to the scanned folder."""
+    return os.path.relpath(path, os.path.abspath(base))
+
+
+def _read_project_table(root: Path, config_file: Path | None = None) -> tuple[dict[str, Any], str | None, Path | None]:
+    """The project's table, where it was found (for messages) and the folder it is in:
+    ``config_file`` when given, else the nearest ``cs-audit.yaml`` or ``pyproject.toml``
+    with a ``[tool.cs-audit]`` table from the scanned folder up to its repository's root
+    (in one folder ``cs-audit.yaml`` wins)."""
     base = root if root.is_dir() else root.parent
-    yaml_path = base / "cs-audit.yaml"
-    if os.path.lexists(yaml_path):
-        return read_yaml_mapping(yaml_path, ConfigError, "a mapping"), "cs-audit.yaml"
-    pyproject = base / "pyproject.toml"
-    if os.path.lexists(pyproject):
-        raw = read_project_file(pyproject, ConfigError)
-        try:
-            data = tomllib.loads(raw.decode("utf-8", errors="replace"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"pyproject.toml: {exc}") from None
-        except RecursionError:
-            raise ConfigError("pyproject.toml: nested too deeply to read") from None
-        tool = data.get("tool")
-        table = tool.get("cs-audit") if isinstance(tool, dict) else None
-        if table is not None and not isinstance(table, dict):
-            raise ConfigError("pyproject.toml: [tool.cs-audit] must be a table")
-        if isinstance(table, dict):
-            return table, "pyproject.toml [tool.cs-audit]"
-    return {}, None
+    if config_file is not None:
+        if not os.path.lexists(config_file):
+            raise ConfigError(f"{config_file}: no such file")
+        shown = str(config_file)
+        if config_file.suffix in (".yaml", ".yml"):
+            return read_yaml_mapping(config_file, ConfigError, "a mapping"), shown, config_file.parent
+        if config_file.suffix != ".toml":
+            raise ConfigError(f"{config_file}: expected a .toml or .yaml file")
+        data = _read_toml(config_file, shown)
+        table = _tool_table(data, shown)
+        if table is None and config_file.name != "pyproject.toml":
+            return data, shown, config_file.parent  # a cs-audit.toml: the keys at its top level
+        return table or {}, f"{shown} [tool.cs-audit]", config_file.parent
+    for folder in _search_folders(base):
+        yaml_path = folder / "cs-audit.yaml"
+        if os.path.lexists(yaml_path):
+            shown = _shown(yaml_path, base)
+            data = read_yaml_mapping(yaml_path, ConfigError, "a mapping")
+            return data, shown, folder
+        pyproject = folder / "pyproject.toml"
+        if os.path.lexists(pyproject):
+            shown = _shown(pyproject, base)
+            table = _tool_table(_read_toml(pyproject, shown), shown)
+            if table is not None:
+                return table, f"{shown} [tool.cs-audit]", folder
+    return {}, None, None
 
 
-def load_config(root: str, **overrides: Any) -> AuditConfig:
-    table, source = _read_project_table(Path(root))
+def _check_roots(roots: Any, source: str | None) -> tuple[dict[str, Any], ...]:
+    """``hot_roots``: a list of tables ``{name, class, path, frequency}``, each checked."""
+    from cs_audit.ruleset import _FREQUENCIES, _ROOT_KEYS
+
+    example = "{name = 'step', frequency = 'step'}"
+    if not isinstance(roots, list):
+        raise ConfigError(f"{source}: hot_roots must be a list of tables like {example}")
+    for i, entry in enumerate(roots):
+        key = f"hot_roots[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: {key} must be a table like {example}")
+        unknown = set(entry) - _ROOT_KEYS
+        if unknown:
+            raise ConfigError(f"{source}: {key}: unknown keys {sorted(unknown)} (known: {sorted(_ROOT_KEYS)})")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"{source}: {key}.name must be a function name, like \"execute_model\"")
+        for glob in ("class", "path"):
+            if glob in entry and (not isinstance(entry[glob], str) or not entry[glob]):
+                raise ConfigError(f"{source}: {key}.{glob} must be a glob string, like \"*Runner\"")
+        if "frequency" in entry and entry["frequency"] not in _FREQUENCIES:
+            raise ConfigError(f"{source}: {key}.frequency must be one of {', '.join(sorted(_FREQUENCIES))}")
+    return tuple(roots)
+
+
+def _rebased(patterns: list[str], config_dir: Path | None, base: Path) -> list[str]:
+    """``exclude`` globs of a configuration found above the scanned folder, also as paths
+    under it (``sub/third_party/*`` from the repository root is ``third_party/*`` in a
+    scan of ``sub``)."""
+    if config_dir is None:
+        return patterns
+    prefix = os.path.relpath(os.path.abspath(base), os.path.abspath(config_dir)).replace(os.sep, "/")
+    if prefix == ".":
+        return patterns
+    return patterns + [p[len(prefix) + 1:] for p in patterns if p.startswith(prefix + "/") and len(p) > len(prefix) + 1]
+
+
+def load_config(root: str, config_file: Path | None = None, **overrides: Any) -> AuditConfig:
+    """The configuration of a scan of ``root``: the project's table (``config_file`` or
+    the nearest, see ``_read_project_table``), every key checked, under ``overrides``."""
+    table, source, config_dir = _read_project_table(Path(root), config_file)
     unknown = set(table) - _KEYS
     if unknown:
         raise ConfigError(f"{source}: unknown keys {sorted(unknown)} (known: {sorted(_KEYS)})")
-    roots = table.get("hot_roots", [])
-    if not isinstance(roots, list) or not all(isinstance(r, dict) for r in roots):
-        raise ConfigError(f"{source}: hot_roots must be a list of tables like {{name = 'step', frequency = 'step'}}")
+    roots = _check_roots(table.get("hot_roots", []), source)
     exclude_value = table.get("exclude", [])
-    if not isinstance(exclude_value, list) or not all(isinstance(e, str) for e in exclude_value):
+    if not isinstance(exclude_value, list) or not all(isinstance(e, str) and e for e in exclude_value):
         raise ConfigError(f"{source}: exclude must be a list of glob strings, like [\"third_party/*\"]")
-    exclude = tuple(exclude_value) + tuple(overrides.pop("exclude", ()) or ())
+    base = Path(root) if Path(root).is_dir() else Path(root).parent
+    exclude = tuple(_rebased(exclude_value, config_dir, base)) + tuple(overrides.pop("exclude", ()) or ())
     level = table.get("default_level")
     if level is not None and not isinstance(level, str):
         raise ConfigError(f"{source}: default_level must be a level name, like \"info\"")
+    for key in EXTENSIBLE:
+        if key in table and not isinstance(table[key], dict):
+            raise ConfigError(f"{source}: {key} must be a table keyed like rules/{key}.yaml")
     values: dict[str, Any] = {
-        "root": root, "exclude": exclude, "hot_roots": tuple(roots),
+        "root": root, "exclude": exclude, "hot_roots": roots,
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -81,3 +82,12 @@ def read_regular(path: str | Path, max_bytes: int) -> bytes:
             return handle.read(max_bytes)
         except OSError as exc:
             raise OSError(f"cannot read: {exc.strerror or exc}") from None
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def text_lines(path: str | Path, max_bytes: int) -> list[str]:
+    """The lines of a text file as an editor numbers them (CRLF, LF or a lone CR ends one;
+    a form feed does not), undecodable bytes replaced; ``read_regular``'s errors."""
+    return _LINE_BREAK.split(read_regular(path, max_bytes).decode("utf-8", errors="replace"))

@@ -170,7 +170,7 @@ def test_github_format_for_scan_and_check(repo: Path) -> None:
     scan = runner.invoke(app, ["scan", str(repo / "svc"), "--format", "github", "-j", "1"])
     assert scan.exit_code == 0
     lines = scan.stdout.splitlines()
-    assert all(line.startswith(("::warning ", "::notice ", "::error ")) for line in lines)
+    assert all(line.startswith(("::warning ", "::notice ", "::error ", "::notice::cs-audit: ")) for line in lines)
     assert f"::warning file=svc/engine/runner.py,line={LOG_LINE},title=cs-audit default-on-emitter::" in scan.stdout
     assert "file=svc/engine/a%3Ab/café.py" in scan.stdout
     assert "cs-audit eager-format::" not in "\n".join(ln for ln in lines if "svc/engine/runner.py" in ln)  # suppressed

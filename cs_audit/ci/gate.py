@@ -93,7 +93,9 @@ def entry_of(f: Finding) -> BaselineEntry:
 
 
 def render_baseline(entries: Iterable[BaselineEntry], commit: str | None) -> str:
-    rows = sorted(entries, key=lambda e: (e.path, e.line, e.rule, e.fingerprint))
+    """The baseline file, entries by fingerprint: code that moves changes no line of it
+    but its own entry's (a committed baseline's diffs stay small)."""
+    rows = sorted(entries, key=lambda e: (e.fingerprint, e.path, e.rule, e.line))
     doc = {
         "tool": "cs-audit",
         "baseline_version": BASELINE_VERSION,
@@ -291,9 +293,11 @@ def check_against_baseline(kept: Sequence[Finding], everything: Sequence[Finding
 
 
 def updated_baseline(baseline: Baseline, everything: Sequence[Finding], skipped: Iterable[str] = ()) -> list[BaselineEntry]:
-    """The baseline without its fixed entries; kept entries refreshed from the findings that
-    match them (line numbers, fingerprints of moved code).  New findings are *not* added.
-    Entries in ``skipped`` files (not analysed this time) are kept as they were."""
+    """The baseline without its fixed entries.  An entry whose fingerprint still has a
+    finding is kept as it was (its line number too: a moved line is no reason to rewrite
+    it); one paired with moved code by rule, function and code takes that finding's entry.
+    New findings are *not* added.  Entries in ``skipped`` files (not analysed this time)
+    are kept as they were."""
     by_fp = {f.fingerprint: f for f in everything}
     skipped = set(skipped)
     entries: list[BaselineEntry] = []
@@ -302,7 +306,8 @@ def updated_baseline(baseline: Baseline, everything: Sequence[Finding], skipped:
         if e.path in skipped:
             entries.append(e)
         elif e.fingerprint in by_fp:
-            entries.append(entry_of(by_fp.pop(e.fingerprint)))
+            del by_fp[e.fingerprint]
+            entries.append(e)
         else:
             leftovers.append(e)
     pool: dict[tuple[str, str | None, str], list[Finding]] = {}

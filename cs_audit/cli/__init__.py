@@ -1,8 +1,9 @@
 """The command line: a thin typer layer over ``cs_audit.api``.  Each command imports what
 it needs when it runs, so ``--help`` and ``version`` stay quick.
 
-Exit codes: 0 clean, 1 findings that gate (``check``), 2 could not complete (bad config,
-unreadable root, and with ``--strict`` any skipped file).
+Exit codes: 0 clean, 1 findings that gate (``check``, ``scan --exit-non-zero-on-findings``),
+2 could not complete (a usage error, bad config, unreadable root, an output that cannot be
+written, and with ``--strict`` any skipped file).  Every error is one line on stderr.
 """
 
 from __future__ import annotations

@@ -15,7 +15,21 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from cs_audit.cli.common import app, emit, fail, say, write_output
+from cs_audit.cli.common import (
+    CONFIG,
+    MAX_ANNOTATIONS,
+    app,
+    check_directory,
+    check_scannable,
+    check_writable,
+    emit,
+    fail,
+    output_path,
+    plural,
+    run_with_progress,
+    say,
+    write_output,
+)
 
 if TYPE_CHECKING:
     from cs_audit.config import AuditConfig
@@ -29,6 +43,7 @@ REPORT_FORMATS = ("markdown", "json")
 
 _JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
 _EXCLUDE = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)")
+_QUIET = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
 
 def _file_progress(label: str):
@@ -40,21 +55,20 @@ def _file_progress(label: str):
         if done == total:
             sys.stderr.write("\r\033[K")
         elif done % 20 == 0:
-            sys.stderr.write(f"\r{label}: {done}/{total} files")
+            sys.stderr.write(f"\r{label}: {done}/{plural(total, 'file')}")
         sys.stderr.flush()
 
     return progress
 
 
-def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConfig, RuleSet]:
+def _config(path: Path, jobs: int | None, exclude: list[str], config_file: Path | None = None) -> tuple[AuditConfig, RuleSet]:
     from cs_audit.api import prepare_ruleset
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
-    if not path.exists():
-        fail(f"{path}: no such file or directory")
+    check_scannable(path)
     try:
-        config = load_config(str(path), jobs=jobs, exclude=tuple(exclude), history=False)
+        config = load_config(str(path), config_file, jobs=jobs, exclude=tuple(exclude), history=False)
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
@@ -67,20 +81,24 @@ def _config(path: Path, jobs: int | None, exclude: list[str]) -> tuple[AuditConf
 @app.command()
 def baseline(
     path: Path = typer.Argument(Path("."), help="tree to record"),
-    output: Path = typer.Option(Path(DEFAULT_BASELINE), "--output", "-o", help="baseline file to write"),
+    output_raw: str = typer.Option(DEFAULT_BASELINE, "--output", "-o", help="baseline file to write"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
+    config_file: Optional[Path] = CONFIG,
+    quiet: bool = _QUIET,
 ) -> None:
     """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
-    from cs_audit.api import run_audit
     from cs_audit.ci.gate import context_for, entry_of, render_baseline
     from cs_audit.render.check import plain
 
-    config, rs = _config(path, jobs, exclude)
-    result = run_audit(config, rs)
+    output = output_path(output_raw)
+    assert output is not None
+    check_writable(output)
+    config, rs = _config(path, jobs, exclude, config_file)
+    result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
-    say(f"cs-audit: {len(ctx.suppressed.kept)} findings recorded in {plain(output)}")
+    say(f"cs-audit: {plural(len(ctx.suppressed.kept), 'finding')} recorded in {plain(output)}")
 
 
 @app.command()
@@ -90,14 +108,16 @@ def check(
     since: Optional[str] = typer.Option(None, "--since", help="only findings on lines changed since this revision"),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="rewrite --baseline without its fixed entries"),
     format: str = typer.Option("text", "--format", "-f", help="text, json, sarif, github or markdown"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
+    output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
     gate: list[str] = typer.Option([], "--gate", help="rules that gate, RULE or RULE:default (repeatable; default from rules.yaml)"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
+    max_annotations: int = MAX_ANNOTATIONS,
+    config_file: Optional[Path] = CONFIG,
+    quiet: bool = _QUIET,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
-    from cs_audit.api import run_audit
     from cs_audit.ci.gate import (
         BaselineError,
         GateError,
@@ -120,7 +140,11 @@ def check(
         fail(f"unknown format {format!r}; choose from {', '.join(CHECK_FORMATS)}")
     if update_baseline and baseline_file is None:
         fail("--update-baseline needs --baseline FILE")
-    config, rs = _config(path, jobs, exclude)
+    output = output_path(output_raw)
+    for target in (output, baseline_file if update_baseline else None):
+        if target is not None:
+            check_writable(target)
+    config, rs = _config(path, jobs, exclude, config_file)
     try:
         gates = parse_gates(gate, rs)
         base = load_baseline(baseline_file) if baseline_file is not None else None
@@ -133,7 +157,7 @@ def check(
     except GitError as exc:
         fail(f"--since: {exc}", exc.hint)
 
-    result = run_audit(config, rs)
+    result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
     kept = list(ctx.suppressed.kept)
     outcome = CheckOutcome(gates, since=since_sha, baseline=str(baseline_file) if baseline_file else None)
@@ -160,7 +184,10 @@ def check(
         if outcome.incomplete:
             say("cs-audit: the check did not complete: the baseline was not rewritten")
         else:
-            write_output(baseline_file, render_baseline(updated_baseline(base, result.findings, skipped), result.commit))
+            kept_entries = updated_baseline(base, result.findings, skipped)
+            # the same entries: the file is left as it is (no new commit, no churn in its diffs)
+            if sorted(e.fingerprint for e in kept_entries) != sorted(e.fingerprint for e in base.entries):
+                write_output(baseline_file, render_baseline(kept_entries, result.commit))
 
     state = status(outcome)
     if format == "text":
@@ -186,8 +213,12 @@ def check(
                            states=states, successful=not outcome.incomplete), output)
     else:
         text = render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
-                             levels={f.fingerprint: "error" for f in outcome.new})
-        summary = f"cs-audit check {state}: {len(outcome.new)} new gating findings ({len(result.findings)} findings in all)"
+                             levels={f.fingerprint: "error" for f in outcome.new}, limit=max_annotations or None)
+        shown = min(len(outcome.new), max_annotations or len(outcome.new))
+        summary = (f"cs-audit check {state}: {plural(len(outcome.new), 'new gating finding')}"
+                   f"{f' ({shown} shown as annotations, the most severe and hottest)' if shown < len(outcome.new) else ''}; "
+                   f"{plural(len(result.findings), 'finding')} in all; every new one in `cs-audit check` "
+                   "with the same options")
         text += annotation({"pass": "notice", "fail": "error", "incomplete": "error"}[state], summary) + "\n"
         emit(text, output)
     if state == "incomplete":
@@ -239,7 +270,7 @@ def report(
     path: Path = typer.Argument(Path("."), help="tree (inside a git work tree) to audit at past commits"),
     rev: Optional[str] = typer.Option(None, "--rev", help="audit this commit"),
     rev_range: Optional[str] = typer.Option(None, "--range", help="audit every commit of A..B (first-parent line)"),
-    output: Optional[Path] = typer.Option(
+    output_raw: Optional[str] = typer.Option(
         None, "--output", "-o", help="file for --rev, directory for --range (default: reports/<date>_<short-sha>.md)"),
     format: str = typer.Option("markdown", "--format", "-f", help="markdown or json"),
     jobs: Optional[int] = _JOBS,
@@ -255,14 +286,22 @@ def report(
         fail("give exactly one of --rev REV or --range A..B")
     if format not in REPORT_FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(REPORT_FORMATS)}")
+    if rev is not None:
+        output = output_path(output_raw)
+        if output is not None:
+            check_writable(output)
+        else:
+            check_directory(Path("reports"))
+    else:
+        output = Path(output_raw) if output_raw is not None else None
+        check_directory(output or Path("reports"))
     try:
         repo = GitRepo.open(path)
         shas = [repo.verify(rev)] if rev is not None else repo.rev_range(rev_range or "")
     except GitError as exc:
         fail(str(exc), exc.hint)
     if not shas:
-        say(f"cs-audit: {plain(rev_range)} holds no commits")
-        return
+        fail(_empty_range(repo, rev_range or ""))
     failed = 0
     started = time.perf_counter()
     with TreeAuditor(repo, str(path), reuse=rev_range is not None, jobs=jobs, exclude=tuple(exclude)) as auditor:
@@ -286,7 +325,7 @@ def report(
             write_output(target, _render_report(result, auditor.last_rs, format))
             if rev_range is not None:
                 say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
-                     f"{len(result.findings)} findings -> {plain(target)}")
+                     f"{plural(len(result.findings), 'finding')} -> {plain(target)}")
             else:
                 say(f"cs-audit: report for {info.short} ({info.date}) written to {plain(target)}")
         stats = auditor.stats
@@ -294,11 +333,26 @@ def report(
         total = time.perf_counter() - started
         first = stats.seconds[0] if stats.seconds else 0.0
         later = stats.seconds[1:]
-        say(f"cs-audit: {stats.commits} commits in {total:.2f}s (first {first:.2f}s, then "
+        say(f"cs-audit: {plural(stats.commits, 'commit')} in {total:.2f}s (first {first:.2f}s, then "
              f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
-             f"reused {stats.reused}; joins reused for {stats.joins_reused} commits")
+             f"reused {stats.reused}; joins reused for {plural(stats.joins_reused, 'commit')}")
     if failed:
         raise typer.Exit(2)
+
+
+def _empty_range(repo: GitRepo, spec: str) -> str:
+    """Why ``--range spec`` audits nothing: empty, or given the wrong way round."""
+    from cs_audit.git.repo import GitError
+    from cs_audit.render.check import plain
+
+    left, _, right = spec.partition("..")
+    try:
+        swapped = bool(repo.rev_range(f"{right}..{left}"))
+    except GitError:
+        swapped = False
+    why = (f"swapped? A..B is the commits of B that A lacks; {right or 'HEAD'}..{left or 'HEAD'} has some" if swapped
+           else "A and B are the same commit, or B is an ancestor of A")
+    return f"--range {plain(spec)}: holds no commits ({plain(why)})"
 
 
 @app.command("diff")
@@ -306,7 +360,7 @@ def diff_cmd(
     rev1: str = typer.Argument(..., help="older commit"),
     rev2: str = typer.Argument(..., help="newer commit"),
     path: Path = typer.Argument(Path("."), help="tree (inside a git work tree) to compare"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the markdown here (default: stdout)"),
+    output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write the markdown here (default: stdout)"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
 ) -> None:
@@ -317,6 +371,9 @@ def diff_cmd(
     from cs_audit.git.repo import GitError, GitRepo
     from cs_audit.render.diff import render_diff
 
+    output = output_path(output_raw)
+    if output is not None:
+        check_writable(output)
     try:
         repo = GitRepo.open(path)
         sha1, sha2 = repo.verify(rev1), repo.verify(rev2)

@@ -3,18 +3,67 @@ one-line errors, status lines, output files."""
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from cs_audit import files
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+try:  # typer from 0.2x bundles its own click, whose exceptions are not click's
+    from typer._click import exceptions as click
+except ImportError:  # pragma: no cover - a typer that uses click itself
+    from click import exceptions as click  # type: ignore[no-redef]
+
+
+class PlainGroup(TyperGroup):
+    """The command group, whose usage errors are one plain line (typer draws a box around
+    them, wrapped at the terminal width) with exit code 2."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):  # type: ignore[override]
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.NoArgsIsHelpError as exc:
+            exc.show()
+            code = 2
+        except click.ClickException as exc:
+            ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+            what = ctx.info_name if ctx is not None and ctx.parent is not None else "usage"
+            see = f" (see '{plain(ctx.command_path)} --help')" if ctx is not None else ""
+            sys.stderr.write(f"cs-audit: {plain(what)}: {plain(exc.format_message())}{see}\n")
+            code = 2
+        except typer.Abort:
+            sys.stderr.write("cs-audit: interrupted\n")
+            code = 130
+        code = code if isinstance(code, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+app = typer.Typer(cls=PlainGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit env-var debug switches, trace helpers, dumps and log lines.")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from cs_audit import __version__
+
+        typer.echo(f"cs-audit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                          help="print the version and exit")) -> None:
+    """Audit env-var debug switches, trace helpers, dumps and log lines."""
 #: what the scans of this process built, kept alive until it ends: set by ``main``, whose
 #: process exits without freeing memory (None when the commands are called otherwise: tests)
 KEPT: list[object] | None = None
@@ -27,6 +76,94 @@ def plain(text: object) -> str:
     return escape(text)
 
 
+PROGRESS_MIN_FILES = 200
+
+
+#: seconds between two progress lines when stderr is no terminal (a CI log)
+PROGRESS_EVERY = 5.0
+
+
+def run_with_progress(config, rs, quiet: bool, keep: bool = True):
+    """``run_audit`` with progress on stderr: a bar on a terminal, a line every few seconds
+    otherwise, nothing when ``quiet``.  ``keep``: the scan's objects are kept, not freed,
+    for a process that ends soon after (``KEPT``)."""
+    from cs_audit.api import run_audit
+
+    kept = KEPT if keep else None
+    if kept is not None:
+        # the process ends soon without freeing memory: the cyclic collector stays off from
+        # here (``run_audit`` pauses it for the scan only), as switching it back on would have
+        # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
+        gc.disable()
+    if quiet:
+        return run_audit(config, rs, keep=kept)
+    if not sys.stderr.isatty():
+        with _ProgressLines() as lines:
+            return run_audit(config, rs, lines.files, keep=kept)
+    # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("files", total=None)
+
+        def progress(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_FILES:
+                bar.update(task, completed=done, total=total)
+
+        return run_audit(config, rs, progress, keep=kept)
+
+
+class _ProgressLines:
+    """A plain line on stderr every ``PROGRESS_EVERY`` seconds while a scan runs (a CI log
+    shows that it is alive, and where it is), from a thread: the scan reports files only."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started = time.monotonic()
+        self.done = self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cs-audit-progress", daemon=True)
+
+    def files(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def _line(self) -> str:
+        secs = time.monotonic() - self.started
+        if not self.total:
+            return f"cs-audit: scanning ({secs:.0f}s)"
+        if self.done < self.total:
+            return f"cs-audit: analysing files: {self.done}/{self.total} done ({secs:.0f}s)"
+        return f"cs-audit: joining and analysing {self.total} files ({secs:.0f}s)"
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROGRESS_EVERY):
+            say(self._line())
+
+    def __enter__(self) -> _ProgressLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
+    from cs_audit.render.check import plural as counted
+
+    return counted(n, word)
+
+
 def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
     """End the command with one plain line on stderr (never wrapped, whatever the width)."""
     sys.stderr.write(f"cs-audit: {plain(message)}\n")
@@ -34,6 +171,25 @@ def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
         sys.stderr.write(f"hint: {hint}\n")
     sys.stderr.flush()
     raise typer.Exit(code)
+
+
+#: ``--config FILE`` of the commands that scan the work tree
+CONFIG = typer.Option(None, "--config", help="the configuration file to use (pyproject.toml, cs-audit.toml or cs-audit.yaml) "
+                                             "instead of the nearest one above PATH")
+
+
+#: ``--max-annotations N`` of the github format (0: every finding)
+MAX_ANNOTATIONS = typer.Option(10, "--max-annotations", min=0,
+                               help="github format: at most N finding annotations, the most severe and hottest (0: all)")
+
+
+def check_scannable(path: Path) -> None:
+    """End the command (exit 2) unless ``path`` is a folder or a Python file (scanned as a
+    tree of one file)."""
+    if not path.exists():
+        fail(f"{path}: no such file or directory")
+    if not path.is_dir() and not (path.is_file() and path.suffix == ".py"):
+        fail(f"{path}: not a directory nor a .py file: give the folder to scan, or one Python file")
 
 
 def say(line: str) -> None:
@@ -75,6 +231,65 @@ def write_output(path: Path, text: str) -> None:
         files.write_atomically(path, text.encode("utf-8"), mode=0o666 & ~_umask())
     except OSError as exc:
         fail(f"{path}: cannot write: {exc.strerror or exc}")
+
+
+def output_path(raw: str | None) -> Path | None:
+    """``-o`` as a path; one that ends in a separator names a directory, refused (exit 2)."""
+    if raw is None:
+        return None
+    if raw.endswith(("/", os.sep)) and not raw.startswith("/dev/"):
+        fail(f"{raw}: cannot write: names a directory (give a file name)")
+    return Path(raw)
+
+
+def check_writable(path: Path) -> None:
+    """End the command (exit 2) unless ``write_output(path, ...)`` can succeed, checked
+    before the scan so that a report that cannot be written never costs a whole scan nor
+    ends a ``check`` with the status of a gating failure."""
+    if _is_stdout(path):
+        return
+    try:
+        st = os.stat(path) if os.path.lexists(path) else None
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")
+    if path.is_symlink():
+        if st is None or not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            fail(f"{path}: refusing to write through a symlink (give the file it points to)")
+        return
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            fail(f"{path}: not a regular file (a directory)")
+        if not stat.S_ISREG(st.st_mode):
+            if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+                fail(f"{path}: not a regular file")
+            return
+    parent = Path(os.path.dirname(os.path.abspath(path)))
+    existing = parent
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"{path}: cannot write: {existing} is not a directory")
+    # what the write will do, done and undone: the first missing folder made, or the temp
+    # file of the atomic write; the one sure test (root passes permission checks, /proc
+    # refuses new entries)
+    try:
+        if existing != parent:
+            first = parent
+            while first.parent != existing:
+                first = first.parent
+            os.mkdir(first)
+            os.rmdir(first)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")
+
+
+def check_directory(directory: Path) -> None:
+    """End the command (exit 2) unless files can be written into ``directory`` (made if missing)."""
+    check_writable(directory / "report")
 
 
 def _umask() -> int:

@@ -8,18 +8,18 @@ from typing import Optional
 
 import typer
 
-from cs_audit.cli.common import app, fail, plain, write_output
+from cs_audit.cli.common import CONFIG, app, check_writable, fail, output_path, plain, write_output
 
 _NO_CACHE = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache")
 _JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
 
 
-def _model(path: Path, jobs: int | None, no_cache: bool):
+def _model(path: Path, jobs: int | None, no_cache: bool, config_file: Path | None = None):
     from cs_audit.api import tree_model
     from cs_audit.cli import common as state
     from cs_audit.cli.scan import _load
 
-    config, rs = _load(path, jobs=jobs, cache=False if no_cache else None)
+    config, rs = _load(path, config_file, jobs=jobs, cache=False if no_cache else None)
     model, errors = tree_model(config, rs, keep=state.KEPT)
     return config, rs, model, errors
 
@@ -28,9 +28,10 @@ def _model(path: Path, jobs: int | None, no_cache: bool):
 def callgraph(
     path: Path = typer.Argument(..., help="tree to build the call graph of"),
     format: str = typer.Option("json", "--format", "-f", help="json (functions, edges, how each was found), pycg, dot"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write it here"),
+    output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write it here"),
     jobs: Optional[int] = _JOBS,
     no_cache: bool = _NO_CACHE,
+    config_file: Optional[Path] = CONFIG,
 ) -> None:
     """Export the resolved call graph of PATH (pycg: PyCG's JSON shape, for its benchmarks)."""
     from cs_audit.render.callgraph import GRAPH_FORMATS, render_graph
@@ -39,10 +40,13 @@ def callgraph(
         fail(f"unknown format {format!r}; choose from {', '.join(GRAPH_FORMATS)}")
     if not path.is_dir():
         fail(f"{path}: not a directory")
+    output = output_path(output_raw)
+    if output is not None:
+        check_writable(output)
     from cs_audit.extract.discover import display_path
     from cs_audit.joins.callgraph import export_graph
 
-    _, rs, model, errors = _model(path, jobs, no_cache)
+    _, rs, model, errors = _model(path, jobs, no_cache, config_file)
     text = render_graph(export_graph(model, rs, display_path(str(path)), errors), format)
     if output:
         write_output(output, text)
@@ -70,6 +74,7 @@ def why(
     tree: Optional[Path] = typer.Option(None, "--tree", help="the scanned tree (default: the project holding FILE)"),
     jobs: Optional[int] = _JOBS,
     no_cache: bool = _NO_CACHE,
+    config_file: Optional[Path] = CONFIG,
 ) -> None:
     """Print the chain of calls that makes FILE:LINE hot, with how each call was resolved,
     or say why it is not hot."""
@@ -86,7 +91,7 @@ def why(
         rel = file.resolve().relative_to(tree.resolve()).as_posix()
     except ValueError:
         fail(f"{file} is not inside {tree}")
-    _, rs, model, _ = _model(tree, jobs, no_cache)
+    _, rs, model, _ = _model(tree, jobs, no_cache, config_file)
     ff = model.facts.get(rel)
     if ff is None:
         fail(f"{rel}: not analysed (not Python, excluded, or it failed to parse)")

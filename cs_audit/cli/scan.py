@@ -1,13 +1,14 @@
 """``scan``, ``switch``, ``rules``, ``config`` and ``version``.
 
-Exit codes: 0 done, 2 could not complete (bad config, unreadable root, and with
-``--strict`` any skipped file).
+Exit codes: 0 done, 1 findings with ``--exit-non-zero-on-findings``, 2 could not complete
+(bad config, unreadable root, an output that cannot be written, and with ``--strict`` any
+skipped file).
 """
 
 from __future__ import annotations
 
 import difflib
-import gc
+import os
 import sys
 import time
 from dataclasses import replace
@@ -17,28 +18,30 @@ from typing import Optional
 import typer
 
 from cs_audit.cli import common as state
-from cs_audit.cli.common import app, fail, write_output
+from cs_audit.cli.common import app, check_scannable, check_writable, fail, say, write_output
 
-PROGRESS_MIN_FILES = 200
-FORMATS = ("text", "json", "markdown", "sarif", "github")
+FORMATS = ("text", "concise", "full", "json", "markdown", "sarif", "github")
+#: the formats that print on the terminal and write the markdown under reports/
+TERMINAL_FORMATS = ("text", "concise", "full")
+#: the largest source file whose lines the terminal output quotes
+MAX_SOURCE_BYTES = 1 << 24
 
 
-def _load(path: Path, **overrides: object):
+def _load(path: Path, config_file: Path | None = None, **overrides: object):
     """The configuration and rule set of a scan of ``path``, or a one-line error (exit 2)."""
     from cs_audit.api import prepare_ruleset
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
-    if not path.exists():
-        fail(f"{path}: no such file or directory")
+    check_scannable(path)
     try:
-        config = load_config(str(path), **overrides)  # type: ignore[arg-type]
+        config = load_config(str(path), config_file, **overrides)  # type: ignore[arg-type]
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
 
 
-def render_format(format: str, result, rs) -> str:
+def render_format(format: str, result, rs, max_annotations: int | None = None, path: Path | None = None) -> str:
     """The report of ``result`` in one of ``FORMATS`` other than text."""
     if format == "json":
         from cs_audit.render.json import render_json
@@ -57,78 +60,173 @@ def render_format(format: str, result, rs) -> str:
         return render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
     from cs_audit.render.github import render_github  # workflow-command annotations
 
-    return render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
+    where = f"every one in `cs-audit scan {path}`" if path is not None else "every one in the JSON or markdown report"
+    return render_github(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes,
+                         limit=max_annotations or None, summary=where)
 
 
 @app.command()
 def scan(
     path: Path = typer.Argument(..., help="tree (or file) to audit"),
-    format: str = typer.Option("text", "--format", "-f", help="text (terminal summary + markdown under reports/), json, markdown, sarif, github"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here"),
+    format: str = typer.Option("text", "--format", "-f", "--output-format",
+                               help="text or concise (terminal summary and one line per finding, markdown under reports/), "
+                                    "full (each finding with its source and hot path), json, markdown, sarif, github"),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
     exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
     no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
+    exit_non_zero: bool = typer.Option(False, "--exit-non-zero-on-findings", help="exit 1 when any finding is reported (suppressed ones left out)"),
+    statistics: bool = typer.Option(False, "--statistics", help="on the terminal, the count of findings per rule instead of one line per finding"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no summary on the terminal, only errors"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the time spent in each phase"),
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
+    max_annotations: int = state.MAX_ANNOTATIONS,
+    config_file: Optional[Path] = state.CONFIG,
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
-    config, rs = _load(path, jobs=jobs, exclude=tuple(exclude), history=not no_history, cache=False if no_cache else None)
-    from rich.console import Console
-
-    err = Console(stderr=True)
-    result = _run_with_progress(config, rs, err, quiet=format != "text")
+    terminal = format in TERMINAL_FORMATS
+    out = state.output_path(output)
+    target = out or (_report_target(path) if terminal else None)
+    if target is not None:
+        check_writable(target)
+    config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
+                       cache=False if no_cache else None)
+    result = state.run_with_progress(config, rs, quiet=quiet)
+    warn_unmatched_roots(config, result)
     started = time.perf_counter()
-    if format == "text":
-        from cs_audit.render.console import print_summary
-        from cs_audit.render.markdown import render_markdown, title
+    if terminal:
+        from cs_audit.render.markdown import render_markdown
 
-        target = output or Path("reports") / f"{title(result)}.md"
-        write_output(target, render_markdown(result, rs))
+        assert target is not None
+        write_output(target, render_markdown(result, rs, report_name(path), None if out else tree_digest(path)))
         result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-        print_summary(Console(), result, rs, str(target), verbose)
+        if not quiet:
+            _print_terminal(path, result, rs, str(target), verbose, full=format == "full", statistics=statistics)
+        elif verbose:
+            say(phases_line(result))
     else:
-        text = render_format(format, result, rs)
-        if output:
-            write_output(output, text)
+        text = render_format(format, result, rs, max_annotations, path)
+        if out:
+            write_output(out, text)
         else:
             sys.stdout.write(text)
         result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-    if verbose and format != "text":
-        err.print("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings))
+        if verbose:
+            say(phases_line(result))
     if strict and result.errors:
         raise typer.Exit(2)
+    if exit_non_zero and _reported(result):
+        raise typer.Exit(1)
 
 
-def _run_with_progress(config, rs, err, quiet: bool):
-    from cs_audit.api import run_audit
+def _print_terminal(path: Path, result, rs, written_to: str, verbose: bool, full: bool, statistics: bool) -> None:
+    """The summary, then one line per finding no comment suppresses (or their counts)."""
+    from rich.console import Console
 
-    if state.KEPT is not None:
-        # the process ends soon without freeing memory: the cyclic collector stays off from
-        # here (``run_audit`` pauses it for the scan only), as switching it back on would have
-        # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
-        gc.disable()
-    if quiet or not err.is_terminal:
-        return run_audit(config, rs, keep=state.KEPT)
-    # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from cs_audit.ci.gate import context_for
+    from cs_audit.render.console import finding_lines, print_lines, statistics_lines, summary_lines
 
-    with Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("files", total=None)
+    console = Console(highlight=False)
+    print_lines(console, summary_lines(result, rs, written_to, verbose))
+    kept = list(context_for(result).suppressed.kept)
+    if not kept:
+        return
+    console.print()
+    if statistics:
+        lines = statistics_lines(kept, rs)
+    else:
+        base = path if path.is_dir() else path.parent
+        lines = finding_lines(kept, str(result.root) if path.is_dir() else str(base), _source_lines(base, kept, full), full)
+    print_lines(console, [(line, "") for line in lines])
 
-        def progress(done: int, total: int) -> None:
-            if total >= PROGRESS_MIN_FILES:
-                bar.update(task, completed=done, total=total)
 
-        return run_audit(config, rs, progress, keep=state.KEPT)
+def _source_lines(base: Path, findings, full: bool) -> dict[tuple[str, int], str]:
+    """(path, line) -> the text of that line, for the findings' lines (all of each finding's
+    lines when ``full``); a file that cannot be read now gives none."""
+    from cs_audit.files import text_lines
+    from cs_audit.render.console import FULL_LINES
+
+    wanted: dict[str, set[int]] = {}
+    for f in findings:
+        last = min(f.end_line, f.line + FULL_LINES - 1) if full else f.line
+        wanted.setdefault(f.path, set()).update(range(f.line, last + 1))
+    out: dict[tuple[str, int], str] = {}
+    for rel, numbers in wanted.items():
+        try:
+            lines = text_lines(base / rel, MAX_SOURCE_BYTES)
+        except OSError:
+            continue
+        out.update(((rel, n), lines[n - 1]) for n in numbers if 0 < n <= len(lines))
+    return out
+
+
+def report_name(path: Path) -> str:
+    """The name of a tree's markdown report under ``reports/``: the last part of its
+    resolved path (``scan .`` is named after the folder)."""
+    from cs_audit.extract.discover import display_path
+
+    resolved = path.resolve()
+    return display_path(resolved.name) or "root"
+
+
+def tree_digest(path: Path) -> str:
+    """What a report under ``reports/`` records of its tree (its resolved path, hashed: the
+    report names no folder of the user's machine)."""
+    import hashlib
+
+    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]
+
+
+def _report_target(path: Path) -> Path:
+    """``reports/<name>.md`` for a scan of ``path``, or a one-line error (exit 2) when that
+    file is a report of another tree, not a report of ``scan`` at all, or tracked by git in
+    the current directory: the user's file is never overwritten."""
+    from cs_audit.files import read_regular
+    from cs_audit.git.runner import run
+    from cs_audit.render.markdown import TREE_MARK
+
+    target = Path("reports") / f"{report_name(path)}.md"
+    hint = "give -o FILE, or move it away"
+    if os.path.lexists(target):  # git is asked only then: a scan's first report costs no git call
+        code, listed, _ = run(".", ["ls-files", "-z", "--", target.as_posix()])  # pathspecs are literal in every git call
+        if code == 0 and listed:
+            fail(f"{target}: tracked by git in the current directory: not overwritten; {hint}")
+        try:
+            text = read_regular(target, MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
+        except OSError as exc:
+            fail(f"{target}: cannot read: {exc}; {hint}")
+        last = text.rstrip().rsplit("\n", 1)[-1]
+        if last != TREE_MARK.format(tree_digest(path)):
+            what = (f"holds the report of another tree named {report_name(path)!r}" if last.startswith(TREE_MARK.split("{")[0])
+                    else "is no report that scan wrote for this tree")
+            fail(f"{target}: {what}: not overwritten; {hint}")
+    return target
+
+
+def warn_unmatched_roots(config, result) -> None:
+    """One warning line per hot root of the project's configuration that matches no
+    function of the tree (a typo, or a root an earlier rule already matches)."""
+    if result.roots is None:
+        return
+    for i, (entry, match) in enumerate(zip(config.hot_roots, result.roots.rules)):
+        if not match.functions:
+            shown = ", ".join(f"{k} = {v!r}" for k, v in entry.items())
+            say(state.plain(f"cs-audit: warning: {config.config_source}: hot_roots[{i}] {{{shown}}} matches no function "
+                            "of this tree (none so named, or an earlier root matches them)"))
+
+
+def phases_line(result) -> str:
+    return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)
+
+
+def _reported(result) -> bool:
+    """Whether the scan reports a finding that no comment in the code suppresses."""
+    from cs_audit.ci.gate import context_for
+
+    return bool(context_for(result).suppressed.kept)
 
 
 @app.command()
@@ -137,14 +235,15 @@ def switch(
     path: Path = typer.Argument(Path("."), help="tree to audit"),
     no_history: bool = typer.Option(False, "--no-history", help="skip git history"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1),
+    config_file: Optional[Path] = state.CONFIG,
 ) -> None:
     """Everything about one switch: reads, gated sites, setters, readers, added-in, disposition and why."""
-    config, rs = _load(path, jobs=jobs, history=not no_history)
+    config, rs = _load(path, config_file, jobs=jobs, history=not no_history)
     from rich.console import Console
 
     from cs_audit.render.console import print_switch
 
-    result = _run_with_progress(config, rs, Console(stderr=True), quiet=False)
+    result = state.run_with_progress(config, rs, quiet=False)
     found = next((s for s in result.switches if s.name == name), None)
     if found is None:
         close = difflib.get_close_matches(name, [s.name for s in result.switches], n=5)
@@ -165,26 +264,25 @@ def rules(rule_id: Optional[str] = typer.Argument(None, help="show one rule in f
     console = Console()
     if rule_id is None:
         for spec in rs.rules.values():
-            console.print(f"{spec.id:<24} {spec.severity:<7} {spec.summary}", markup=False, highlight=False)
+            console.print(f"{spec.id:<24} {spec.severity:<7} {spec.summary}", markup=False, highlight=False, soft_wrap=True)
         return
     if rule_id not in rs.rules:
         fail(f"unknown rule {rule_id!r}; known: {', '.join(rs.rules)}")
     spec = rs.rules[rule_id]
     console.print(f"{spec.id} ({spec.severity})\n\n{spec.summary}\n\nWhy: {spec.why}\n\nFix: {spec.fix}\n\n"
-                  f"Flagged:\n{spec.example}\nSilent:\n{spec.ok}", markup=False, highlight=False)
+                  f"Flagged:\n{spec.example}\nSilent:\n{spec.ok}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("config")
-def show_config(path: Path = typer.Argument(Path("."), help="project to read the configuration of")) -> None:
-    """Print the final configuration for PATH (project file + defaults)."""
-    from cs_audit.config import ConfigError, load_config
+def show_config(
+    path: Path = typer.Argument(Path("."), help="project to read the configuration of"),
+    config_file: Optional[Path] = state.CONFIG,
+) -> None:
+    """Print, as TOML, the configuration a scan of PATH uses (project file, defaults, shipped hot roots)."""
+    from cs_audit.render.config import render_config
 
-    try:
-        config = load_config(str(path))
-    except ConfigError as exc:
-        fail(f"configuration error: {exc}")
-    for key, value in sorted(vars(config).items()):
-        typer.echo(f"{key} = {value!r}")
+    config, rs = _load(path, config_file)
+    sys.stdout.write(render_config(config, rs))
 
 
 @app.command()

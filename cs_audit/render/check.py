@@ -24,6 +24,13 @@ def plain(text: object) -> str:
                        str(text))
 
 
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``, ``2 switches``."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word}{'es' if word.endswith(('s', 'sh', 'ch', 'x')) else 's'}"
+
+
 def status(outcome: CheckOutcome) -> str:
     if outcome.incomplete:
         return "incomplete"
@@ -69,8 +76,8 @@ def render_check_text(result: AuditResult, rs: RuleSet, outcome: CheckOutcome, c
         lines.append("")
     for why in outcome.incomplete:
         lines.append(f"incomplete: {plain(why)}")
-    counts = (f"{len(result.findings)} findings, {outcome.gating} gating, {len(ctx.suppressed.suppressed)} suppressed, "
-              f"{len(outcome.new)} new, {len(outcome.fixed)} fixed, {outcome.moved} moved; {result.files_scanned} files")
+    counts = (f"{plural(len(result.findings), 'finding')}, {outcome.gating} gating, {len(ctx.suppressed.suppressed)} suppressed, "
+              f"{len(outcome.new)} new, {len(outcome.fixed)} fixed, {outcome.moved} moved; {plural(result.files_scanned, 'file')}")
     lines.append(counts)
     return "\n".join(lines) + "\n"
 
@@ -95,13 +102,14 @@ def render_check_markdown(result: AuditResult, rs: RuleSet, outcome: CheckOutcom
                          f"{code(f.code)} | {cell(spec.fix if spec else '')} |")
     else:
         lines.append("None.")
-    lines += ["", "## Fixed since the baseline", ""]
-    if outcome.fixed:
-        lines += ["| rule | file:line | function | code |", "|---|---|---|---|"]
-        for e in outcome.fixed:
-            lines.append(f"| {code(e.rule)} | {code(f'{e.path}:{e.line}')} | {code(e.function or '<module>')} | {code(e.code)} |")
-    else:
-        lines.append("None.")
+    if outcome.baseline:  # with no baseline nothing can be fixed since one
+        lines += ["", "## Fixed since the baseline", ""]
+        if outcome.fixed:
+            lines += ["| rule | file:line | function | code |", "|---|---|---|---|"]
+            for e in outcome.fixed:
+                lines.append(f"| {code(e.rule)} | {code(f'{e.path}:{e.line}')} | {code(e.function or '<module>')} | {code(e.code)} |")
+        else:
+            lines.append("None.")
     if ctx.notes:
         lines += ["", "## Notes", "", "| what | where | message |", "|---|---|---|"]
         for note in ctx.notes:

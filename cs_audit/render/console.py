@@ -9,11 +9,13 @@ from rich.table import Table
 from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch
-from cs_audit.render.check import plain
+from cs_audit.render.check import plain, plural
 from cs_audit.render.markdown import default_on_rows, via_words
 from cs_audit.ruleset import RuleSet
 
 TOP_SITES = 10
+#: at most this many source lines of one finding with ``--output-format full``
+FULL_LINES = 5
 
 
 def _text(value: str, style: str = "") -> Text:
@@ -22,51 +24,101 @@ def _text(value: str, style: str = "") -> Text:
     return Text(plain(value), style=style)
 
 
-def print_summary(console: Console, result: AuditResult, rs: RuleSet, written_to: str | None, verbose: bool = False) -> None:
+#: a line of the terminal output and its style on a terminal (rich style names, "" none)
+Line = tuple[str, str]
+
+
+def _columns(rows: list[tuple[str, ...]], right: frozenset[int] = frozenset()) -> list[str]:
+    """Rows as text columns as wide as their widest cell: nothing is cut, a long path only
+    makes its line longer (a terminal or CI log folds it, never truncates it)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            for row in rows]
+
+
+def summary_lines(result: AuditResult, rs: RuleSet, written_to: str | None, verbose: bool = False) -> list[Line]:
+    """The terminal summary: counts, hot roots, findings per rule, the top default-ON sites,
+    skipped files."""
     counts = Counter(f.rule for f in result.findings)
-    header = Text(f"cs-audit: {result.files_scanned} files, {len(result.switches)} switches, "
-                  f"{len(result.findings)} findings, {len(result.errors)} skipped")
-    console.print(header, style="bold")
+    out: list[Line] = [(f"cs-audit: {plural(result.files_scanned, 'file')}, {plural(len(result.switches), 'switch')}, "
+                        f"{plural(len(result.findings), 'finding')}, {len(result.errors)} skipped", "bold")]
     roots = result.roots
     if roots is not None:
         detected = roots.detected
-        loops = f"; {len(detected)} event loop{'s' if len(detected) != 1 else ''} found in the code used as roots" if detected else ""
-        console.print(_text(f"{roots.summary}{loops}"))
+        loops = f"; {plural(len(detected), 'event loop')} found in the code used as roots" if detected else ""
+        out.append((plain(f"{roots.summary}{loops}"), ""))
         for e in detected[:TOP_SITES]:
-            console.print(_text(f"  event loop {e.path}:{e.line} {e.function} (calls {', '.join(e.steps)})"), soft_wrap=True)
+            out.append((plain(f"  event loop {e.path}:{e.line} {e.function} (calls {', '.join(e.steps)})"), ""))
         if roots.warning:
-            console.print(_text(f"warning: {roots.warning}", style="bold yellow"), soft_wrap=True)  # one line, for CI logs
+            out.append((plain(f"warning: {roots.warning}"), "bold yellow"))
     if counts:
-        table = Table(title="Findings per rule", show_lines=False)
-        table.add_column("rule")
-        table.add_column("severity")
-        table.add_column("count", justify="right")
-        table.add_column("default-ON", justify="right")
+        rows = [("rule", "severity", "count", "default-ON")]
         for rule_id in rs.rules:
             if counts.get(rule_id):
                 default_on = sum(1 for f in result.findings if f.rule == rule_id and f.switch is None)
-                table.add_row(rule_id, rs.rules[rule_id].severity, str(counts[rule_id]), str(default_on))
-        console.print(table)
-    rows = default_on_rows(result, rs)[:TOP_SITES]
-    if rows:
-        table = Table(title="Top default-ON sites (estimated µs per step)")
-        table.add_column("#", justify="right")
-        table.add_column("site")
-        table.add_column("rule")
-        table.add_column("freq")
-        table.add_column("via", no_wrap=True, overflow="ellipsis", max_width=24)
-        table.add_column("µs/step", justify="right")
-        for i, f in enumerate(rows, 1):
-            table.add_row(str(i), _text(f"{f.path}:{f.line}"), f.rule, f.frequency, _text(via_words(f, short=True)), f"{f.cost_us:g}")
-        console.print(table)
+                rows.append((rule_id, rs.rules[rule_id].severity, str(counts[rule_id]), str(default_on)))
+        out += [("", ""), ("Findings per rule", "bold")]
+        out += [("  " + line, "") for line in _columns(rows, frozenset({2, 3}))]
+    top = default_on_rows(result, rs)[:TOP_SITES]
+    if top:
+        rows = [("#", "µs/step", "site", "rule", "freq", "via")]
+        rows += [(str(i), f"{f.cost_us:g}", plain(f"{f.path}:{f.line}"), f.rule, f.frequency, plain(via_words(f, short=True)))
+                 for i, f in enumerate(top, 1)]
+        out += [("", ""), ("Top default-ON sites (estimated µs per step)", "bold")]
+        out += [("  " + line, "") for line in _columns(rows, frozenset({0, 1}))]
     if result.errors:
-        console.print(Text(f"{len(result.errors)} files skipped (see the report's errors / Skipped files)", style="yellow"))
-        for e in result.errors[:5]:
-            console.print(_text(f"  {e.path}: {e.kind}: {e.message}"))
+        out += [("", ""), (f"{plural(len(result.errors), 'file')} skipped (see the report's errors / Skipped files)", "yellow")]
+        out += [(plain(f"  {e.path}: {e.kind}: {e.message}"), "") for e in result.errors[:5]]
     if verbose and result.timings:
-        console.print(Text("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)))
+        out.append(("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings), ""))
     if written_to:
-        console.print(_text(f"report written to {written_to}", style="green"))
+        out.append((plain(f"report written to {written_to}"), "green"))
+    return out
+
+
+def location(base: str, path: str) -> str:
+    """A finding's path as the user can open it from where they ran the scan: under the
+    scanned folder ``base`` as they gave it (``.``: the path itself)."""
+    return path if base in ("", ".") else f"{base.rstrip('/')}/{path}"
+
+
+def finding_lines(findings: list[Finding], base: str, sources: dict[tuple[str, int], str], full: bool = False) -> list[str]:
+    """One ``path:line:col: rule message`` line per finding (``col``: where the code on the
+    line starts; the scan records lines).  ``full`` adds the source lines (``sources``:
+    (path, line) -> text) and the hot path.  ``findings`` in report order."""
+    out: list[str] = []
+    for f in findings:
+        first = sources.get((f.path, f.line))
+        col = len(first) - len(first.lstrip()) + 1 if first and first.strip() else 1
+        out.append(f"{plain(location(base, f.path))}:{f.line}:{col}: {f.rule} {plain(f.message)}")
+        if not full:
+            continue
+        last = min(f.end_line, f.line + FULL_LINES - 1)
+        width = len(str(last))
+        for number in range(f.line, last + 1):
+            text = sources.get((f.path, number))
+            if text is not None:
+                out.append(f"  {number:>{width}} | {plain(text.rstrip())}")
+        if f.end_line > last:
+            out.append(f"  {'':>{width}} | ...")
+        if f.hot_path:
+            out.append(f"  hot path: {plain(' -> '.join(f.hot_path))}")
+        out.append("")
+    return out
+
+
+def statistics_lines(findings: list[Finding], rs: RuleSet) -> list[str]:
+    """``--statistics``: how many findings per rule, the most first."""
+    counts = Counter(f.rule for f in findings)
+    rows = [(str(n), rule, f"[{rs.rules[rule].severity}]" if rule in rs.rules else "", rs.rules[rule].summary if rule in rs.rules else "")
+            for rule, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))]
+    return _columns(rows, frozenset({0})) if rows else []
+
+
+def print_lines(console: Console, lines: list[Line]) -> None:
+    """Lines on a rich console, styled on a terminal, never wrapped nor cut."""
+    for text, style in lines:
+        console.print(Text(text, style=style), soft_wrap=True)
 
 
 def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:

@@ -55,6 +55,33 @@ def note_annotation(n: Notification, prefix: str = "") -> str:
     return annotation(level, n.message, file=file, line=n.line, title=f"cs-audit {n.id}")
 
 
+#: the annotations of findings a run shows by default: GitHub shows about ten per step
+MAX_ANNOTATIONS = 10
+_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
+
+
+def ranked(findings: Iterable[Finding], rs: RuleSet) -> list[Finding]:
+    """Findings most severe first, then the ones that run with no debug env set, then
+    hottest (estimated cost per step), then by place."""
+    def key(f: Finding) -> tuple[int, bool, float, str, int, str]:
+        spec = rs.rules.get(f.rule)
+        return (_SEVERITY_RANK.get(spec.severity if spec else "", 3), f.switch is not None, -f.cost_us, f.path, f.line, f.rule)
+
+    return sorted(findings, key=key)
+
+
+def counts_words(findings: Iterable[Finding], rs: RuleSet) -> str:
+    """``12 findings (2 high, 10 medium)``."""
+    from collections import Counter
+
+    from cs_audit.render.check import plural
+
+    listed = list(findings)
+    by = Counter(rs.rules[f.rule].severity if f.rule in rs.rules else "other" for f in listed)
+    parts = [f"{by[s]} {s}" for s in (*_SEVERITY_RANK, "other") if by.get(s)]
+    return plural(len(listed), "finding") + (f" ({', '.join(parts)})" if parts else "")
+
+
 def render_github(
     result: AuditResult,
     rs: RuleSet,
@@ -63,21 +90,28 @@ def render_github(
     suppressed: Mapping[str, str] | None = None,
     notes: Iterable[Notification] = (),
     levels: Mapping[str, str] | None = None,
+    limit: int | None = None,
+    summary: str | None = None,
 ) -> str:
     """Annotations for the findings (``levels``: fingerprint -> level; only those listed are
-    shown when given, else every unsuppressed finding at its rule's severity)."""
+    shown when given, else every unsuppressed finding at its rule's severity).  ``limit``:
+    at most that many finding annotations, the most severe and hottest; then, with
+    ``summary`` (where the whole list is), one notice with the counts."""
     suppressed = suppressed or {}
+    shown = [f for f in result.findings if f.fingerprint not in suppressed and (levels is None or f.fingerprint in levels)]
+    if limit is not None:
+        shown = ranked(shown, rs)[:limit]
     lines: list[str] = []
-    for f in result.findings:
-        if f.fingerprint in suppressed:
-            continue
+    for f in shown:
         if levels is not None:
-            if f.fingerprint not in levels:
-                continue
             level = levels[f.fingerprint]
         else:
             spec = rs.rules.get(f.rule)
             level = LEVELS.get(spec.severity if spec else "", "warning")
         lines.append(finding_annotation(f, rs, level, prefix))
     lines.extend(note_annotation(n, prefix) for n in notes)
+    if summary is not None:
+        every = [f for f in result.findings if f.fingerprint not in suppressed]
+        lines.append(annotation("notice", f"cs-audit: {counts_words(every, rs)}, {len(shown)} shown as annotations "
+                                          f"(the most severe and hottest); {summary}"))
     return "".join(line + "\n" for line in lines)

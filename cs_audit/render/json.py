@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from json.encoder import encode_basestring
@@ -63,13 +64,21 @@ def _indented(value: Any, newline: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # NaN, Infinity, int/float/str subclasses; TypeError as json's
 
 
+@functools.cache
+def _severities() -> dict[str, str]:
+    """Rule id -> severity, from the shipped rules (a project cannot change severities)."""
+    from cs_audit.ruleset import load_ruleset
+
+    return {rule_id: spec.severity for rule_id, spec in load_ruleset().rules.items()}
+
+
 def finding_dict(f: Finding) -> dict[str, Any]:
     data: dict[str, Any] = {
         "rule": f.rule, "path": f.path, "line": f.line, "end_line": f.end_line, "function": f.function,
         "switch": f.switch.text if f.switch else None, "frequency": f.frequency, "gpu_sync": f.gpu_sync, "message": f.message,
         "fingerprint": f.fingerprint,
         # additions (allowed by the contract): what the site is and what it costs
-        "code": f.code, "estimated_cost_us_per_step": f.cost_us,
+        "code": f.code, "estimated_cost_us_per_step": f.cost_us, "severity": _severities().get(f.rule),
     }
     if f.eager_kinds:
         data["eager_kinds"] = list(f.eager_kinds)

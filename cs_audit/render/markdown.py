@@ -71,9 +71,17 @@ def title(result: AuditResult) -> str:
     return name
 
 
-def render_markdown(result: AuditResult, rs: RuleSet) -> str:
+#: the last line of a report ``scan`` writes under ``reports/``: which tree it is of (a
+#: digest of the tree's resolved path), so that a scan of another tree with the same name
+#: does not overwrite it
+TREE_MARK = "<!-- cs-audit tree: {} -->"
+
+
+def render_markdown(result: AuditResult, rs: RuleSet, name: str | None = None, tree: str | None = None) -> str:
+    """The audit markdown; ``name``: the tree's name in the title (default: the last part
+    of ``result.root`` as given); ``tree``: the digest recorded as ``TREE_MARK``."""
     parts = [
-        _header(result),
+        _header(result, name),
         _default_on_table(result, rs),
         enabled_cost(result, rs),
         same_information(result, rs),
@@ -87,13 +95,14 @@ def render_markdown(result: AuditResult, rs: RuleSet) -> str:
         _errors(result),
         _assumptions(rs, result),
     ]
-    return "\n".join(p for p in parts if p).rstrip() + "\n"
+    mark = f"\n\n{TREE_MARK.format(tree)}" if tree else ""
+    return "\n".join(p for p in parts if p).rstrip() + mark + "\n"
 
 
-def _header(result: AuditResult) -> str:
+def _header(result: AuditResult, name: str | None = None) -> str:
     counts = Counter(f.rule for f in result.findings)
     lines = [
-        f"# cs-audit: {cell(title(result))}",
+        f"# cs-audit: {cell(name or title(result))}",
         "",
         f"- Commit: {code(result.commit[:12]) if result.commit else 'not a git checkout' if not result.history_note else cell(result.history_note)}",
         f"- Files scanned: {result.files_scanned}; skipped: {len(result.errors)}",
