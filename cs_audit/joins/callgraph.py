@@ -10,6 +10,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.joins.values import Types, shared_parameter
@@ -127,6 +128,21 @@ class Resolutions:
 
 
 # ---------------------------------------------------------------- resolution
+@dataclass(slots=True)
+class _FlowState:
+    """Where ``Resolver.flow_arguments`` stopped: the argument groups and what they pass."""
+
+    groups: dict[tuple[str, str | None, str], list[tuple[str, str]]]
+    order: list[tuple[str, str | None, str]]
+    lasts: list[str]
+    table: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]]
+    passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]]
+    keys_of: dict[int, list[tuple[str, str, str]]]
+    taken: set[int]
+    asked: set[str]
+    seen_demands: int = 0
+
+
 class Resolver:
     def __init__(self, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef] | None = None,
                  package: str | None = None) -> None:
@@ -183,9 +199,11 @@ class Resolver:
         self._lands: dict[str, bool] = {}
         self._groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] | None = None
         self._passed_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
+        self._passed_deps: dict[tuple[str, str | None, str], frozenset] = {}
         self._file_arguments: dict[str, dict[tuple[str | None, str], list[tuple[str, str]]]] = {}
         self._shared_count = 0
         self._by_last_name: dict[str, list[tuple[str, CallSite]]] | None = None
+        self._flow: _FlowState | None = None
         self._facts = facts
 
     def tables_digest(self) -> str:
@@ -219,23 +237,25 @@ class Resolver:
         The calls looked at are those whose callee's last name is that of a function with a
         parameter some answer read (a constructor: its class's name), and every call through
         a name no function or class has (`cb(x)`, `self.handler(x)`)."""
-        groups = self._argument_groups()
-        order = list(groups)
-        # a call through what a call or subscript gives (`retry(3)(f)`, `table[k](x)`) may
-        # land anywhere: looked at whatever was asked
-        lasts = ["" if "(" in callee or "[" in callee else _last_name(callee) for _, _, callee in order]
+        state = self._flow
+        if state is None:  # a later call goes on from where the last one stopped
+            groups = self._argument_groups()
+            order = list(groups)
+            # a call through what a call or subscript gives (`retry(3)(f)`, `table[k](x)`)
+            # may land anywhere: looked at whatever was asked
+            lasts = ["" if "(" in callee or "[" in callee else _last_name(callee) for _, _, callee in order]
+            #: parameter -> group number -> what that group passes into it; a round works out
+            #: again only the groups whose resolution an earlier round's change made it forget
+            passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]] = defaultdict(dict)
+            state = self._flow = _FlowState(groups, order, lasts, {}, passed, {}, set(), set())
+        groups, order, lasts, table, passed, keys_of, taken, asked = (
+            state.groups, state.order, state.lasts, state.table, state.passed, state.keys_of, state.taken, state.asked)
         functions = self.types.functions
-        table: dict[tuple[str, str, str], tuple[tuple[str, str | None, str], ...]] = {}
-        #: parameter -> group number -> what that group passes into it; a round works out
-        #: again only the groups whose resolution an earlier round's change made it forget
-        passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]] = defaultdict(dict)
-        keys_of: dict[int, list[tuple[str, str, str]]] = {}
-        taken: set[int] = set()
-        asked: set[str] = set()
         forgotten: set[str] = set()
         demanded = self.types.demanded
-        seen_demands = 0
-        dirty: list[int] = []
+        seen_demands = state.seen_demands
+        memo = self._targets_memo
+        dirty = [number for number in taken if order[number] not in memo]
         for _ in range(MAX_FLOW_ROUNDS):
             if len(demanded) != seen_demands:
                 seen_demands = len(demanded)
@@ -292,10 +312,10 @@ class Resolver:
                 for key in sorted(again, key=repr):  # asked again now: that may read more parameters
                     self.resolve_how(*key)
                 forgotten.update(key[0] for key in again)
-            memo = self._targets_memo
             dirty = [number for number in taken if order[number] not in memo]
             if not changed and len(demanded) == seen_demands:
                 break
+        state.seen_demands = seen_demands
         self.types.parameters = table
         for key, by_group in passed.items():  # the calls that hand functions to a shared parameter
             if shared_parameter(table.get(key, ())):
@@ -311,21 +331,29 @@ class Resolver:
             return out
         out = []
         args = self._arguments_of(path).get((caller, callee))
+        deps: set = set()  # the parameters this answer read: it is forgotten when one changes
         if args:
             types, functions = self.types, self.types.functions
             for target, offset in self.call_targets(path, caller, callee):
                 params = functions[target].params
                 for slot, source in args:
                     at = offset + int(slot) if slot.isdigit() else (params.index(slot) if slot in params else len(params))
-                    if at >= len(params) or not shared_parameter(types.parameters.get((target[0], target[1], params[at]), ())):
+                    if at >= len(params):
                         continue
-                    types.begin()
+                    param = (target[0], target[1], params[at])
+                    deps.add(param)
+                    if not shared_parameter(types.parameters.get(param, ())):
+                        continue
+                    read = types.begin()
                     for value in sorted(types.source(path, caller, source), key=repr):
                         if value[0] in ("f", "b"):
                             for function, _ in types.targets(value):
                                 if (function, "callback") not in out:
                                     out.append((function, "callback"))
+                    deps |= read
         self._passed_memo[key] = out
+        if deps:
+            self._passed_deps[key] = frozenset(deps)
         return out
 
     def sites_by_last_name(self) -> dict[str, list[tuple[str, CallSite]]]:
@@ -370,13 +398,17 @@ class Resolver:
         self.types.parameters = table
         changed = set(table) if changed is None else changed
         self.types.forget(changed)
-        self._passed_memo.clear()
         self._shared_count = sum(1 for sources in table.values() if shared_parameter(sources))
         keys = [k for k, deps in self._how_deps.items() if deps & changed]
         for key in keys:
             del self._how_deps[key]
             self._how_memo.pop(key, None)
             self._targets_memo.pop(key, None)
+            self._passed_memo.pop(key, None)
+            self._passed_deps.pop(key, None)
+        for key in [k for k, deps in self._passed_deps.items() if deps & changed]:
+            del self._passed_deps[key]
+            self._passed_memo.pop(key, None)
         return set(keys)
 
     def call_targets(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, int]]:
@@ -591,6 +623,7 @@ class Resolver:
         return []
 
 
+@lru_cache(maxsize=1 << 18)  # asked of every call site several times per scan
 def _last_name(callee: str) -> str:
     """The name a callee text ends in (`run` in `self.pool.run()[]`, the handed function's)."""
     last = callee.rpartition(HANDED)[2].rpartition(".")[2]
