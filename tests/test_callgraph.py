@@ -411,3 +411,37 @@ def test_earlier_resolutions_on_demand_give_what_a_fresh_scan_gives(tmp_path: Pa
     assert (("Runner.warm", "Helper.go") in _calls(fresh)) == reaches_more
     # the earlier resolutions of unchanged files are taken unless the hot code grew
     assert again.resolved_files == (tuple(sorted(facts)) if reaches_more else ("pkg/engine.py",))
+
+
+def test_earlier_resolutions_on_demand_are_taken_when_a_helper_is_reached_by_another_name(tmp_path: Path) -> None:
+    # hot `level()` returns what an instance's `__call__` (an env read) gives: the call is
+    # named `FLAG`, not like the helper, so the names of the helpers are the same worked out
+    # afresh or from the resolutions made (a difference would join every scan afresh)
+    root = _write_tree(tmp_path / "t", {**_DEMAND, "pkg/flags.py": '''
+        import os
+
+
+        class Flag:
+            def __call__(self):
+                return os.getenv("A_FLAG")
+
+
+        FLAG = Flag()
+
+
+        def level():
+            return FLAG()
+    ''', "pkg/engine.py": '''
+        from pkg import flags
+
+
+        class EngineCore:
+            def step(self):
+                return flags.level()
+    '''})
+    facts, rs = _facts_of(root)
+    first = callgraph.build_model(facts, rs, whole=False)
+    assert (("pkg/flags.py", "level"), ("pkg/flags.py", "Flag.__call__")) in {(e.caller, e.callee) for e in first.edges}
+    again = callgraph.build_model(facts, rs, first.resolutions, set(facts) - {"pkg/engine.py"}, whole=False)
+    assert again.resolved_files == ("pkg/engine.py",)
+    assert again.resolutions == first.resolutions

@@ -809,26 +809,45 @@ class Demand:
 def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef],
             roots: list[FuncKey]) -> Demand:
     """Which calls go through the types (``Demand``), asking each of them once."""
-    helpers = _direct_env_helpers(facts, functions)
-    names: set[str] = set()
-    fresh = {key[1].rpartition(".")[2] for key in helpers}
     by_name = resolver.sites_by_last_name()
-    while fresh:  # a function that returns what a helper gives is one too (``_env_helpers``)
-        names |= fresh
+
+    def returned_calls(name: str) -> list[tuple[FuncKey, list[FuncKey]]]:
         wanted_in: dict[str, list[CallSite]] = defaultdict(list)
-        for name in sorted(fresh):
-            for path, site in by_name.get(name, ()):
-                wanted_in[path].append(site)
+        for path, site in by_name.get(name, ()):
+            wanted_in[path].append(site)
+        out = []
         for path in sorted(wanted_in):
             wanted = wanted_in[path]
             for index, found in _typed_sites(resolver, path, wanted, None):
                 site = wanted[index]
-                key = (path, site.function)
-                if site.returned and site.function is not None and key not in helpers and functions[key].returns_value \
-                        and any(target in helpers for target, _ in found):
-                    helpers.add(key)
+                if site.returned and site.function is not None and functions[(path, site.function)].returns_value:
+                    out.append(((path, site.function), [target for target, _ in found]))
+        return out
+
+    names = _helper_names(_direct_env_helpers(facts, functions), returned_calls)
+    return Demand(frozenset(_reach(resolver, facts, roots)), names)
+
+
+def _helper_names(helpers: set[FuncKey], returned_calls) -> frozenset[str]:
+    """The names of the env-reading helpers: the functions reading the env themselves and,
+    to a fixed point, those returning what a call named like a helper gives when it lands in
+    one (``returned_calls(name)``: (function, targets) of the returned calls so named)."""
+    names: set[str] = set()
+    calls: list[tuple[FuncKey, list[FuncKey]]] = []
+    while True:
         fresh = {key[1].rpartition(".")[2] for key in helpers} - names
-    return Demand(frozenset(_reach(resolver, facts, roots)), frozenset(names))
+        if not fresh:
+            return frozenset(names)
+        names |= fresh
+        for name in sorted(fresh):
+            calls.extend(returned_calls(name))
+        grown = True
+        while grown:
+            grown = False
+            for key, targets in calls:
+                if key not in helpers and any(target in helpers for target in targets):
+                    helpers.add(key)
+                    grown = True
 
 
 def _direct_env_helpers(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef]) -> set[FuncKey]:
@@ -864,24 +883,19 @@ def _reach(resolver: Resolver, facts: dict[str, FileFacts], seeds: list[FuncKey]
 def _flat_demand(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], by_file: dict[str, FileResolutions],
                  targets: list[FuncKey], roots: list[FuncKey]) -> Demand:
     """``_demand`` over resolutions already made."""
-    helpers = _direct_env_helpers(facts, functions)
     out_edges: dict[FuncKey, set[FuncKey]] = defaultdict(set)
-    returned: list[tuple[FuncKey, FuncKey]] = []
+    returned: dict[str, dict[FuncKey, list[FuncKey]]] = defaultdict(dict)
     for path, flat in by_file.items():
         calls = facts[path].calls
         for i in range(0, len(flat), 3):
             site, target = calls[flat[i]], targets[flat[i + 1]]
             if site.function is not None:
-                out_edges[(path, site.function)].add(target)
-                if site.returned and functions[(path, site.function)].returns_value:
-                    returned.append(((path, site.function), target))
-    grown = True
-    while grown:
-        grown = False
-        for key, target in returned:
-            if target in helpers and key not in helpers:
-                helpers.add(key)
-                grown = True
+                key = (path, site.function)
+                out_edges[key].add(target)
+                if site.returned and functions[key].returns_value:
+                    returned[_last_name(site.callee)].setdefault((key, flat[i]), []).append(target)  # type: ignore[arg-type]
+    names = _helper_names(_direct_env_helpers(facts, functions),
+                          lambda name: [(key, found) for (key, _), found in returned.get(name, {}).items()])
     seen = set(roots)
     work = list(roots)
     while work:
@@ -889,7 +903,7 @@ def _flat_demand(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionD
             if target not in seen:
                 seen.add(target)
                 work.append(target)
-    return Demand(frozenset(seen), frozenset(key[1].rpartition(".")[2] for key in helpers))
+    return Demand(frozenset(seen), names)
 
 
 def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None):
@@ -1072,7 +1086,10 @@ def _switch_of_result(model: TreeModel, path: str, function: str | None, name: s
         return None
     if model.entry_gated_names is None:
         model.entry_gated_names = {f.name for f in model.functions.values() if f.entry_gates}
-    for _, source in model.resolver.types.bindings.get((path, f"def:{function}", name), ()):
+    bindings = model.resolver.types.bindings
+    if not bindings.binds(path, name):
+        return None
+    for _, source in bindings.get((path, f"def:{function}", name), ()):
         if not source.startswith("c:") or source.rpartition(".")[2].rpartition(":")[2] not in model.entry_gated_names:
             continue
         for target, _ in model.resolver.resolve_how(path, function, source[2:]):

@@ -71,6 +71,7 @@ class _Bindings:
     def __init__(self, facts: dict[str, FileFacts]) -> None:
         self._facts = facts
         self._tables: dict[str, dict[tuple[str, str], list[tuple[str | None, str]]]] = {}
+        self._names: dict[str, frozenset[str]] = {}
 
     def _table(self, path: str) -> dict[tuple[str, str], list[tuple[str | None, str]]]:
         table = self._tables.get(path)
@@ -85,6 +86,14 @@ class _Bindings:
 
     def get(self, key: tuple[str, str, str], default=None):
         return self._table(key[0]).get((key[1], key[2]), default)
+
+    def binds(self, path: str, name: str) -> bool:
+        """Whether anything in ``path`` binds ``name`` (without making the file's table)."""
+        names = self._names.get(path)
+        if names is None:
+            ff = self._facts.get(path)
+            names = self._names[path] = frozenset(ff.types.names if ff is not None else ())
+        return name in names
 
     def __contains__(self, key: tuple[str, str, str]) -> bool:
         return (key[1], key[2]) in self._table(key[0])
