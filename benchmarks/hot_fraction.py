@@ -47,10 +47,13 @@ def main() -> int:
         if isinstance(result, FileFacts):
             facts[result.path] = result
     package = args.tree.resolve().name if (args.tree / "__init__.py").is_file() else None
-    try:
-        model = build_model(facts, rs, package=package)
-    except TypeError:  # a checkout from before the package parameter
-        model = build_model(facts, rs)
+    try:  # as a scan joins: types on demand from the roots
+        model = build_model(facts, rs, package=package, whole=False)
+    except TypeError:  # a checkout from before the on-demand (or the package) parameter
+        try:
+            model = build_model(facts, rs, package=package)
+        except TypeError:
+            model = build_model(facts, rs)
 
     def name(key: tuple[str, str]) -> str:
         module = facts[key[0]].module
