@@ -445,3 +445,181 @@ def test_earlier_resolutions_on_demand_are_taken_when_a_helper_is_reached_by_ano
     again = callgraph.build_model(facts, rs, first.resolutions, set(facts) - {"pkg/engine.py"}, whole=False)
     assert again.resolved_files == ("pkg/engine.py",)
     assert again.resolutions == first.resolutions
+
+
+# ------------------------------------------------------------------ what flows into parameters, reused
+_HELPER_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''
+        def helper(fn):
+            return 1
+    ''',
+    "pkg/work.py": '''
+        def inner():
+            return 2
+
+
+        def job():
+            inner()
+            return 1
+    ''',
+    "pkg/engine.py": '''
+        from pkg.util import helper
+        from pkg.work import job
+
+
+        class EngineCore:
+            def step(self):
+                return helper(job)
+    ''',
+}
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_parameter_first_read_in_the_changed_file(tmp_path: Path, whole: bool) -> None:
+    # the changed file now calls its parameter: that parameter was never demanded before,
+    # so the stored table has no sources for it
+    root = _write_tree(tmp_path / "t", _HELPER_TREE)
+    facts, rs = _facts_of(root)
+    first = callgraph.build_model(facts, rs, whole=whole)
+    util = root / "pkg/util.py"
+    util.write_text(util.read_text(encoding="utf-8").replace("    return 1", "    fn()\n    return 1"), encoding="utf-8")
+    facts, rs = _facts_of(root)
+    again = callgraph.build_model(facts, rs, first.resolutions, set(facts) - {"pkg/util.py"}, whole=whole)
+    fresh = callgraph.build_model(facts, rs, whole=whole)
+    assert again.resolutions.digest == first.resolutions.digest
+    assert ("helper", "job") in _calls(fresh)
+    assert _edges(again) == _edges(fresh)
+
+
+_SHARED = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''
+        def helper(fn):
+            fn()
+            return 1
+    ''',
+    "pkg/work.py": '''
+        def job1():
+            return 1
+
+
+        def job2():
+            return 2
+
+
+        def job3():
+            return 3
+    ''',
+    "pkg/engine.py": '''
+        from pkg.util import helper
+        from pkg.work import job1, job2, job3
+
+
+        def a():
+            return helper(job1)
+
+
+        def b():
+            return helper(job2)
+
+
+        def c():
+            return helper(job3)
+
+
+        class EngineCore:
+            def step(self):
+                a()
+                b()
+                return c()
+    ''',
+}
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_parameter_no_longer_read_in_the_changed_file(tmp_path: Path, whole: bool) -> None:
+    # `fn` shared by three callers: each call of helper runs its own job (callback edges)
+    # while helper calls fn; once it does not, a fresh build never asks helper's parameters
+    root = _write_tree(tmp_path / "t", _SHARED)
+    facts, rs = _facts_of(root)
+    first = callgraph.build_model(facts, rs, whole=whole)
+    assert ("a", "job1") in _calls(first)
+    util = root / "pkg/util.py"
+    util.write_text(util.read_text(encoding="utf-8").replace("    fn()\n", ""), encoding="utf-8")
+    facts, rs = _facts_of(root)
+    again = callgraph.build_model(facts, rs, first.resolutions, set(facts) - {"pkg/util.py"}, whole=whole)
+    fresh = callgraph.build_model(facts, rs, whole=whole)
+    assert again.resolutions.digest == first.resolutions.digest
+    assert _edges(again) == _edges(fresh)
+
+
+_DEEP = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''
+        def apply(fn):
+            fn()
+            return 1
+    ''',
+    "pkg/work.py": '''
+        def job1():
+            return 1
+
+
+        def job2():
+            return 2
+
+
+        def job3():
+            return 3
+
+
+        def target():
+            return 4
+
+
+        class Impl:
+            def go(self, t):
+                t()
+                return 5
+    ''',
+    "pkg/engine.py": '''
+        from pkg.util import apply
+        from pkg.work import Impl, job1, job2, job3, target
+
+
+        def a():
+            return apply(job1)
+
+
+        def b():
+            return apply(job2)
+
+
+        def c():
+            return apply(job3)
+
+
+        def use(kind):
+            return kind().go(target)
+
+
+        class EngineCore:
+            def step(self):
+                a()
+                b()
+                c()
+                return use(Impl)
+    ''',
+}
+
+
+def test_a_group_whose_targets_were_forgotten_flows_again_next_call(tmp_path: Path, monkeypatch) -> None:
+    # one flow round per call: `kind().go(target)` is taken in the first round (no targets
+    # yet), its answer is forgotten when `kind` gets `Impl`; `_demand` then asks its passed
+    # functions (a shared parameter exists: apply.fn), which refills the targets memo, so
+    # the next flow_arguments call no longer sees it as dirty and `t` never gets `target`
+    monkeypatch.setattr(callgraph, "MAX_FLOW_ROUNDS", 1)
+    facts, rs = _facts_of(_write_tree(tmp_path / "t", _DEEP))
+    model = callgraph.build_model(facts, rs, whole=False)
+    assert ("Impl.go", "target") in _calls(model)

@@ -125,6 +125,9 @@ class Resolutions:
     whole: bool = True
     #: the calls that went through the types (None: all of them)
     typed: Demand | None = None
+    #: per file: digest of the typed questions its calls asked, and whether an answer read a
+    #: parameter (``_asked_of``)
+    asked: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -141,6 +144,8 @@ class _FlowState:
     taken: set[int]
     asked: set[str]
     seen_demands: int = 0
+    #: groups forgotten in the last round of the last call, not worked out again yet
+    pending: set[int] = field(default_factory=set)
 
 
 class Resolver:
@@ -255,7 +260,9 @@ class Resolver:
         demanded = self.types.demanded
         seen_demands = state.seen_demands
         memo = self._targets_memo
-        dirty = [number for number in taken if order[number] not in memo]
+        # the groups the last call forgot and did not work out again (other calls may have
+        # made their targets again since: the memo alone does not say so)
+        dirty = sorted(state.pending | {number for number in taken if order[number] not in memo})
         for _ in range(MAX_FLOW_ROUNDS):
             if len(demanded) != seen_demands:
                 seen_demands = len(demanded)
@@ -316,6 +323,7 @@ class Resolver:
             if not changed and len(demanded) == seen_demands:
                 break
         state.seen_demands = seen_demands
+        state.pending = set(dirty)
         self.types.parameters = table
         for key, by_group in passed.items():  # the calls that hand functions to a shared parameter
             if shared_parameter(table.get(key, ())):
@@ -707,6 +715,15 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers, typed)
             resolved_here.append(path)
         by_file[path] = flat
+    asked = dict(earlier.asked) if reuse else {}  # type: ignore[union-attr]
+    for path in resolved_here:
+        asked[path] = _asked_of(resolver, path, facts[path].calls, typed)
+    if reuse:
+        # what flows into parameters was worked out from every file's typed answers: a changed
+        # file that asks other questions, and read a parameter before or now, may change it
+        if any(asked[path] != earlier.asked.get(path) and (asked[path][1] or earlier.asked.get(path, ("", True))[1])  # type: ignore[union-attr]
+               for path in resolved_here):
+            return build_model(facts, rs, None, None, package, whole)
     if reuse and typed is not None and _flat_demand(facts, functions, by_file, targets, roots) != typed:
         # the changed files reach other functions than before: worked out afresh
         return build_model(facts, rs, None, None, package, whole)
@@ -735,7 +752,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed),
+        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
         resolved_files=tuple(resolved_here),
     )
@@ -934,6 +951,21 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None):
                 found = found + resolver.passed_functions(path, function, callee)
         if found:
             yield index, found
+
+
+def _asked_of(resolver: Resolver, path: str, calls: tuple[CallSite, ...], typed: Demand | None) -> tuple[str, bool]:
+    """(digest of the (caller, callee) a file's calls ask of the types, whether an answer to
+    one read a parameter): equal questions get equal answers from equal tables."""
+    keys: set[tuple[str | None, str]] = set()
+    may_land = resolver.may_land
+    for site in calls:
+        if (site.role is None or site.role == "open") and may_land(site.callee) and (typed is None or typed.wants(path, site)):
+            outer, handed, inner = site.callee.partition(HANDED)
+            keys.update((site.function, callee) for callee in ((outer, inner) if handed else (outer,)))
+    how_deps, passed_deps = resolver._how_deps, resolver._passed_deps
+    reads = any(how_deps.get((path, *key)) or passed_deps.get((path, *key)) for key in keys)
+    digest = hashlib.blake2b(repr(sorted(keys, key=repr)).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    return digest, reads
 
 
 def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
