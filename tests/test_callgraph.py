@@ -492,14 +492,8 @@ def test_a_parameter_first_read_in_the_changed_file(tmp_path: Path, whole: bool)
     assert _edges(again) == _edges(fresh)
 
 
-_SHARED = {
-    "pkg/__init__.py": "",
-    "pkg/util.py": '''
-        def helper(fn):
-            fn()
-            return 1
-    ''',
-    "pkg/work.py": '''
+#: three functions each of three callers hands to one helper (a shared parameter)
+_JOBS = '''
         def job1():
             return 1
 
@@ -510,7 +504,16 @@ _SHARED = {
 
         def job3():
             return 3
+'''
+
+_SHARED = {
+    "pkg/__init__.py": "",
+    "pkg/util.py": '''
+        def helper(fn):
+            fn()
+            return 1
     ''',
+    "pkg/work.py": _JOBS,
     "pkg/engine.py": '''
         from pkg.util import helper
         from pkg.work import job1, job2, job3
@@ -561,18 +564,7 @@ _DEEP = {
             fn()
             return 1
     ''',
-    "pkg/work.py": '''
-        def job1():
-            return 1
-
-
-        def job2():
-            return 2
-
-
-        def job3():
-            return 3
-
+    "pkg/work.py": _JOBS + '''
 
         def target():
             return 4

@@ -15,20 +15,12 @@ from typer.testing import CliRunner
 from cs_audit.cli import app
 from cs_audit.testing import write_tree
 from tests.gitrepo import commit_files, git, make_repo
+from tests.test_cli import TREE as CLI_TREE
 
 runner = CliRunner()
 WORKTREE = str(Path(__file__).resolve().parents[1])
-TREE = {
-    "engine/runner.py": """
-        import logging, os
-        logger = logging.getLogger(__name__)
-
-        class Runner:
-            def execute_model(self, batch):
-                logger.info(f"step {batch}")
-                return os.environ.get("MY_DBG")
-    """,
-}
+# the tree of tests/test_cli.py without its file that does not parse
+TREE = {rel: text for rel, text in CLI_TREE.items() if rel != "broken.py"}
 CLEAN = {"engine/quiet.py": "def f(x):\n    return x + 1\n"}
 
 
