@@ -709,15 +709,15 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     edge_sites: dict[str, list[CallSite]] = {}
     edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
     resolved_here: list[str] = []
+    asked = dict(earlier.asked) if reuse else {}  # type: ignore[union-attr]
     for path in sorted(facts):
         flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
         if flat is None:
-            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers, typed)
+            questions: set[tuple[str | None, str]] = set()
+            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers, typed, questions)
+            asked[path] = _asked_of(resolver, path, questions)
             resolved_here.append(path)
         by_file[path] = flat
-    asked = dict(earlier.asked) if reuse else {}  # type: ignore[union-attr]
-    for path in resolved_here:
-        asked[path] = _asked_of(resolver, path, facts[path].calls, typed)
     if reuse:
         # what flows into parameters was worked out from every file's typed answers: a changed
         # file that asks other questions, and read a parameter before or now, may change it
@@ -923,9 +923,10 @@ def _flat_demand(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionD
     return Demand(frozenset(seen), names)
 
 
-def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None):
+def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, asked: set | None = None):
     """(index, [(target, how)]) of the sites in ``calls`` that land in the tree: through the
-    types when ``typed`` is None or wants the site, else by name."""
+    types when ``typed`` is None or wants the site, else by name.  ``asked``: gets the
+    (caller, callee) of each question put to the types (``_asked_of``)."""
     may_land, resolve = resolver.may_land, resolver.resolve_how
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
@@ -934,6 +935,11 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None):
         if not may_land(callee):
             continue  # no function nor name of the tree is so named: nothing to resolve
         through_types = typed is None or typed.wants(path, site)
+        if through_types and asked is not None:
+            outer, handed, inner = callee.partition(HANDED)
+            asked.add((function, outer))
+            if handed:
+                asked.add((function, inner))
         if not through_types:
             if HANDED in callee:
                 outer, _, handed = callee.partition(HANDED)
@@ -953,15 +959,9 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None):
             yield index, found
 
 
-def _asked_of(resolver: Resolver, path: str, calls: tuple[CallSite, ...], typed: Demand | None) -> tuple[str, bool]:
-    """(digest of the (caller, callee) a file's calls ask of the types, whether an answer to
+def _asked_of(resolver: Resolver, path: str, keys: set[tuple[str | None, str]]) -> tuple[str, bool]:
+    """(digest of the (caller, callee) a file's calls asked of the types, whether an answer to
     one read a parameter): equal questions get equal answers from equal tables."""
-    keys: set[tuple[str | None, str]] = set()
-    may_land = resolver.may_land
-    for site in calls:
-        if (site.role is None or site.role == "open") and may_land(site.callee) and (typed is None or typed.wants(path, site)):
-            outer, handed, inner = site.callee.partition(HANDED)
-            keys.update((site.function, callee) for callee in ((outer, inner) if handed else (outer,)))
     how_deps, passed_deps = resolver._how_deps, resolver._passed_deps
     reads = any(how_deps.get((path, *key)) or passed_deps.get((path, *key)) for key in keys)
     digest = hashlib.blake2b(repr(sorted(keys, key=repr)).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
@@ -969,11 +969,11 @@ def _asked_of(resolver: Resolver, path: str, calls: tuple[CallSite, ...], typed:
 
 
 def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
-                  numbers: dict[FuncKey, int], typed: Demand | None = None) -> FileResolutions:
+                  numbers: dict[FuncKey, int], typed: Demand | None = None, asked: set | None = None) -> FileResolutions:
     """The call sites of one file that land in the tree (calls and opens: an emitter's own
     call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
     out: list[int] = []
-    for index, found in _typed_sites(resolver, path, calls, typed):
+    for index, found in _typed_sites(resolver, path, calls, typed, asked):
         for target, how in found:
             number = numbers.get(target)
             if number is None:
