@@ -209,6 +209,7 @@ class Resolver:
         self._shared_count = 0
         self._by_last_name: dict[str, list[tuple[str, CallSite]]] | None = None
         self._flow: _FlowState | None = None
+        self._by_function: dict[str, dict[str | None, list[CallSite]]] = {}
         self._facts = facts
 
     def tables_digest(self) -> str:
@@ -232,12 +233,12 @@ class Resolver:
         return h.hexdigest()
 
     # ------------------------------------------------------------ arguments into parameters
-    def flow_arguments(self) -> list[str]:
+    def flow_arguments(self) -> None:
         """Work out what calls pass into the parameters the answers so far read (PyCG's
         argument edges, on demand as Jarvis does), to a fixed point: a parameter's values can
         decide where another call with arguments lands (`run(cb)` then `cb(x)`).  Answers
-        that read a parameter whose values changed are forgotten; returns the files that
-        hold one (sorted), to be resolved again.
+        that read a parameter whose values changed are forgotten (and asked again: that may
+        read more parameters); a later call goes on from where this one stopped.
 
         The calls looked at are those whose callee's last name is that of a function with a
         parameter some answer read (a constructor: its class's name), and every call through
@@ -256,7 +257,6 @@ class Resolver:
         groups, order, lasts, table, passed, keys_of, taken, asked = (
             state.groups, state.order, state.lasts, state.table, state.passed, state.keys_of, state.taken, state.asked)
         functions = self.types.functions
-        forgotten: set[str] = set()
         demanded = self.types.demanded
         seen_demands = state.seen_demands
         memo = self._targets_memo
@@ -318,17 +318,12 @@ class Resolver:
                 again = self.use_parameters(table, changed)
                 for key in sorted(again, key=repr):  # asked again now: that may read more parameters
                     self.resolve_how(*key)
-                forgotten.update(key[0] for key in again)
             dirty = [number for number in taken if order[number] not in memo]
             if not changed and len(demanded) == seen_demands:
                 break
         state.seen_demands = seen_demands
         state.pending = set(dirty)
         self.types.parameters = table
-        for key, by_group in passed.items():  # the calls that hand functions to a shared parameter
-            if shared_parameter(table.get(key, ())):
-                forgotten.update(order[number][0] for number in by_group)
-        return sorted(forgotten)
 
     def passed_functions(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
         """The functions a call hands to shared parameters (``values.shared_parameter``) of
@@ -376,6 +371,16 @@ class Resolver:
                         out[_last_name(site.callee)].append((path, site))
             self._by_last_name = dict(out)
         return self._by_last_name
+
+    def sites_by_function(self, path: str) -> dict[str | None, list[CallSite]]:
+        """Function qualname (None: module level) -> its call sites in ``path``, in file order."""
+        table = self._by_function.get(path)
+        if table is None:
+            table = self._by_function[path] = defaultdict(list)
+            for site in self._facts[path].calls:
+                table[site.function].append(site)
+            table.default_factory = None
+        return table
 
     @property
     def has_shared_parameters(self) -> bool:
@@ -718,14 +723,12 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             asked[path] = _asked_of(resolver, path, questions)
             resolved_here.append(path)
         by_file[path] = flat
-    if reuse:
-        # what flows into parameters was worked out from every file's typed answers: a changed
-        # file that asks other questions, and read a parameter before or now, may change it
-        if any(asked[path] != earlier.asked.get(path) and (asked[path][1] or earlier.asked.get(path, ("", True))[1])  # type: ignore[union-attr]
-               for path in resolved_here):
-            return build_model(facts, rs, None, None, package, whole)
-    if reuse and typed is not None and _flat_demand(facts, functions, by_file, targets, roots) != typed:
-        # the changed files reach other functions than before: worked out afresh
+    # worked out afresh when what flows into parameters may differ (it comes from every file's
+    # typed answers: a changed file asks other questions, and read a parameter before or now)
+    # or the changed files reach other functions than before
+    if reuse and (any(asked[path] != earlier.asked.get(path) and (asked[path][1] or earlier.asked.get(path, ("", True))[1])  # type: ignore[union-attr]
+                      for path in resolved_here)
+                  or (typed is not None and _flat_demand(facts, functions, by_file, targets, roots) != typed)):
         return build_model(facts, rs, None, None, package, whole)
     for path in sorted(facts):
         calls = facts[path].calls
@@ -801,13 +804,6 @@ def root_functions(facts: dict[str, FileFacts], functions: dict[FuncKey, Functio
     return sorted(found)
 
 
-def _sites_by_function(calls: tuple[CallSite, ...]) -> dict[str | None, list[CallSite]]:
-    out: dict[str | None, list[CallSite]] = defaultdict(list)
-    for site in calls:
-        out[site.function].append(site)
-    return out
-
-
 @dataclass(frozen=True)
 class Demand:
     """The calls ``build_model(whole=False)`` resolves through the types: those of the
@@ -842,7 +838,7 @@ def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[Fun
         return out
 
     names = _helper_names(_direct_env_helpers(facts, functions), returned_calls)
-    return Demand(frozenset(_reach(resolver, facts, roots)), names)
+    return Demand(frozenset(_reach(resolver, roots)), names)
 
 
 def _helper_names(helpers: set[FuncKey], returned_calls) -> frozenset[str]:
@@ -879,17 +875,13 @@ def _direct_env_helpers(facts: dict[str, FileFacts], functions: dict[FuncKey, Fu
     return out
 
 
-def _reach(resolver: Resolver, facts: dict[str, FileFacts], seeds: list[FuncKey]) -> set[FuncKey]:
+def _reach(resolver: Resolver, seeds: list[FuncKey]) -> set[FuncKey]:
     """The functions the seeds reach through the types (every call of each asked once)."""
-    by_path: dict[str, dict[str | None, list[CallSite]]] = {}
     seen = set(seeds)
     work = list(reversed(seeds))
     while work:
         path, qualname = work.pop()
-        sites = by_path.get(path)
-        if sites is None:
-            sites = by_path[path] = _sites_by_function(facts[path].calls)
-        for _, found in _typed_sites(resolver, path, sites.get(qualname, ()), None):
+        for _, found in _typed_sites(resolver, path, resolver.sites_by_function(path).get(qualname, ()), None):
             for target, _ in found:
                 if target not in seen:
                     seen.add(target)
@@ -927,7 +919,7 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
     """(index, [(target, how)]) of the sites in ``calls`` that land in the tree: through the
     types when ``typed`` is None or wants the site, else by name.  ``asked``: gets the
     (caller, callee) of each question put to the types (``_asked_of``)."""
-    may_land, resolve = resolver.may_land, resolver.resolve_how
+    may_land, resolve, named = resolver.may_land, resolver.resolve_how, resolver._named
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
@@ -940,20 +932,15 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
             asked.add((function, outer))
             if handed:
                 asked.add((function, inner))
-        if not through_types:
-            if HANDED in callee:
-                outer, _, handed = callee.partition(HANDED)
-                found = [] if may_land(outer) and resolver.resolve(path, function, outer) else [(t, "callback") for t in resolver.resolve(path, function, handed)]
-            else:
-                found = resolver._named(path, function, callee)
-        elif HANDED in callee:
+        lookup = resolve if through_types else named
+        if HANDED in callee:
             # a function handed to a call runs at the call when the call leaves the tree;
             # into the tree, the argument flows into the parameter instead
             outer, _, handed = callee.partition(HANDED)
-            found = [] if may_land(outer) and resolve(path, function, outer) else [(t, "callback") for t, _ in resolve(path, function, handed)]
+            found = [] if may_land(outer) and lookup(path, function, outer) else [(t, "callback") for t, _ in lookup(path, function, handed)]
         else:
-            found = resolve(path, function, callee)
-            if found and resolver.has_shared_parameters:
+            found = lookup(path, function, callee)
+            if found and through_types and resolver.has_shared_parameters:
                 found = found + resolver.passed_functions(path, function, callee)
         if found:
             yield index, found
