@@ -372,3 +372,16 @@ def test_check_github_caps_the_new_finding_annotations(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert len([line for line in lines if line.startswith("::error file=")]) == 3
     assert lines[-1].startswith("::error::cs-audit check fail: 12 new gating findings (3 shown as annotations")
+
+
+def test_the_range_summary_counts_what_the_cache_served(tmp_path: Path) -> None:
+    # a second run of a range is served by the disk cache: its summary said "files parsed 0,
+    # reused 0; joins reused for 0 commits" although it wrote every report
+    repo = make_repo(tmp_path, [("one", {"engine/runner.py": RUNNER}), ("two", {"engine/util.py": "x = 2\n"})])
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    runs = [cs_audit("report", ".", "--range", "HEAD~1..HEAD", "-o", str(tmp_path / "out"), "-j", "1", cwd=repo, env=env)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0]
+    first, second = (r.stderr.splitlines()[-1] for r in runs)
+    assert "files parsed 2, reused 0, from the cache 0;" in first, first
+    assert "files parsed 0, reused 0, from the cache 2;" in second and "whole results from the cache for 1 commit" in second, second

@@ -47,7 +47,9 @@ class AuditStats:
     commits: int = 0
     analysed: int = 0  # files parsed
     reused: int = 0  # files whose facts came from an earlier commit's identical blob
+    cached: int = 0  # files whose facts (or whole tree's result) came from the disk cache
     joins_reused: int = 0  # commits whose whole-tree joins came from the commit before
+    stored: int = 0  # commits whose whole result came from the disk cache (a range audited before)
     seconds: list[float] = field(default_factory=list)
 
 
@@ -186,14 +188,20 @@ class TreeAuditor:
         base_rs = rs
         self.last_rs = api.prepare_ruleset(config, base_rs)
         memo = self._memo
-        before = (memo.analysed, memo.reused, memo.joins_reused) if memo is not None else None
+        before = (memo.reused, memo.joins_reused) if memo is not None else (0, 0)
         result = api.run_audit(config, base_rs, progress, memo=memo)
-        if memo is not None and before is not None:
-            self.stats.analysed += memo.analysed - before[0]
-            self.stats.reused += memo.reused - before[1]
-            self.stats.joins_reused += memo.joins_reused - before[2]
-        else:
-            self.stats.analysed += result.files_scanned
+        # what the scan itself says it did: the memo counts none of a result the disk cache
+        # served whole, and counts a file the disk cache served as computed
+        done = result.stats
+        parsed = len(done.analysed) if done is not None else result.files_scanned
+        reused = memo.reused - before[0] if memo is not None else 0
+        self.stats.analysed += parsed
+        self.stats.reused += reused
+        if done is not None:
+            self.stats.cached += max(done.files - parsed - reused, 0)
+            self.stats.stored += done.result == "stored"
+        if memo is not None:
+            self.stats.joins_reused += memo.joins_reused - before[1]
         self.stats.commits += 1
         self.stats.seconds.append(time.perf_counter() - started)
         return replace(result, root=self.display_root, commit=sha, history_note=None)

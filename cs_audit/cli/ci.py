@@ -335,7 +335,8 @@ def report(
         later = stats.seconds[1:]
         say(f"cs-audit: {plural(stats.commits, 'commit')} in {total:.2f}s (first {first:.2f}s, then "
              f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
-             f"reused {stats.reused}; joins reused for {plural(stats.joins_reused, 'commit')}")
+             f"reused {stats.reused}, from the cache {stats.cached}; joins reused for {plural(stats.joins_reused, 'commit')}"
+             + (f", whole results from the cache for {plural(stats.stored, 'commit')}" if stats.stored else ""))
     if failed:
         raise typer.Exit(2)
 
