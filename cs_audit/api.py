@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cs_audit.analysis.disposition import apply_dispositions
-from cs_audit.config import DECISIONS_FILE, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
+from cs_audit.analysis.selection import RuleSelection, rule_selection, selected, unknown_rules
+from cs_audit.config import DECISIONS_FILE, RULE_LISTS, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
 from cs_audit.extract.discover import discover, display_path, git_head
 from cs_audit.incremental import cache
 from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
@@ -320,7 +321,21 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
         if config.default_level not in rs.levels:
             raise ConfigError(f"{config.config_source}: default_level {config.default_level!r} is none of {', '.join(rs.levels)}")
         rs = replace(rs, default_level=config.default_level)
+    selection_of(config, rs)  # the rule ids it names are checked before the scan
     return rs
+
+
+def selection_of(config: AuditConfig, rs: RuleSet) -> RuleSelection:
+    """The rules a scan under ``config`` reports; an unknown rule id is a ``ConfigError``
+    naming the key."""
+    lists = [(name, getattr(config, name) or ()) for name in RULE_LISTS]
+    lists += [(f"per_file_ignores[{glob!r}]", ids) for glob, ids in config.per_file_ignores]
+    for name, ids in lists:
+        unknown = unknown_rules(ids, rs.rules)
+        if unknown:
+            raise ConfigError(f"{config.config_source or 'command line'}: {name}: unknown rule id {', '.join(map(repr, unknown))} "
+                              f"(known: {', '.join(rs.rules)}, ALL)")
+    return rule_selection(rs.rules, config.select, config.extend_select, config.ignore, config.per_file_ignores)
 
 
 @contextlib.contextmanager
@@ -374,10 +389,11 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         errors.append(FileError(DECISIONS_FILE, "io", str(exc)))
         decisions = {}
     switches, overridden = apply_dispositions(switches, rs, decisions)
+    reported, suppressions = selected(findings, analysis.suppressions, selection_of(config, rs))
     return AuditResult(
         root=display_path(config.root),
         commit=commit,
-        findings=tuple(findings),
+        findings=reported,
         switches=tuple(switches),
         duplicates=duplicates,
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message))),
@@ -385,7 +401,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         history_note=history_note,
         timings=tuple(run.timings),
         overridden=tuple(overridden),
-        suppressions=analysis.suppressions,
+        suppressions=suppressions,
         roots=analysis.roots,
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),

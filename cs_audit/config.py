@@ -17,7 +17,10 @@ from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 MAX_CONFIG_BYTES = 1 << 20
 #: the largest ``max_file_bytes`` a project may set
 MAX_FILE_BYTES_LIMIT = 1 << 30
-_KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", *EXTENSIBLE}
+_KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
+         *EXTENSIBLE}
+#: the keys that list rule ids (checked against the rule set in ``api.prepare_ruleset``)
+RULE_LISTS = ("select", "extend_select", "ignore")
 
 
 class ConfigError(ValueError):
@@ -43,6 +46,12 @@ class AuditConfig:
     #: the name the root folder is imported under when it is a package (None: its own
     #: name); a scan of a revision in a temporary folder passes the real one
     root_name: str | None = None
+    #: the rules reported (``analysis.selection``): None selects every rule
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    #: (path glob, rule ids) not reported in the files the glob matches
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -187,6 +196,38 @@ def _rebased(patterns: list[str], config_dir: Path | None, base: Path) -> list[s
     return patterns + [p[len(prefix) + 1:] for p in patterns if p.startswith(prefix + "/") and len(p) > len(prefix) + 1]
 
 
+def _rule_list(table: dict[str, Any], name: str, source: str | None) -> tuple[str, ...] | None:
+    if name not in table:
+        return None
+    ids = table[name]
+    if not isinstance(ids, list) or not all(isinstance(r, str) and r for r in ids):
+        raise ConfigError(f"{source}: {name} must be a list of rule ids, like [\"env-read-hot\"]")
+    return tuple(ids)
+
+
+def _check_selection(table: dict[str, Any], source: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``select``, ``extend_select``, ``ignore`` and ``per_file_ignores``, type-checked,
+    under the command line's (``--select`` replaces, ``--extend-select`` and ``--ignore``
+    add, as ruff's).  The ids are checked against the rules by ``api.prepare_ruleset``."""
+    select = _rule_list(table, "select", source)
+    per_file = table.get("per_file_ignores", {})
+    example = '{"tests/*" = ["env-read-hot"]}'
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{source}: per_file_ignores must be a table of path glob -> rule ids, like {example}")
+    pairs = []
+    for glob, ids in per_file.items():
+        if not isinstance(glob, str) or not glob or not isinstance(ids, list) or not all(isinstance(r, str) and r for r in ids):
+            raise ConfigError(f"{source}: per_file_ignores[{glob!r}] must be a list of rule ids, like {example}")
+        pairs.append((glob, tuple(ids)))
+    cli_select = overrides.pop("select", None)
+    return {
+        "select": tuple(cli_select) if cli_select else select,
+        "extend_select": (_rule_list(table, "extend_select", source) or ()) + tuple(overrides.pop("extend_select", ()) or ()),
+        "ignore": (_rule_list(table, "ignore", source) or ()) + tuple(overrides.pop("ignore", ()) or ()),
+        "per_file_ignores": tuple(pairs),
+    }
+
+
 def load_config(root: str, config_file: Path | None = None, **overrides: Any) -> AuditConfig:
     """The configuration of a scan of ``root``: the project's table (``config_file`` or
     the nearest, see ``_read_project_table``), every key checked, under ``overrides``."""
@@ -206,8 +247,9 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
     for key in EXTENSIBLE:
         if key in table and not isinstance(table[key], dict):
             raise ConfigError(f"{source}: {key} must be a table keyed like rules/{key}.yaml")
+    selection = _check_selection(table, source, overrides)
     values: dict[str, Any] = {
-        "root": root, "exclude": exclude, "hot_roots": roots,
+        **selection, "root": root, "exclude": exclude, "hot_roots": roots,
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
     }

@@ -141,6 +141,8 @@ class FunctionDef:
     #: the name matches the rules' ``debug_name_pattern`` (`dump_state`, `_trace`): matched once
     #: per distinct name in the worker, not for every function of the tree in the joins
     debug_named: bool = False
+    #: 0-based character column of its `def` (or `lambda`) on ``line``
+    col: int = 0
 
 
 @restorable
@@ -165,6 +167,10 @@ class EnvRead:
     returned: bool = False
     #: source of the innermost loop's iterable ("" outside loops, "while" for while loops)
     loop_iter: str = ""
+    #: 0-based character columns where the read starts on ``line`` and ends on ``end_line``
+    #: (the statement's, where the read starts or ends on another line)
+    col: int = 0
+    end_col: int = 0
 
 
 @restorable
@@ -205,6 +211,10 @@ class CallSite:
     #: open()/dump: the base name of the file written, `*` for unknown parts and `{p}`
     #: for the function's parameter p (`{name}.jsonl`)
     path_pattern: str | None = None
+    #: 0-based character columns where the call starts on ``line`` and ends on ``end_line``
+    #: (the statement's, where the call starts or ends on another line)
+    col: int = 0
+    end_col: int = 0
 
 
 def holds_fact(site: CallSite) -> bool:
@@ -314,9 +324,9 @@ class FileFacts:
     env_reads: tuple[EnvRead, ...]
     #: every call in file order: a ``CallSite`` when it holds a fact, else a ``PlainCall``
     calls: tuple[CallSite | PlainCall, ...]
-    #: (line, path) of the literal output paths the file writes to (`open("/tmp/x/" ...)`, an
-    #: output-dir env var's default)
-    literal_paths: tuple[tuple[int, str], ...] = ()
+    #: (line, path, col, end_col) of the literal output paths the file writes to
+    #: (`open("/tmp/x/" ...)`, an output-dir env var's default); columns as ``CallSite``'s
+    literal_paths: tuple[tuple[int, str, int, int], ...] = ()
     #: functions (None = module level) that write os.environ: launchers
     env_exporters: tuple[str | None, ...] = ()
     #: (line, text) of file names/globs the file mentions (`"sched.jsonl"`, `step_*.jsonl`)
@@ -345,6 +355,8 @@ class Suppression:
     problem: str | None = None
     #: the lines whose innermost statement starts on ``line``
     covers: tuple[int, ...] = ()
+    #: ``# cs-audit: ignore-file[rule, ...] reason``: every line of the file
+    whole_file: bool = False
 
 
 @restorable
@@ -457,6 +469,10 @@ class Finding:
     #: when its frequency comes from the call graph: the shortest chain of functions
     #: (`module.qualname`) from a hot root to the site's function
     hot_path: tuple[str, ...] = ()
+    #: 1-based character columns: where the site starts on ``line``, and just past its end
+    #: on ``end_line`` (as ruff's and SARIF's end columns); 0 when not known
+    col: int = 0
+    end_col: int = 0
 
 
 @restorable

@@ -132,7 +132,7 @@ def test_piped_summary_never_cuts_a_path_and_lists_every_finding_below_it(tmp_pa
         "set; gate it behind a trace level or log it once.",
         f"{root}/engine/runner.py:6:9: eager-format `logger.info` builds its message (f-string) before the level check "
         "decides; pass lazy %-style arguments.",
-        f"{root}/engine/runner.py:7:9: env-read-hot `MY_DBG` is read from the environment via `os.environ.get` every "
+        f"{root}/engine/runner.py:7:16: env-read-hot `MY_DBG` is read from the environment via `os.environ.get` every "
         "engine step; resolve it once at import and test the constant.",
     ]  # the suppressed read in quiet.py is not listed
 
@@ -142,7 +142,7 @@ def test_full_output_adds_the_source_line_and_the_hot_path_and_statistics_counts
     full = runner.invoke(app, ["scan", str(root), "--output-format", "full", "-o", str(tmp_path / "r.md"), "-j", "1"])
     assert full.exit_code == 0, full.output
     text = full.stdout
-    assert f"{root}/engine/runner.py:7:9: env-read-hot " in text
+    assert f"{root}/engine/runner.py:7:16: env-read-hot " in text
     assert '  7 |         return os.environ.get("MY_DBG")\n  hot path: engine.runner.Runner.execute_model\n' in text
     stats = runner.invoke(app, ["scan", str(root), "--statistics", "-o", str(tmp_path / "r.md"), "-j", "1"])
     tail = stats.stdout.split("report written to", 1)[1].splitlines()[2:]

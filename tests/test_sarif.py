@@ -171,12 +171,12 @@ def test_github_format_for_scan_and_check(repo: Path) -> None:
     assert scan.exit_code == 0
     lines = scan.stdout.splitlines()
     assert all(line.startswith(("::warning ", "::notice ", "::error ", "::notice::cs-audit: ")) for line in lines)
-    assert f"::warning file=svc/engine/runner.py,line={LOG_LINE},title=cs-audit default-on-emitter::" in scan.stdout
+    assert f"::warning file=svc/engine/runner.py,line={LOG_LINE},col=9,title=cs-audit default-on-emitter::" in scan.stdout
     assert "file=svc/engine/a%3Ab/café.py" in scan.stdout
     assert "cs-audit eager-format::" not in "\n".join(ln for ln in lines if "svc/engine/runner.py" in ln)  # suppressed
     assert any("cs-audit invalid-suppression" in line and "line=16" in line for line in lines)
     check = runner.invoke(app, ["check", str(repo / "svc"), "--since", "HEAD~1", "--format", "github", "-j", "1"])
     assert check.exit_code == 1
     errors = [line for line in check.stdout.splitlines() if line.startswith("::error file=")]
-    assert any(f"file=svc/engine/runner.py,line={LOG_LINE},title=cs-audit default-on-emitter" in e for e in errors)
+    assert any(f"file=svc/engine/runner.py,line={LOG_LINE},col=9,title=cs-audit default-on-emitter" in e for e in errors)
     assert check.stdout.splitlines()[-1].startswith("::error::cs-audit check fail:")

@@ -39,7 +39,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             freq = frequency(model, key, site, rs, default_only=True)
             out.add(RULE, path, site.line, site.end_line, site.function, None, freq, False, site.code,
                     per_step_cost(rs, emit_event(site), freq), site.eager,
-                    detail=EmitterDetail(emitter=site.callee, level=site.level or site.role or ""))
+                    detail=EmitterDetail(emitter=site.callee, level=site.level or site.role or ""),
+                    cols=(site.col, site.end_col))
 
 
 def message(f: Finding) -> str:

@@ -43,7 +43,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
         for path, f in members:
             freq: Frequency = model.freq_any.get((path, f.qualname), "unknown")
             out.add(RULE, path, f.line, f.end_line, f.qualname, None, freq, False, f"def {f.name}",
-                    detail=DuplicateDetail(group=name, copies=str(len(members))))
+                    detail=DuplicateDetail(group=name, copies=str(len(members))),
+                    cols=(f.col, f.col + len(f"def {f.name}")))
 
 
 def message(f: Finding) -> str:

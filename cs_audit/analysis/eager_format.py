@@ -36,7 +36,8 @@ def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: Cal
     else:
         extra = per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq)
     out.add(RULE, path, site.line, site.end_line, site.function, None if switch == LEVEL_SWITCH else switch, freq,
-            False, site.code, extra, site.eager, detail=EmitterDetail(emitter=site.callee, level=site.level or ""))
+            False, site.code, extra, site.eager, detail=EmitterDetail(emitter=site.callee, level=site.level or ""),
+            cols=(site.col, site.end_col))
 
 
 def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
@@ -59,7 +60,7 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
     )
     out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, syncs, site.code,
             per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), kinds,
-            detail=EmitterDetail(emitter=helper[1], level="helper"))
+            detail=EmitterDetail(emitter=helper[1], level="helper"), cols=(site.col, site.end_col))
 
 
 def syncing_functions(model: TreeModel) -> set[FuncKey]:

@@ -24,7 +24,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             switch, freq = gated_run(model, path, read.function, read.gates, read, rs)
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
             out.add(RULE, path, read.line, read.end_line, read.function, switch, freq, False, read.code,
-                    per_step_cost(rs, event, freq), detail=EnvReadDetail(var=read.var or "<dynamic>", via=read.via))
+                    per_step_cost(rs, event, freq), detail=EnvReadDetail(var=read.var or "<dynamic>", via=read.via),
+                    cols=(read.col, read.end_col))
         for site in model.edge_sites.get(path, ()):  # a site that lands nowhere reads no helper
             if site.role is not None or site.function is None:
                 continue
@@ -38,7 +39,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 reads = helper_switches(model, target, site.literal_args)
                 out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False,
                         site.code or site.callee, per_step_cost(rs, "env_read_int", freq) * len(reads),
-                        detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}"))
+                        detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}"),
+                        cols=(site.col, site.end_col))
                 break
 
 

@@ -14,11 +14,11 @@ RULE = "hardcoded-output-path"
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     for path in sorted(model.facts):
         ff = model.facts[path]
-        for line, literal in ff.literal_paths:
+        for line, literal, col, end_col in ff.literal_paths:
             f = function_at(ff, line)
             freq = frequency(model, (path, f.qualname) if f else None, None, rs, default_only=False)
             out.add(RULE, path, line, line, f.qualname if f else None, None, freq, False, literal,
-                    detail=OutputPathDetail(output_path=literal))
+                    detail=OutputPathDetail(output_path=literal), cols=(col, end_col))
 
 
 def message(f: Finding) -> str:

@@ -18,7 +18,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role != "timestamp" or not site.builds_path or site.function in exporters:
                 continue
             switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
-            out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code)
+            out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
+                    cols=(site.col, site.end_col))
 
 
 def message(f: Finding) -> str:

@@ -113,15 +113,17 @@ class Findings:
 
     def add(self, rule: str, path: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
             freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
-            eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None) -> None:
+            eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None, cols: tuple[int, int] | None = None) -> None:
+        """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``)."""
+        col, end_col = (cols[0] + 1, cols[1] + 1) if cols is not None else (0, 0)
         self.rows.append(Finding(
             rule=rule, path=path, line=line, end_line=end_line, function=function, switch=switch,
             frequency=freq, gpu_sync=gpu_sync, message="", fingerprint="", code=code,
-            cost_us=round(cost_us, 2), eager_kinds=eager_kinds, detail=detail,
+            cost_us=round(cost_us, 2), eager_kinds=eager_kinds, detail=detail, col=col, end_col=end_col,
         ))
 
     def finish(self) -> list[Finding]:
-        self.rows.sort(key=lambda f: (f.path, f.line, f.rule, f.end_line, f.code))
+        self.rows.sort(key=lambda f: (f.path, f.line, f.rule, f.end_line, f.code, f.col))
         seen: Counter[tuple[str, str, str | None, str]] = Counter()
         out: list[Finding] = []
         for row in self.rows:

@@ -44,7 +44,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 switch = None if not in_args else switch
             freq = frequency(model, key, site, rs, default_only=switch is None)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
-                    rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=site.callee.rsplit(".", 1)[-1]))
+                    rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=site.callee.rsplit(".", 1)[-1]),
+                    cols=(site.col, site.end_col))
 
 
 def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tuple[int, int, tuple[str, ...]]]]:

@@ -1,8 +1,8 @@
 """Applying the in-source suppressions (``# cs-audit: ignore[rule-id] reason``) to an audit.
 
 A suppression sits in a comment on the finding's line or on the first line of the
-statement that holds it, names one or more rule ids (``ignore[a, b]``) and gives a
-reason after the bracket.  It is read with ``tokenize`` (so text inside strings never
+statement that holds it (``ignore-file[...]``: anywhere, for the whole file), names one
+or more rule ids (``ignore[a, b]``) and gives a reason after the bracket.  It is read with ``tokenize`` (so text inside strings never
 counts) and only in files that contain the marker at all.
 
 What is reported (as :class:`Notification`, never as a finding of a new rule id):
@@ -35,14 +35,15 @@ def apply_suppressions(result: AuditResult) -> Suppressed:
         used: set[str] = set()
         covers = set(sup.covers)
         for f in by_path.get(path, ()):
-            if f.rule in sup.rules and (f.line == sup.line or f.line in covers):
+            if f.rule in sup.rules and (sup.whole_file or f.line == sup.line or f.line in covers):
                 suppressed.setdefault(f.fingerprint, sup.reason)
                 used.add(f.rule)
         unused = [r for r in sup.rules if r not in used]
         if unused:
             notes.append(Notification(
                 UNUSED, path, sup.line,
-                f"cs-audit suppression of {', '.join(unused)} matches no finding on this line or statement: remove it",
+                f"cs-audit suppression of {', '.join(unused)} matches no finding "
+                f"{'in this file' if sup.whole_file else 'on this line or statement'}: remove it",
             ))
     kept = tuple(f for f in result.findings if f.fingerprint not in suppressed)
     notes.sort(key=lambda n: (n.path, n.line or 0, n.id, n.message))

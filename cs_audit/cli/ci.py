@@ -17,7 +17,10 @@ import typer
 
 from cs_audit.cli.common import (
     CONFIG,
+    EXTEND_SELECT,
+    IGNORE,
     MAX_ANNOTATIONS,
+    SELECT,
     app,
     check_directory,
     check_scannable,
@@ -28,13 +31,14 @@ from cs_audit.cli.common import (
     plural,
     run_with_progress,
     say,
+    selection_overrides,
     write_output,
 )
 
 if TYPE_CHECKING:
     from cs_audit.config import AuditConfig
     from cs_audit.git.repo import CommitInfo, GitRepo
-    from cs_audit.model import AuditResult, CheckOutcome, Finding
+    from cs_audit.model import AuditResult, BaselineEntry, CheckOutcome, Finding
     from cs_audit.ruleset import RuleSet
 
 DEFAULT_BASELINE = "cs-audit-baseline.json"
@@ -61,14 +65,15 @@ def _file_progress(label: str):
     return progress
 
 
-def _config(path: Path, jobs: int | None, exclude: list[str], config_file: Path | None = None) -> tuple[AuditConfig, RuleSet]:
+def _config(path: Path, jobs: int | None, exclude: list[str], config_file: Path | None = None,
+            **selection: tuple[str, ...]) -> tuple[AuditConfig, RuleSet]:
     from cs_audit.api import prepare_ruleset
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
     check_scannable(path)
     try:
-        config = load_config(str(path), config_file, jobs=jobs, exclude=tuple(exclude), history=False)
+        config = load_config(str(path), config_file, jobs=jobs, exclude=tuple(exclude), history=False, **selection)
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
@@ -86,6 +91,9 @@ def baseline(
     exclude: list[str] = _EXCLUDE,
     config_file: Optional[Path] = CONFIG,
     quiet: bool = _QUIET,
+    select: list[str] = SELECT,
+    extend_select: list[str] = EXTEND_SELECT,
+    ignore: list[str] = IGNORE,
 ) -> None:
     """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
     from cs_audit.ci.gate import context_for, entry_of, render_baseline
@@ -94,7 +102,7 @@ def baseline(
     output = output_path(output_raw)
     assert output is not None
     check_writable(output)
-    config, rs = _config(path, jobs, exclude, config_file)
+    config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
     result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
@@ -116,6 +124,9 @@ def check(
     max_annotations: int = MAX_ANNOTATIONS,
     config_file: Optional[Path] = CONFIG,
     quiet: bool = _QUIET,
+    select: list[str] = SELECT,
+    extend_select: list[str] = EXTEND_SELECT,
+    ignore: list[str] = IGNORE,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
     from cs_audit.ci.gate import (
@@ -144,7 +155,7 @@ def check(
     for target in (output, baseline_file if update_baseline else None):
         if target is not None:
             check_writable(target)
-    config, rs = _config(path, jobs, exclude, config_file)
+    config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
     try:
         gates = parse_gates(gate, rs)
         base = load_baseline(baseline_file) if baseline_file is not None else None
@@ -164,7 +175,15 @@ def check(
     candidates = gating_findings(kept, gates)
     outcome.gating = len(candidates)
     skipped = {e.path for e in result.errors}
+    unreported: list[BaselineEntry] = []  # baseline entries of rules this check does not report: neither new nor fixed, kept
     if base is not None:
+        from dataclasses import replace as replaced
+
+        from cs_audit.api import selection_of
+
+        chosen = selection_of(config, rs)
+        unreported = [e for e in base.entries if not chosen.enabled(e.rule, e.path)]
+        base = replaced(base, entries=tuple(e for e in base.entries if chosen.enabled(e.rule, e.path)))
         candidates, fixed, outcome.moved = check_against_baseline(kept, result.findings, base, gates)
         # an entry in a file that could not be analysed this time is unknown, not fixed
         outcome.fixed = [e for e in fixed if e.path not in skipped]
@@ -184,9 +203,9 @@ def check(
         if outcome.incomplete:
             say("cs-audit: the check did not complete: the baseline was not rewritten")
         else:
-            kept_entries = updated_baseline(base, result.findings, skipped)
+            kept_entries = updated_baseline(base, result.findings, skipped) + unreported
             # the same entries: the file is left as it is (no new commit, no churn in its diffs)
-            if sorted(e.fingerprint for e in kept_entries) != sorted(e.fingerprint for e in base.entries):
+            if sorted(e.fingerprint for e in kept_entries) != sorted(e.fingerprint for e in (*base.entries, *unreported)):
                 write_output(baseline_file, render_baseline(kept_entries, result.commit))
 
     state = status(outcome)

@@ -178,6 +178,30 @@ CONFIG = typer.Option(None, "--config", help="the configuration file to use (pyp
                                              "instead of the nearest one above PATH")
 
 
+#: ``--select``, ``--extend-select`` and ``--ignore`` (rule ids, repeatable or comma-separated)
+SELECT = typer.Option([], "--select", help="report only these rules (ids or ALL; repeatable, comma-separated); replaces the configuration's select")
+EXTEND_SELECT = typer.Option([], "--extend-select", help="report these rules too (repeatable, comma-separated)")
+IGNORE = typer.Option([], "--ignore", help="do not report these rules (repeatable, comma-separated); added to the configuration's ignore")
+
+
+def selection_overrides(select: list[str], extend_select: list[str], ignore: list[str]) -> dict[str, tuple[str, ...]]:
+    """The ``load_config`` overrides of the rule-selection options (``a,b`` splits as ruff's);
+    an unknown rule id ends the command (exit 2) naming the option."""
+    from cs_audit.analysis.selection import unknown_rules
+    from cs_audit.ruleset import load_ruleset
+
+    out: dict[str, tuple[str, ...]] = {}
+    known = load_ruleset().rules if select or extend_select or ignore else {}
+    for name, raw in (("select", select), ("extend_select", extend_select), ("ignore", ignore)):
+        ids = tuple(part.strip() for value in raw for part in value.split(",") if part.strip())
+        unknown = unknown_rules(ids, known)
+        if unknown:
+            fail(f"--{name.replace('_', '-')}: unknown rule id {', '.join(map(repr, unknown))} (known: {', '.join(known)}, ALL)")
+        if ids:
+            out[name] = ids
+    return out
+
+
 #: ``--max-annotations N`` of the github format (0: every finding)
 MAX_ANNOTATIONS = typer.Option(10, "--max-annotations", min=0,
                                help="github format: at most N finding annotations, the most severe and hottest (0: all)")

@@ -20,7 +20,7 @@ import typer
 from cs_audit.cli import common as state
 from cs_audit.cli.common import app, check_scannable, check_writable, fail, say, write_output
 
-FORMATS = ("text", "concise", "full", "json", "markdown", "sarif", "github")
+FORMATS = ("text", "concise", "full", "grouped", "json", "markdown", "html", "sarif", "github", "gitlab", "junit")
 #: the formats that print on the terminal and write the markdown under reports/
 TERMINAL_FORMATS = ("text", "concise", "full")
 #: the largest source file whose lines the terminal output quotes
@@ -42,7 +42,15 @@ def _load(path: Path, config_file: Path | None = None, **overrides: object):
 
 
 def render_format(format: str, result, rs, max_annotations: int | None = None, path: Path | None = None) -> str:
-    """The report of ``result`` in one of ``FORMATS`` other than text."""
+    """The report of ``result`` in one of ``FORMATS`` other than text (``path``: the scanned
+    tree, whose source lines the html format quotes)."""
+    if format == "html":
+        from cs_audit.render.html import render_html
+
+        sources = {}
+        if path is not None:
+            sources = _source_lines(path if path.is_dir() else path.parent, result.findings, full=True)
+        return render_html(result, rs, sources, report_name(path) if path is not None else None)
     if format == "json":
         from cs_audit.render.json import render_json
 
@@ -58,6 +66,13 @@ def render_format(format: str, result, rs, max_annotations: int | None = None, p
         from cs_audit.render.sarif import render_sarif
 
         return render_sarif(result, rs, prefix=ctx.prefix, suppressed=ctx.suppressed.suppressed, notes=ctx.notes)
+    if format in ("grouped", "gitlab", "junit"):  # the findings no comment suppresses, as ruff's outputs
+        from cs_audit.render import lint
+
+        kept = ctx.suppressed.kept
+        if format == "grouped":
+            return lint.render_grouped(kept, ctx.prefix)
+        return lint.render_gitlab(kept, rs, ctx.prefix) if format == "gitlab" else lint.render_junit(kept, ctx.prefix)
     from cs_audit.render.github import render_github  # workflow-command annotations
 
     where = f"every one in `cs-audit scan {path}`" if path is not None else "every one in the JSON or markdown report"
@@ -70,7 +85,8 @@ def scan(
     path: Path = typer.Argument(..., help="tree (or file) to audit"),
     format: str = typer.Option("text", "--format", "-f", "--output-format",
                                help="text or concise (terminal summary and one line per finding, markdown under reports/), "
-                                    "full (each finding with its source and hot path), json, markdown, sarif, github"),
+                                    "full (each finding with its source and hot path), grouped (by file), json, markdown, "
+                                    "html (one self-contained page), sarif, github, gitlab (Code Quality), junit"),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
     exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
@@ -83,6 +99,9 @@ def scan(
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
     max_annotations: int = state.MAX_ANNOTATIONS,
     config_file: Optional[Path] = state.CONFIG,
+    select: list[str] = state.SELECT,
+    extend_select: list[str] = state.EXTEND_SELECT,
+    ignore: list[str] = state.IGNORE,
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
@@ -93,7 +112,7 @@ def scan(
     if target is not None:
         check_writable(target)
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
-                       cache=False if no_cache else None)
+                       cache=False if no_cache else None, **state.selection_overrides(select, extend_select, ignore))
     result = state.run_with_progress(config, rs, quiet=quiet)
     warn_unmatched_roots(config, result)
     started = time.perf_counter()

@@ -219,15 +219,35 @@ class StatementFacts(cst.CSTVisitor):
         parts.append(node.value)
         return ".".join(reversed(parts))
 
-    def _code(self, node: cst.CSTNode) -> str:
+    def _code(self, node: cst.CSTNode) -> tuple[str, int, int]:
+        """The code of ``node`` (squashed) and its 0-based columns (``_columns``)."""
+        assert self.snippet is not None
+        text = self.snippet.text
         if self.final_expression is not None and node is self.final_expression[0]:
             # what libcst's code generation would give, without its cost: the end of the text
-            assert self.snippet is not None
             start = sum(len(self.module.code_for_node(before)) for before in self.final_expression[1])
-            return _squash(self.snippet.text[start:])
+            return (_squash(text[start:]), *self._columns(start, len(text)))
         if getattr(node, "lpar", None):
             node = node.with_changes(lpar=(), rpar=())  # parentheses added around header snippets
-        return _squash(self.module.code_for_node(node))
+        raw = self.module.code_for_node(node)
+        start = text.find(raw, self.snippet.prefix)
+        columns = self._columns(start, start + len(raw)) if start >= 0 else (self.snippet.col, self.snippet.end_col)
+        return (_squash(raw), *columns)
+
+    def _columns(self, start: int, end: int) -> tuple[int, int]:
+        """The columns of ``text[start:end]`` of the current statement: where it starts on the
+        statement's first line and ends on its last (the statement's own column where the
+        piece starts or ends on another line), so the finding's span holds the piece."""
+        s = self.snippet
+        assert s is not None
+        text = s.text
+        first_break, last_break = text.find("\n"), text.rfind("\n")
+        col = s.col + start - s.prefix if first_break < 0 or start <= first_break else s.col
+        if end <= last_break:
+            end_col = s.end_col
+        else:
+            end_col = s.col + end - s.prefix if last_break < 0 else end - last_break - 1
+        return col, end_col
 
     @property
     def gates(self) -> tuple[GateRef, ...]:
@@ -295,15 +315,16 @@ class StatementFacts(cst.CSTVisitor):
         target = s.assign_target
         if target is not None and "." in target and not target.startswith("self."):
             target = None
+        code, col, end_col = self._code(node)
         self.env_reads.append(
             EnvRead(
                 var=var, var_param=var_param, via=via, default=default, function=s.function,
                 line=s.line, end_line=s.end_line, per_call=not s.once, assigned_to=target,
-                gates=self.gates, loop_depth=s.loop_depth, code=self._code(node), loop_iter=s.loop_iter,
+                gates=self.gates, loop_depth=s.loop_depth, code=code, loop_iter=s.loop_iter, col=col, end_col=end_col,
             )
         )
         if var and default and "/" in default and _OUTPUT_VAR.search(var):
-            self.literal_paths.append((s.line, default))
+            self.literal_paths.append((s.line, default, col, end_col))
 
     def _env_call(self, node: cst.Call, callee: str) -> bool:
         via = self.rs.env_calls.get(callee)
@@ -421,8 +442,9 @@ class StatementFacts(cst.CSTVisitor):
             mode = _literal_str(node.args[1].value) if role == "open" and len(node.args) > 1 else None
             path = _path_prefix(path_arg)
             if path and path.startswith(("/", "./", "../", ".")) and "/" in path and (role != "open" or (mode or "r")[:1] in "wax"):
-                assert self.snippet is not None
-                self.literal_paths.append((self.snippet.line, path))
+                assert self.snippet is not None and path_arg is not None
+                _, col, end_col = self._code(path_arg)
+                self.literal_paths.append((self.snippet.line, path, col, end_col))
         self.pending.append(_Pending(callee, role))
 
     def leave_Call(self, original_node: cst.Call) -> None:
@@ -462,6 +484,7 @@ class StatementFacts(cst.CSTVisitor):
             # torch.save(obj, path) / np.save(path, arr): the path is the string-like argument
             for arg in (node.args[1:2] if callee.endswith(("torch.save", "pickle.dump", "json.dump", "yaml.dump")) else node.args[:1]):
                 path_pattern = self.path_pattern(arg.value)
+        code, col, end_col = self._code(node)
         self.calls.append(
             CallSite(
                 callee=callee, function=s.function, line=s.line, end_line=s.end_line, gates=self.gates,
@@ -473,7 +496,7 @@ class StatementFacts(cst.CSTVisitor):
                 receiver=self.raw_dotted(node.func.value) if isinstance(node.func, cst.Attribute) else None,
                 mode=mode, line_buffered=line_buffered,
                 builds_path=s.builds_path or any(p.callee in self.rs.path_builders or p.callee.endswith("os.path.join") for p in self.pending),
-                bound_to=bound_to, code=self._code(node), path_pattern=path_pattern,
+                bound_to=bound_to, code=code, path_pattern=path_pattern, col=col, end_col=end_col,
             )
         )
 

@@ -81,6 +81,11 @@ class Snippet:
     is_return: bool
     builds_path: bool
     loop_iter: str = ""
+    #: 0-based character columns where the statement starts on ``line`` and ends on
+    #: ``end_line``, and how many characters ``text`` adds before it (a header's ``(``)
+    col: int = 0
+    end_col: int = 0
+    prefix: int = 0
 
 
 @dataclass
@@ -555,7 +560,7 @@ class _Indexer(ast.NodeVisitor):
         return "\n".join(parts)
 
     def _snippet(self, text: str, node: ast.AST, *, assign_target: str | None = None, is_return: bool = False,
-                 builds_path: bool = False) -> None:
+                 builds_path: bool = False, prefix: int = 0) -> None:
         scope = self.function
         if "(" in text:
             self._snippet_arguments(node)
@@ -566,8 +571,14 @@ class _Indexer(ast.NodeVisitor):
                 once=scope is None or scope.once, gates=self._gates_now(), loop_depth=self.loop_depth,
                 assign_target=assign_target, is_return=is_return, builds_path=builds_path,
                 loop_iter=self.loop_iters[-1] if self.loop_iters else "",
+                col=self._column(node.lineno, node.col_offset),
+                end_col=self._column(node.end_lineno or node.lineno, node.end_col_offset or 0), prefix=prefix,
             )
         )
+
+    def _column(self, line: int, byte_offset: int) -> int:
+        """The 0-based character column of an ``ast`` offset (UTF-8 bytes) on a 1-based line."""
+        return _char_offset(self.lines[line - 1], byte_offset)
 
     def _line_prefix(self, pattern: re.Pattern[str], literals: tuple[tuple[str, bool], ...]) -> list[int]:
         """prefix[i]: how many of the first i lines hold a match of ``pattern``.  Every match
@@ -689,6 +700,7 @@ class _Indexer(ast.NodeVisitor):
                 body_hash="",
                 body_lines=end - node.lineno + 1, decorators=decorators,
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
+                col=self._column(node.lineno, node.col_offset),
             )
         )
 
@@ -730,11 +742,8 @@ class _Indexer(ast.NodeVisitor):
         """An expression in a compound statement's header: snippet when it holds tokens, else edges."""
         if self._has_tokens(expr):
             text = self._source(expr)
-            if assign_target:
-                text = f"{assign_target} = ({text})"
-            else:
-                text = f"({text})"
-            self._snippet(text, expr, assign_target=assign_target, builds_path=builds_path)
+            added = f"{assign_target} = (" if assign_target else "("
+            self._snippet(f"{added}{text})", expr, assign_target=assign_target, builds_path=builds_path, prefix=len(added))
         else:
             self._edges(expr)
 
@@ -1029,6 +1038,7 @@ class _Indexer(ast.NodeVisitor):
             tuple([a.value if a.__class__ is ast.Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
             None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
             self.loop_iters[-1] if self.loop_iters else "",
+            self._column(call.lineno, call.col_offset), self._column(call.end_lineno or call.lineno, call.end_col_offset or 0),
         )))
 
     # ------------------------------------------------------------ gate operands

@@ -103,7 +103,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
     index = index_module(tree, text, path, rs)
     env_reads: list[EnvRead] = []
     calls = _mark_returned(list(index.calls), index)
-    literal_paths: list[tuple[int, str]] = []
+    literal_paths: list[tuple[int, str, int, int]] = []
     if index.snippets:
         from cs_audit.extract.facts import collect_facts  # libcst: imported by the workers that need it
 
@@ -123,7 +123,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         env_reads=tuple(env_reads),
         calls=tuple(site if site.__class__ is PlainCall or holds_fact(site) else PlainCall.of(site)  # type: ignore[arg-type]
                     for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
-        literal_paths=tuple(sorted(set(literal_paths))),
+        literal_paths=_first_of_each(literal_paths),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
         types=used_types(type_facts(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas), calls),
         event_loops=event_loops(tree, text, rs.event_loop_steps, rs.stop_flag_re),
@@ -171,3 +171,11 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
     digest = hashlib.blake2b(repr((types.classes, [b for b in bindings if b[0][:4] != "arg:"])).encode("utf-8", "surrogateescape"),
                              digest_size=16).hexdigest()
     return TypeFacts(types.classes, bindings, tuple(sorted({b[1] for b in bindings})), digest)
+
+
+def _first_of_each(paths: list[tuple[int, str, int, int]]) -> tuple[tuple[int, str, int, int], ...]:
+    """One entry per (line, path), the leftmost, sorted: a path written twice on a line is one finding."""
+    first: dict[tuple[int, str], tuple[int, str, int, int]] = {}
+    for entry in sorted(paths):
+        first.setdefault(entry[:2], entry)
+    return tuple(first.values())

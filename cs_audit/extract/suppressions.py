@@ -2,7 +2,8 @@
 
 A suppression sits in a comment on the finding's line or on the first line of the
 statement that holds it, names one or more rule ids (``ignore[a, b]``) and gives a
-reason after the bracket.  It is read with ``tokenize`` (so text inside strings never
+reason after the bracket.  ``# cs-audit: ignore-file[rule-id] reason``, on any line,
+silences those rules in the whole file.  It is read with ``tokenize`` (so text inside strings never
 counts) and only in files that contain the marker at all.
 """
 
@@ -20,7 +21,7 @@ from cs_audit.pyast import parse_quietly
 
 MARKER = b"cs-audit"
 _DIRECTIVE = re.compile(r"#\s*cs-audit\s*:\s*(?P<body>.*)$")
-_IGNORE = re.compile(r"^ignore\s*(?:\[(?P<rules>[^\]]*)\])?(?P<reason>.*)$")
+_IGNORE = re.compile(r"^ignore(?P<file>-file)?\s*(?:\[(?P<rules>[^\]]*)\])?(?P<reason>.*)$")
 _REASON_LEAD = " \t:;,-\u2013\u2014"
 
 def parse_comment(path: str, line: int, comment: str, known: Iterable[str]) -> Suppression | None:
@@ -32,18 +33,20 @@ def parse_comment(path: str, line: int, comment: str, known: Iterable[str]) -> S
     ig = _IGNORE.match(body)
     if not ig:
         return Suppression(path, line, (), "", f"unknown directive {body[:40]!r}: write `# cs-audit: ignore[rule-id] reason`")
+    whole = ig.group("file") is not None
+    directive = "ignore-file" if whole else "ignore"
     raw_rules = ig.group("rules")
     reason = ig.group("reason").strip().lstrip(_REASON_LEAD).strip()
     rules = tuple(r.strip() for r in (raw_rules or "").split(",") if r.strip())
     if not rules:
-        return Suppression(path, line, (), reason, "names no rule: write `# cs-audit: ignore[rule-id] reason`")
+        return Suppression(path, line, (), reason, f"names no rule: write `# cs-audit: {directive}[rule-id] reason`", whole_file=whole)
     known = set(known)
     unknown = [r for r in rules if r not in known]
     if unknown:
-        return Suppression(path, line, rules, reason, f"unknown rule id {', '.join(unknown)}")
+        return Suppression(path, line, rules, reason, f"unknown rule id {', '.join(unknown)}", whole_file=whole)
     if not reason:
-        return Suppression(path, line, rules, "", "no reason given: say why after the bracket")
-    return Suppression(path, line, rules, reason)
+        return Suppression(path, line, rules, "", "no reason given: say why after the bracket", whole_file=whole)
+    return Suppression(path, line, rules, reason, whole_file=whole)
 
 
 def suppressions_in(path: str, data: bytes, known: Iterable[str], tree: ast.Module | None = None) -> list[Suppression]:

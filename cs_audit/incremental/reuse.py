@@ -31,7 +31,7 @@ from cs_audit.model import (
     Switch,
 )
 
-#: fields that hold a line number; (line, text) pairs in the fields of ``_LINE_PAIRS``
+#: fields that hold a line number; (line, text, ...) tuples in the fields of ``_LINE_PAIRS``
 _LINE_FIELDS = frozenset({"line", "end_line", "body_line"})
 _LINE_PAIRS = frozenset({"literal_paths", "file_refs"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -69,8 +69,8 @@ def _shape(value: Any, lines: list[int]) -> Any:
             elif name == "body_lines":
                 item = item <= SMALL_BODY_LINES
         elif name in _LINE_PAIRS:
-            lines.extend(line for line, _ in item)
-            item = tuple(text for _, text in item)
+            lines.extend(entry[0] for entry in item)
+            item = tuple(entry[1:] for entry in item)
         else:
             item = _shape(item, lines)
         out.append(item)

@@ -49,11 +49,17 @@ def render_config(config: AuditConfig, rs: RuleSet) -> str:
         f"default_level = {value(rs.default_level)}",
         f"exclude = {value(list(config.exclude))}",
         f"max_file_bytes = {value(config.max_file_bytes)}",
+        f"select = {value(list(config.select) if config.select is not None else ['ALL'])}",
+        f"extend_select = {value(list(config.extend_select))}",
+        f"ignore = {value(list(config.ignore))}",
         "hot_roots = [",
     ]
     for i, root in enumerate(rs.hot_roots):
         lines.append(f"    {value(_root(root))},  # {'project' if i < project else 'shipped'}")
     lines.append("]")
+    if config.per_file_ignores:
+        lines += ["", "[tool.cs-audit.per_file_ignores]"]
+        lines += [f"{key(glob)} = {value(list(ids))}" for glob, ids in config.per_file_ignores]
     for name, table in config.rule_tables:
         lines += ["", f"[tool.cs-audit.{key(name)}]"]
         lines += [f"{key(str(k))} = {value(v)}" for k, v in table.items()]

@@ -83,13 +83,13 @@ def location(base: str, path: str) -> str:
 
 
 def finding_lines(findings: list[Finding], base: str, sources: dict[tuple[str, int], str], full: bool = False) -> list[str]:
-    """One ``path:line:col: rule message`` line per finding (``col``: where the code on the
-    line starts; the scan records lines).  ``full`` adds the source lines (``sources``:
-    (path, line) -> text) and the hot path.  ``findings`` in report order."""
+    """One ``path:line:col: rule message`` line per finding (``col``: where the site starts
+    on its line, else where the code on the line starts).  ``full`` adds the source lines
+    (``sources``: (path, line) -> text) and the hot path.  ``findings`` in report order."""
     out: list[str] = []
     for f in findings:
         first = sources.get((f.path, f.line))
-        col = len(first) - len(first.lstrip()) + 1 if first and first.strip() else 1
+        col = f.col or (len(first) - len(first.lstrip()) + 1 if first and first.strip() else 1)
         out.append(f"{plain(location(base, f.path))}:{f.line}:{col}: {f.rule} {plain(f.message)}")
         if not full:
             continue

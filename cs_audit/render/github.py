@@ -25,13 +25,15 @@ def escape_property(text: str) -> str:
 
 
 def annotation(level: str, message: str, *, file: str | None = None, line: int | None = None,
-               end_line: int | None = None, title: str | None = None) -> str:
+               end_line: int | None = None, title: str | None = None, col: int = 0) -> str:
     """One workflow command line (``level`` is ``error``, ``warning`` or ``notice``)."""
     props: list[str] = []
     if file is not None:
         props.append(f"file={escape_property(file)}")
         if line:
             props.append(f"line={line}")
+            if col:
+                props.append(f"col={col}")
             if end_line and end_line > line:
                 props.append(f"endLine={end_line}")
     if title:
@@ -46,7 +48,8 @@ def finding_annotation(f: Finding, rs: RuleSet, level: str, prefix: str = "") ->
     if spec and spec.fix:
         message += f"\nFix: {spec.fix}."
     message += f"\nSuppress with: # cs-audit: ignore[{f.rule}] <reason>"
-    return annotation(level, message, file=prefix + f.path, line=f.line, end_line=f.end_line, title=f"cs-audit {f.rule}")
+    return annotation(level, message, file=prefix + f.path, line=f.line, end_line=f.end_line, title=f"cs-audit {f.rule}",
+                      col=f.col)
 
 
 def note_annotation(n: Notification, prefix: str = "") -> str:

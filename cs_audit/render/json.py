@@ -79,6 +79,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "fingerprint": f.fingerprint,
         # additions (allowed by the contract): what the site is and what it costs
         "code": f.code, "estimated_cost_us_per_step": f.cost_us, "severity": _severities().get(f.rule),
+        # 1-based; end_col just past the site on end_line
+        "col": f.col, "end_col": f.end_col,
     }
     if f.eager_kinds:
         data["eager_kinds"] = list(f.eager_kinds)

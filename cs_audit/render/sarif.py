@@ -55,12 +55,17 @@ def _rule_descriptor(spec: RuleSpec) -> dict[str, Any]:
     }
 
 
-def _location(path: str, prefix: str, line: int | None, end_line: int | None = None) -> dict[str, Any]:
+def _location(path: str, prefix: str, line: int | None, end_line: int | None = None,
+              col: int = 0, end_col: int = 0) -> dict[str, Any]:
     physical: dict[str, Any] = {"artifactLocation": {"uri": artifact_uri(path, prefix), "uriBaseId": SRCROOT}}
     if line:
         region: dict[str, Any] = {"startLine": line}
+        if col:
+            region["startColumn"] = col
         if end_line and end_line > line:
             region["endLine"] = end_line
+        if end_col and (end_line or line) >= line and (end_col > col or (end_line or line) > line):
+            region["endColumn"] = end_col  # SARIF: the column just past the region, as ours
         physical["region"] = region
     return {"physicalLocation": physical}
 
@@ -68,7 +73,7 @@ def _location(path: str, prefix: str, line: int | None, end_line: int | None = N
 def _result(f: Finding, rs: RuleSet, index: dict[str, int], prefix: str, suppressed: Mapping[str, str],
             states: Mapping[str, str] | None) -> dict[str, Any]:
     spec = rs.rules.get(f.rule)
-    location = _location(f.path, prefix, f.line, f.end_line)
+    location = _location(f.path, prefix, f.line, f.end_line, f.col, f.end_col)
     if f.function:
         location["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
     out: dict[str, Any] = {
