@@ -85,3 +85,4 @@ def test_grouped_gitlab_and_junit_outputs(tmp_path: Path) -> None:
     cases = suites.findall("./testsuite/testcase")
     assert suites.get("tests") == "6" and len(cases) == 6 and all(c.find("failure") is not None for c in cases)
     assert cases[0].get("name") == "default-on-emitter engine/runner.py:7:16"
+

@@ -44,7 +44,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             freq: Frequency = model.freq_any.get((path, f.qualname), "unknown")
             out.add(RULE, path, f.line, f.end_line, f.qualname, None, freq, False, f"def {f.name}",
                     detail=DuplicateDetail(group=name, copies=str(len(members))),
-                    cols=(f.col, f.col + len(f"def {f.name}")))
+                    cols=(f.col, -1))  # the span is the whole body: where it ends on its last line is not known
 
 
 def message(f: Finding) -> str:

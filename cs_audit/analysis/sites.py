@@ -114,8 +114,8 @@ class Findings:
     def add(self, rule: str, path: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
             freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
             eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None, cols: tuple[int, int] | None = None) -> None:
-        """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``)."""
-        col, end_col = (cols[0] + 1, cols[1] + 1) if cols is not None else (0, 0)
+        """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``; -1: not known)."""
+        col, end_col = (cols[0] + 1, max(cols[1] + 1, 0)) if cols is not None else (0, 0)
         self.rows.append(Finding(
             rule=rule, path=path, line=line, end_line=end_line, function=function, switch=switch,
             frequency=freq, gpu_sync=gpu_sync, message="", fingerprint="", code=code,
