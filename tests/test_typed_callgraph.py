@@ -179,3 +179,85 @@ def test_the_markdown_and_the_terminal_say_where_a_site_is_hot_from(tmp_path: Pa
     monkeypatch.chdir(tmp_path)
     text = runner.invoke(app, ["scan", str(root), "--no-cache", "--no-history", "-j", "1"]).stdout
     assert "via" in text and "execute_model +1" in text
+
+
+_CYCLES_TREE = {
+    "eng/__init__.py": "",
+    "eng/nodes.py": """
+        class Node:
+            def __init__(self):
+                self.next = self.follow()
+                self.peer = Peer(self)
+
+            def follow(self):
+                return self.next
+
+            def run(self):
+                return 1
+
+
+        class Peer:
+            def __init__(self, node):
+                self.node = node
+                self.back = node.peer
+
+            def run(self):
+                return self.back.node.follow()
+
+
+        def chain():
+            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = a9 = a10 = a11 = Node()
+            return a11
+    """,
+    "eng/loop.py": """
+        from eng.nodes import Node
+
+        x = None
+        y = x or Node()
+        z = y
+        x = y
+
+
+        def use_x():
+            x.run()
+
+
+        def use_z():
+            z.run()
+    """,
+    "eng/core.py": """
+        from eng.nodes import Node, Peer, chain
+
+
+        class Engine:
+            def __init__(self):
+                self.node = Node()
+                self.peer = Peer(self.node)
+
+            def step(self):
+                self.node.next.run()
+                self.peer.back.run()
+                self.peer.run()
+                chain().run()
+
+            def again(self):
+                self.node.next.peer.run()
+                self.peer.back.node.run()
+    """,
+}
+
+
+def test_answers_a_cycle_shaped_are_replayed_as_working_them_out_again_gives_them(tmp_path: Path, monkeypatch) -> None:
+    # attributes that hold each other (cycles) and a chain past the depth limit: their answers
+    # are cut, kept with their cuts and replayed; the check mode works each replay out again
+    from cs_audit import api
+    from cs_audit.config import load_config
+    from cs_audit.joins import values
+
+    root = write_tree(tmp_path / "t", _CYCLES_TREE)
+    plain = _edges(root)
+    monkeypatch.setattr(values, "REPLAY_CHECK", True)
+    model, _ = api.tree_model(load_config(str(root), jobs=1, history=False, cache=False))
+    assert model.resolver.types.replays > 0  # replays were checked (a mismatch raises ReplayMismatch)
+    assert _edges(root) == plain
+    assert ("eng.core.Engine.step", "eng.nodes.Peer.run", "attribute") in plain

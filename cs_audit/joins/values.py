@@ -35,6 +35,10 @@ MAX_OVERRIDES = 8
 MAX_DEPTH = 10
 MAX_STEPS = 4000
 _NONE: frozenset = frozenset()
+#: the kinds of events under a tainted answer (``Types._log``)
+_DONE, _CUT, _CYCLE, _SPAN = range(4)
+#: tests: work every kept answer out again and compare it with its replay
+REPLAY_CHECK = False
 #: the steps after a callee's name chain: a call, a subscript, an attribute
 _OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
 _PROPERTIES = ("property", "functools.cached_property", "cached_property")
@@ -139,7 +143,22 @@ class Types:
         self._deps: set = set()
         #: the dependencies of the last query ``begin`` started
         self.last_deps: set = set()
-        self._active: set[tuple] = set()
+        #: the queries being worked out -> the number each entered as
+        self._active: dict[tuple, int] = {}
+        #: (key, depth) -> (answer, work, parameters read, start, end, number) of an answer
+        #: a cut shaped (``_cached``); ``_log[start:end]`` are the cuts under it
+        self._kept: dict[tuple, tuple] = {}
+        #: what each tainted answer met under it: (_DONE, key) worked out, (_CUT, key) cut by
+        #: depth, (_CYCLE, key, number) a cycle on an open query, (_SPAN, start, end, number) a
+        #: kept answer replayed
+        self._log: list[tuple] = []
+        self._serial = 0
+        self.replays = 0
+        #: cuts by the work budget (those answers are not kept), first-time class tables made
+        #: under a query (their work is not done again), and whether one is being made
+        self._step_cuts = 0
+        self._side = 0
+        self._in_mro = 0
         self._mro: dict[ClassKey, tuple[ClassKey, ...]] = {}
         self._subclasses: dict[ClassKey, list[ClassKey]] | None = None
         self.steps = 0
@@ -162,16 +181,48 @@ class Types:
         return hit[0]
 
     def _cached(self, key: tuple, compute) -> frozenset:
-        """``compute()`` once per key, unless a cycle or a cut shaped its answer."""
+        """``compute()`` once per key, unless a cycle or a cut shaped its answer.  An answer a
+        cut shaped is kept with the cuts under it (``_log``) and replayed where asked again at
+        the same depth when every cut falls the same way (``_replays``): the answer, the work
+        charged and the taint are then those working it out again would give."""
         hit = self._memo.get(key)
         if hit is not None:
             return self._hit(hit)
-        if key in self._active or self.depth >= MAX_DEPTH or self.steps >= MAX_STEPS:
+        active, log = self._active, self._log
+        if key in active:
             self.tainted += 1
+            log.append((_CYCLE, key, active[key]))
             return _NONE
-        self._active.add(key)
-        self.depth += 1
+        if self.depth >= MAX_DEPTH or self.steps >= MAX_STEPS:
+            self.tainted += 1
+            if self.depth < MAX_DEPTH:
+                self._step_cuts += 1  # where the budget runs out depends on the work before
+            log.append((_CUT, key))
+            return _NONE
+        depth = self.depth
+        kept = self._kept.get((key, depth))
+        replayable = False
+        if kept is not None and self.steps + kept[1] < MAX_STEPS:
+            again: list = []
+            replayable = self._replays(kept[3], kept[4], kept[5], again)
+            self.replays += replayable
+            if replayable and not REPLAY_CHECK:
+                self.steps += kept[1]
+                if kept[2]:
+                    self._deps |= kept[2]
+                self.tainted += 1
+                log.append((_DONE, key))
+                log.append((_SPAN, kept[3], kept[4], kept[5]))
+                log.extend(again)
+                return kept[0]
+        serial = self._serial
+        self._serial = serial + 1
+        active[key] = serial
+        log.append((_DONE, key))
+        start = len(log)
+        self.depth = depth + 1
         before_steps, before_taint = self.steps, self.tainted
+        before_cuts, before_side, before_memo = self._step_cuts, self._side, len(self._memo)
         # the parameters this answer reads (``_parameter`` adds to ``_deps``) are also read by
         # the answer that asked for it
         outer = self._deps
@@ -180,25 +231,64 @@ class Types:
         try:
             found = compute()
         finally:
-            self.depth -= 1
-            self._active.discard(key)
+            self.depth = depth
+            del active[key]
             self._deps = outer
             if mine:
                 outer |= mine
         if len(found) > MAX_VALUES:
             found = frozenset(sorted(found, key=repr)[:MAX_VALUES])
+        deps = frozenset(mine) if mine else _NONE
+        if replayable:  # REPLAY_CHECK
+            now = (found, self.steps - before_steps, deps, self.tainted != before_taint, self._step_cuts == before_cuts,
+                   len(self._memo) == before_memo)
+            if now != (*kept[:3], True, True, True):
+                raise ReplayMismatch(f"{key!r}: replay {kept[:3]!r} != {now!r}")
         if self.tainted == before_taint:
-            self._memo[key] = (found, self.steps - before_steps, frozenset(mine) if mine else _NONE)
+            del log[start - 1:]  # no cut under it: nothing to replay
+            self._memo[key] = (found, self.steps - before_steps, deps)
             for parameter in mine:
                 self._readers[parameter].append(key)
+        elif self._step_cuts == before_cuts and self._side == before_side and not self._in_mro:
+            self._kept[(key, depth)] = (found, self.steps - before_steps, deps, start, len(log), serial)
+            for parameter in mine:
+                self._readers[parameter].append((key, depth))
         return found
+
+    def _replays(self, start: int, end: int, serial: int, again: list, top: bool = True) -> bool:
+        """Whether working out again the answer whose cuts are ``_log[start:end]`` (its query
+        entered as number ``serial``) would meet the same cuts now: none of the answers worked
+        out under it is memoised or being worked out since, each cycle it met is still open.
+        ``again`` gets the cycles on queries open outside it, with their numbers now."""
+        memo, active, log = self._memo, self._active, self._log
+        for i in range(start, end):
+            event = log[i]
+            kind = event[0]
+            if kind == _DONE:
+                if event[1] in memo or event[1] in active:
+                    return False
+            elif kind == _CUT:
+                if event[1] in memo:
+                    return False
+            elif kind == _CYCLE:
+                # a cycle on a query entered under it recurs; one outside it only when that
+                # query is open now (the nested spans' outer cycles follow them, renumbered)
+                if top and event[2] < serial:
+                    number = active.get(event[1])
+                    if number is None:
+                        return False
+                    again.append((_CYCLE, event[1], number))
+            elif not self._replays(event[1], event[2], event[3], again, False):
+                return False
+        return True
 
     def forget(self, parameters: set) -> None:
         """Drop the answers that depended on ``parameters`` (their arguments changed)."""
-        memo, readers = self._memo, self._readers
+        memo, readers, kept = self._memo, self._readers, self._kept
         for parameter in parameters:
             for key in readers.pop(parameter, ()):
                 memo.pop(key, None)
+                kept.pop(key, None)
 
     def _parameter(self, path: str, function: str, name: str) -> frozenset:
         """The values the calls of ``function`` pass as parameter ``name``."""
@@ -544,6 +634,14 @@ class Types:
         if known is not None:
             return known
         self._mro[cls] = (cls,)  # a cycle of bases ends here
+        self._side += 1
+        self._in_mro += 1
+        try:
+            return self._make_mro(cls)
+        finally:
+            self._in_mro -= 1
+
+    def _make_mro(self, cls: ClassKey) -> tuple[ClassKey, ...]:
         out = [cls]
         facts = self.classes.get(cls)
         for base in facts.bases if facts else ():
@@ -569,9 +667,15 @@ class Types:
 
     def subclasses(self, cls: ClassKey) -> list[ClassKey]:
         if self._subclasses is None:
+            self._side += 1
             subs: dict[ClassKey, list[ClassKey]] = defaultdict(list)
             for c in sorted(self.classes):
                 for base in self.mro(c)[1:]:
                     subs[base].append(c)
             self._subclasses = subs
         return self._subclasses.get(cls, [])
+
+
+
+class ReplayMismatch(AssertionError):
+    """``REPLAY_CHECK``: a kept answer's replay differs from working it out again."""
