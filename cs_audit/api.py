@@ -661,3 +661,25 @@ def tree_model(config: AuditConfig, rs: RuleSet | None = None, progress: Progres
         if keep is not None:
             keep.append((facts, model))
         return model, tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message)))
+
+
+def fix_inputs(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None,
+               ) -> tuple[AuditResult, dict[str, FileFacts], dict[str, tuple[int, int]]]:
+    """What ``cs-audit fix`` works from: the audit of ``config.root``, every Python file's
+    facts (from the cache as the scan's are) and each file's (size, mtime_ns) taken before
+    the scan read it, so a file that changes meanwhile is not rewritten from stale findings."""
+    rs = prepare_ruleset(config, rs)
+    sources, _ = discover(Path(config.root), config.exclude)
+    python = [s for s in sources if s.kind == "python"]
+    stamps = {}
+    for s in python:
+        with contextlib.suppress(OSError):
+            st = os.stat(s.abspath)
+            stamps[s.path] = (st.st_size, st.st_mtime_ns)
+    result = run_audit(config, rs, progress)
+    with _collector_paused():
+        cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)
+        keys = _source_keys(python, config, cache_dir)
+        facts = {r.path: r for r in _map_files(python, rs, config, None, cache_dir=cache_dir, keys=keys)
+                 if isinstance(r, FileFacts)}
+    return result, facts, stamps

@@ -25,8 +25,9 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (8, ("cs_audit.api",)),
     (9, ("cs_audit.render",)),
     (10, ("cs_audit.ci",)),
-    (11, ("cs_audit.cli", "cs_audit.testing")),
-    (12, ("cs_audit.__main__",)),
+    (11, ("cs_audit.fix",)),
+    (12, ("cs_audit.cli", "cs_audit.testing")),
+    (13, ("cs_audit.__main__",)),
 )
 INFRASTRUCTURE = 4
 

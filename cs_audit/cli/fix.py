@@ -1,0 +1,72 @@
+"""``fix``: apply the audit's own proposals as libcst transforms (``cs_audit.fix``).
+
+Exit codes: ``--diff`` (the default) 0 nothing to fix, 1 a diff was printed; ``--write`` 0
+written; 2 could not complete (bad options or config, or a file changed since the scan and
+was left alone).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cs_audit.cli import common as state
+from cs_audit.cli.common import app, fail, say
+
+
+@app.command()
+def fix(
+    path: Path = typer.Argument(Path("."), help="tree (or file) to fix"),
+    rule: list[str] = typer.Option([], "--rule", help="the rules to fix (repeatable, comma-separated; default: every rule with a fix)"),
+    diff: bool = typer.Option(False, "--diff", help="print a unified diff and change nothing (the default); exit 1 if there is anything to fix"),
+    write: bool = typer.Option(False, "--write", help="rewrite the files in place, atomically"),
+    hot_only: bool = typer.Option(False, "--hot-only", help="fix only findings on a hot path (step, layer, request, round)"),
+    into: Optional[str] = typer.Option(None, "--into", help="duplicate-helper: the module (dotted) that keeps the one copy"),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="also make fixes that change when a file is closed (per-call open -> cached handle)"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
+    exclude: list[str] = typer.Option([], "--exclude", help="glob of paths to skip (repeatable)"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress, no notes; only the diff and errors"),
+    config_file: Optional[Path] = state.CONFIG,
+) -> None:
+    """Fix what the audit finds: lazy log messages, gated helper arguments, hoisted env reads,
+    one copy of a duplicated helper, no redundant flush.  Prints a diff unless --write."""
+    from cs_audit.cli.scan import _load
+    from cs_audit.fix import FIXABLE, fix_tree
+    from cs_audit.fix import write as write_plan
+
+    if diff and write:
+        fail("--diff and --write exclude each other")
+    wanted = tuple(dict.fromkeys(r.strip() for raw in rule for r in raw.split(",") if r.strip())) or FIXABLE
+    unknown = [r for r in wanted if r not in FIXABLE]
+    if unknown:
+        fail(f"no fix for rule {', '.join(unknown)}; rules with a fix: {', '.join(FIXABLE)}")
+    config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=False,
+                       cache=False if no_cache else None, select=wanted)
+    plan = fix_tree(config, rs, wanted, hot_only, into, unsafe_fixes)
+    for error in plan.errors:
+        say(f"cs-audit: fix: {error}")
+    if not quiet:
+        for note in sorted((*plan.notes, *(n for f in plan.files for n in f.notes)), key=lambda n: (n.path, n.line)):
+            say(f"{note.path}:{note.line}: {note.rule + ': ' if note.rule else ''}{note.text}")
+    changed = plan.changed
+    stale = [n for n in plan.notes if n.line == 0]
+    if write:
+        refused = write_plan(plan)
+        for p in refused:
+            say(f"cs-audit: fix: {p}: changed since the scan; left alone")
+        if not quiet:
+            lines = sum(f.changed_lines() for f in changed)
+            say(f"fixed {sum(f.fixed for f in changed)} sites in {len(changed) - len(refused)} files ({lines} lines changed)")
+        if refused or stale:
+            raise typer.Exit(2)
+        return
+    for f in changed:
+        sys.stdout.write(f.diff())
+    if not quiet:
+        say(f"{sum(f.fixed for f in changed)} sites to fix in {len(changed)} files" if changed else "nothing to fix")
+    if changed:
+        raise typer.Exit(1)

@@ -1,0 +1,49 @@
+"""From an audit to the sites each fix should change: the scan's findings of the chosen
+rules that no comment suppresses, and for eager-format every eager log call the extraction
+saw (a record behind a gate is not reported, yet is made lazy as well: the lazy form is never
+slower), unless ``--hot-only`` keeps to the findings on a hot path."""
+
+from __future__ import annotations
+
+from cs_audit.fix.base import HOT, Target
+from cs_audit.model import AuditResult, CallSite, EmitterDetail, FileFacts, Finding
+
+
+def _suppressed(facts: FileFacts | None, rule: str, line: int) -> bool:
+    if facts is None:
+        return False
+    return any(rule in s.rules and s.problem is None and (s.whole_file or line == s.line or line in s.covers)
+               for s in facts.suppressions)
+
+
+def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tuple[str, ...],
+                    hot_only: bool) -> dict[str, dict[str, list[Target]]]:
+    from cs_audit.ci.suppress import apply_suppressions
+
+    kept = apply_suppressions(result).kept
+    out: dict[str, dict[str, list[Target]]] = {}
+
+    def add(path: str, target: Target) -> None:
+        out.setdefault(path, {}).setdefault(target.rule, []).append(target)
+
+    findings = [f for f in kept if f.rule in rules and (not hot_only or f.frequency in HOT)]
+    if "eager-format" in rules:
+        seen: set[tuple[str, int, int]] = set()
+        for f in findings:
+            if f.rule == "eager-format":
+                detail = f.detail if isinstance(f.detail, EmitterDetail) else None
+                kind = "helper" if detail is not None and detail.level == "helper" else "log"
+                add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), _callee(f), (kind,)))
+                seen.add((f.path, f.line, max(f.col - 1, 0)))
+        if not hot_only:
+            for path, ff in facts.items():
+                for site in ff.calls:
+                    if isinstance(site, CallSite) and site.role == "log" and site.eager and \
+                            (path, site.line, site.col) not in seen and not _suppressed(ff, "eager-format", site.line):
+                        add(path, Target("eager-format", site.line, site.end_line, site.col, site.callee, ("log",)))
+    return out
+
+
+def _callee(f: Finding) -> str:
+    detail = f.detail
+    return detail.emitter if isinstance(detail, EmitterDetail) else ""

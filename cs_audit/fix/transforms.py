@@ -1,0 +1,14 @@
+"""The transform of each fixable rule, set up for one run."""
+
+from __future__ import annotations
+
+from cs_audit.fix.base import Transform
+
+
+def transforms_for(rules: tuple[str, ...], **context: object) -> dict[str, Transform]:
+    from cs_audit.fix import eager_format
+
+    out: dict[str, Transform] = {}
+    if "eager-format" in rules:
+        out["eager-format"] = eager_format.transform
+    return out

@@ -1,0 +1,121 @@
+"""`cs-audit fix`: each rule's example/fixed cases, declines with a note, idempotence, and
+what --write keeps of a file (encoding, BOM, line endings, mode) or refuses to touch."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cs_audit.config import AuditConfig
+from cs_audit.fix import FixPlan, fix_tree
+from cs_audit.fix import eager_format as eager_fix
+from cs_audit.fix import write as write_plan
+from cs_audit.ruleset import load_ruleset
+from cs_audit.testing import write_tree
+
+HEADER = "import logging\n\nlogger = logging.getLogger(__name__)\n\n\n"
+
+
+def plan(root: Path, rules: tuple[str, ...] = ("eager-format",), **options: object) -> FixPlan:
+    config = AuditConfig(root=str(root), jobs=1, history=False, cache=False)
+    return fix_tree(config, load_ruleset(), rules, **options)
+
+
+def fixed_text(tmp_path: Path, source: str, rules: tuple[str, ...] = ("eager-format",)) -> tuple[str, list[str]]:
+    write_tree(tmp_path, {"mod.py": HEADER + source})
+    p = plan(tmp_path, rules)
+    notes = [n.text for f in p.files for n in f.notes]
+    new = p.files[0].new.decode() if p.files else HEADER + source
+    return new[len(HEADER):], notes
+
+
+@pytest.mark.parametrize(("example", "expected"), eager_fix.CASES)
+def test_eager_format_cases(tmp_path: Path, example: str, expected: str | None) -> None:
+    got, notes = fixed_text(tmp_path, example)
+    if expected is None:
+        assert got == example and notes
+    else:
+        assert got == expected
+        again, _ = fixed_text(tmp_path / "again", got)
+        assert again == got  # idempotent
+
+
+@pytest.mark.parametrize("example", eager_fix.DECLINED)
+def test_eager_format_declines_with_a_note(tmp_path: Path, example: str) -> None:
+    got, notes = fixed_text(tmp_path, example)
+    assert got == example
+    assert any("left eager" in n for n in notes), notes
+
+
+def test_gated_record_is_made_lazy_too(tmp_path: Path) -> None:
+    got, _ = fixed_text(tmp_path, 'if os.environ.get("DBG"):\n    logger.info(f"x {x}")\n')
+    assert 'logger.info("x %s", x)' in got
+
+
+def test_suppressed_site_is_left_alone(tmp_path: Path) -> None:
+    src = 'logger.info(f"x {x}")  # cs-audit: ignore[eager-format] kept on purpose\n'
+    got, _ = fixed_text(tmp_path, src)
+    assert got == src
+
+
+def test_literal_percent_is_escaped_only_with_arguments(tmp_path: Path) -> None:
+    got, _ = fixed_text(tmp_path, 'logger.info(f"100% done")\nlogger.info(f"{n} at 100%")\n')
+    assert got == 'logger.info("100% done")\nlogger.info("%s at 100%%", n)\n'
+
+
+def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    here = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(here)}
+    return subprocess.run([sys.executable, "-m", "cs_audit", *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_cli_diff_then_write_then_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "mod.py"
+    write_tree(tmp_path, {"mod.py": HEADER + 'logger.info(f"x {x}")\n'})
+    before = target.read_bytes()
+    shown = _run("fix", str(tmp_path), "--no-cache")
+    assert shown.returncode == 1, shown.stderr
+    assert '+logger.info("x %s", x)' in shown.stdout
+    assert target.read_bytes() == before  # --diff writes nothing
+    written = _run("fix", str(tmp_path), "--write", "--no-cache")
+    assert written.returncode == 0, written.stderr
+    assert 'logger.info("x %s", x)' in target.read_text()
+    again = _run("fix", str(tmp_path), "--no-cache")
+    assert again.returncode == 0 and again.stdout == ""
+    assert "nothing to fix" in again.stderr
+
+
+def test_cli_rejects_an_unknown_rule(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"mod.py": "x = 1\n"})
+    out = _run("fix", str(tmp_path), "--rule", "no-such-rule")
+    assert out.returncode == 2 and "no fix for rule" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_write_keeps_encoding_bom_line_endings_and_mode(tmp_path: Path) -> None:
+    crlf = (HEADER + 'logger.info(f"caf\xe9 {x}")\n').replace("\n", "\r\n")
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + crlf.encode("utf-8"))
+    latin = "# -*- coding: latin-1 -*-\n" + HEADER + 'logger.info(f"caf\xe9 {x}")\n'
+    (tmp_path / "latin.py").write_bytes(latin.encode("latin-1"))
+    os.chmod(tmp_path / "latin.py", 0o751)
+    p = plan(tmp_path)
+    assert write_plan(p) == []
+    bom = (tmp_path / "bom.py").read_bytes()
+    assert bom.startswith(b"\xef\xbb\xbf") and b'logger.info("caf\xc3\xa9 %s", x)\r\n' in bom
+    assert b"\n" not in bom.replace(b"\r\n", b"")
+    lat = (tmp_path / "latin.py").read_bytes()
+    assert b'logger.info("caf\xe9 %s", x)\n' in lat
+    assert stat.S_IMODE(os.stat(tmp_path / "latin.py").st_mode) == 0o751
+
+
+def test_write_refuses_a_file_changed_since_the_scan(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"mod.py": HEADER + 'logger.info(f"x {x}")\n'})
+    p = plan(tmp_path)
+    edited = HEADER + 'logger.info(f"x {x}")\nprint("edited")\n'
+    (tmp_path / "mod.py").write_text(edited)
+    assert write_plan(p) == ["mod.py"]
+    assert (tmp_path / "mod.py").read_text() == edited
