@@ -112,12 +112,16 @@ class GateRef:
     ``active_when_set``: the guarded code runs when the operand is truthy/high
     (False for ``if not X:`` bodies, ``else`` branches of ``if X:``, and the rest
     of a block after ``if X: return``).
+    ``any_of``: nonzero for an operand of a disjunction (`if A or B:`, the rest after
+    `if A and B: return`), numbered so in its gates tuple: the operands of one number gate
+    only together, when each stands for a switch (code the other operand runs is not gated).
     """
 
     kind: GateKind
     ref: str
     args: tuple[str, ...] = ()
     active_when_set: bool = True
+    any_of: int = 0
 
 
 @restorable

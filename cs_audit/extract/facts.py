@@ -96,6 +96,8 @@ class StatementFacts(cst.CSTVisitor):
         self.final_expression: tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None = None
         self.pending: list[_Pending] = []
         self.local_gates: list[GateRef] = []
+        #: the last in-expression disjunction numbered (``GateRef.any_of``, below zero)
+        self.any_of = 0
         self.handles: set[str] = set()
         self.skip_nodes: set[int] = set()
         self.timestamp_seen = False
@@ -262,7 +264,14 @@ class StatementFacts(cst.CSTVisitor):
         if isinstance(expr, cst.Comparison):
             return self._simple_refs(expr.left, active)
         if isinstance(expr, cst.BooleanOperation):
-            return self._simple_refs(expr.left, active) + self._simple_refs(expr.right, active)
+            left, right = self._simple_refs(expr.left, active), self._simple_refs(expr.right, active)
+            if isinstance(expr.operator, cst.And) == active:
+                return left + right
+            if not (left and right):  # one operand suffices, and one stands for nothing
+                return []
+            # they gate only together (numbered below zero, apart from the statement's gates)
+            self.any_of -= 1
+            return [r if r.any_of else dataclasses.replace(r, any_of=self.any_of) for r in left + right]
         if isinstance(expr, cst.Call):
             callee = self.dotted(expr.func)
             if callee and callee.rsplit(".", 1)[-1] in self.rs.level_guards:

@@ -400,6 +400,49 @@ def _ends_in_exit(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], _TERMINAL)
 
 
+def _falsy(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
+
+
+_MIRRORED: dict[type, type] = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _compare_default(default: str | None, conversion: str, op: ast.cmpop, right: ast.expr) -> bool | None:
+    """Whether ``<env value> op right`` holds when the variable is unset (its value is
+    ``default``, converted), or None when that cannot be told from the code."""
+    if isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        if not all(isinstance(e, ast.Constant) for e in right.elts):
+            return None
+        other: object = tuple(e.value for e in right.elts)  # type: ignore[attr-defined]
+    elif isinstance(right, ast.Constant):
+        other = right.value
+    elif isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and isinstance(right.operand, ast.Constant):
+        other = -right.operand.value if isinstance(right.operand.value, (int, float)) else None
+    else:
+        return None
+    value: object = default
+    if default is not None and conversion in ("int", "float"):
+        try:
+            value = int(default) if conversion == "int" else float(default)
+        except ValueError:
+            return None
+    elif conversion not in ("", "str"):
+        return None
+    compare = _COMPARE.get(op.__class__)
+    if compare is None:
+        return None
+    try:
+        return bool(compare(value, other))
+    except TypeError:
+        return None
+
+
 def _literal(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)) or (
         isinstance(node, ast.Constant) and node.value is None
@@ -429,7 +472,7 @@ class _Scope:
     returned: set[str] = field(default_factory=set)
     returns_value: bool = False
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
-    env_defaults: dict[str, str | None] = field(default_factory=dict)
+    env_defaults: dict[str, tuple[str | None, str]] = field(default_factory=dict)
 
 
 class _Indexer(ast.NodeVisitor):
@@ -457,6 +500,8 @@ class _Indexer(ast.NodeVisitor):
         #: the gates as their interned tuple; None when the groups changed since
         self._gates_tuple: tuple[GateRef, ...] | None = ()
         self.loop_depth = 0
+        #: the last disjunction numbered in this file (``GateRef.any_of``)
+        self.any_of = 0
         self.loop_iters: list[str] = []
         self.returned_names: dict[str | None, frozenset[str]] = {}
         self.env_exporters: set[str | None] = set()
@@ -834,13 +879,15 @@ class _Indexer(ast.NodeVisitor):
             if len(targets) == 1:
                 target = raw_dotted(targets[0])
                 value = node.value
+                conversion = ""
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CONVERSIONS and value.args:
+                    conversion = conversion or value.func.id
                     value = value.args[0]
                 is_env, default = self._env_default(value) if has_tokens and value is not None else (False, None)
                 scope = self.function
                 if is_env and scope is not None and isinstance(targets[0], ast.Name):
                     self._settle_all()
-                    scope.env_defaults[targets[0].id] = default
+                    scope.env_defaults[targets[0].id] = (default, conversion)
         if has_tokens and self._exports_env(node):
             scope = self.function
             self.env_exporters.add(scope.qualname if scope else None)
@@ -1045,7 +1092,11 @@ class _Indexer(ast.NodeVisitor):
     def gate_refs(self, expr: ast.AST, active: bool) -> list[GateRef]:
         out: list[GateRef] = []
         self._refs(expr, active, out)
-        return out[:_MAX_GATE_REFS]
+        if len(out) > _MAX_GATE_REFS:
+            # a disjunction cut short could gate by the operands kept: keep none of it
+            cut = {r.any_of for r in out[_MAX_GATE_REFS:] if r.any_of}
+            out = [r for r in out[:_MAX_GATE_REFS] if r.any_of not in cut]
+        return out
 
     def _env_key(self, node: ast.AST | None) -> str:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -1058,14 +1109,20 @@ class _Indexer(ast.NodeVisitor):
                 return f"param:{node.id}"
         return "?"
 
-    def _refs(self, expr: ast.AST, active: bool, out: list[GateRef]) -> None:
-        if len(out) >= _MAX_GATE_REFS:
+    def _refs(self, expr: ast.AST, active: bool, out: list[GateRef], group: int = 0) -> None:
+        if len(out) > _MAX_GATE_REFS:
             return
+        start = len(out)
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-            self._refs(expr.operand, not active, out)
+            self._refs(expr.operand, not active, out, group)
         elif isinstance(expr, ast.BoolOp):
+            # `A and B` holding (or `A or B` failing) needs each operand: each gates alone;
+            # otherwise one operand suffices, and they gate only together (``any_of``)
+            if isinstance(expr.op, ast.And) != active and not group:
+                self.any_of += 1
+                group = self.any_of
             for value in expr.values:
-                self._refs(value, active, out)
+                self._refs(value, active, out, group)
         elif isinstance(expr, ast.Compare):
             self._compare_refs(expr, active, out)
         elif isinstance(expr, ast.Call):
@@ -1077,6 +1134,24 @@ class _Indexer(ast.NodeVisitor):
             self._name_ref(expr, active, out)
         elif isinstance(expr, ast.NamedExpr):
             self._refs(expr.value, active, out)
+        elif isinstance(expr, ast.IfExp):
+            self._ifexp_refs(expr, active, out)
+        if group:
+            if len(out) == start:  # an operand that stands for no switch: the group never gates
+                out.append(GateRef("name", "", ("operand",), active, group))
+            else:
+                out[start:] = [r if r.any_of else replace(r, any_of=group) for r in out[start:]]
+
+    def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef]) -> None:
+        """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`)."""
+        if not active:
+            return
+        if _falsy(expr.orelse):
+            self._refs(expr.test, True, out)
+            self._refs(expr.body, True, out)
+        elif _falsy(expr.body):
+            self._refs(expr.test, False, out)
+            self._refs(expr.orelse, True, out)
 
     def _env_default(self, expr: ast.AST) -> tuple[bool, str | None]:
         """(is an env read, its literal default) for `os.getenv("X", "1")`-like calls."""
@@ -1085,24 +1160,35 @@ class _Indexer(ast.NodeVisitor):
             return True, _literal(default)
         return False, None
 
+    def _env_operand(self, node: ast.expr) -> tuple[str, str | None, str] | None:
+        """(what to gate on, its default, the conversion around it) when ``node`` is an env
+        read with a literal default or a local assigned from one (`int(os.getenv("L", "1"))`).
+        What to gate on is the env key, or ``name:<local>`` for a local."""
+        conversion = ""
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONVERSIONS and node.args:
+            conversion = conversion or node.func.id
+            node = node.args[0]
+        is_env, default = self._env_default(node)
+        if is_env:
+            return self._env_key(node.args[0] if node.args else None), default, conversion  # type: ignore[attr-defined]
+        scope = self.function
+        if isinstance(node, ast.Name) and scope is not None and node.id in scope.env_defaults:
+            default, assigned_conversion = scope.env_defaults[node.id]
+            return f"name:{node.id}", default, conversion or assigned_conversion
+        return None
+
     def _compare_refs(self, expr: ast.Compare, active: bool, out: list[GateRef]) -> None:
         op, right = expr.ops[0], expr.comparators[0]
         if isinstance(op, (ast.In, ast.NotIn)) and dotted(right, self.aliases) in self.rs.env_mappings:
             out.append(GateRef("env", self._env_key(expr.left), (), active if isinstance(op, ast.In) else not active))
             return
+        if len(expr.ops) == 1 and self._default_decides(expr.left, op, right, active, out):
+            return
+        if len(expr.ops) == 1 and not isinstance(op, (ast.In, ast.NotIn)) and self._default_decides(
+                right, _MIRRORED.get(op.__class__, op.__class__)(), expr.left, active, out):
+            return
         literal = _literal(right)
         off = self.off_literals
-        left = expr.left
-        while isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id in _CONVERSIONS and left.args:
-            left = left.args[0]
-        is_env, default = self._env_default(left)
-        scope = self.function
-        if not is_env and isinstance(left, ast.Name) and scope is not None and left.id in scope.env_defaults:
-            is_env, default = True, scope.env_defaults[left.id]
-        if is_env and literal is not None and isinstance(op, (ast.Eq, ast.NotEq)):
-            runs_by_default = (default == literal) == isinstance(op, ast.Eq)
-            if runs_by_default == active:
-                return  # the guarded code runs with no env set: not a gate
         low = isinstance(op, (ast.Lt, ast.LtE))
         if isinstance(op, (ast.Eq, ast.Is)) and literal in off:
             low = True
@@ -1119,7 +1205,26 @@ class _Indexer(ast.NodeVisitor):
             flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
             self._refs(right, (active == low) if flips else active, out)
         # a name compared with something is an operand (`x not in seen`), never a bare flag
-        out[start:] = [GateRef(r.kind, r.ref, ("operand",), r.active_when_set) if r.kind == "name" else r for r in out[start:]]
+        out[start:] = [replace(r, args=("operand",)) if r.kind == "name" else r for r in out[start:]]
+
+    def _default_decides(self, left: ast.expr, op: ast.cmpop, right: ast.expr, active: bool, out: list[GateRef]) -> bool:
+        """A comparison of an env value with literals, judged with the value it has when the
+        variable is unset: the guarded code is gated by it only if it does not run then
+        (`int(getenv("L", "1")) >= 2` gates, `getenv("M", "block") == "block"` does not)."""
+        operand = self._env_operand(left)
+        if operand is None:
+            return False
+        key, default, conversion = operand
+        holds = _compare_default(default, conversion, op, right)
+        if holds is None:
+            return False
+        if holds != active:  # off by default: gated by the variable
+            if key.startswith("name:"):
+                self._refs(ast.Name(id=key[5:], ctx=ast.Load()), True, out)
+                out[-1:] = [replace(r, args=("operand",)) for r in out[-1:]]
+            else:
+                out.append(GateRef("env", key, (), True))
+        return True
 
     def _call_ref(self, expr: ast.Call, active: bool, out: list[GateRef]) -> None:
         callee = dotted(expr.func, self.aliases)

@@ -1113,11 +1113,27 @@ def _switch_of_result(model: TreeModel, path: str, function: str | None, name: s
             continue
         for target, _ in model.resolver.resolve_how(path, function, source[2:]):
             f = model.functions.get(target)
-            for gate in f.entry_gates if f is not None else ():
-                switch = resolve_gate(model, target[0], target[1], gate, rs)
-                if switch is not None:
-                    return switch
+            switches = gate_switches(model, target[0], target[1], f.entry_gates, rs) if f is not None else ()
+            if switches:
+                return switches[0]
     return None
+
+
+def gate_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
+    """The switches gates stand for, each once, in order: an operand of a disjunction
+    (``GateRef.any_of``) only when every operand of it stands for a switch."""
+    resolved = [(gate, resolve_gate(model, path, function, gate, rs)) for gate in gates]
+    failed = {gate.any_of for gate, switch in resolved if gate.any_of and switch is None}
+    out: list[SwitchRef] = []
+    seen: set[int] = set()
+    for gate, switch in resolved:
+        if switch is None or gate.any_of in failed or gate.any_of in seen:
+            continue
+        if gate.any_of:
+            seen.add(gate.any_of)  # a disjunction stands for its first operand's switch
+        if switch not in out:
+            out.append(switch)
+    return out
 
 
 def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
@@ -1127,11 +1143,7 @@ def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[
     hit = model.switch_cache.get(key)
     if hit is not None:
         return hit
-    out: list[SwitchRef] = []
-    for gate in gates:
-        switch = resolve_gate(model, path, function, gate, rs)
-        if switch is not None and switch not in out:
-            out.append(switch)
+    out = gate_switches(model, path, function, gates, rs)
     inner: SwitchRef | None = None
     if out:
         env = [s for s in out if s.kind in ("env", "dynamic")]
@@ -1165,7 +1177,7 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
     # buffering trace helpers (`trace()` appends to a buffer) gated at entry
     for key, f in model.functions.items():
         if f.entry_gates and f.debug_named and key not in emits:
-            if any(resolve_gate(model, key[0], key[1], g, rs) for g in f.entry_gates):
+            if gate_switches(model, key[0], key[1], f.entry_gates, rs):
                 helpers.add(key)
     # a short function whose own emits are all gated and that calls a helper ungated is one too:
     # the callers of each new helper are looked at once (the least fixpoint, as repeated passes

@@ -1,0 +1,182 @@
+"""Gates that tell the truth (#19, "Gates"): which conditions make the code under them run
+only with a switch set, and which make it debug code for ``sync-in-debug``.
+
+Each snippet is an engine file whose hot root (``execute_model``, per step) holds the cases;
+every finding is annotated on the line above it (``# expect:``) and each near miss
+``# ok:``, so a site reported or dropped by mistake fails ``check_annotations``.
+"""
+
+from __future__ import annotations
+
+from cs_audit.testing import check_annotations, scan_files
+
+HEAD = '''
+import logging
+import os
+
+import torch
+
+logger = logging.getLogger(__name__)
+DEBUG = os.getenv("TOY_DEBUG", "0") == "1"
+VERBOSE = os.getenv("TOY_VERBOSE", "0") == "1"
+'''
+
+
+def _agree(body: str, path: str = "engine/runner.py") -> list[str]:
+    return check_annotations({path: HEAD + body})
+
+
+def _switches(body: str, rule: str) -> dict[int, str | None]:
+    """line -> switch of each finding of ``rule`` (lines counted in ``HEAD + body``)."""
+    result = scan_files({"engine/runner.py": HEAD + body})
+    return {f.line: f.switch.text if f.switch else None for f in result.findings if f.rule == rule}
+
+
+# ------------------------------------------------------------------ only `and` conjuncts gate
+OR_OPERANDS = '''
+class Runner:
+    def execute_model(self, batch, force):
+        if DEBUG or force:
+            # expect: default-on-emitter
+            print("either", batch)
+        if DEBUG and force:
+            # ok: default-on-emitter
+            print("both", batch)
+        if DEBUG or VERBOSE:
+            # ok: default-on-emitter
+            print("a switch either way", batch)
+        if not (DEBUG or VERBOSE):
+            # expect: default-on-emitter
+            print("neither set", batch)
+        if force and (DEBUG or batch.size > 4):
+            # expect: default-on-emitter
+            print("no switch needed", batch)
+        # expect: default-on-emitter
+        (DEBUG or force) and print("inline either", batch)
+        # ok: default-on-emitter
+        (DEBUG or VERBOSE) and print("inline switches", batch)
+'''
+
+
+def test_an_or_operand_does_not_gate_the_block() -> None:
+    assert _agree(OR_OPERANDS) == []
+
+
+def test_a_disjunction_of_switches_is_gated_by_its_first() -> None:
+    body = '''
+class Runner:
+    def execute_model(self, t, force):
+        if DEBUG or VERBOSE:
+            logger.info("v=%s", t.item())
+        if DEBUG or force:
+            logger.info("w=%s", t.item())
+'''
+    switches = _switches(body, "sync-in-debug")
+    assert list(switches.values()) == ["TOY_DEBUG", None], switches
+
+
+# ------------------------------------------------------------------ early return `if A and B: return`
+EARLY_RETURN = '''
+class Runner:
+    def execute_model(self, batch, ready):
+        if not DEBUG and ready:
+            return
+        # expect: default-on-emitter
+        print("after a conjunction", batch)
+
+    def _prepare_inputs(self, batch, ready):
+        if not DEBUG:
+            return
+        # ok: default-on-emitter
+        print("after the switch alone", batch)
+
+    def sample_tokens(self, batch, ready):
+        if not DEBUG or not ready:
+            return
+        # ok: default-on-emitter
+        print("after a disjunction", batch)
+'''
+
+
+def test_an_early_return_on_a_conjunction_gates_nothing_by_one_operand() -> None:
+    assert _agree(EARLY_RETURN) == []
+
+
+def test_an_early_return_on_a_conjunction_gates_no_helper_entry() -> None:
+    files = {
+        "engine/trace.py": HEAD + '''
+def dump_state(t, ready):
+    if not DEBUG and ready:
+        return
+    print("dump", t.sum().item())
+''',
+        "engine/runner.py": HEAD + '''
+from engine.trace import dump_state
+
+
+class Runner:
+    def execute_model(self, t):
+        dump_state(t, True)
+''',
+    }
+    result = scan_files(files)
+    syncs = [(f.path, f.switch) for f in result.findings if f.rule == "sync-in-debug"]
+    prints = [(f.path, f.switch) for f in result.findings if f.rule == "default-on-emitter"]
+    assert syncs == [("engine/trace.py", None)]  # `dump_state` is debug-named: its sync is debug code
+    assert prints == [("engine/trace.py", None)]
+
+
+# ------------------------------------------------------------------ comparisons with the default value
+DEFAULTS = '''
+class Runner:
+    def execute_model(self, batch):
+        # expect: env-read-hot
+        if int(os.getenv("TOY_TRACE_LEVEL", "1")) >= 2:
+            # ok: default-on-emitter
+            print("level 2", batch)
+        # expect: env-read-hot
+        if int(os.getenv("TOY_TRACE_LEVEL", "1")) >= 1:
+            # expect: default-on-emitter
+            print("level 1 by default", batch)
+        # expect: env-read-hot
+        if os.getenv("TOY_MODE", "block") == "block":
+            # expect: default-on-emitter
+            print("the default mode", batch)
+        else:
+            # ok: default-on-emitter
+            print("another mode", batch)
+        # expect: env-read-hot
+        if os.getenv("TOY_MODE", "block") != "block":
+            # ok: default-on-emitter
+            print("another mode again", batch)
+        # expect: env-read-hot
+        level = int(os.getenv("TOY_DUMP_LEVEL", "0"))
+        if level > 0:
+            # ok: default-on-emitter
+            print("dump level set", batch)
+        if 1 > level:
+            # expect: default-on-emitter
+            print("dump level below one", batch)
+        # expect: env-read-hot
+        if os.getenv("TOY_PATH") is None:
+            # expect: default-on-emitter
+            print("no path given", batch)
+'''
+
+
+def test_a_comparison_is_judged_with_the_default_value() -> None:
+    assert _agree(DEFAULTS) == []
+
+
+def test_an_off_by_default_comparison_names_its_switch() -> None:
+    body = '''
+class Runner:
+    def execute_model(self, t):
+        if int(os.getenv("TOY_TRACE_LEVEL", "1")) >= 2:
+            logger.info("x=%s", t.item())
+        if os.getenv("TOY_MODE", "block") == "block":
+            logger.info("y=%s", t.item())
+        else:
+            logger.info("z=%s", t.item())
+'''
+    assert list(_switches(body, "sync-in-debug").values()) == ["TOY_TRACE_LEVEL", None, "TOY_MODE"]
