@@ -143,6 +143,13 @@ class _FlowState:
     keys_of: dict[int, list[tuple[str, str, str]]]
     taken: set[int]
     asked: set[str]
+    #: last name -> the numbers of the groups so named; the groups looked at whatever was asked
+    by_last: dict[str, list[int]] = field(default_factory=dict)
+    always: list[int] = field(default_factory=list)
+    #: the asked names whose groups are taken
+    expanded: set[str] = field(default_factory=set)
+    #: group key -> its number
+    number_of: dict[tuple[str, str | None, str], int] = field(default_factory=dict)
     seen_demands: int = 0
     #: groups forgotten in the last round of the last call, not worked out again yet
     pending: set[int] = field(default_factory=set)
@@ -206,10 +213,15 @@ class Resolver:
         self._passed_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
         self._passed_deps: dict[tuple[str, str | None, str], frozenset] = {}
         self._file_arguments: dict[str, dict[tuple[str | None, str], list[tuple[str, str]]]] = {}
+        self._landing_args: dict[str, list[tuple]] = {}
         self._shared_count = 0
         self._by_last_name: dict[str, list[tuple[str, CallSite]]] | None = None
         self._flow: _FlowState | None = None
         self._by_function: dict[str, dict[str | None, list[CallSite]]] = {}
+        #: function -> the targets of its calls through the types, in call order (``_reach``)
+        self.reached: dict[FuncKey, list[FuncKey]] = {}
+        #: call sites whose ``call_targets`` were dropped since ``flow_arguments`` last looked
+        self._dropped_targets: set[tuple[str, str | None, str]] = set()
         self._facts = facts
 
     def tables_digest(self) -> str:
@@ -228,8 +240,7 @@ class Resolver:
             h.update(repr((self.types_digests[path], exports, self.types.star_imports.get(path))).encode("utf-8", "surrogateescape"))
             h.update(repr([(f.decorators, f.params) for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
             # the arguments of calls that may land in the tree (the others flow nowhere)
-            h.update(repr([b for b in self._facts[path].types.bindings if b[0][:4] == "arg:" and self.may_land(b[0][4:])])
-                     .encode("utf-8", "surrogateescape"))
+            h.update(repr(self._landing_arguments(path)).encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
     # ------------------------------------------------------------ arguments into parameters
@@ -254,15 +265,21 @@ class Resolver:
             #: again only the groups whose resolution an earlier round's change made it forget
             passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]] = defaultdict(dict)
             state = self._flow = _FlowState(groups, order, lasts, {}, passed, {}, set(), set())
+            for number, last in enumerate(lasts):
+                if last in self.defined_names:
+                    state.by_last.setdefault(last, []).append(number)
+                else:
+                    state.always.append(number)
+            state.number_of = {key: number for number, key in enumerate(order)}
         groups, order, lasts, table, passed, keys_of, taken, asked = (
             state.groups, state.order, state.lasts, state.table, state.passed, state.keys_of, state.taken, state.asked)
         functions = self.types.functions
         demanded = self.types.demanded
         seen_demands = state.seen_demands
-        memo = self._targets_memo
         # the groups the last call forgot and did not work out again (other calls may have
-        # made their targets again since: the memo alone does not say so)
-        dirty = sorted(state.pending | {number for number in taken if order[number] not in memo})
+        # made their targets again since: the memo alone does not say so); a taken group is
+        # out of the memo only when ``use_parameters`` dropped its targets since
+        dirty = sorted(state.pending | self._forgotten_groups(state))
         for _ in range(MAX_FLOW_ROUNDS):
             if len(demanded) != seen_demands:
                 seen_demands = len(demanded)
@@ -270,7 +287,10 @@ class Resolver:
                     f = functions.get((path, qualname))
                     if f is not None:
                         asked.add(f.class_name if f.name == "__init__" and f.class_name else f.name)
-            fresh = [n for n in range(len(order)) if n not in taken and (lasts[n] in asked or lasts[n] not in self.defined_names)]
+            fresh = [n for n in state.always if n not in taken]
+            for name in asked - state.expanded:
+                fresh.extend(n for n in state.by_last.get(name, ()) if n not in taken)
+            state.expanded |= asked
             taken.update(fresh)
             work = sorted(set(dirty) | set(fresh))
             if not work:
@@ -318,12 +338,23 @@ class Resolver:
                 again = self.use_parameters(table, changed)
                 for key in sorted(again, key=repr):  # asked again now: that may read more parameters
                     self.resolve_how(*key)
-            dirty = [number for number in taken if order[number] not in memo]
+            dirty = sorted(self._forgotten_groups(state))
             if not changed and len(demanded) == seen_demands:
                 break
         state.seen_demands = seen_demands
         state.pending = set(dirty)
         self.types.parameters = table
+
+    def _forgotten_groups(self, state: _FlowState) -> set[int]:
+        """The taken groups whose targets are out of the memo (dropped since last asked)."""
+        memo, number_of, taken = self._targets_memo, state.number_of, state.taken
+        out = set()
+        for key in self._dropped_targets:
+            number = number_of.get(key)
+            if number is not None and number in taken and key not in memo:
+                out.add(number)
+        self._dropped_targets = set()
+        return out
 
     def passed_functions(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
         """The functions a call hands to shared parameters (``values.shared_parameter``) of
@@ -391,11 +422,18 @@ class Resolver:
         table = self._file_arguments.get(path)
         if table is None:
             table = self._file_arguments[path] = {}
-            may_land = self.may_land
-            for owner, slot, function, source in self._facts[path].types.bindings:
-                if owner[:4] == "arg:" and may_land(owner[4:]):
-                    table.setdefault((function, owner[4:]), []).append((slot, source))
+            for owner, slot, function, source in self._landing_arguments(path):
+                table.setdefault((function, owner[4:]), []).append((slot, source))
         return table
+
+    def _landing_arguments(self, path: str) -> list[tuple]:
+        """The argument bindings (``arg:<callee>``) of one file's calls that may land, in order."""
+        found = self._landing_args.get(path)
+        if found is None:
+            may_land = self.may_land
+            found = self._landing_args[path] = [b for b in self._facts[path].types.bindings
+                                                if b[0][:4] == "arg:" and may_land(b[0][4:])]
+        return found
 
     def _argument_groups(self) -> dict[tuple[str, str | None, str], list[tuple[str, str]]]:
         """(path, function, callee) -> (slot, source) of each call with arguments that may land."""
@@ -411,17 +449,24 @@ class Resolver:
         self.types.parameters = table
         changed = set(table) if changed is None else changed
         self.types.forget(changed)
+        shared = self._shared_count > 0
         self._shared_count = sum(1 for sources in table.values() if shared_parameter(sources))
+        if shared != (self._shared_count > 0):
+            self.reached.clear()  # every call's answer now does (or no longer does) include passed functions
+        reached = self.reached
         keys = [k for k, deps in self._how_deps.items() if deps & changed]
         for key in keys:
             del self._how_deps[key]
             self._how_memo.pop(key, None)
-            self._targets_memo.pop(key, None)
+            if self._targets_memo.pop(key, None) is not None:
+                self._dropped_targets.add(key)
             self._passed_memo.pop(key, None)
             self._passed_deps.pop(key, None)
+            reached.pop(key[:2], None)
         for key in [k for k, deps in self._passed_deps.items() if deps & changed]:
             del self._passed_deps[key]
             self._passed_memo.pop(key, None)
+            reached.pop(key[:2], None)
         return set(keys)
 
     def call_targets(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, int]]:
@@ -876,16 +921,23 @@ def _direct_env_helpers(facts: dict[str, FileFacts], functions: dict[FuncKey, Fu
 
 
 def _reach(resolver: Resolver, seeds: list[FuncKey]) -> set[FuncKey]:
-    """The functions the seeds reach through the types (every call of each asked once)."""
+    """The functions the seeds reach through the types (every call of each asked once).  A
+    function's targets are kept between rounds until an answer of one of its calls is
+    forgotten (``Resolver.use_parameters``): walking it again would only read memoised answers."""
     seen = set(seeds)
     work = list(reversed(seeds))
+    kept = resolver.reached
     while work:
-        path, qualname = work.pop()
-        for _, found in _typed_sites(resolver, path, resolver.sites_by_function(path).get(qualname, ()), None):
-            for target, _ in found:
-                if target not in seen:
-                    seen.add(target)
-                    work.append(target)
+        key = work.pop()
+        targets = kept.get(key)
+        if targets is None:
+            path, qualname = key
+            targets = kept[key] = [target for _, found in _typed_sites(resolver, path, resolver.sites_by_function(path).get(qualname, ()), None)
+                                   for target, _ in found]
+        for target in targets:
+            if target not in seen:
+                seen.add(target)
+                work.append(target)
     return seen
 
 
