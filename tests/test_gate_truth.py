@@ -180,3 +180,55 @@ class Runner:
             logger.info("z=%s", t.item())
 '''
     assert list(_switches(body, "sync-in-debug").values()) == ["TOY_TRACE_LEVEL", None, "TOY_MODE"]
+
+
+# ------------------------------------------------------------------ configuration is not debug code
+CONFIG_GATES = '''
+BUFFER_MB = int(os.getenv("TOY_BUFFER_MB", "0"))
+
+
+class Runner:
+    def __init__(self):
+        self.max_prefill_tokens = 0
+
+    def execute_model(self, t):
+        if BUFFER_MB > 0:
+            # ok: sync-in-debug
+            n = t.sum().item()
+        if self.max_prefill_tokens:
+            # ok: sync-in-debug
+            m = t.max().item()
+        # expect: env-read-hot
+        if os.getenv("TOY_BLOCK_SIZE", "0") != "0":
+            # ok: sync-in-debug
+            k = t.numel() + t.sum().item()
+        if DEBUG:
+            # expect: sync-in-debug
+            d = t.sum().item()
+        if BUFFER_MB > 0:
+            # an emitter's arguments are debug code whatever gates them
+            # expect: sync-in-debug
+            logger.info("n=%s", t.sum().item())
+        if BUFFER_MB > 0:
+            self._buffer(t)
+            self._dump_buffer(t)
+        return n, m, k, d
+
+    def _buffer(self, t):
+        # ok: sync-in-debug
+        return t.sum().item()
+
+    def _dump_buffer(self, t):
+        # expect: sync-in-debug
+        return t.sum().item()
+'''
+
+
+def test_a_configuration_value_does_not_make_debug_code() -> None:
+    assert _agree(CONFIG_GATES) == []
+
+
+def test_debug_code_under_a_configuration_gate_names_it() -> None:
+    switches = _switches(CONFIG_GATES, "sync-in-debug")
+    # the DEBUG block, the emitter's arguments and the debug-named helper, each under its gate
+    assert list(switches.values()) == ["TOY_DEBUG", "TOY_BUFFER_MB", "TOY_BUFFER_MB"], switches

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cs_audit.analysis.sites import Findings, first, frequency, gate_words, when_words
-from cs_audit.joins.callgraph import TreeModel, site_switch
-from cs_audit.model import LEVEL_SWITCH, Finding, SwitchRef, SyncDetail
+from cs_audit.joins.callgraph import TreeModel, is_debug_switch, site_switch, site_switches
+from cs_audit.model import LEVEL_SWITCH, Finding, GateRef, SwitchRef, SyncDetail
 from cs_audit.ruleset import RuleSet
 
 RULE = "sync-in-debug"
@@ -21,7 +21,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role != "sync":
                 continue
             key = (path, site.function) if site.function else None
-            local = site_switch(model, path, site.function, site.gates, rs)
+            local = _debug_gate(model, path, site.function, site.gates, rs)
             in_args = site.in_emitter_args or any(
                 lo <= site.line <= hi and site.callee in calls for lo, hi, calls in helper_arg_lines.get((path, site.function), ())
             )
@@ -40,12 +40,22 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     switch = None if key in model.freq_default else first(model.entry_switches.get(key))
             else:
                 continue
+            if local is None:  # debug code by where it is, gated (if at all) by configuration
+                switch = site_switch(model, path, site.function, site.gates, rs) or switch
             if switch == LEVEL_SWITCH:
                 switch = None if not in_args else switch
             freq = frequency(model, key, site, rs, default_only=switch is None)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
                     rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=site.callee.rsplit(".", 1)[-1]),
                     cols=(site.col, site.end_col))
+
+
+def _debug_gate(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
+    """The innermost debug switch (env first) of a site's gates; a configuration switch
+    (`if BUFFER_MB > 0:`) does not make the code under it debug code."""
+    debug = [s for s in site_switches(model, path, function, gates, rs) if is_debug_switch(s, rs)]
+    env = [s for s in debug if s.kind in ("env", "dynamic")]
+    return (env or debug)[-1] if debug else None
 
 
 def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tuple[int, int, tuple[str, ...]]]]:

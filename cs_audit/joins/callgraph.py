@@ -1404,7 +1404,7 @@ def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[SwitchRe
     arguments, or made by debug code): update ``debug``; whether its entry changed."""
     switches: set[SwitchRef | None] = set()
     for edge in edges:
-        if edge.switch is not None:
+        if edge.switch is not None and is_debug_switch(edge.switch, rs):
             switches.add(edge.switch)
         elif (edge.path, edge.site.line, edge.callee[1].rsplit(".", 1)[-1]) in arg_of_emitter or edge.site.in_emitter_args:
             switches.add(None)
@@ -1418,6 +1418,15 @@ def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[SwitchRe
         return False  # named debug and reached with no switch: stays so
     debug[key] = switches
     return True
+
+
+def is_debug_switch(switch: SwitchRef, rs: RuleSet) -> bool:
+    """Whether code under ``switch`` is debug code: a log-level check, a debug-named flag, an
+    env var of a debug category or with a debug-like name; not a configuration value (a size,
+    a limit, a mode), which decides work, not output."""
+    if switch.kind != "env":
+        return True
+    return rs.category_of(switch.name) != "config" or rs.debug_name_re.search(switch.name) is not None
 
 
 def _emitter_arg_callees(model: TreeModel) -> set[tuple[str, int, str]]:
