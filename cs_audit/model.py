@@ -19,8 +19,8 @@ Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 SMALL_BODY_LINES = 40
 #: hot frequencies, most frequent first (per-layer work runs L times a step ...)
 HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
-#: switch categories that turn on debug output (the others configure the engine)
-DEBUG_CATEGORIES = ("log", "trace", "dump", "level", "profile", "output-dir")
+#: switch categories that turn on debug output (the others configure the engine or name inputs)
+DEBUG_CATEGORIES = ("instrumentation", "test-hook", "output-path")
 
 GateKind = Literal["env", "call", "name", "level", "flag"]
 Resolution = Literal["exact", "heuristic"]
@@ -175,6 +175,9 @@ class EnvRead:
     #: (the statement's, where the read starts or ends on another line)
     col: int = 0
     end_col: int = 0
+    #: callees of the calls the read is an argument of, innermost first (`int`,
+    #: `os.path.join`, `open:w` with open()'s mode): where the value goes
+    wrapped_by: tuple[str, ...] = ()
 
 
 @restorable
@@ -527,6 +530,12 @@ class Switch:
     decided_by: str = ""
     #: where the switch lands in the minimal switch set (a trace level, the dump list, ...)
     proposed_level: str = ""
+    #: instrumentation's sub-kind: dump, trace, profile, level or log ("" for other categories)
+    kind: str = ""
+    #: the evidence that decided ``category`` (``file:line`` of the gated calls or value uses)
+    category_reasons: tuple[str, ...] = ()
+    #: the category came from the name alone (the code showed nothing that decides)
+    category_by_name: bool = False
 
     @property
     def real_setters(self) -> int:

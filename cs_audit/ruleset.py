@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,9 +34,14 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
+    "switch_kinds.yaml": {
+        "observe_calls", "inject_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
+        "name_kinds", "test_words", "path_words", "toggle_words", "output_words",
+    },
 }
 _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
-_WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync"}
+_WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync",
+              "by_name"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
 _ROOT_KEYS = {"name", "class", "path", "frequency"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags"}
@@ -93,6 +99,24 @@ class DispositionRule:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchKinds:
+    """``rules/switch_kinds.yaml``: what gated calls and value uses say a switch is."""
+
+    observe: re.Pattern[str]
+    inject: re.Pattern[str]
+    write: re.Pattern[str]
+    read: re.Pattern[str]
+    search_path: re.Pattern[str]
+    numeric: re.Pattern[str]
+    #: (sub-kind, words anywhere in the name, words that count only as the name's last)
+    name_kinds: tuple[tuple[str, frozenset[str], frozenset[str]], ...]
+    test_words: frozenset[str]
+    path_words: frozenset[str]
+    toggle_words: frozenset[str]
+    output_words: frozenset[str]
+
+
 @dataclass(frozen=True)
 class RuleSet:
     rules: dict[str, RuleSpec]
@@ -145,6 +169,7 @@ class RuleSet:
     #: how a use of each API of the tables reads in source (``api_literals``): the per-file
     #: pre-filter walks the statements that hold one, so an API added to the YAML is seen
     api_literals: tuple[tuple[str, ...], ...] = ()
+    switch_kinds: SwitchKinds | None = None
 
     def __getitem__(self, rule_id: str) -> RuleSpec:
         return self.rules[rule_id]
@@ -288,7 +313,10 @@ def _merged(shipped: Any, extra: Any, where: str) -> Any:
 
 def read_rule_texts() -> dict[str, str]:
     """The shipped YAML files by name (works from a checkout and from a wheel)."""
-    package = resources.files("cs_audit.rules")
+    # a checkout reads its own rules/: an editable install maps cs_audit.rules to the installed
+    # checkout's, which another worktree of the same repository must not read
+    local = Path(__file__).resolve().parent.parent / "rules"
+    package: Any = local if (local / "rules.yaml").is_file() else resources.files("cs_audit.rules")
     return {
         entry.name: entry.read_text(encoding="utf-8")
         for entry in sorted(package.iterdir(), key=lambda e: e.name)
@@ -387,8 +415,27 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         disposition_rules=tuple(_parse_disposition(r) for r in data["dispositions.yaml"]["rules"]),
         callback_calls=frozenset(str(name) for name in data["call_graph.yaml"]["callback_calls"]),
         digest=digest,
+        switch_kinds=_switch_kinds(data["switch_kinds.yaml"]),
     )
     return replace(rs, api_literals=api_literals(rs))
+
+
+def _switch_kinds(data: dict[str, Any]) -> SwitchKinds:
+    def words(items: Any) -> frozenset[str]:
+        return frozenset(str(w).upper() for w in items or ())
+
+    unknown = {k for entry in data["name_kinds"] for k in entry} - {"kind", "words", "last"}
+    if unknown:
+        raise RuleDataError(f"switch_kinds.yaml: name_kinds: unknown keys {sorted(unknown)}")
+    return SwitchKinds(
+        observe=re.compile(data["observe_calls"]), inject=re.compile(data["inject_calls"]),
+        write=re.compile(data["write_calls"]), read=re.compile(data["read_calls"]),
+        search_path=re.compile(data["search_path_calls"]), numeric=re.compile(data["numeric_calls"]),
+        name_kinds=tuple((str(e["kind"]), words(e.get("words")), words(e.get("last"))) for e in data["name_kinds"]),
+        test_words=words(data["test_words"]), path_words=words(data["path_words"]),
+        toggle_words=words(data["toggle_words"]),
+        output_words=words(data["output_words"]),
+    )
 
 
 def api_literals(rs: RuleSet) -> tuple[tuple[str, ...], ...]:

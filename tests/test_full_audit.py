@@ -82,7 +82,9 @@ def test_setters_readers_and_dispositions(repo: Path) -> None:
     assert [x.kind for x in switches["KV_DUMP_NCT"].setters] == ["commented"]
     assert switches["KV_DUMP_NCT"].disposition == "REMOVE"
     assert switches["ATTN_KV_DUMP_DIR"].disposition == "MERGE" and switches["ATTN_KV_DUMP_DIR"].merge_into == "CS_OUT"
-    assert switches["COMPRESSION_SPEC_DEBUG"].merge_into == "CS_TRACE"  # one of several level knobs
+    # unset and unread decides before the level-knob merge; a set level knob merges by level
+    assert switches["COMPRESSION_SPEC_DEBUG"].decided_by == "remove-unset-debug"
+    assert (switches["VERIFY_DEBUG"].decided_by, switches["VERIFY_DEBUG"].merge_into) == ("merge-level-knob", "CS_TRACE=2")
     assert switches["COMPACT_METHOD"].disposition == "KEEP" and switches["COMPACT_METHOD"].decided_by == "keep-config"
 
 

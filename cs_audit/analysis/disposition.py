@@ -9,12 +9,43 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cs_audit.config import DECISIONS_FILE, Decision
-from cs_audit.model import DEBUG_CATEGORIES, Switch
+from cs_audit.model import Switch
 from cs_audit.ruleset import DispositionRule, RuleSet
 
 
 def is_level_knob(s: Switch, rs: RuleSet) -> bool:
-    return bool(rs.level_knob_re.search(s.name)) and s.category in DEBUG_CATEGORIES
+    return s.category == "instrumentation" and (s.kind == "level" or bool(rs.level_knob_re.search(s.name)))
+
+
+def tree_prefix(names: list[str], fallback: str = "CS_") -> str:
+    """The prefix most of a tree's switches share (`SGLANG_`, `VLLM_`), else ``fallback``:
+    proposed switch names follow the tree's own spelling."""
+    firsts: dict[str, int] = {}
+    for name in names:
+        head, sep, _ = name.partition("_")
+        if sep and head:
+            firsts[head] = firsts.get(head, 0) + 1
+    if not firsts:
+        return fallback
+    head, count = max(sorted(firsts.items()), key=lambda kv: kv[1])
+    return f"{head}_" if count * 4 >= len(names) and count >= 2 else fallback
+
+
+def minimal_names(names: list[str], rs: RuleSet) -> dict[str, str]:
+    """``minimal_set`` of ``rules/dispositions.yaml`` with ``{prefix}`` filled in for this tree."""
+    own = tree_prefix(names, "")
+    prefix = own or "CS_"
+    return {key: value.replace("{tree_prefix}", own).replace("{prefix}", prefix) for key, value in rs.minimal_set.items()}
+
+
+def _sibling(s: Switch, names: set[str]) -> str | None:
+    """`X_TRACE_LEVEL` -> `X_TRACE` when the tree reads that on/off switch."""
+    for suffix in ("_LEVEL", "_VERBOSITY", "_VERBOSE"):
+        if s.name.endswith(suffix):
+            base = s.name[: -len(suffix)]
+            if base in names and base != s.name:
+                return base
+    return None
 
 
 def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
@@ -59,17 +90,22 @@ def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet
             return False
         if key == "gpu_sync" and s.gpu_sync != bool(value):
             return False
+        if key == "by_name" and s.category_by_name != bool(value):
+            return False
     return True
 
 
-def proposed_level(s: Switch, rs: RuleSet) -> str:
-    """Where a switch lands in the minimal set: trace level 1-3, the dump list, breakdown."""
-    ms = rs.minimal_set
-    if s.category == "output-dir":
+def proposed_level(s: Switch, rs: RuleSet, ms: dict[str, str] | None = None) -> str:
+    """Where a switch lands in the minimal set: the output root (output paths), trace level
+    1-3, the dump list, breakdown (instrumentation); "" for the others, which stay."""
+    ms = ms or rs.minimal_set
+    if s.category == "output-path":
         return ms["output_root"]
-    if s.category == "profile":
+    if s.category not in ("instrumentation", "test-hook"):
+        return ""
+    if s.kind == "profile":
         return ms["breakdown"]
-    if s.category == "dump" or any(site.role == "dump" for site in s.sites):
+    if s.kind == "dump" or any(site.role == "dump" for site in s.sites):
         return ms["dump_list"]
     if s.gpu_sync:
         return f"{ms['trace_level']}=3"
@@ -80,6 +116,8 @@ def proposed_level(s: Switch, rs: RuleSet) -> str:
 
 def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str, Decision]) -> tuple[list[Switch], list[str]]:
     level_knobs = sorted(s.name for s in switches if is_level_knob(s, rs))
+    names = {s.name for s in switches}
+    ms = minimal_names(sorted(names), rs)
     out: list[Switch] = []
     overridden: list[str] = []
     for s in switches:
@@ -89,16 +127,24 @@ def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str,
             overridden.append(s.name)
             out.append(replace(
                 s, disposition=decision.disposition, merge_into=decision.merge_into,
-                reasons=tuple([f"decided in {DECISIONS_FILE}: {decision.reason}", *reasons]), decided_by="decisions-file",
-                proposed_level=proposed_level(s, rs),
+                reasons=tuple([f"decided in {DECISIONS_FILE}: {decision.reason}", *s.category_reasons, *reasons]),
+                decided_by="decisions-file",
+                proposed_level=proposed_level(s, rs, ms),
             ))
             continue
         rule = next(r for r in rs.disposition_rules if _holds(r, s, level_knobs, rs))
         merge_into = None
+        reason = rule.reason
         if rule.disposition == "MERGE":
-            merge_into = proposed_level(s, rs) if rule.merge_into == "by-level" else rs.minimal_set.get(rule.merge_into or "", rule.merge_into)
+            sibling = _sibling(s, names) if rule.merge_into == "sibling-or-level" else None
+            if sibling:
+                merge_into, reason = sibling, f"the level of its on/off switch {sibling}"
+            elif rule.merge_into in ("by-level", "sibling-or-level"):
+                merge_into = proposed_level(s, rs, ms)
+            else:
+                merge_into = ms.get(rule.merge_into or "", rule.merge_into)
         out.append(replace(s, disposition=rule.disposition, merge_into=merge_into,
-                           reasons=tuple([f"{rule.id}: {rule.reason}", *reasons]), decided_by=rule.id,
-                           proposed_level=proposed_level(s, rs)))
+                           reasons=tuple([f"{rule.id}: {reason}", *s.category_reasons, *reasons]), decided_by=rule.id,
+                           proposed_level=proposed_level(s, rs, ms)))
     return out, overridden
 

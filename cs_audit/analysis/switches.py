@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from cs_audit.analysis.categories import by_name, categorize
 from cs_audit.analysis.sites import enabled_cost, outside_event_loop
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
 from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead, by_text
@@ -96,13 +97,16 @@ def build_switches(
         by_var[setter.var].append(setter)
     readers = readers or {}
     files = files or {}
+    categories = categorize(model, rs, reads, sites)
     switches = []
     for var in sorted(reads):
+        category, kind, why = categories[var]
         unique = sorted(set(reads[var]), key=lambda r: (r.path, r.line, r.function or ""))
         gated = tuple(sites.get(var, ()))
         switches.append(
             Switch(
-                name=var, category=rs.category_of(var), reads=tuple(unique),
+                name=var, category=category, kind=kind, category_reasons=why, category_by_name=by_name(why),
+                reads=tuple(unique),
                 setters=tuple(sorted(by_var.get(var, ()), key=lambda s: (s.path, s.line, s.kind))),
                 readers=tuple(readers.get(var, ())), added_in=None, added_in_note=None,
                 gated_sites=len(gated), gpu_sync=var in syncing, disposition="KEEP", merge_into=None,

@@ -73,6 +73,8 @@ class _Pending:
     callee: str
     role: str | None
     arg_calls: list[str] = field(default_factory=list)
+    #: open()'s literal mode
+    mode: str | None = None
 
 
 class StatementFacts(cst.CSTVisitor):
@@ -330,6 +332,8 @@ class StatementFacts(cst.CSTVisitor):
                 var=var, var_param=var_param, via=via, default=default, function=s.function,
                 line=s.line, end_line=s.end_line, per_call=not s.once, assigned_to=target,
                 gates=self.gates, loop_depth=s.loop_depth, code=code, loop_iter=s.loop_iter, col=col, end_col=end_col,
+                wrapped_by=tuple(f"{p.callee}:{p.mode or 'r'}" if p.role == "open" else p.callee
+                                 for p in reversed(self.pending) if p.role != "env" and p.callee != "?"),
             )
         )
         if var and default and "/" in default and _OUTPUT_VAR.search(var):
@@ -446,15 +450,16 @@ class StatementFacts(cst.CSTVisitor):
             self.pending.append(_Pending(callee, "env"))
             return
         role, _, _ = self._role(node, callee)
+        mode = _open_mode(node) if role == "open" else None
         if callee in self.rs.makedirs_functions or role in ("open", "dump"):
             path_arg = node.args[1].value if role == "dump" and len(node.args) > 1 else (node.args[0].value if node.args else None)
-            mode = _literal_str(node.args[1].value) if role == "open" and len(node.args) > 1 else None
+            positional = _literal_str(node.args[1].value) if role == "open" and len(node.args) > 1 else None
             path = _path_prefix(path_arg)
-            if path and path.startswith(("/", "./", "../", ".")) and "/" in path and (role != "open" or (mode or "r")[:1] in "wax"):
+            if path and path.startswith(("/", "./", "../", ".")) and "/" in path and (role != "open" or (positional or "r")[:1] in "wax"):
                 assert self.snippet is not None and path_arg is not None
                 _, col, end_col = self._code(path_arg)
                 self.literal_paths.append((self.snippet.line, path, col, end_col))
-        self.pending.append(_Pending(callee, role))
+        self.pending.append(_Pending(callee, role, mode=mode))
 
     def leave_Call(self, original_node: cst.Call) -> None:
         pending = self.pending.pop()
@@ -540,6 +545,14 @@ def _walk_plan(cls: type) -> tuple[str | None, str | None, tuple[str, ...]]:
         if f.name not in _TRIVIA_FIELDS and not f.name.startswith("whitespace")
     )
     return (visit if visit in vars(StatementFacts) else None, leave if leave in vars(StatementFacts) else None, fields)
+
+
+def _open_mode(node: cst.Call) -> str | None:
+    """open()'s literal mode, positional or ``mode=``."""
+    for index, arg in enumerate(node.args):
+        if (arg.keyword is None and index == 1) or (arg.keyword is not None and arg.keyword.value == "mode"):
+            return _literal_str(arg.value)
+    return None
 
 
 def _final_expression(statement: cst.CSTNode, snippet: Snippet) -> tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None:

@@ -17,6 +17,7 @@ moved file had makes ``moved_results`` give up, and the tree is analysed.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, TypeVar
 
 from cs_audit.model import (
@@ -121,11 +122,33 @@ def _moved(value: _T, maps: dict[str, dict[int, int]]) -> _T:
                 changes[name] = mapping[item]
         elif name == "readers":  # (path, line, pattern)
             changes[name] = tuple(_moved_reader(r, maps) for r in item)
+        elif name in _CITING:
+            moved = tuple(_moved_cites(text, maps) for text in item)
+            if moved != item:
+                changes[name] = moved
         else:
             moved = _moved(item, maps)
             if moved is not item:
                 changes[name] = moved
     return dataclasses.replace(value, **changes) if changes else value  # type: ignore[type-var]
+
+
+#: fields of text that cite `path:line` (a switch's evidence)
+_CITING = frozenset({"reasons", "category_reasons"})
+_CITE = re.compile(r"([\w./-]+\.py):(\d+)")
+
+
+def _moved_cites(text: str, maps: dict[str, dict[int, int]]) -> str:
+    def one(match: re.Match[str]) -> str:
+        mapping = maps.get(match[1])
+        if mapping is None:
+            return match[0]
+        line = int(match[2])
+        if line not in mapping:
+            raise _Unmapped("reasons")
+        return f"{match[1]}:{mapping[line]}"
+
+    return _CITE.sub(one, text) if ".py:" in text else text
 
 
 def _moved_reader(reader: tuple[str, int, str], maps: dict[str, dict[int, int]]) -> tuple[str, int, str]:

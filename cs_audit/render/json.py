@@ -112,6 +112,7 @@ def switch_dict(s: Switch) -> dict[str, Any]:
     return {
         "name": s.name,
         "category": s.category,
+        "kind": s.kind,
         "reads": [{"path": r.path, "line": r.line, "function": r.function, "per_call": r.per_call} for r in s.reads],
         "setters": _setters_dict(s),
         "readers": [{"path": p, "line": line, "pattern": pattern} for p, line, pattern in s.readers],

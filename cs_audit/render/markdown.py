@@ -11,7 +11,9 @@ import re
 from collections import Counter
 from pathlib import PurePath
 
-from cs_audit.model import DEBUG_CATEGORIES, AuditResult, Finding, HotRoots, RootMatch, SwitchRef
+from cs_audit.analysis.categories import OBSERVING
+from cs_audit.analysis.disposition import is_level_knob, minimal_names
+from cs_audit.model import AuditResult, Finding, HotRoots, RootMatch, SwitchRef
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
@@ -235,7 +237,7 @@ def _switch_inventory(result: AuditResult) -> str:
         first = s.reads[0] if s.reads else None
         setters = s.real_setters
         lines.append(
-            f"| {code(s.name)} | {s.category} | {len(s.reads)} | {per_call} | {s.gated_sites} | "
+            f"| {code(s.name)} | {s.category + (f' ({s.kind})' if s.kind else '')} | {len(s.reads)} | {per_call} | {s.gated_sites} | "
             f"{'**yes**' if s.gpu_sync else 'no'} | {setters} | {code(f'{first.path}:{first.line}') if first else ''} |"
         )
     lines.append("")
@@ -380,8 +382,8 @@ def same_information(result: AuditResult, rs: RuleSet) -> str:
             by_word.setdefault(word, set()).add((where, switch))
     groups = sorted(((w, sorted(m)) for w, m in by_word.items()
                      if len({x for x, _ in m}) >= 2 and len({x.split(":")[0] for x, _ in m}) >= 2), key=lambda g: (-len(g[1]), g[0]))
-    knobs = [s.name for s in result.switches if s.category in DEBUG_CATEGORIES and rs.level_knob_re.search(s.name)]
-    roots = [s.name for s in result.switches if s.category == "output-dir"]
+    knobs = [s.name for s in result.switches if is_level_knob(s, rs)]
+    roots = [s.name for s in result.switches if s.category == "output-path"]
     literal = sorted({detail_fields(f).get("output_path", "") for f in result.findings if f.rule == "hardcoded-output-path"})
     lines = [
         "## 3. Duplicated information and disposition",
@@ -459,8 +461,9 @@ def _subpath(name: str) -> str:
 
 
 def output_root(result: AuditResult, rs: RuleSet) -> str:
-    root = rs.minimal_set["output_root"]
-    dirs = [s for s in result.switches if s.category == "output-dir"]
+    root = minimal_names([s.name for s in result.switches], rs)["output_root"]
+    dirs = [s for s in result.switches if s.category == "output-path"]
+    inputs = [s for s in result.switches if s.category == "input-path"]
     literal = [f for f in result.findings if f.rule == "hardcoded-output-path"]
     stamps = [f for f in result.findings if f.rule == "own-timestamp"]
     if not (dirs or literal or stamps):
@@ -486,12 +489,15 @@ def output_root(result: AuditResult, rs: RuleSet) -> str:
     for f in stamps:
         lines.append(f"| (read `${root}_RUN`) | own run timestamp {code(f.code)} | {_loc(f)} |")
     lines.append("")
+    if inputs:
+        lines += [f"Left alone, read only ({len(inputs)} input locations: toolkits, libraries, caches, configs): "
+                  + ", ".join(code(s.name) for s in inputs) + ".", ""]
     return "\n".join(lines)
 
 
 def minimal_switch_set(result: AuditResult, rs: RuleSet) -> str:
-    ms = rs.minimal_set
-    debug = [s for s in result.switches if s.category in DEBUG_CATEGORIES]
+    ms = minimal_names([s.name for s in result.switches], rs)
+    debug = [s for s in result.switches if s.category in OBSERVING or s.category == "output-path"]
     if not debug:
         return ""
     groups: dict[str, list[str]] = {}

@@ -1,0 +1,213 @@
+"""What a switch is, from what it does: the code it gates and where its value goes.
+
+instrumentation (sub-kinds dump, trace, profile, level, log): the gated code only observes;
+test-hook: it injects a fault or runs test-only code; feature: the gated code computes, or
+the value is a number the code computes with; output-path / input-path: the value names a
+location that is written / only read; config otherwise.  The name decides only when the code
+says nothing (no gated call, no use of the value seen), read as ``_``-separated words.
+Each decision keeps its evidence as ``file:line`` reasons.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switch
+from cs_audit.model import GatedSite, SwitchRead
+from cs_audit.ruleset import RuleSet, SwitchKinds
+
+CATEGORIES = ("instrumentation", "test-hook", "feature", "output-path", "input-path", "config")
+#: categories whose switches only change what is observed (the ones §2 and REMOVE are about)
+OBSERVING = ("instrumentation", "test-hook")
+_OBSERVE_ROLES = EMITTER_ROLES | {"sync", "flush", "timestamp", "open"}
+_EVIDENCE = 3  # file:line examples kept per kind of evidence
+_BY_NAME = "tie-breaker: "
+
+
+@dataclass
+class _Evidence:
+    observe: list[str] = field(default_factory=list)
+    compute: list[str] = field(default_factory=list)
+    inject: list[str] = field(default_factory=list)
+    write: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)
+    numeric: list[str] = field(default_factory=list)
+
+
+def _last(callee: str) -> str:
+    return callee.rsplit(".", 1)[-1]
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in name.upper().split("_") if w]
+
+
+def name_kind(name: str, kinds: SwitchKinds) -> str | None:
+    """The instrumentation sub-kind the name's words say, if any."""
+    words = _words(name)
+    for kind, anywhere, last in kinds.name_kinds:
+        if anywhere.intersection(words) or (words and words[-1] in last):
+            return kind
+    return None
+
+
+def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: _Evidence) -> None:
+    """Where the value of each read goes: the calls around the read, and the calls that name
+    the local, ``self.x`` attribute or module constant it is stored in."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    by_path: dict[str, list] = defaultdict(list)
+    for read in reads:
+        by_path[read.path].append(read)
+    for path in by_path:
+        facts = model.facts.get(path)
+        if facts is None:
+            continue
+        env = [r for r in facts.env_reads if r.var == var]
+        for r in env:
+            for callee in r.wrapped_by:
+                _sink(rs, f"{path}:{r.line}", callee, None, None, ev)
+        targets: list[tuple[str, str | None]] = []  # (name, scope: function, class prefix or None)
+        wraps: list[tuple[int, int, str]] = []
+        for r in env:
+            wraps.append((r.line, r.end_line, r.code))
+            if r.assigned_to:
+                name = r.assigned_to
+                if name.startswith("self.") and r.function and "." in r.function:
+                    targets.append((name, r.function.rsplit(".", 1)[0] + "."))
+                elif r.function is None:
+                    targets.append((name, None))
+                else:
+                    targets.append((name, r.function))
+        patterns = [(re.compile(rf"(?<![\w.]){re.escape(n)}(?!\w)"), scope) for n, scope in targets]
+        for call in facts.calls:
+            code = call.code
+            hit = any(start <= call.line <= end and text and text in code for start, end, text in wraps)
+            if not hit:
+                for pattern, scope in patterns:
+                    if scope is not None and not (call.function or "").startswith(scope) and call.function != scope:
+                        continue
+                    if pattern.search(code):
+                        hit = True
+                        break
+            if not hit:
+                continue
+            _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, ev)
+
+
+def _sink(rs: RuleSet, where: str, callee: str, role: str | None, mode: str | None, ev: _Evidence) -> None:
+    """File a call the value flows into: a writer, a reader, a number."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    if callee.startswith("open:"):
+        callee, role, mode = "open", "open", callee.split(":", 1)[1]
+    last = _last(callee)
+    if role == "open" or (role is None and callee in rs.open_functions):
+        (ev.write if any(m in (mode or "r") for m in "wax+") else ev.read).append(f"{where} open({mode or 'r'})")
+    elif kinds.write.search(last) or callee in rs.makedirs_functions:
+        ev.write.append(f"{where} {last}()")
+    elif kinds.read.search(last) or kinds.search_path.search(callee):
+        ev.read.append(f"{where} {last}()")
+    elif kinds.numeric.search(last):
+        ev.numeric.append(f"{where} {last}()")
+
+
+def _gated(model: TreeModel, rs: RuleSet) -> dict[str, _Evidence]:
+    """switch -> what the calls it gates directly do (an emitter's own arguments left out)."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    out: dict[str, _Evidence] = defaultdict(_Evidence)
+    for path in sorted(model.facts):
+        for call in model.facts[path].calls:
+            if not call.gates or call.in_emitter_args:
+                continue
+            switch = site_switch(model, path, call.function, call.gates, rs)
+            if switch is None or switch.kind != "env":
+                continue
+            ev = out[switch.text]
+            last = _last(call.callee)
+            where = f"{path}:{call.line} {last}()"
+            if kinds.inject.search(last):
+                ev.inject.append(where)
+            elif call.role in _OBSERVE_ROLES or kinds.observe.search(last) or rs.debug_name_re.search(last):
+                ev.observe.append(where)
+            else:
+                ev.compute.append(where)
+    return out
+
+
+def _cite(label: str, rows: list[str]) -> str:
+    rows = list(dict.fromkeys(rows))
+    more = f" (+{len(rows) - _EVIDENCE} more)" if len(rows) > _EVIDENCE else ""
+    return f"{label}: {', '.join(rows[:_EVIDENCE])}{more}"
+
+
+def _sub_kind(name: str, sites: tuple[GatedSite, ...], kinds: SwitchKinds) -> str:
+    if any(s.role == "dump" for s in sites):
+        return "dump"
+    return name_kind(name, kinds) or "log"
+
+
+def categorize(
+    model: TreeModel, rs: RuleSet, reads: dict[str, list[SwitchRead]], sites: dict[str, list[GatedSite]],
+) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """switch -> (category, instrumentation sub-kind or "", the evidence that decided)."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    gated = _gated(model, rs)
+    out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    for var, var_reads in reads.items():
+        ev = gated.get(var) or _Evidence()
+        _uses(model, rs, var_reads, var, ev)
+        gated_sites = tuple(sites.get(var, ()))
+        # sites in functions reached only under the switch observe too (emitters, dumps, syncs)
+        ev.observe.extend(f"{s.path}:{s.line} {s.work}" for s in gated_sites if f"{s.path}:{s.line}" not in
+                          {o.rsplit(" ", 1)[0] for o in ev.observe})
+        words = set(_words(var))
+        named = name_kind(var, kinds)
+        test_named = bool(words & kinds.test_words)
+        out[var] = _decide(var, ev, gated_sites, words, named, test_named, kinds)
+    return out
+
+
+def by_name(reasons: tuple[str, ...]) -> bool:
+    """Whether the name decided (the reasons of ``categorize`` say so in their last words)."""
+    return bool(reasons) and reasons[-1].startswith(_BY_NAME)
+
+
+def _decide(var: str, ev: _Evidence, sites: tuple[GatedSite, ...], words: set[str], named: str | None,
+            test_named: bool, kinds: SwitchKinds) -> tuple[str, str, tuple[str, ...]]:
+    location = bool(words & kinds.path_words) and not words & kinds.toggle_words
+    if ev.write:
+        return "output-path", "", (_cite("its value names a location that is written", ev.write),)
+    if ev.read:
+        return "input-path", "", (_cite("its value names a location that is only read", ev.read),)
+    if ev.inject and (test_named or not ev.compute):
+        return "test-hook", "", (_cite("it gates fault injection", ev.inject),)
+    if test_named and (ev.compute or ev.observe):
+        return "test-hook", "", (_cite("it gates test-only code", ev.compute or ev.observe), "its name says test")
+    if location and ev.observe:
+        return "output-path", "", (_cite("it gates observing code", ev.observe),
+                                   "its name says a location: where that output goes")
+    if ev.observe and not ev.compute:
+        return "instrumentation", _sub_kind(var, sites, kinds), (_cite("it gates only observing code", ev.observe),)
+    if ev.compute:
+        if ev.observe and named:
+            return "instrumentation", _sub_kind(var, sites, kinds), (
+                _cite("it gates observing code", ev.observe), _cite("and other calls", ev.compute),
+                f"its name says {named}")
+        return "feature", "", (_cite("the code under it computes differently", ev.compute),)
+    if ev.numeric and not named:
+        return "feature", "", (_cite("the code computes with its value", ev.numeric),)
+    seen = (_cite("a number", ev.numeric),) if ev.numeric else ("nothing gated or fed seen",)
+    if location:
+        if words & kinds.output_words:
+            return "output-path", "", (*seen, f"{_BY_NAME}its name says an output location")
+        return "input-path", "", (*seen, f"{_BY_NAME}its name says a location")
+    if test_named:
+        return "test-hook", "", (*seen, f"{_BY_NAME}its name says test")
+    if named:
+        return "instrumentation", named, (*seen, f"{_BY_NAME}its name says {named}")
+    return "config", "", ("nothing it gates or feeds says more",)
