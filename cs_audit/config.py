@@ -18,7 +18,7 @@ MAX_CONFIG_BYTES = 1 << 20
 #: the largest ``max_file_bytes`` a project may set
 MAX_FILE_BYTES_LIMIT = 1 << 30
 _KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
-         *EXTENSIBLE}
+         "gate", *EXTENSIBLE}
 #: the keys that list rule ids (checked against the rule set in ``api.prepare_ruleset``)
 RULE_LISTS = ("select", "extend_select", "ignore")
 
@@ -52,6 +52,8 @@ class AuditConfig:
     ignore: tuple[str, ...] = ()
     #: (path glob, rule ids) not reported in the files the glob matches
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: (rule id, scope) of the project's ``gate`` table: which findings of a rule gate ``check``
+    gate: tuple[tuple[str, str], ...] = ()
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -248,10 +250,14 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
         if key in table and not isinstance(table[key], dict):
             raise ConfigError(f"{source}: {key} must be a table keyed like rules/{key}.yaml")
     selection = _check_selection(table, source, overrides)
+    gate = table.get("gate", {})
+    if not isinstance(gate, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in gate.items()):
+        raise ConfigError(f"{source}: gate must be a table of rule id -> hot, default, any or off, like {{\"eager-format\" = \"any\"}}")
     values: dict[str, Any] = {
         **selection, "root": root, "exclude": exclude, "hot_roots": roots,
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
+        "gate": tuple(sorted(gate.items())),
     }
     if "max_file_bytes" in table:
         size = table["max_file_bytes"]

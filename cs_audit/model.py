@@ -22,6 +22,8 @@ HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
 #: switch categories that turn on debug output (the others configure the engine or name inputs)
 DEBUG_CATEGORIES = ("instrumentation", "test-hook", "output-path")
 
+#: what kind of path a site is on: see ``cs_audit.extract.paths``
+PathKind = Literal["normal", "error", "rare"]
 GateKind = Literal["env", "call", "name", "level", "flag"]
 Resolution = Literal["exact", "heuristic"]
 SetterKind = Literal["set", "passthrough", "commented", "off"]
@@ -178,6 +180,9 @@ class EnvRead:
     #: callees of the calls the read is an argument of, innermost first (`int`,
     #: `os.path.join`, `open:w` with open()'s mode): where the value goes
     wrapped_by: tuple[str, ...] = ()
+    #: the kind of path it is on (``PathKind``) and why (``extract.paths``)
+    path_kind: PathKind = "normal"
+    path_reason: str = ""
 
 
 @restorable
@@ -222,6 +227,9 @@ class CallSite:
     #: (the statement's, where the call starts or ends on another line)
     col: int = 0
     end_col: int = 0
+    #: the kind of path it is on (``PathKind``) and why (``extract.paths``)
+    path_kind: PathKind = "normal"
+    path_reason: str = ""
 
 
 def holds_fact(site: CallSite) -> bool:
@@ -232,7 +240,8 @@ def holds_fact(site: CallSite) -> bool:
 
 
 #: the fields of a ``CallSite`` a plain call edge can hold (the others are empty there)
-PLAIN_FIELDS = tuple(name for name in CallSite.__slots__ if name not in ("eager", "arg_calls", "role", "path_pattern"))
+PLAIN_FIELDS = tuple(name for name in CallSite.__slots__
+                     if name not in ("eager", "arg_calls", "role", "path_pattern", "path_kind", "path_reason"))
 
 
 class PlainCall(tuple):
@@ -245,6 +254,8 @@ class PlainCall(tuple):
     arg_calls: tuple[str, ...] = ()
     role: str | None = None
     path_pattern: str | None = None
+    path_kind: PathKind = "normal"
+    path_reason: str = ""
 
     @classmethod
     def of(cls, site: CallSite) -> PlainCall:
@@ -480,6 +491,11 @@ class Finding:
     #: on ``end_line`` (as ruff's and SARIF's end columns); 0 when not known
     col: int = 0
     end_col: int = 0
+    #: ``normal``, ``error`` (an except block, a branch ending in raise or an error return) or
+    #: ``rare`` (once-flag, lazy init, cache miss, counter == constant, a constant `*_once`
+    #: record): error and rare sites are listed but not costed per step
+    path_kind: PathKind = "normal"
+    path_reason: str = ""
 
 
 @restorable
@@ -715,17 +731,28 @@ class ReportContext:
 
 @dataclass(frozen=True)
 class Gates:
-    """rule id -> True when only default-on sites (``switch`` null) of it gate."""
+    """rule id -> which of its findings gate (``GATE_SCOPES``); a rule not listed gates nothing."""
 
-    rules: dict[str, bool]
+    rules: dict[str, str]
 
     def gates(self, f: Finding) -> bool:
-        if f.rule not in self.rules:
+        scope = self.rules.get(f.rule)
+        if scope is None or scope == "off":
             return False
-        return f.switch is None or not self.rules[f.rule]
+        if scope == "any":
+            return True
+        if f.switch is not None:
+            return False
+        return scope == "default" or (f.frequency in HOT_FREQUENCIES and f.path_kind == "normal")
 
     def describe(self) -> str:
-        return ", ".join(f"{r} (no switch)" if only else r for r, only in self.rules.items())
+        return ", ".join(f"{r} ({scope})" for r, scope in self.rules.items() if scope != "off")
+
+
+#: which findings of a rule gate ``check``: ``hot`` those that run by default on a hot path
+#: (no switch, a per-step/request/round/layer frequency, a normal path), ``default`` those
+#: with no switch, ``any`` all, ``off`` none
+GATE_SCOPES = ("hot", "default", "any", "off")
 
 
 @restorable

@@ -72,6 +72,8 @@ class Annotations:
     #: lines of annotations that name no code line: written after code on its line, or
     #: with no code line below them
     stray: tuple[int, ...] = ()
+    #: (target line, rule, path kind) of ``# expect: rule(kind)``: the finding's ``path_kind``
+    kinds: frozenset[tuple[int, str, str]] = frozenset()
 
     def __bool__(self) -> bool:
         return bool(self.expect or self.ok or self.stray)
@@ -81,7 +83,7 @@ def parse_annotations(text: str) -> Annotations:
     """The annotations of one Python file.
 
     An annotation is a comment on a line of its own, ``# expect: rule-a, rule-b`` or
-    ``# ok: rule-a``; it applies to the next line that holds code (blank lines and other
+    ``# ok: rule-a`` (``# expect: rule-a(rare)``: its finding's ``path_kind`` too); it applies to the next line that holds code (blank lines and other
     comments in between are skipped), so several annotation lines can stack above one line.
     Comments are found with ``tokenize``: text inside strings never counts.  Raises
     ``ValueError`` when ``text`` cannot be tokenized.
@@ -97,6 +99,7 @@ def parse_annotations(text: str) -> Annotations:
     except (tokenize.TokenError, SyntaxError) as exc:
         raise ValueError(f"cannot tokenize: {exc}") from None
     found: dict[str, set[tuple[int, str]]] = {"expect": set(), "ok": set()}
+    kinds: set[tuple[int, str, str]] = set()
     stray: list[int] = []
     for line, comment, alone in comments:
         match = _ANNOTATION.match(comment)
@@ -106,8 +109,13 @@ def parse_annotations(text: str) -> Annotations:
         if not alone or target is None:
             stray.append(line)
             continue
-        found[match[1]].update((target, rule.strip()) for rule in match[2].split(",") if rule.strip())
-    return Annotations(frozenset(found["expect"]), frozenset(found["ok"]), tuple(stray))
+        for token in match[2].split(","):
+            rule, _, kind = token.strip().partition("(")
+            if rule:
+                found[match[1]].add((target, rule))
+            if kind.endswith(")") and match[1] == "expect":
+                kinds.add((target, rule, kind[:-1]))
+    return Annotations(frozenset(found["expect"]), frozenset(found["ok"]), tuple(stray), frozenset(kinds))
 
 
 def expected_findings(text: str) -> set[tuple[int, str]]:
@@ -139,8 +147,10 @@ def check_annotations(root_or_files: str | os.PathLike[str] | Mapping[str, str |
     known = set(load_ruleset().rules)
     problems: list[tuple[str, int, str]] = [(e.path, 0, f"scan error ({e.kind}): {e.message}") for e in result.errors]
     fired: dict[str, set[tuple[int, str]]] = {}
+    path_kinds: dict[tuple[str, int, str], set[str]] = {}
     for f in result.findings:
         fired.setdefault(f.path, set()).add((f.line, f.rule))
+        path_kinds.setdefault((f.path, f.line, f.rule), set()).add(f.path_kind)
     for path, text in texts.items():
         try:
             notes = parse_annotations(text)
@@ -159,6 +169,9 @@ def check_annotations(root_or_files: str | os.PathLike[str] | Mapping[str, str |
         problems += [(path, line, f"unexpected {rule} (annotated `# ok:`, reported)") for line, rule in notes.ok & here]
         problems += [(path, line, f"unannotated {rule} (reported, no annotation names it)")
                      for line, rule in here - notes.expect - notes.ok]
+        problems += [(path, line, f"{rule} is on a {'/'.join(sorted(path_kinds[(path, line, rule)]))} path (annotated `({kind})`)")
+                     for line, rule, kind in notes.kinds
+                     if (path, line, rule) in path_kinds and path_kinds[(path, line, rule)] != {kind}]
     return [f"{path}:{line}: {message}" if line else f"{path}: {message}" for path, line, message in sorted(problems)]
 
 

@@ -141,3 +141,9 @@ def test_fixture_without_its_expect_lines_yields_one_unannotated_finding_each() 
     assert expected > 10
     assert len(problems) == expected
     assert all(" unannotated " in p for p in problems)
+
+
+def test_an_annotated_path_kind_is_checked() -> None:
+    assert check_annotations(runner(above_info="# expect: default-on-emitter(normal), eager-format")) == []
+    problems = check_annotations(runner(above_info="# expect: default-on-emitter(rare), eager-format"))
+    assert problems == ["engine/runner.py:9: default-on-emitter is on a normal path (annotated `(rare)`)"]

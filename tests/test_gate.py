@@ -224,8 +224,55 @@ SYNC_BEHIND_SWITCH = BASE.replace('logger.debug("trace %s", out)', 'logger.info(
 def test_gates_are_configurable(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED})])
     assert cli("check", str(repo), "-j", "1").exit_code == 1
-    assert cli("check", str(repo), "--gate", "env-read-hot", "-j", "1").exit_code == 0
-    assert cli("check", str(repo), "--gate", "env-read-hot,eager-format", "-j", "1").exit_code == 1
+    # each --gate entry sets one rule's scope and leaves the others gating
+    assert cli("check", str(repo), "--gate", "default-on-emitter:off,eager-format:off", "-j", "1").exit_code == 0
+    assert cli("check", str(repo), "--gate", "default-on-emitter:off", "-j", "1").exit_code == 1
+    (repo / "pyproject.toml").write_text('[tool.cs-audit]\ngate = {"default-on-emitter" = "off", "eager-format" = "off"}\n')
+    assert cli("check", str(repo), "-j", "1").exit_code == 0
+    assert cli("check", str(repo), "--gate", "eager-format:any", "-j", "1").exit_code == 1
+    (repo / "pyproject.toml").write_text('[tool.cs-audit]\ngate = {"eager-format" = "sometimes"}\n')
+    bad = cli("check", str(repo), "-j", "1")
+    assert bad.exit_code == 2 and "gate: eager-format:sometimes: the scope is one of hot, default, any, off" in bad.output
+
+
+BENCH_HELPER = """\
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def report_throughput(results):
+    logger.warning(f"throughput {results}")
+"""
+
+
+def test_check_gates_what_runs_by_default_on_a_hot_path(tmp_path: Path) -> None:
+    # an f-string in a benchmark helper nothing calls is a finding, and no reason to fail CI
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": BASE, "benchmarks/bench.py": BENCH_HELPER})])
+    code, doc = check_json(str(repo), "--since", "HEAD~0")
+    assert code == 0
+    code, doc = check_json(str(repo))
+    assert code == 0 and doc["check"]["new"] == []
+    assert ("eager-format", "unknown") in {(f["rule"], f["frequency"]) for f in doc["findings"]}
+    assert {g["rule"]: g["scope"] for g in doc["check"]["gates"]} == {
+        "env-read-hot": "hot", "default-on-emitter": "hot", "eager-format": "hot", "sync-in-debug": "hot"}
+    # widened, the same helper gates
+    code, doc = check_json(str(repo), "--gate", "eager-format:any")
+    assert code == 1 and [(f["rule"], f["path"]) for f in doc["check"]["new"]] == [("eager-format", "benchmarks/bench.py")]
+    # a new per-step warning fails CI; the same warning in an except block does not
+    warned = BASE.replace("        out = self.forward(batch)\n",
+                          "        out = self.forward(batch)\n        logger.warning(\"slow step %s\", batch)\n")
+    commit_files(repo, "per-step warning", {"engine/runner.py": warned}, 2)
+    code, doc = check_json(str(repo), "--since", "HEAD~1")
+    assert code == 1 and [(f["rule"], f["line"], f["path_kind"]) for f in doc["check"]["new"]] == [
+        ("default-on-emitter", 11, "normal")]
+    excepted = BASE.replace("        out = self.forward(batch)\n", (
+        "        try:\n            out = self.forward(batch)\n        except RuntimeError:\n"
+        "            logger.warning(\"slow step %s\", batch)\n            raise\n"))
+    commit_files(repo, "warning on the error path", {"engine/runner.py": excepted}, 3)
+    code, doc = check_json(str(repo), "--since", "HEAD~1")
+    assert code == 0 and [(f["rule"], f["path_kind"]) for f in doc["findings"] if f["rule"] == "default-on-emitter"] == [
+        ("default-on-emitter", "error")]
 
 
 def test_sync_in_debug_gates_only_without_a_switch_by_default(tmp_path: Path) -> None:
@@ -243,8 +290,10 @@ def test_default_gates_come_from_rules_yaml() -> None:
     gating = {r["id"] for r in data["rules"] if r.get("gates_ci")}
     gates = default_gates(rs)
     assert set(gates.rules) == gating == {"default-on-emitter", "eager-format", "sync-in-debug", "env-read-hot"}
-    assert gates.rules["sync-in-debug"] is True and gates.rules["default-on-emitter"] is False
-    assert parse_gates(["eager-format:default"], rs).rules == {"eager-format": True}
+    assert set(gates.rules.values()) == {"hot"}
+    assert parse_gates(["eager-format:default", "env-read-hot:off"], rs).rules == {
+        "default-on-emitter": "hot", "eager-format": "default", "sync-in-debug": "hot"}
+    assert parse_gates(["duplicate-helper"], rs).rules["duplicate-helper"] == "hot"
 
 
 # ---------------------------------------------------------------------------
@@ -423,11 +472,19 @@ def test_real_git_diff_follows_renames(tmp_path: Path) -> None:
 
 
 def test_gates_object() -> None:
-    gates = Gates({"sync-in-debug": True, "eager-format": False})
+    gates = Gates({"sync-in-debug": "default", "eager-format": "any", "default-on-emitter": "hot"})
     f = _finding("sync-in-debug", 1, 1, "x")
     assert gates.gates(f)
     assert not gates.gates(replace(f, switch="DBG"))
+    assert gates.gates(replace(_finding("eager-format", 1, 1, "x"), switch="DBG", frequency="unknown"))
     assert not gates.gates(_finding("env-read-hot", 1, 1, "y"))
+    emitter = replace(_finding("default-on-emitter", 1, 1, "z"), frequency="step")
+    assert gates.gates(emitter)
+    assert not gates.gates(replace(emitter, frequency="unknown"))
+    assert not gates.gates(replace(emitter, frequency="once"))
+    assert not gates.gates(replace(emitter, path_kind="error"))
+    assert not gates.gates(replace(emitter, path_kind="rare"))
+    assert not gates.gates(replace(emitter, switch="DBG"))
     assert Baseline(None, ()).entries == ()
 
 

@@ -156,15 +156,6 @@ logging.info("module-level logger %s", batch)
     ]
 
 
-def test_warnings_errors_and_once_records_are_not_per_step_output() -> None:
-    src = hot('''
-logger.warning("fallback %s", batch)
-logger.error("failed %s", batch)
-logger.info_once("config %s", batch)
-''')
-    assert findings_of(src, "default-on-emitter") == []
-
-
 def test_default_on_emitter_negatives() -> None:
     src = hot('''
 logger.debug("lazy %s", batch)

@@ -3,6 +3,9 @@ debug env set (a record at or above the default level, of a level the rules coun
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
+
 from cs_audit.analysis.sites import Findings, frequency, gate_words, outside_event_loop, per_step_cost, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
 from cs_audit.model import CallSite, EmitterDetail, Finding
@@ -12,10 +15,13 @@ RULE = "default-on-emitter"
 
 
 def emits_by_default(site: CallSite, rs: RuleSet) -> bool:
-    """Per-event output with no env set: records of the levels the rules count (warnings and
-    errors mark exceptional paths, `*_once` records are deduplicated), prints and file writes."""
+    """Output with no env set: records of the levels the rules count (warnings and errors
+    too: whether their path is exceptional is ``path_kind``'s to say), prints and file writes."""
     if site.role == "log":
-        return rs.level_passes(site.level) and (site.level or "dynamic") in rs.default_on_levels
+        level = site.level or "dynamic"
+        if level == "once":  # `warning_once`/`info_once` pass a default logger, `debug_once` does not
+            return level in rs.default_on_levels and not site.callee.endswith("debug_once")
+        return rs.level_passes(site.level) and level in rs.default_on_levels
     return site.role in EMITTER_ROLES
 
 
@@ -26,8 +32,18 @@ def emit_event(site: CallSite) -> str:
     return "log_emitted_eager" if site.eager else "log_emitted"
 
 
+def _syncing_args(sites: Iterable[CallSite]) -> dict[str | None, list[int]]:
+    """Per function, the lines of the syncs inside an emitter's arguments."""
+    lines: dict[str | None, list[int]] = defaultdict(list)
+    for site in sites:
+        if site.role == "sync" and site.in_emitter_args:
+            lines[site.function].append(site.line)
+    return lines
+
+
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     for path in sorted(model.facts):
+        syncs = _syncing_args(model.fact_sites[path])
         for site in model.fact_sites[path]:
             if site.role not in EMITTER_ROLES or site.function is None:
                 continue
@@ -37,13 +53,18 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site_switches(model, path, site.function, site.gates, rs):
                 continue
             freq = frequency(model, key, site, rs, default_only=True)
-            out.add(RULE, path, site.line, site.end_line, site.function, None, freq, False, site.code,
+            gpu_sync = any(site.line <= line <= site.end_line for line in syncs.get(site.function, ()))
+            out.add(RULE, path, site.line, site.end_line, site.function, None, freq, gpu_sync, site.code,
                     per_step_cost(rs, emit_event(site), freq), site.eager,
                     detail=EmitterDetail(emitter=site.callee, level=site.level or site.role or ""),
-                    cols=(site.col, site.end_col))
+                    cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
 
 
 def message(f: Finding) -> str:
     detail = f.detail if isinstance(f.detail, EmitterDetail) else EmitterDetail("?", "")
-    return (f"`{detail.emitter}` ({detail.level}) runs {when_words(f)} {gate_words(f.switch)}; "
+    head = f"`{detail.emitter}` ({detail.level})"
+    if f.path_kind != "normal":
+        an = "an" if f.path_kind[0] in "aeiou" else "a"
+        head += f" is on {an} {f.path_kind} path ({f.path_reason}) of code that"
+    return (f"{head} runs {when_words(f)} {gate_words(f.switch)}; "
             "gate it behind a trace level or log it once.")

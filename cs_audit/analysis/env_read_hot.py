@@ -25,7 +25,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
             out.add(RULE, path, read.line, read.end_line, read.function, switch, freq, False, read.code,
                     per_step_cost(rs, event, freq), detail=EnvReadDetail(var=read.var or "<dynamic>", via=read.via),
-                    cols=(read.col, read.end_col))
+                    cols=(read.col, read.end_col), path=(read.path_kind, read.path_reason))
         for site in model.edge_sites.get(path, ()):  # a site that lands nowhere reads no helper
             if site.role is not None or site.function is None:
                 continue

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
 from cs_audit.joins.roots import in_event_loop
-from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef, SwitchRef, by_text
+from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef, PathKind, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 FREQ_WORDS = {
@@ -111,15 +111,18 @@ class Findings:
         self.messages = messages
         self.rows: list[Finding] = []
 
-    def add(self, rule: str, path: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
+    def add(self, rule: str, path_of: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
             freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
-            eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None, cols: tuple[int, int] | None = None) -> None:
-        """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``; -1: not known)."""
+            eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None, cols: tuple[int, int] | None = None,
+            path: tuple[PathKind, str] = ("normal", "")) -> None:
+        """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``; -1: not known).
+        ``path``: the site's ``path_kind`` and why; an error or rare path is not costed per step."""
         col, end_col = (cols[0] + 1, max(cols[1] + 1, 0)) if cols is not None else (0, 0)
         self.rows.append(Finding(
-            rule=rule, path=path, line=line, end_line=end_line, function=function, switch=switch,
+            rule=rule, path=path_of, line=line, end_line=end_line, function=function, switch=switch,
             frequency=freq, gpu_sync=gpu_sync, message="", fingerprint="", code=code,
-            cost_us=round(cost_us, 2), eager_kinds=eager_kinds, detail=detail, col=col, end_col=end_col,
+            cost_us=round(cost_us, 2) if path[0] == "normal" else 0.0, eager_kinds=eager_kinds, detail=detail,
+            col=col, end_col=end_col, path_kind=path[0], path_reason=path[1],
         ))
 
     def finish(self) -> list[Finding]:

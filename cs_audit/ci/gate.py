@@ -5,9 +5,10 @@
   so it survives line shifts and unrelated edits).
 * A finding is **new** when nothing earlier matches it: first by fingerprint, then
   (for code that moved to another file, e.g. a rename) by rule, function and code.
-* **Gating** rules come from ``gates_ci: true`` in ``rules/rules.yaml``; an entry
-  ``RULE:default`` gates only sites that run with no debug env set (``switch`` null),
-  which is how ``sync-in-debug`` gates by default.  ``--gate`` replaces the set.
+* **Gating** rules come from ``gates_ci: true`` in ``rules/rules.yaml``; each gates only its
+  findings that run by default on a hot path (``hot``: no switch, a hot frequency, a normal
+  ``path_kind``).  The project's ``gate`` table and ``--gate RULE:SCOPE`` set one rule's
+  scope (``hot``, ``default``: no switch, ``any``, ``off``) and leave the others.
 * ``--since REV`` keeps only findings on lines changed since REV (the patch of
   ``git diff -U0 --find-renames REV`` against the work tree, made without git reading
   the work tree or writing the index: ``cs_audit.git.worktree``; untracked files count
@@ -27,13 +28,11 @@ from typing import Any, Protocol
 from cs_audit.ci.suppress import apply_suppressions, skipped_notes
 from cs_audit.git.repo import GitError, GitRepo
 from cs_audit.git.worktree import worktree_patch
-from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates, ReportContext, root_notes
+from cs_audit.model import GATE_SCOPES, AuditResult, BaselineEntry, Finding, Gates, ReportContext, root_notes
 from cs_audit.ruleset import RuleSet
 
 BASELINE_VERSION = 1
 MAX_BASELINE_BYTES = 64 << 20
-#: gate entries that apply only to sites with ``switch`` null
-DEFAULT_ONLY_BY_DEFAULT = frozenset({"sync-in-debug"})
 
 
 class BaselineError(ValueError):
@@ -56,26 +55,30 @@ class Matchable(Protocol):
 
 
 def default_gates(rs: RuleSet) -> Gates:
-    return Gates({r.id: r.id in DEFAULT_ONLY_BY_DEFAULT for r in rs.rules.values() if r.gates_ci})
+    """The rules with ``gates_ci: true``, each gating its findings that run by default on a hot path."""
+    return Gates({r.id: "hot" for r in rs.rules.values() if r.gates_ci})
 
 
-def parse_gates(values: Sequence[str], rs: RuleSet) -> Gates:
-    """``--gate`` values (repeatable, comma-separated): ``RULE`` or ``RULE:default``."""
-    if not values:
-        return default_gates(rs)
-    out: dict[str, bool] = {}
+def parse_gates(values: Sequence[str], rs: RuleSet, configured: Sequence[tuple[str, str]] = (),
+                configured_in: str | None = None) -> Gates:
+    """The default gates, then the project's ``gate`` table (``configured``), then ``--gate``
+    values (repeatable, comma-separated ``RULE[:SCOPE]``, SCOPE one of ``GATE_SCOPES``,
+    ``hot`` when left out): each names a rule's scope and leaves the other rules as they are."""
+    out = dict(default_gates(rs).rules)
+    items = [(rule, scope, f"{configured_in or 'configuration'}: gate") for rule, scope in configured]
     for value in values:
         for item in value.split(","):
             item = item.strip()
-            if not item:
-                continue
-            rule, _, qual = item.partition(":")
-            if rule not in rs.rules:
-                raise GateError(f"--gate: unknown rule {rule!r}; known: {', '.join(rs.rules)}")
-            if qual not in ("", "default", "any"):
-                raise GateError(f"--gate: {item!r}: the qualifier is ':default' (only sites with no switch) or ':any'")
-            out[rule] = qual == "default"
-    return Gates(out)
+            if item:
+                rule, _, scope = item.partition(":")
+                items.append((rule, scope or "hot", "--gate"))
+    for rule, scope, where in items:
+        if rule not in rs.rules:
+            raise GateError(f"{where}: unknown rule {rule!r}; known: {', '.join(rs.rules)}")
+        if scope not in GATE_SCOPES:
+            raise GateError(f"{where}: {rule}:{scope}: the scope is one of {', '.join(GATE_SCOPES)}")
+        out[rule] = scope
+    return Gates({rule: scope for rule, scope in out.items() if scope != "off"})
 
 
 # ---------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def check(
     update_baseline: bool = typer.Option(False, "--update-baseline", help="rewrite --baseline without its fixed entries"),
     format: str = typer.Option("text", "--format", "-f", help="text, json, sarif, github or markdown"),
     output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
-    gate: list[str] = typer.Option([], "--gate", help="rules that gate, RULE or RULE:default (repeatable; default from rules.yaml)"),
+    gate: list[str] = typer.Option([], "--gate", help="which findings of a rule gate: RULE:hot|default|any|off (repeatable; default: hot for the gates_ci rules of rules.yaml)"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
@@ -157,7 +157,7 @@ def check(
             check_writable(target)
     config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
     try:
-        gates = parse_gates(gate, rs)
+        gates = parse_gates(gate, rs, config.gate, config.config_source)
         base = load_baseline(baseline_file) if baseline_file is not None else None
         repo = GitRepo.open(path) if since is not None else None
         if repo is not None and repo.bare:

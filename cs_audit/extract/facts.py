@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from cs_audit.extract.index import Snippet, may_reach_tree
+from cs_audit.extract.paths import ONCE_REASON
 from cs_audit.model import CallSite, EnvRead, GateRef
 from cs_audit.ruleset import RuleSet
 
@@ -334,6 +335,7 @@ class StatementFacts(cst.CSTVisitor):
                 gates=self.gates, loop_depth=s.loop_depth, code=code, loop_iter=s.loop_iter, col=col, end_col=end_col,
                 wrapped_by=tuple(f"{p.callee}:{p.mode or 'r'}" if p.role == "open" else p.callee
                                  for p in reversed(self.pending) if p.role != "env" and p.callee != "?"),
+                path_kind=s.path_kind, path_reason=s.path_reason,  # type: ignore[arg-type]
             )
         )
         if var and default and "/" in default and _OUTPUT_VAR.search(var):
@@ -499,6 +501,9 @@ class StatementFacts(cst.CSTVisitor):
             for arg in (node.args[1:2] if callee.endswith(("torch.save", "pickle.dump", "json.dump", "yaml.dump")) else node.args[:1]):
                 path_pattern = self.path_pattern(arg.value)
         code, col, end_col = self._code(node)
+        path_kind, path_reason = s.path_kind, s.path_reason
+        if path_kind == "normal" and role == "log" and level == "once" and _constant_message(node):
+            path_kind, path_reason = "rare", ONCE_REASON
         self.calls.append(
             CallSite(
                 callee=callee, function=s.function, line=s.line, end_line=s.end_line, gates=self.gates,
@@ -511,6 +516,7 @@ class StatementFacts(cst.CSTVisitor):
                 mode=mode, line_buffered=line_buffered,
                 builds_path=s.builds_path or any(p.callee in self.rs.path_builders or p.callee.endswith("os.path.join") for p in self.pending),
                 bound_to=bound_to, code=code, path_pattern=path_pattern, col=col, end_col=end_col,
+                path_kind=path_kind, path_reason=path_reason,  # type: ignore[arg-type]
             )
         )
 
@@ -605,6 +611,11 @@ def _eager_kinds(node: cst.Call, rs: RuleSet, dotted) -> tuple[str, ...]:
         elif isinstance(value, cst.Call) and dotted(value.func) in rs.eager_calls:
             kinds.append(dotted(value.func))
     return tuple(dict.fromkeys(kinds))
+
+
+def _constant_message(node: cst.Call) -> bool:
+    """A record whose every argument is a literal (the same text each time it runs)."""
+    return bool(node.args) and all(_literal_text(a.value) is not None for a in node.args if a.keyword is None)
 
 
 def _has_fstring(node: cst.BaseExpression) -> bool:

@@ -21,6 +21,7 @@ from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
 
+from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, resolve
 from cs_audit.model import HANDED, CallSite, FunctionDef, GateRef, PlainCall
 from cs_audit.ruleset import RuleSet
 
@@ -86,6 +87,11 @@ class Snippet:
     col: int = 0
     end_col: int = 0
     prefix: int = 0
+    #: ``path_kind`` of the statement (``extract.paths``) and why
+    path_kind: str = "normal"
+    path_reason: str = ""
+    #: the contexts they come from, resolved in ``index_module`` once the module's counters are known
+    path_contexts: tuple[PathContext, ...] = ()
 
 
 @dataclass
@@ -396,6 +402,11 @@ def _returns_value(body: list[ast.stmt]) -> bool:
     return False
 
 
+def _ANY_NAME(name: str) -> bool:
+    """At module level every name is a global."""
+    return True
+
+
 def _ends_in_exit(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], _TERMINAL)
 
@@ -473,6 +484,22 @@ class _Scope:
     returns_value: bool = False
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
     env_defaults: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    node: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    #: its locals that are not declared `global`/`nonlocal` (worked out when first needed)
+    locals: set[str] | None = None
+
+    def persistent(self, name: str) -> bool:
+        """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
+        or a name that is not one of its locals (a global)."""
+        root = name.split(".", 1)[0]
+        if root in ("self", "cls") and "." in name:
+            return True
+        if self.locals is None:
+            if self.node is None:
+                return True
+            declared = {n for x in ast.walk(self.node) if isinstance(x, (ast.Global, ast.Nonlocal)) for n in x.names}
+            self.locals = local_names(self.node) - declared
+        return root not in self.locals
 
 
 class _Indexer(ast.NodeVisitor):
@@ -531,6 +558,10 @@ class _Indexer(ast.NodeVisitor):
         #: (each ast.Lambda, its qualname), and how many lambdas each scope has so far
         self.lambdas: list[tuple[ast.Lambda, str]] = []
         self.lambda_numbers: dict[str, int] = {}
+        #: the path contexts (``extract.paths``) around the current statement, outermost first
+        self.path_contexts: tuple[PathContext, ...] = ()
+        #: names the module increments (`self.n += 1`): counters
+        self.incremented: set[str] = set()
 
     # ------------------------------------------------------------ context
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -618,6 +649,7 @@ class _Indexer(ast.NodeVisitor):
                 loop_iter=self.loop_iters[-1] if self.loop_iters else "",
                 col=self._column(node.lineno, node.col_offset),
                 end_col=self._column(node.end_lineno or node.lineno, node.end_col_offset or 0), prefix=prefix,
+                path_contexts=self.path_contexts,
             )
         )
 
@@ -718,7 +750,7 @@ class _Indexer(ast.NodeVisitor):
             self._decorator_edges(node)
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
-        scope = _Scope("def", node.name, qualname, params, once)
+        scope = _Scope("def", node.name, qualname, params, once, node=node)
         self.scopes.append(scope)
         saved_function, self.function = self.function, scope
         entry_gates = tuple(
@@ -729,7 +761,9 @@ class _Indexer(ast.NodeVisitor):
         self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
         saved_iters, self.loop_iters = self.loop_iters, []
+        saved_paths, self.path_contexts = self.path_contexts, ()
         self._block(node.body)
+        self.path_contexts = saved_paths
         self.loop_iters = saved_iters
         self.loop_depth = saved_loops
         self._restore_gates()
@@ -780,8 +814,19 @@ class _Indexer(ast.NodeVisitor):
     def _gated(self, test: ast.expr, active: bool, body: list[ast.stmt]) -> None:
         """``body`` under the gates of ``test`` (``active``: the body runs when it is true)."""
         self._push_gates(test, active)
-        self._block(body)
+        scope = self.function
+        context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME)
+        if context is None:
+            self._block(body)
+        else:
+            self._on_path(context, body)
         self._pop_gates(1)
+
+    def _on_path(self, context: PathContext, body: list[ast.stmt]) -> None:
+        saved = self.path_contexts
+        self.path_contexts = (*saved, context)
+        self._block(body)
+        self.path_contexts = saved
 
     def _header(self, expr: ast.AST, builds_path: bool = False, assign_target: str | None = None) -> None:
         """An expression in a compound statement's header: snippet when it holds tokens, else edges."""
@@ -837,7 +882,7 @@ class _Indexer(ast.NodeVisitor):
     def visit_Try(self, node: ast.Try) -> None:
         self._block(node.body)
         for handler in node.handlers:
-            self._block(handler.body)
+            self._on_path(EXCEPT, handler.body)
         self._block(node.orelse)
         self._block(node.finalbody)
 
@@ -857,6 +902,10 @@ class _Indexer(ast.NodeVisitor):
 
     def _simple(self, node: ast.stmt) -> None:
         target = None
+        if node.__class__ is ast.AugAssign and node.op.__class__ is ast.Add:  # type: ignore[attr-defined]
+            counter = raw_dotted(node.target)  # type: ignore[attr-defined]
+            if counter:
+                self.incremented.add(counter)
         if isinstance(node, ast.Return) and node.value is not None and _literal(node.value) != "None":
             scope = self.function
             if scope is not None:
@@ -1377,13 +1426,15 @@ def _builtins_bound_by(module: ast.Module) -> frozenset[str]:
 def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
     indexer = _Indexer(path, text, rs)
     indexer.visit(tree)
+    incremented = frozenset(indexer.incremented)
+    snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
     return ModuleIndex(
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),
         string_constants=indexer.string_constants,
         functions=tuple(indexer.functions),
         calls=tuple(indexer.calls),
-        snippets=tuple(indexer.snippets),
+        snippets=tuple(snippets),
         returned_names=indexer.returned_names,
         env_exporters=frozenset(indexer.env_exporters),
         returning_tests=frozenset(indexer.returning_tests),
@@ -1394,3 +1445,8 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         arguments=tuple(indexer.arguments),
         lambdas=tuple(indexer.lambdas),
     )
+
+
+def _on_resolved_path(s: Snippet, incremented: frozenset[str]) -> Snippet:
+    kind, reason = resolve(s.path_contexts, incremented)
+    return replace(s, path_kind=kind, path_reason=reason)

@@ -125,7 +125,7 @@ def check_dict(result: AuditResult, outcome: CheckOutcome, ctx: ReportContext) -
     doc = report_dict(result)
     doc["check"] = {
         "status": status(outcome),
-        "gates": [{"rule": r, "only_default_on": only} for r, only in outcome.gates.rules.items()],
+        "gates": [{"rule": r, "scope": scope, "only_default_on": scope != "any"} for r, scope in outcome.gates.rules.items()],
         "baseline": outcome.baseline,
         "since": outcome.since,
         "new": [finding_dict(f) for f in outcome.new],

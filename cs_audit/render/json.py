@@ -81,7 +81,11 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "code": f.code, "estimated_cost_us_per_step": f.cost_us, "severity": _severities().get(f.rule),
         # 1-based; end_col just past the site on end_line
         "col": f.col, "end_col": f.end_col,
+        # normal | error | rare: error and rare sites are not costed per step
+        "path_kind": f.path_kind,
     }
+    if f.path_reason:
+        data["path_reason"] = f.path_reason
     if f.eager_kinds:
         data["eager_kinds"] = list(f.eager_kinds)
     if f.hot_path:

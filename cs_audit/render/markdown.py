@@ -61,6 +61,8 @@ def _switch_text(switch: SwitchRef | None) -> str:
 
 
 def _cost_note(f: Finding, rs: RuleSet) -> str:
+    if f.path_kind != "normal":
+        return f"not costed per step: {f.path_kind} path ({cell(f.path_reason)})"
     if f.gpu_sync and f.rule == "sync-in-debug":
         return f"≈ +{f.cost_us:g} µs/step *estimate* (host-device sync, H200 table, per {f.frequency})"
     if f.cost_us:
@@ -171,7 +173,8 @@ def hot_roots_section(roots: HotRoots | None) -> str:
 
 def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
     rows = [f for f in result.findings if rs.rules[f.rule].default_on_cost and f.switch is None and f.frequency in HOT]
-    rows.sort(key=lambda f: (-f.cost_us, f.path, f.line, f.rule))
+    # sites on error or rare paths are listed after the per-step ones, never ranked above them
+    rows.sort(key=lambda f: (f.path_kind != "normal", -f.cost_us, f.path, f.line, f.rule))
     return rows
 
 

@@ -1,0 +1,207 @@
+"""default-on-emitter on real shapes of engine code: warnings and errors are emitters, each
+finding says what kind of path it is on (``path_kind``: normal, error, rare) and why, error
+and rare sites are listed but not costed per step, and an emitter whose arguments sync says so."""
+
+from __future__ import annotations
+
+from cs_audit.render.markdown import default_on_rows, render_markdown
+from cs_audit.ruleset import load_ruleset
+from cs_audit.testing import scan_files
+from tests.test_rules import hot
+
+RULE = "default-on-emitter"
+
+
+def emitters(src: str, **files: str) -> list[tuple[int, str, str]]:
+    """(line, path_kind, path_reason) of each default-on-emitter finding of ``mod.py``."""
+    result = scan_files({"mod.py": src, **files})
+    return [(f.line, f.path_kind, f.path_reason) for f in result.findings if f.rule == RULE and f.path == "mod.py"]
+
+
+def kinds(src: str) -> list[tuple[int, str]]:
+    return [(line, kind) for line, kind, _ in emitters(src)]
+
+
+# ---------------------------------------------------------------- warnings and errors are emitters
+def test_unconditional_warning_and_error_records_on_the_step_path_are_default_on() -> None:
+    src = hot('''
+logger.warning("fallback %s", batch)
+logger.error("failed %s", batch)
+logger.critical("bad %s", batch)
+logger.exception("boom %s", batch)
+logger.warning_once("varies %s", batch)
+''')
+    assert kinds(src) == [(12, "normal"), (13, "normal"), (14, "normal"), (15, "normal"), (16, "normal")]
+
+
+def test_warnings_off_the_hot_path_gated_or_below_the_level_are_not() -> None:
+    src = hot('''
+if os.environ.get("MY_TRACE") == "1":
+    logger.warning("traced %s", batch)
+logger.debug("lazy %s", batch)
+logger.debug_once("lazy once %s", batch)
+''', extra='''
+def setup(config):
+    logger.warning("no hot path reaches this %s", config)
+''')
+    assert kinds(src) == []
+
+
+# ---------------------------------------------------------------- path_kind: error
+def test_except_blocks_and_branches_that_raise_or_return_an_error_are_error_paths() -> None:
+    src = hot('''
+try:
+    out = self.forward(batch)
+except RuntimeError:
+    logger.warning("forward failed %s", batch)
+if batch.bad:
+    logger.error("bad batch %s", batch)
+    raise ValueError("bad batch")
+if batch.empty:
+    logger.warning("empty batch %s", batch)
+    return self.create_error_response("empty")
+if not batch.ready:
+    pass
+else:
+    logger.error("not ready %s", batch)
+    sys.exit(1)
+''')
+    assert emitters(src) == [
+        (15, "error", "in an `except` block"),
+        (17, "error", "on a branch that ends in `raise`"),
+        (20, "error", "on a branch that returns an error (`self.create_error_response`)"),
+        (25, "error", "on a branch that exits the process"),
+    ]
+
+
+def test_a_branch_that_returns_a_value_or_raises_later_is_a_normal_path() -> None:
+    src = hot('''
+if batch.empty:
+    logger.warning("empty batch %s", batch)
+    return batch
+if batch.bad:
+    raise ValueError("bad")
+logger.warning("after the raise %s", batch)
+''')
+    assert kinds(src) == [(13, "normal"), (17, "normal")]
+
+
+# ---------------------------------------------------------------- path_kind: rare
+def test_once_flags_lazy_init_cache_misses_counters_and_constant_once_records_are_rare() -> None:
+    src = hot('''
+global _WARNED
+if not _WARNED:
+    logger.warning("slow path %s", batch)
+    _WARNED = True
+if not self._told:
+    logger.info("told %s", batch)
+    self._told = True
+if self._plan is None:
+    logger.info("building the plan %s", batch)
+    self._plan = batch
+if not hasattr(self, "_table"):
+    logger.info("table %s", batch)
+    self._table = {}
+if batch.key not in self._compiled:
+    logger.info("compiling %s", batch.key)
+    self._compiled[batch.key] = batch
+if batch.key not in _SEEN:
+    logger.info("first time %s", batch.key)
+    _SEEN.add(batch.key)
+self.steps += 1
+if self.steps == 1:
+    logger.info("first step %s", batch)
+logger.warning_once("this engine is experimental")
+''')
+    src = src.replace("class Runner:", "_WARNED = False\n_SEEN = set()\n\nclass Runner:")
+    found = emitters(src)
+    assert [(line, kind) for line, kind, _ in found] == [
+        (17, "rare"), (20, "rare"), (23, "rare"), (26, "rare"), (29, "rare"), (32, "rare"), (36, "rare"), (37, "rare"),
+    ]
+    reasons = [reason for _, _, reason in found]
+    assert reasons[0] == "under a once-flag (`_WARNED` is set in the branch)"
+    assert reasons[2] == "in lazy initialisation (`self._plan` is set in the branch)"
+    assert reasons[4] == "on a cache miss (the branch stores into `self._compiled`)"
+    assert reasons[6] == "under a counter compared with a constant (`self.steps`)"
+    assert reasons[7] == "a `*_once` record with a constant message: logged once per process"
+
+
+def test_look_alikes_of_rare_branches_run_every_step() -> None:
+    # a local flag is unset on every call, a local set is new on every call, `rank == 0`
+    # is no counter (nothing increments it), a flag the branch does not set stays unset,
+    # a modulo test fires every N steps, a `*_once` record with arguments may vary
+    src = hot('''
+done = False
+if not done:
+    logger.info("local flag %s", batch)
+    done = True
+seen = set()
+if batch.key not in seen:
+    logger.info("local set %s", batch.key)
+    seen.add(batch.key)
+if self.rank == 0:
+    logger.info("rank zero %s", batch)
+if not self._quiet:
+    logger.info("not quiet %s", batch)
+if self._cache is None:
+    logger.info("no cache %s", batch)
+self.steps += 1
+if self.steps % 100 == 0:
+    logger.info("every hundred %s", batch)
+''')
+    assert kinds(src) == [(14, "normal"), (18, "normal"), (21, "normal"), (23, "normal"), (25, "normal"), (28, "normal")]
+
+
+def test_error_and_rare_sites_are_listed_but_not_costed_and_rank_last() -> None:
+    src = hot('''
+try:
+    out = self.forward(batch)
+except RuntimeError:
+    logger.warning("forward failed %s", batch)
+if self._plan is None:
+    logger.info("building the plan %s", batch)
+    self._plan = batch
+print("step", batch)
+''')
+    rs = load_ruleset()
+    result = scan_files({"mod.py": src})
+    rows = [f for f in default_on_rows(result, rs) if f.rule == RULE]
+    assert [(f.line, f.path_kind, f.cost_us > 0) for f in rows] == [(19, "normal", True), (15, "error", False), (17, "rare", False)]
+    section = render_markdown(result, rs).split("## 1.", 1)[1].split("\n## ", 1)[0]
+    assert "not costed per step: error path (in an \\`except\\` block)" in section
+    assert "not costed per step: rare path (in lazy initialisation (" in section
+    assert section.index("print(") < section.index("forward failed")
+
+
+def test_a_nested_function_does_not_inherit_the_path_of_its_definition() -> None:
+    src = hot('''
+if self._hook is None:
+    def hook(x):
+        logger.info("hooked %s", x)
+    self._hook = hook
+self._hook(batch)
+''')
+    assert kinds(src) == [(14, "normal")]
+
+
+def test_env_reads_say_their_path_kind() -> None:
+    src = hot('''
+try:
+    out = self.forward(batch)
+except RuntimeError:
+    level = os.environ.get("RETRY_LEVEL")
+flag = os.environ.get("EVERY_STEP")
+''')
+    result = scan_files({"mod.py": src})
+    reads = [(f.line, f.path_kind, f.cost_us > 0) for f in result.findings if f.rule == "env-read-hot"]
+    assert reads == [(15, "error", False), (16, "normal", True)]
+
+
+# ---------------------------------------------------------------- gpu_sync on emitters
+def test_an_emitter_whose_arguments_sync_says_gpu_sync() -> None:
+    src = hot('''
+logger.info("ids %s", batch.ids.tolist())
+logger.info("n %s", batch.n)
+''')
+    result = scan_files({"mod.py": src})
+    assert [(f.line, f.gpu_sync) for f in result.findings if f.rule == RULE] == [(12, True), (13, False)]
