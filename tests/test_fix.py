@@ -14,6 +14,7 @@ import pytest
 from cs_audit.config import AuditConfig
 from cs_audit.fix import FixPlan, fix_tree
 from cs_audit.fix import eager_format as eager_fix
+from cs_audit.fix import redundant_flush as flush_fix
 from cs_audit.fix import write as write_plan
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import write_tree
@@ -119,3 +120,12 @@ def test_write_refuses_a_file_changed_since_the_scan(tmp_path: Path) -> None:
     (tmp_path / "mod.py").write_text(edited)
     assert write_plan(p) == ["mod.py"]
     assert (tmp_path / "mod.py").read_text() == edited
+
+
+@pytest.mark.parametrize(("example", "expected"), flush_fix.CASES)
+def test_redundant_flush_cases(tmp_path: Path, example: str, expected: str) -> None:
+    write_tree(tmp_path, {"mod.py": example})
+    p = plan(tmp_path, ("redundant-flush",))
+    assert p.files and p.files[0].new.decode() == expected
+    (tmp_path / "mod.py").write_text(expected)
+    assert not plan(tmp_path, ("redundant-flush",)).changed  # idempotent

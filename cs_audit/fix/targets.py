@@ -41,6 +41,9 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
                     if isinstance(site, CallSite) and site.role == "log" and site.eager and \
                             (path, site.line, site.col) not in seen and not _suppressed(ff, "eager-format", site.line):
                         add(path, Target("eager-format", site.line, site.end_line, site.col, site.callee, ("log",)))
+    for f in findings:
+        if f.rule == "redundant-flush":
+            add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), "flush"))
     return out
 
 

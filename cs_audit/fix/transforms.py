@@ -6,9 +6,11 @@ from cs_audit.fix.base import Transform
 
 
 def transforms_for(rules: tuple[str, ...], **context: object) -> dict[str, Transform]:
-    from cs_audit.fix import eager_format
+    from cs_audit.fix import eager_format, redundant_flush
 
     out: dict[str, Transform] = {}
     if "eager-format" in rules:
         out["eager-format"] = eager_format.transform
+    if "redundant-flush" in rules:
+        out["redundant-flush"] = redundant_flush.transform
     return out
