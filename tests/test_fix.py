@@ -14,6 +14,7 @@ import pytest
 from cs_audit.config import AuditConfig
 from cs_audit.fix import FixPlan, fix_tree
 from cs_audit.fix import eager_format as eager_fix
+from cs_audit.fix import env_read_hot as env_fix
 from cs_audit.fix import redundant_flush as flush_fix
 from cs_audit.fix import write as write_plan
 from cs_audit.ruleset import load_ruleset
@@ -129,3 +130,28 @@ def test_redundant_flush_cases(tmp_path: Path, example: str, expected: str) -> N
     assert p.files and p.files[0].new.decode() == expected
     (tmp_path / "mod.py").write_text(expected)
     assert not plan(tmp_path, ("redundant-flush",)).changed  # idempotent
+
+
+@pytest.mark.parametrize(("example", "expected"), env_fix.CASES)
+def test_env_read_hot_cases(tmp_path: Path, example: str, expected: str) -> None:
+    write_tree(tmp_path, {"mod.py": example})
+    p = plan(tmp_path, ("env-read-hot",))
+    assert p.files and p.files[0].new.decode() == expected, [n.text for n in p.files[0].notes]
+    (tmp_path / "mod.py").write_text(expected)
+    assert not plan(tmp_path, ("env-read-hot",)).changed  # idempotent
+
+
+@pytest.mark.parametrize("example", env_fix.DECLINED)
+def test_env_read_hot_declines_with_a_note(tmp_path: Path, example: str) -> None:
+    write_tree(tmp_path, {"mod.py": example})
+    p = plan(tmp_path, ("env-read-hot",))
+    assert not p.changed
+    assert any("not hoisted" in n.text for f in p.files for n in f.notes)
+
+
+def test_env_read_monkeypatched_by_a_test_is_not_hoisted(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"mod.py": env_fix.CASES[0][0],
+                          "tests/test_mod.py": 'def test_it(monkeypatch):\n    monkeypatch.setenv("KV_DUMP", "1")\n'})
+    p = plan(tmp_path, ("env-read-hot",))
+    assert not p.changed
+    assert any("a test monkeypatches it (tests/test_mod.py:2)" in n.text for f in p.files for n in f.notes)

@@ -17,8 +17,10 @@ RULE = "redundant-flush"
 CASES = [
     ('fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    fh.write(row + "\\n")\n    fh.flush()\n',
      'fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    fh.write(row + "\\n")\n'),
-    ('fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    if row:\n        fh.flush()\n',
-     'fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    if row:\n        pass\n'),
+    ('fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    fh.write(row)\n    if n % every == 0:\n        fh.flush()\n',
+     'fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    fh.write(row)\n'),
+    ('fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    if row:\n        fh.flush()\n    else:\n        fh.write(row)\n',
+     'fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    if row:\n        pass\n    else:\n        fh.write(row)\n'),
 ]
 DECLINED: list[str] = []
 
@@ -60,3 +62,34 @@ class _Drop(cst.CSTTransformer):
         if not updated.body:
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return updated
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        """An `if` left with nothing but `pass` and no `else` goes too, when its test has no
+        side effects (names, attributes, literals, arithmetic and comparisons)."""
+        body = updated.body
+        if updated.orelse is None and isinstance(body, cst.IndentedBlock) and len(body.body) == 1 and \
+                isinstance(body.body[0], cst.SimpleStatementLine) and isinstance(body.body[0].body[0], cst.Pass) and \
+                not any(isinstance(s, cst.Pass) for s in _statements(original)) and _pure(updated.test):
+            return cst.RemoveFromParent()
+        return updated
+
+
+def _statements(node: cst.If) -> list[cst.BaseSmallStatement]:
+    body = node.body
+    return [s for line in getattr(body, "body", ()) if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+
+
+def _pure(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(expr, cst.Attribute):
+        return _pure(expr.value)
+    if isinstance(expr, cst.BinaryOperation):
+        return _pure(expr.left) and _pure(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return _pure(expr.expression)
+    if isinstance(expr, cst.BooleanOperation):
+        return _pure(expr.left) and _pure(expr.right)
+    if isinstance(expr, cst.Comparison):
+        return _pure(expr.left) and all(_pure(c.comparator) for c in expr.comparisons)
+    return False

@@ -6,7 +6,7 @@ slower), unless ``--hot-only`` keeps to the findings on a hot path."""
 from __future__ import annotations
 
 from cs_audit.fix.base import HOT, Target
-from cs_audit.model import AuditResult, CallSite, EmitterDetail, FileFacts, Finding
+from cs_audit.model import AuditResult, CallSite, EmitterDetail, EnvReadDetail, FileFacts, Finding
 
 
 def _suppressed(facts: FileFacts | None, rule: str, line: int) -> bool:
@@ -17,7 +17,7 @@ def _suppressed(facts: FileFacts | None, rule: str, line: int) -> bool:
 
 
 def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tuple[str, ...],
-                    hot_only: bool) -> dict[str, dict[str, list[Target]]]:
+                    hot_only: bool, root: str = ".") -> dict[str, dict[str, list[Target]]]:
     from cs_audit.ci.suppress import apply_suppressions
 
     kept = apply_suppressions(result).kept
@@ -41,6 +41,8 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
                     if isinstance(site, CallSite) and site.role == "log" and site.eager and \
                             (path, site.line, site.col) not in seen and not _suppressed(ff, "eager-format", site.line):
                         add(path, Target("eager-format", site.line, site.end_line, site.col, site.callee, ("log",)))
+    if "env-read-hot" in rules:
+        _env_targets(findings, facts, root, add)
     for f in findings:
         if f.rule == "redundant-flush":
             add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), "flush"))
@@ -50,3 +52,28 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
 def _callee(f: Finding) -> str:
     detail = f.detail
     return detail.emitter if isinstance(detail, EmitterDetail) else ""
+
+
+def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str, add) -> None:
+    """Direct reads of one known variable; a read through a helper is the helper's to fix."""
+    import os
+
+    from cs_audit.fix.env_read_hot import blocked_vars
+
+    def text(path: str) -> str | None:
+        try:
+            with open(os.path.join(root, path), encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+    blocked: dict[str, str] | None = None
+    for f in findings:
+        if f.rule != "env-read-hot" or not isinstance(f.detail, EnvReadDetail) or f.detail.via.startswith("helper:"):
+            continue
+        var = f.detail.var
+        if not var or var == "<dynamic>" or "," in var:
+            continue
+        if blocked is None:
+            blocked = blocked_vars(facts, text)
+        add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), f.detail.via, (var, f.code, blocked.get(var))))
