@@ -15,6 +15,7 @@ from cs_audit.config import AuditConfig
 from cs_audit.fix import FixPlan, fix_tree
 from cs_audit.fix import eager_format as eager_fix
 from cs_audit.fix import env_read_hot as env_fix
+from cs_audit.fix import gate_helpers as gate_fix
 from cs_audit.fix import redundant_flush as flush_fix
 from cs_audit.fix import write as write_plan
 from cs_audit.ruleset import load_ruleset
@@ -155,3 +156,28 @@ def test_env_read_monkeypatched_by_a_test_is_not_hoisted(tmp_path: Path) -> None
     p = plan(tmp_path, ("env-read-hot",))
     assert not p.changed
     assert any("a test monkeypatches it (tests/test_mod.py:2)" in n.text for f in p.files for n in f.notes)
+
+
+@pytest.mark.parametrize(("example", "expected"), gate_fix.CASES)
+def test_helper_gating_cases(tmp_path: Path, example: str, expected: str) -> None:
+    write_tree(tmp_path, {"mod.py": example, "tr.py": gate_fix.CASE_HELPER})
+    p = plan(tmp_path)
+    got = {f.source.path: f.new.decode() for f in p.files}
+    assert got.get("mod.py") == expected, [n.text for f in p.files for n in f.notes]
+    (tmp_path / "mod.py").write_text(expected)
+    assert not plan(tmp_path).changed  # idempotent
+
+
+def test_helper_gated_by_a_local_env_read(tmp_path: Path) -> None:
+    """`v = os.environ.get("X")`, `if not v: return`: the read is the predicate, where the call
+    site imports `os` too; elsewhere the call is left with a note."""
+    helper = ('import os\n\n\ndef fsm_log(req, **kv):\n    run_dir = os.environ.get("FSM_DIR")\n    if not run_dir:\n'
+              '        return\n    print(req, kv)\n')
+    call = 'from fsm import fsm_log\n\n\ndef execute_model(r, n):\n    fsm_log(r, note=f"acc={n}")\n'
+    write_tree(tmp_path, {"mod.py": call, "fsm.py": helper})
+    p = plan(tmp_path)
+    assert not p.changed
+    assert any("left eager" in n.text and "needs `os`, not imported here" in n.text for f in p.files for n in f.notes)
+    (tmp_path / "mod.py").write_text("import os\n" + call)
+    got = {f.source.path: f.new.decode() for f in plan(tmp_path).changed}
+    assert '    if os.environ.get("FSM_DIR"):\n        fsm_log(r, note=f"acc={n}")\n' in got["mod.py"]

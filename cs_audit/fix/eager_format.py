@@ -11,6 +11,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cs_audit.fix.base import Target
+from cs_audit.fix.gate_helpers import gate_calls
 from cs_audit.fix.lazy_logging import Decline, lazy_call
 
 RULE = "eager-format"
@@ -42,8 +43,22 @@ DECLINED = [
 
 def transform(module: cst.Module, targets: list[Target], note: Callable[[int, str], None]) -> tuple[cst.Module, int]:
     log_targets = [t for t in targets if t.data and t.data[0] == "log"]
-    if not log_targets:
-        return module, 0
+    helper_targets = [t for t in targets if t.data and t.data[0] == "helper"]
+    fixed = 0
+    if log_targets:
+        module, fixed = _lazy(module, log_targets, note)
+    if helper_targets:
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        chosen = _match(helper_targets, _calls(wrapper))
+        for target in helper_targets:
+            if not any(t is target for t, _ in chosen):
+                note(target.line, f"`{target.callee}` not found at the line the scan gave")
+        module, gated = gate_calls(wrapper.module, chosen, note)
+        fixed += gated
+    return module, fixed
+
+
+def _lazy(module: cst.Module, log_targets: list[Target], note: Callable[[int, str], None]) -> tuple[cst.Module, int]:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     calls = _calls(wrapper)
     chosen = _match(log_targets, calls)

@@ -45,7 +45,7 @@ def transform(module: cst.Module, targets: list[Target], note: Callable[[int, st
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     code = wrapper.module.code_for_node
-    imported = _module_imports(wrapper.module)
+    imported = module_imports(wrapper.module)
     nodes: list[tuple[cst.BaseExpression, int]] = []
 
     class Collect(cst.CSTVisitor):
@@ -96,7 +96,7 @@ def _assigned_name(stmt: cst.CSTNode) -> str | None:
     return None
 
 
-def _module_imports(module: cst.Module) -> dict[str, int]:
+def module_imports(module: cst.Module) -> dict[str, int]:
     """Names bound by module-level imports -> the index of their statement in the body."""
     out: dict[str, int] = {}
     for i, stmt in enumerate(module.body):
@@ -176,7 +176,7 @@ def blocked_vars(facts: dict, texts: Callable[[str], str | None]) -> dict[str, s
     """var -> why a constant would miss a change of it: set by the program itself, or
     monkeypatched by a test."""
     out: dict[str, str] = {}
-    for path, ff in sorted(facts.items()):
+    for _path, ff in sorted(facts.items()):
         for s in ff.setters:
             if s.source == "python":
                 out.setdefault(s.var, f"the program sets it ({s.path}:{s.line})")

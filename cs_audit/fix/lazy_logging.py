@@ -329,9 +329,13 @@ def lazy_call(call: cst.Call, msg_index: int) -> cst.Call | Decline:
     positional = [a for a in args if a.keyword is None]
     if len(positional) <= msg_index:
         return Decline("the message is not a positional argument")
+    msg_arg = positional[msg_index]
+    if isinstance(msg_arg.value, cst.SimpleString) or (
+            isinstance(msg_arg.value, cst.ConcatenatedString) and _string_value(msg_arg.value) is not None):
+        return Decline("the message is lazy already; the eager work is in an argument (`json.dumps`, `repr`...), "
+                       "which has no lazy form without a wrapper")
     if len(positional) > msg_index + 1:
         return Decline("the call already passes %-arguments after the message")
-    msg_arg = positional[msg_index]
     built = lazy_message(msg_arg.value)
     if isinstance(built, Decline):
         return built

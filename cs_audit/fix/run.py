@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from dataclasses import replace
+
 import libcst as cst
 
 from cs_audit.fix.base import FIXABLE, FileFix, FixPlan, Note, Target, Transform
@@ -16,17 +19,40 @@ def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str
     except cst.ParserSyntaxError as exc:
         out.notes.append(Note(source.path, exc.raw_line, "", f"not parsed: {exc.message}"))
         return out
+    shifts: list[list[tuple[str, int, int, int, int]]] = []  # each earlier transform's line changes
     for rule in FIXABLE:
         if not targets.get(rule):
             continue
+        moved = [_moved(t, shifts) for t in targets[rule]]
+        original = {m.line: t.line for m, t in zip(moved, targets[rule])}
 
-        def note(line: int, text: str, rule: str = rule) -> None:
-            out.notes.append(Note(source.path, line, rule, text))
+        def note(line: int, text: str, rule: str = rule, original: dict[int, int] = original) -> None:
+            out.notes.append(Note(source.path, original.get(line, line), rule, text))
 
-        module, n = transforms[rule](module, targets[rule], note)
+        before = module.code
+        module, n = transforms[rule](module, moved, note)
         out.fixed += n
+        if n:
+            shifts.append(difflib.SequenceMatcher(None, before.splitlines(), module.code.splitlines(), autojunk=False).get_opcodes())
     out.new = module.bytes
     return out
+
+
+def _moved(target: Target, shifts: list) -> Target:
+    """The target's lines after the earlier transforms' changes to the file (a line inside a
+    changed block goes to the start of the block that replaced it)."""
+    line, end = target.line, target.end_line
+    for opcodes in shifts:
+        line, end = _map_line(line, opcodes), _map_line(end, opcodes)
+    return target if (line, end) == (target.line, target.end_line) else replace(target, line=line, end_line=max(end, line))
+
+
+def _map_line(line: int, opcodes: list) -> int:
+    i = line - 1
+    for tag, a1, a2, b1, _b2 in opcodes:
+        if a1 <= i < a2:
+            return (b1 + (i - a1) if tag == "equal" else b1) + 1
+    return line
 
 
 def plan_files(root_abspath: str, by_file: dict[str, dict[str, list[Target]]], stamps: dict[str, tuple[int, int]],

@@ -32,9 +32,12 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
         for f in findings:
             if f.rule == "eager-format":
                 detail = f.detail if isinstance(f.detail, EmitterDetail) else None
-                kind = "helper" if detail is not None and detail.level == "helper" else "log"
-                add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), _callee(f), (kind,)))
-                seen.add((f.path, f.line, max(f.col - 1, 0)))
+                col = max(f.col - 1, 0)
+                if detail is not None and detail.level == "helper":
+                    add(f.path, _helper_target(f, col, facts, root))
+                else:
+                    add(f.path, Target(f.rule, f.line, f.end_line, col, _callee(f), ("log",)))
+                seen.add((f.path, f.line, col))
         if not hot_only:
             for path, ff in facts.items():
                 for site in ff.calls:
@@ -77,3 +80,36 @@ def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str
         if blocked is None:
             blocked = blocked_vars(facts, text)
         add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), f.detail.via, (var, f.code, blocked.get(var))))
+
+
+def _helper_target(f: Finding, col: int, facts: dict[str, FileFacts], root: str) -> Target:
+    """A call of a self-gating helper, with the helper's predicate (or why it has none)."""
+    import os
+
+    from cs_audit.fix.gate_helpers import predicate_of
+    from cs_audit.fix.modules import find_module, module_index
+
+    ff = facts.get(f.path)
+    site = next((c for c in (ff.calls if ff else ()) if isinstance(c, CallSite) and c.line == f.line and c.col == col
+                 and c.role is None), None)
+    callee = site.callee if site is not None else _callee(f)
+    qualname = _callee(f)
+    where, how = f.path, "local"
+    index = module_index(root, list(facts))
+    if site is not None and "." in callee and not callee.startswith("self."):
+        found = find_module(index, callee.rsplit(".", 1)[0], f.path, root)
+        if found:
+            where, how = found, "attribute"
+    elif site is not None and ff is not None and not any(fn.qualname == qualname for fn in ff.functions):
+        origin = dict(ff.aliases).get(callee, "")
+        found = find_module(index, origin.rsplit(".", 1)[0], f.path, root) if "." in origin else None
+        where, how = (found, "imported") if found else ("", how)
+    if not where:
+        pred: object = f"the helper `{callee}` is not found in the tree"
+    else:
+        try:
+            with open(os.path.join(root, where), encoding="utf-8", errors="replace") as handle:
+                pred = predicate_of(handle.read(), qualname)
+        except OSError as exc:
+            pred = f"the helper's file cannot be read ({exc.strerror})"
+    return Target(f.rule, f.line, f.end_line, col, callee, ("helper", pred, how))
