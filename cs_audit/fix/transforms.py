@@ -6,13 +6,15 @@ from cs_audit.fix.base import Transform
 
 
 def transforms_for(rules: tuple[str, ...], **context: object) -> dict[str, Transform]:
-    from cs_audit.fix import eager_format, env_read_hot, redundant_flush
+    from cs_audit.fix import duplicate_helper, eager_format, env_read_hot, redundant_flush
 
     out: dict[str, Transform] = {}
     if "eager-format" in rules:
         out["eager-format"] = eager_format.transform
     if "env-read-hot" in rules:
         out["env-read-hot"] = env_read_hot.transform
+    if "duplicate-helper" in rules:
+        out["duplicate-helper"] = duplicate_helper.transform
     if "redundant-flush" in rules:
         out["redundant-flush"] = redundant_flush.transform
     return out
