@@ -62,6 +62,16 @@ def changed(original: Path, copy: Path) -> tuple[list[str], int]:
     return files, lines
 
 
+def _original_line(original: Path, fixed: Path, row: int) -> int:
+    """The line of the original file that line ``row`` of the fixed one came from."""
+    old = original.read_text(encoding="utf-8", errors="replace").splitlines()
+    new = fixed.read_text(encoding="utf-8", errors="replace").splitlines()
+    for tag, a1, _a2, b1, b2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if b1 <= row - 1 < b2:
+            return a1 + (row - 1 - b1) + 1 if tag == "equal" else a1 + 1
+    return row
+
+
 def compiles(copy: Path, files: list[str]) -> bool:
     if not files:
         return True
@@ -73,6 +83,7 @@ def compiles(copy: Path, files: list[str]) -> bool:
 
 
 def run(name: str, source: Path, tmp: Path) -> bool:
+    print(f"{name}: copying, fixing, checking (a few minutes)", file=sys.stderr, flush=True)
     before = g004(source)
     copy = tmp / f"{name}-cs" / name
     shutil.copytree(source, copy, symlinks=True)
@@ -110,10 +121,13 @@ def run(name: str, source: Path, tmp: Path) -> bool:
     rshare = len(ruff_after) / len(before) if before else 0.0
     print(f"| ruff --fix --unsafe-fixes --preview --select G004 | {len(ruff_after)} | {rshare:.1%} | {len(ruff_files)} | "
           f"{ruff_lines} | {'yes' if ruff_compile else 'NO'} | - | - |")
-    print(f"\nLeft by cs-audit ({len(after)}), with the fix's note:\n")
+    print(f"\nLeft by cs-audit ({len(after)}), with the fix's note (lines of the original file):\n")
     for path, row in after:
-        note = next((n for (p, ln), n in notes.items() if p == path and abs(ln - row) <= 3), "no note (not an eager log call the scan saw)")
-        print(f"- `{path}:{row}`: {note}")
+        line = _original_line(source / path, copy / path, row)
+        near = [(ln, n) for (p, ln), n in notes.items() if p == path and 0 <= line - ln <= 6]
+        note = max(near)[1] if near else "no note: the scan saw no eager log call here"
+        text = (source / path).read_text(encoding="utf-8", errors="replace").splitlines()[line - 1].strip()
+        print(f"- `{path}:{line}` `{text[:90]}`: {note}")
     return share <= 0.05 and ok_compile and ok_second
 
 

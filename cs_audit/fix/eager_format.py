@@ -28,11 +28,11 @@ CASES = [
     ('logger.warning_once(f"{name} is slow")\n', 'logger.warning_once("%s is slow", name)\n'),
     ('logger.info(f"done", exc_info=True)\n', 'logger.info("done", exc_info=True)\n'),
     ('logger.log(logging.INFO, f"step {i}")\n', 'logger.log(logging.INFO, "step %s", i)\n'),
+    ('logger.debug(f"{x=} {y = :.2f} {z=!s}")\n', 'logger.debug("x=%r y = %.2f z=%s", x, y, z)\n'),
 ]
 #: left alone, with a note: the message has no exact %-form
 DECLINED = [
     'logger.info(f"{x:>{w}}")\n',
-    'logger.info(f"{x=}")\n',
     'logger.info(f"{x:^10}")\n',
     'logger.info(f"{n:,}")\n',
     'logger.info(f"{x:10}")\n',

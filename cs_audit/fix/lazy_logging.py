@@ -106,14 +106,23 @@ def _fstring_part(node: cst.FormattedString, msg: _Message) -> _Part | Decline:
             body.append(("text", piece.value.replace("{{", "{").replace("}}", "}")))
             continue
         assert isinstance(piece, cst.FormattedStringExpression)
-        if piece.equal is not None:
-            return Decline("an `=` field (`{x=}`) in the f-string")
         spec = ""
         for s in piece.format_spec or ():
             if not isinstance(s, cst.FormattedStringText):
                 return Decline("a nested field in a format spec (`{x:>{w}}`)")
             spec += s.value
-        directive = percent_spec(spec, piece.conversion)
+        conversion = piece.conversion
+        if piece.equal is not None:
+            # `{x=}` writes its own source text, then repr(x) (or the conversion or spec given)
+            code = cst.Module([]).code_for_node
+            text = (code(piece.whitespace_before_expression) + code(piece.expression) + code(piece.whitespace_after_expression)
+                    + code(piece.equal.whitespace_before) + "=" + code(piece.equal.whitespace_after))
+            if "\\" in text or "\n" in text or quote[0] in text:
+                return Decline("an `=` field whose expression holds the string's quote, a backslash or a newline")
+            body.append(("text", text))
+            if conversion is None and not spec:
+                conversion = "r"
+        directive = percent_spec(spec, conversion)
         if isinstance(directive, Decline):
             return directive
         body.append(("spec", directive))

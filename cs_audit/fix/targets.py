@@ -44,8 +44,7 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
                     if isinstance(site, CallSite) and site.role == "log" and site.eager and \
                             (path, site.line, site.col) not in seen and not _suppressed(ff, "eager-format", site.line):
                         add(path, Target("eager-format", site.line, site.end_line, site.col, site.callee, ("log",)))
-    if "env-read-hot" in rules:
-        _env_targets(findings, facts, root, add)
+    replaced: set[tuple[str, str]] = set()  # copies duplicate-helper replaces: nothing else to fix in them
     if "duplicate-helper" in rules:
         from cs_audit.fix.duplicate_helper import plan_groups
 
@@ -53,6 +52,10 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
         for path, targets in plan_groups(result, facts, root, into, kept_sites).items():
             for t in targets:
                 add(path, t)
+                if not t.data[-1]:
+                    replaced.add((path, t.data[3]))
+    if "env-read-hot" in rules:
+        _env_targets(findings, facts, root, add, replaced)
     for f in findings:
         if f.rule == "redundant-flush":
             add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), "flush"))
@@ -64,8 +67,10 @@ def _callee(f: Finding) -> str:
     return detail.emitter if isinstance(detail, EmitterDetail) else ""
 
 
-def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str, add) -> None:
-    """Direct reads of one known variable; a read through a helper is the helper's to fix."""
+def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str, add,
+                 replaced: set[tuple[str, str]]) -> None:
+    """Reads of one known variable: where the finding is, or inside the helper it reads through
+    (the helper's reads whose key is a literal, not a parameter)."""
     import os
 
     from cs_audit.fix.env_read_hot import blocked_vars
@@ -77,16 +82,57 @@ def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str
         except OSError:
             return None
 
+    from cs_audit.fix.modules import module_index
+
     blocked: dict[str, str] | None = None
+    index: dict | None = None
+    done: set[tuple[str, int, str]] = set()
     for f in findings:
-        if f.rule != "env-read-hot" or not isinstance(f.detail, EnvReadDetail) or f.detail.via.startswith("helper:"):
-            continue
-        var = f.detail.var
-        if not var or var == "<dynamic>" or "," in var:
+        if f.rule != "env-read-hot" or not isinstance(f.detail, EnvReadDetail):
             continue
         if blocked is None:
             blocked = blocked_vars(facts, text)
+        if f.detail.via.startswith("helper:"):
+            # a helper's own reads of fixed names are hoisted in the helper, once for all its callers
+            index = index if index is not None else module_index(root, list(facts))
+            qualname = f.detail.via.split(":", 1)[1]
+            where = _helper_file(f.path, f.line, max(f.col - 1, 0), qualname, facts, root, index)[0]
+            reads = facts[where].env_reads if where in facts else ()
+            for r in reads:
+                if r.function == qualname and r.var and r.var_param is None and r.per_call and \
+                        (where, r.line, r.code) not in done and (where, qualname) not in replaced:
+                    done.add((where, r.line, r.code))
+                    add(where, Target(f.rule, r.line, r.end_line, r.col, r.via, (r.var, r.code, blocked.get(r.var))))
+            continue
+        var = f.detail.var
+        if not var or var == "<dynamic>" or "," in var or (f.path, f.line, f.code) in done or \
+                (f.path, f.function or "") in replaced:
+            continue
+        done.add((f.path, f.line, f.code))
         add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), f.detail.via, (var, f.code, blocked.get(var))))
+
+
+def _helper_file(path: str, line: int, col: int, qualname: str, facts: dict[str, FileFacts], root: str,
+                 index: dict) -> tuple[str, str, str]:
+    """(file of the helper called at path:line:col, how the call names it, the callee as
+    written): ``local``, ``attribute`` (`mod.helper`) or ``imported``; the file is "" when
+    the helper is not in the tree."""
+    from cs_audit.fix.modules import find_module
+
+    ff = facts.get(path)
+    site = next((c for c in (ff.calls if ff else ()) if isinstance(c, CallSite) and c.line == line and c.col == col
+                 and c.role is None), None)
+    callee = site.callee if site is not None else qualname
+    where, how = path, "local"
+    if site is not None and "." in callee and not callee.startswith("self."):
+        found = find_module(index, callee.rsplit(".", 1)[0], path, root)
+        if found:
+            where, how = found, "attribute"
+    elif site is not None and ff is not None and not any(fn.qualname == qualname for fn in ff.functions):
+        origin = dict(ff.aliases).get(callee, "")
+        found = find_module(index, origin.rsplit(".", 1)[0], path, root) if "." in origin else None
+        where, how = (found, "imported") if found else ("", how)
+    return where, how, callee
 
 
 def _helper_target(f: Finding, col: int, facts: dict[str, FileFacts], root: str) -> Target:
@@ -94,23 +140,10 @@ def _helper_target(f: Finding, col: int, facts: dict[str, FileFacts], root: str)
     import os
 
     from cs_audit.fix.gate_helpers import predicate_of
-    from cs_audit.fix.modules import find_module, module_index
+    from cs_audit.fix.modules import module_index
 
-    ff = facts.get(f.path)
-    site = next((c for c in (ff.calls if ff else ()) if isinstance(c, CallSite) and c.line == f.line and c.col == col
-                 and c.role is None), None)
-    callee = site.callee if site is not None else _callee(f)
     qualname = _callee(f)
-    where, how = f.path, "local"
-    index = module_index(root, list(facts))
-    if site is not None and "." in callee and not callee.startswith("self."):
-        found = find_module(index, callee.rsplit(".", 1)[0], f.path, root)
-        if found:
-            where, how = found, "attribute"
-    elif site is not None and ff is not None and not any(fn.qualname == qualname for fn in ff.functions):
-        origin = dict(ff.aliases).get(callee, "")
-        found = find_module(index, origin.rsplit(".", 1)[0], f.path, root) if "." in origin else None
-        where, how = (found, "imported") if found else ("", how)
+    where, how, callee = _helper_file(f.path, f.line, col, qualname, facts, root, module_index(root, list(facts)))
     if not where:
         pred: object = f"the helper `{callee}` is not found in the tree"
     else:
