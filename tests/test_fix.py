@@ -236,3 +236,12 @@ def test_compressspec_fixed_with_every_rule(tmp_path: Path) -> None:
     assert sorted(d.split("/")[0] for d in diag) == ["vllm", "vllm_cpu"]
     assert compileall.compile_dir(str(root), quiet=1)
     assert not plan(root, ("eager-format", "env-read-hot", "redundant-flush", "duplicate-helper")).changed
+
+
+def test_hot_only_keeps_to_findings_on_a_hot_path(tmp_path: Path) -> None:
+    src = 'def execute_model(x):\n    logger.info(f"hot {x}")\n\n\ndef startup(x):\n    logger.info(f"cold {x}")\n'
+    write_tree(tmp_path, {"mod.py": HEADER + src})
+    new = plan(tmp_path, hot_only=True).files[0].new.decode()
+    assert 'logger.info("hot %s", x)' in new and 'logger.info(f"cold {x}")' in new
+    every = plan(tmp_path).files[0].new.decode()
+    assert 'logger.info("cold %s", x)' in every
