@@ -18,6 +18,7 @@ from cs_audit.fix import duplicate_helper as dup_fix
 from cs_audit.fix import eager_format as eager_fix
 from cs_audit.fix import env_read_hot as env_fix
 from cs_audit.fix import gate_helpers as gate_fix
+from cs_audit.fix import per_call_open as open_fix
 from cs_audit.fix import redundant_flush as flush_fix
 from cs_audit.fix import write as write_plan
 from cs_audit.ruleset import load_ruleset
@@ -223,7 +224,8 @@ def test_compressspec_fixed_with_every_rule(tmp_path: Path) -> None:
 
     root = tmp_path / "compressspec"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "compressspec", root)
-    p = plan(root, ("eager-format", "env-read-hot", "redundant-flush", "duplicate-helper"))
+    every = ("eager-format", "env-read-hot", "redundant-flush", "per-call-open", "duplicate-helper")
+    p = plan(root, every, unsafe=True)
     assert write_plan(p) == []
     hoisted = {m.group(1) for f in p.changed for line in f.new.decode().splitlines()
                for m in [re.match(r"_ENV_(\w+?)(?:_\d+)? = ", line)] if m}
@@ -235,7 +237,7 @@ def test_compressspec_fixed_with_every_rule(tmp_path: Path) -> None:
     diag = [s.path for g in after.duplicates if g.name == "_diag" for s in g.sites]
     assert sorted(d.split("/")[0] for d in diag) == ["vllm", "vllm_cpu"]
     assert compileall.compile_dir(str(root), quiet=1)
-    assert not plan(root, ("eager-format", "env-read-hot", "redundant-flush", "duplicate-helper")).changed
+    assert not plan(root, every, unsafe=True).changed
 
 
 def test_hot_only_keeps_to_findings_on_a_hot_path(tmp_path: Path) -> None:
@@ -245,3 +247,21 @@ def test_hot_only_keeps_to_findings_on_a_hot_path(tmp_path: Path) -> None:
     assert 'logger.info("hot %s", x)' in new and 'logger.info(f"cold {x}")' in new
     every = plan(tmp_path).files[0].new.decode()
     assert 'logger.info("cold %s", x)' in every
+
+
+@pytest.mark.parametrize(("example", "expected"), open_fix.CASES)
+def test_per_call_open_cases_only_with_unsafe_fixes(tmp_path: Path, example: str, expected: str) -> None:
+    write_tree(tmp_path, {"mod.py": example})
+    safe = plan(tmp_path, ("per-call-open",))
+    assert not safe.changed and any("--unsafe-fixes" in n.text for f in safe.files for n in f.notes)
+    p = plan(tmp_path, ("per-call-open",), unsafe=True)
+    assert p.files and p.files[0].new.decode() == expected, [n.text for n in p.files[0].notes]
+    (tmp_path / "mod.py").write_text(expected)
+    assert not plan(tmp_path, ("per-call-open",), unsafe=True).changed  # idempotent
+
+
+@pytest.mark.parametrize("example", open_fix.DECLINED)
+def test_per_call_open_declines_with_a_note(tmp_path: Path, example: str) -> None:
+    write_tree(tmp_path, {"mod.py": example})
+    p = plan(tmp_path, ("per-call-open",), unsafe=True)
+    assert not p.changed and any("kept per call" in n.text for f in p.files for n in f.notes)

@@ -11,7 +11,7 @@ import libcst as cst
 from cs_audit.fix.source import Source
 
 #: the rules that have a fix, in the order their transforms run on a file
-FIXABLE = ("eager-format", "env-read-hot", "redundant-flush", "duplicate-helper")
+FIXABLE = ("eager-format", "env-read-hot", "redundant-flush", "per-call-open", "duplicate-helper")
 #: what ``fix`` runs without ``--rule`` (replacing copies by imports is asked for by name)
 DEFAULT_RULES = ("eager-format", "env-read-hot", "redundant-flush")
 #: frequencies that make a finding hot for ``--hot-only``

@@ -168,6 +168,8 @@ def insert_statements(module: cst.Module, lines: list[str]) -> cst.Module:
         if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
             at = i + 1
     new = [cst.parse_statement(f"{line}{module.default_newline}", config=module.config_for_parsing) for line in lines]
+    new = [s.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]) if isinstance(s, (cst.FunctionDef, cst.ClassDef))
+           else s for s in new]
     new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine()])
     after = body[at:]
     if after and not after[0].leading_lines and not isinstance(after[0], (cst.FunctionDef, cst.ClassDef)):

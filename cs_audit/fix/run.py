@@ -102,5 +102,5 @@ def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: s
     result, facts, stamps = fix_inputs(config, rs)
     root = os.path.abspath(config.root)
     base = root if os.path.isdir(root) else os.path.dirname(root)
-    by_file = targets_by_file(result, facts, rules, hot_only, base, into)
+    by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe)
     return plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe))

@@ -17,7 +17,8 @@ def _suppressed(facts: FileFacts | None, rule: str, line: int) -> bool:
 
 
 def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tuple[str, ...],
-                    hot_only: bool, root: str = ".", into: str | None = None) -> dict[str, dict[str, list[Target]]]:
+                    hot_only: bool, root: str = ".", into: str | None = None,
+                    unsafe: bool = False) -> dict[str, dict[str, list[Target]]]:
     from cs_audit.ci.suppress import apply_suppressions
 
     kept = apply_suppressions(result).kept
@@ -59,6 +60,8 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
     for f in findings:
         if f.rule == "redundant-flush":
             add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), "flush"))
+        elif f.rule == "per-call-open":
+            add(f.path, Target(f.rule, f.line, f.end_line, max(f.col - 1, 0), "open", (unsafe,)))
     return out
 
 

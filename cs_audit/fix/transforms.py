@@ -6,7 +6,7 @@ from cs_audit.fix.base import Transform
 
 
 def transforms_for(rules: tuple[str, ...], **context: object) -> dict[str, Transform]:
-    from cs_audit.fix import duplicate_helper, eager_format, env_read_hot, redundant_flush
+    from cs_audit.fix import duplicate_helper, eager_format, env_read_hot, per_call_open, redundant_flush
 
     out: dict[str, Transform] = {}
     if "eager-format" in rules:
@@ -15,6 +15,8 @@ def transforms_for(rules: tuple[str, ...], **context: object) -> dict[str, Trans
         out["env-read-hot"] = env_read_hot.transform
     if "duplicate-helper" in rules:
         out["duplicate-helper"] = duplicate_helper.transform
+    if "per-call-open" in rules:
+        out["per-call-open"] = per_call_open.transform
     if "redundant-flush" in rules:
         out["redundant-flush"] = redundant_flush.transform
     return out
