@@ -388,7 +388,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     except DecisionsError as exc:
         errors.append(FileError(DECISIONS_FILE, "io", str(exc)))
         decisions = {}
-    switches, overridden = apply_dispositions(switches, rs, decisions)
+    switches, overridden = apply_dispositions(switches, rs, decisions, config.aside)
     reported, suppressions = selected(findings, analysis.suppressions, selection_of(config, rs))
     return AuditResult(
         root=display_path(config.root),
@@ -403,6 +403,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         overridden=tuple(overridden),
         suppressions=suppressions,
         roots=analysis.roots,
+        aside=config.aside,
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )

@@ -17,10 +17,14 @@ from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 MAX_CONFIG_BYTES = 1 << 20
 #: the largest ``max_file_bytes`` a project may set
 MAX_FILE_BYTES_LIMIT = 1 << 30
-_KEYS = {"hot_roots", "exclude", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
+_KEYS = {"hot_roots", "exclude", "aside", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
          "gate", *EXTENSIBLE}
 #: the keys that list rule ids (checked against the rule set in ``api.prepare_ruleset``)
 RULE_LISTS = ("select", "extend_select", "ignore")
+
+
+#: ``aside`` when the project names none
+ASIDE_DEFAULT = ("test*/", "tests/", "benchmark*/", "examples/")
 
 
 class ConfigError(ValueError):
@@ -54,6 +58,9 @@ class AuditConfig:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: (rule id, scope) of the project's ``gate`` table: which findings of a rule gate ``check``
     gate: tuple[tuple[str, str], ...] = ()
+    #: folders of tests, benchmarks and examples (`tests/`, `benchmark*/`): their findings are
+    #: summarised apart in the report, and a switch read only there is not removed
+    aside: tuple[str, ...] = ASIDE_DEFAULT
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -243,6 +250,9 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
         raise ConfigError(f"{source}: exclude must be a list of glob strings, like [\"third_party/*\"]")
     base = Path(root) if Path(root).is_dir() else Path(root).parent
     exclude = tuple(_rebased(exclude_value, config_dir, base)) + tuple(overrides.pop("exclude", ()) or ())
+    aside = table.get("aside", list(ASIDE_DEFAULT))
+    if not isinstance(aside, list) or not all(isinstance(e, str) and e for e in aside):
+        raise ConfigError(f"{source}: aside must be a list of folder globs, like [\"tests/\", \"benchmark*/\"]")
     level = table.get("default_level")
     if level is not None and not isinstance(level, str):
         raise ConfigError(f"{source}: default_level must be a level name, like \"info\"")
@@ -254,7 +264,7 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
     if not isinstance(gate, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in gate.items()):
         raise ConfigError(f"{source}: gate must be a table of rule id -> hot, default, any or off, like {{\"eager-format\" = \"any\"}}")
     values: dict[str, Any] = {
-        **selection, "root": root, "exclude": exclude, "hot_roots": roots,
+        **selection, "root": root, "exclude": exclude, "hot_roots": roots, "aside": tuple(aside),
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
         "gate": tuple(sorted(gate.items())),

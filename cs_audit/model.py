@@ -8,6 +8,7 @@ facts into ``Finding``/``Switch`` rows; renderers turn those into text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from operator import itemgetter
 from typing import Literal
 
@@ -41,6 +42,19 @@ SwitchKind = Literal["env", "level", "flag", "dynamic"]
 #: (`sorted-><lambda1>`, `pool.submit->self._run`): the handed function runs at the call
 #: when the call lands outside the tree
 HANDED = "->"
+
+
+def is_aside(path: str, globs: tuple[str, ...]) -> bool:
+    """Whether ``path`` is under a folder one of ``globs`` (`tests/`, `benchmark*/`) names:
+    a glob ending in `/` matches any folder of the path, another the path from its start."""
+    folders = path.split("/")[:-1]
+    for glob in globs:
+        if glob.endswith("/"):
+            if any(fnmatchcase(folder, glob[:-1]) for folder in folders):
+                return True
+        elif fnmatchcase(path, glob):
+            return True
+    return False
 
 
 @restorable
@@ -357,6 +371,9 @@ class FileFacts:
     types: TypeFacts = TypeFacts()
     #: its event loops (``extract.loops``): hot roots found in the code
     event_loops: tuple[EventLoop, ...] = ()
+    #: (line, function, gates, what) of gated statements that change state or control flow
+    #: (`self.x = ...`, `return`): what a switch's code computes beyond its calls
+    gated_effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
 
 
 @restorable
@@ -655,6 +672,8 @@ class AuditResult:
     roots: HotRoots | None = None
     #: the work this scan did (not part of any report)
     stats: ScanStats | None = None
+    #: folder globs of tests, benchmarks and examples (``AuditConfig.aside``)
+    aside: tuple[str, ...] = ()
 
 
 @restorable

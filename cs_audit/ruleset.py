@@ -35,13 +35,13 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "switch_kinds.yaml": {
-        "observe_calls", "inject_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
-        "name_kinds", "test_words", "path_words", "toggle_words", "output_words",
+        "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
+        "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
     },
 }
 _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync",
-              "by_name"}
+              "by_name", "foreign", "aside"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
 _ROOT_KEYS = {"name", "class", "path", "frequency"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags"}
@@ -105,6 +105,9 @@ class SwitchKinds:
 
     observe: re.Pattern[str]
     inject: re.Pattern[str]
+    announce: re.Pattern[str]
+    feature_words: frozenset[str]
+    neutral: re.Pattern[str]
     write: re.Pattern[str]
     read: re.Pattern[str]
     search_path: re.Pattern[str]
@@ -112,6 +115,7 @@ class SwitchKinds:
     #: (sub-kind, words anywhere in the name, words that count only as the name's last)
     name_kinds: tuple[tuple[str, frozenset[str], frozenset[str]], ...]
     test_words: frozenset[str]
+    number_words: frozenset[str]
     path_words: frozenset[str]
     toggle_words: frozenset[str]
     output_words: frozenset[str]
@@ -429,10 +433,11 @@ def _switch_kinds(data: dict[str, Any]) -> SwitchKinds:
         raise RuleDataError(f"switch_kinds.yaml: name_kinds: unknown keys {sorted(unknown)}")
     return SwitchKinds(
         observe=re.compile(data["observe_calls"]), inject=re.compile(data["inject_calls"]),
+        announce=re.compile(data["announce_calls"]), feature_words=words(data["feature_words"]), neutral=re.compile(data["neutral_calls"]),
         write=re.compile(data["write_calls"]), read=re.compile(data["read_calls"]),
         search_path=re.compile(data["search_path_calls"]), numeric=re.compile(data["numeric_calls"]),
         name_kinds=tuple((str(e["kind"]), words(e.get("words")), words(e.get("last"))) for e in data["name_kinds"]),
-        test_words=words(data["test_words"]), path_words=words(data["path_words"]),
+        test_words=words(data["test_words"]), number_words=words(data["number_words"]), path_words=words(data["path_words"]),
         toggle_words=words(data["toggle_words"]),
         output_words=words(data["output_words"]),
     )

@@ -31,6 +31,8 @@ class _Evidence:
     observe: list[str] = field(default_factory=list)
     compute: list[str] = field(default_factory=list)
     inject: list[str] = field(default_factory=list)
+    #: observing calls that are more than a log line (a sync, a dump, a timer)
+    strong: list[str] = field(default_factory=list)
     write: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     numeric: list[str] = field(default_factory=list)
@@ -67,8 +69,9 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
             continue
         env = [r for r in facts.env_reads if r.var == var]
         for r in env:
-            for callee in r.wrapped_by:
-                _sink(rs, f"{path}:{r.line}", callee, None, None, ev)
+            for depth, callee in enumerate(r.wrapped_by):
+                if not _sink(rs, f"{path}:{r.line}", callee, None, None, ev) and depth == 0:
+                    _handed(rs, f"{path}:{r.line}", callee, ev)
         targets: list[tuple[str, str | None]] = []  # (name, scope: function, class prefix or None)
         wraps: list[tuple[int, int, str]] = []
         for r in env:
@@ -97,8 +100,21 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
             _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, ev)
 
 
-def _sink(rs: RuleSet, where: str, callee: str, role: str | None, mode: str | None, ev: _Evidence) -> None:
-    """File a call the value flows into: a writer, a reader, a number."""
+def _handed(rs: RuleSet, where: str, callee: str, ev: _Evidence) -> None:
+    """The value is an argument of a call that is no path sink: logged, or used."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    last = _last(callee)
+    if kinds.neutral.search(last) or callee in rs.path_builders or callee.startswith("os.path."):
+        return
+    if kinds.observe.search(last) or rs.debug_name_re.search(last) or callee in rs.log_methods:
+        ev.observe.append(f"{where} {last}()")
+    else:
+        ev.compute.append(f"{where} its value is handed to {last}()")
+
+
+def _sink(rs: RuleSet, where: str, callee: str, role: str | None, mode: str | None, ev: _Evidence) -> bool:
+    """File a call the value flows into: a writer, a reader, a number; False for none."""
     kinds = rs.switch_kinds
     assert kinds is not None
     if callee.startswith("open:"):
@@ -112,6 +128,9 @@ def _sink(rs: RuleSet, where: str, callee: str, role: str | None, mode: str | No
         ev.read.append(f"{where} {last}()")
     elif kinds.numeric.search(last):
         ev.numeric.append(f"{where} {last}()")
+    else:
+        return False
+    return True
 
 
 def _gated(model: TreeModel, rs: RuleSet) -> dict[str, _Evidence]:
@@ -133,8 +152,14 @@ def _gated(model: TreeModel, rs: RuleSet) -> dict[str, _Evidence]:
                 ev.inject.append(where)
             elif call.role in _OBSERVE_ROLES or kinds.observe.search(last) or rs.debug_name_re.search(last):
                 ev.observe.append(where)
-            else:
+                if call.role not in ("log", "print") and not kinds.announce.search(last):
+                    ev.strong.append(where)
+            elif not kinds.neutral.search(last):
                 ev.compute.append(where)
+        for line, function, gates, what in model.facts[path].gated_effects:
+            switch = site_switch(model, path, function, gates, rs)
+            if switch is not None and switch.kind == "env":
+                out[switch.text].compute.append(f"{path}:{line} {what}")
     return out
 
 
@@ -163,8 +188,12 @@ def categorize(
         _uses(model, rs, var_reads, var, ev)
         gated_sites = tuple(sites.get(var, ()))
         # sites in functions reached only under the switch observe too (emitters, dumps, syncs)
-        ev.observe.extend(f"{s.path}:{s.line} {s.work}" for s in gated_sites if f"{s.path}:{s.line}" not in
-                          {o.rsplit(" ", 1)[0] for o in ev.observe})
+        seen = {o.rsplit(" ", 1)[0] for o in ev.observe}
+        for site in gated_sites:
+            if f"{site.path}:{site.line}" not in seen:
+                ev.observe.append(f"{site.path}:{site.line} {site.work}")
+                if site.role not in ("log", "print"):
+                    ev.strong.append(f"{site.path}:{site.line} {site.work}")
         words = set(_words(var))
         named = name_kind(var, kinds)
         test_named = bool(words & kinds.test_words)
@@ -180,23 +209,33 @@ def by_name(reasons: tuple[str, ...]) -> bool:
 def _decide(var: str, ev: _Evidence, sites: tuple[GatedSite, ...], words: set[str], named: str | None,
             test_named: bool, kinds: SwitchKinds) -> tuple[str, str, tuple[str, ...]]:
     location = bool(words & kinds.path_words) and not words & kinds.toggle_words
+    number = bool(words & kinds.number_words)
+    if not test_named:
+        ev.compute.extend(ev.inject)
+        ev.inject = []
     if ev.write:
         return "output-path", "", (_cite("its value names a location that is written", ev.write),)
     if ev.read:
         return "input-path", "", (_cite("its value names a location that is only read", ev.read),)
-    if ev.inject and (test_named or not ev.compute):
+    if ev.inject:
         return "test-hook", "", (_cite("it gates fault injection", ev.inject),)
     if test_named and (ev.compute or ev.observe):
         return "test-hook", "", (_cite("it gates test-only code", ev.compute or ev.observe), "its name says test")
     if location and ev.observe:
         return "output-path", "", (_cite("it gates observing code", ev.observe),
                                    "its name says a location: where that output goes")
+    if (ev.numeric or number) and not named:
+        why = _cite("the code computes with its value", ev.numeric) if ev.numeric else "its name says a number the code uses"
+        return "feature", "", (why, *((_cite("what it gates only logs", ev.observe),) if ev.observe and not ev.compute else ()))
     if ev.observe and not ev.compute:
+        if not ev.strong and not named:
+            return "config", "", (_cite("what it gates is only a log line", ev.observe),
+                                  "its name names no instrumentation: the line announces a setting")
         return "instrumentation", _sub_kind(var, sites, kinds), (_cite("it gates only observing code", ev.observe),)
     if ev.compute:
-        if ev.observe and named:
+        if ev.observe and named and not words & kinds.feature_words:
             return "instrumentation", _sub_kind(var, sites, kinds), (
-                _cite("it gates observing code", ev.observe), _cite("and other calls", ev.compute),
+                _cite("it gates observing code", ev.observe), _cite("and other work", ev.compute),
                 f"its name says {named}")
         return "feature", "", (_cite("the code under it computes differently", ev.compute),)
     if ev.numeric and not named:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cs_audit.config import DECISIONS_FILE, Decision
-from cs_audit.model import Switch
+from cs_audit.model import Switch, is_aside
 from cs_audit.ruleset import DispositionRule, RuleSet
 
 
@@ -72,8 +72,13 @@ def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
     return lines
 
 
-def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet) -> bool:
+def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet, prefix: str = "",
+           aside: tuple[str, ...] = ()) -> bool:
     for key, value in rule.when:
+        if key == "aside" and (bool(s.reads) and all(is_aside(r.path, aside) for r in s.reads)) != bool(value):
+            return False
+        if key == "foreign" and (bool(prefix) and not s.name.startswith(prefix)) != bool(value):
+            return False
         if key == "readers_min" and len(s.readers) < int(value):  # type: ignore[call-overload]
             return False
         if key == "readers_max" and len(s.readers) > int(value):  # type: ignore[call-overload]
@@ -114,10 +119,12 @@ def proposed_level(s: Switch, rs: RuleSet, ms: dict[str, str] | None = None) -> 
     return f"{ms['trace_level']}=1"
 
 
-def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str, Decision]) -> tuple[list[Switch], list[str]]:
+def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str, Decision],
+                       aside: tuple[str, ...] = ()) -> tuple[list[Switch], list[str]]:
     level_knobs = sorted(s.name for s in switches if is_level_knob(s, rs))
     names = {s.name for s in switches}
     ms = minimal_names(sorted(names), rs)
+    own = tree_prefix(sorted(names), "")
     out: list[Switch] = []
     overridden: list[str] = []
     for s in switches:
@@ -132,7 +139,7 @@ def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str,
                 proposed_level=proposed_level(s, rs, ms),
             ))
             continue
-        rule = next(r for r in rs.disposition_rules if _holds(r, s, level_knobs, rs))
+        rule = next(r for r in rs.disposition_rules if _holds(r, s, level_knobs, rs, own, aside))
         merge_into = None
         reason = rule.reason
         if rule.disposition == "MERGE":

@@ -121,6 +121,8 @@ class ModuleIndex:
     arguments: tuple[tuple[str | None, str, ast.Call], ...] = ()
     #: (ast.Lambda, its qualname) of the lambdas in call-holding statements
     lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
+    #: (line, function, gates, what) of gated statements that change state (``_effect``)
+    effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -502,6 +504,23 @@ class _Scope:
         return root not in self.locals
 
 
+def _effect(node: ast.stmt, module_level: bool) -> str | None:
+    """What a statement does beyond its calls, when that changes what the code computes: an
+    attribute, item or module name assigned, a loop left.  A local assigned and a return are left
+    out (debug code builds its log lines in locals and returns early when it has nothing to say)."""
+    cls = node.__class__
+    if cls is ast.Continue or cls is ast.Break:
+        return "loop exit"
+    if cls is ast.Assign or cls is ast.AugAssign or cls is ast.AnnAssign:
+        targets = node.targets if cls is ast.Assign else [node.target]  # type: ignore[attr-defined]
+        for t in targets:
+            if t.__class__ is ast.Attribute:
+                return f"{raw_dotted(t) or 'attribute'} set"
+            if t.__class__ is ast.Subscript or (module_level and t.__class__ is ast.Name):
+                return "item set" if t.__class__ is ast.Subscript else f"{t.id} set"  # type: ignore[attr-defined]
+    return None
+
+
 class _Indexer(ast.NodeVisitor):
     def __init__(self, path: str, text: str, rs: RuleSet) -> None:
         self.path = path
@@ -562,6 +581,8 @@ class _Indexer(ast.NodeVisitor):
         self.path_contexts: tuple[PathContext, ...] = ()
         #: names the module increments (`self.n += 1`): counters
         self.incremented: set[str] = set()
+        #: (line, function, gates, what) of the gated statements that change state or control flow
+        self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
 
     # ------------------------------------------------------------ context
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -906,6 +927,12 @@ class _Indexer(ast.NodeVisitor):
             counter = raw_dotted(node.target)  # type: ignore[attr-defined]
             if counter:
                 self.incremented.add(counter)
+        if self.gate_groups:
+            effect = _effect(node, self.function is None)
+            if effect is not None:
+                gates = self._gates_now()
+                if gates:
+                    self.effects.append((node.lineno, self.function.qualname if self.function else None, gates, effect))
         if isinstance(node, ast.Return) and node.value is not None and _literal(node.value) != "None":
             scope = self.function
             if scope is not None:
@@ -1429,6 +1456,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     incremented = frozenset(indexer.incremented)
     snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
     return ModuleIndex(
+        effects=tuple(indexer.effects),
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),
         string_constants=indexer.string_constants,

@@ -34,7 +34,7 @@ from cs_audit.model import (
 
 #: fields that hold a line number; (line, text, ...) tuples in the fields of ``_LINE_PAIRS``
 _LINE_FIELDS = frozenset({"line", "end_line", "body_line"})
-_LINE_PAIRS = frozenset({"literal_paths", "file_refs"})
+_LINE_PAIRS = frozenset({"literal_paths", "file_refs", "gated_effects"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from fnmatch import fnmatchcase
 from pathlib import PurePath
 
 from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import is_level_knob, minimal_names
-from cs_audit.model import AuditResult, Finding, HotRoots, RootMatch, SwitchRef
+from cs_audit.model import AuditResult, Finding, HotRoots, RootMatch, SwitchRef, is_aside
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
@@ -229,13 +230,14 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
 def _switch_inventory(result: AuditResult) -> str:
     if not result.switches:
         return ""
+    shown = [s for s in result.switches if s.category in (*OBSERVING, "output-path")]
     lines = [
         "## Switch inventory",
         "",
         "| Switch | Category | Reads | Per call | Gated sites | GPU sync | Setters | First read |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for s in result.switches:
+    for s in shown:
         per_call = sum(1 for r in s.reads if r.per_call)
         first = s.reads[0] if s.reads else None
         setters = s.real_setters
@@ -243,15 +245,36 @@ def _switch_inventory(result: AuditResult) -> str:
             f"| {code(s.name)} | {s.category + (f' ({s.kind})' if s.kind else '')} | {len(s.reads)} | {per_call} | {s.gated_sites} | "
             f"{'**yes**' if s.gpu_sync else 'no'} | {setters} | {code(f'{first.path}:{first.line}') if first else ''} |"
         )
+    lines += _others([s for s in result.switches if s.category not in (*OBSERVING, "output-path")],
+                     "switches that configure the engine or name inputs")
     lines.append("")
     return "\n".join(lines)
 
 
+def _aside_folder(path: str, globs: tuple[str, ...]) -> str:
+    """The path up to the first folder an ``aside`` glob matches (`multimodal_gen/test/`)."""
+    parts = path.split("/")
+    for i, folder in enumerate(parts[:-1]):
+        if any(g.endswith("/") and fnmatchcase(folder, g[:-1]) for g in globs):
+            return "/".join(parts[: i + 1]) + "/"
+    return path
+
+
 def _findings_by_rule(result: AuditResult, rs: RuleSet) -> str:
     by_rule: dict[str, list[Finding]] = {}
+    aside: Counter[tuple[str, str]] = Counter()
     for f in result.findings:
+        if result.aside and is_aside(f.path, result.aside):
+            aside[(_aside_folder(f.path, result.aside), f.rule)] += 1
+            continue
         by_rule.setdefault(f.rule, []).append(f)
     lines = ["## Findings by rule", ""]
+    if aside:
+        total = sum(aside.values())
+        lines += [f"Tests, benchmarks and examples ({', '.join(code(g) for g in result.aside)}): {total} findings, "
+                  "counted here and not listed:", "", "| Folder | Rule | Findings |", "|---|---|---|"]
+        lines += [f"| {code(folder)} | {code(rule)} | {n} |" for (folder, rule), n in sorted(aside.items())]
+        lines.append("")
     if not by_rule:
         lines += ["No findings.", ""]
     for rule_id in rs.rules:
@@ -329,19 +352,30 @@ _GENERIC_WORDS = frozenset({
 })
 
 
+def _others(switches: list, what: str) -> list[str]:
+    """One line counting the switches a section leaves out, by category."""
+    if not switches:
+        return []
+    counts = Counter(s.category for s in switches)
+    listed = ", ".join(f"{n} {c}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ["", f"Not listed: {len(switches)} {what} ({listed}); `cs-audit switch NAME` shows any of them.", ""]
+
+
 def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
-    rows = [s for s in result.switches if s.sites]
-    if not rows:
+    gating = [s for s in result.switches if s.sites]
+    rows = [s for s in gating if s.category in OBSERVING]
+    if not gating:
         return ""
     lines = [
         "## 2. Enabled cost",
         "",
-        "What each switch turns on: its emitters, dumps and syncs, the work per event, and the files written.",
+        "What each instrumentation switch and test hook turns on: its emitters, dumps and syncs, the work per "
+        "event, and the files written; the most costly first.",
         "",
         "| Switch | Emitters | Per-event work | GPU sync | Files | Est. µs/step when on |",
         "|---|---|---|---|---|---|",
     ]
-    for s in sorted(rows, key=lambda s: s.name):
+    for s in sorted(rows, key=lambda s: (-sum(site.cost_us for site in s.sites), s.name)):
         work = Counter(site.work for site in s.sites)
         places = list(dict.fromkeys(f"{site.path}:{site.line}" for site in s.sites))
         where = ", ".join(code(p) for p in places[:6]) + (f" (+{len(places) - 6})" if len(places) > 6 else "")
@@ -352,6 +386,7 @@ def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
             f"{'**yes** ' + code(f'{sync.path}:{sync.line}') if sync else 'no'} | {', '.join(code(f) for f in s.files) or '—'} | "
             f"{f'≈ {total:,.0f} *estimate*' if total else 'n/a'} |"
         )
+    lines += _others([s for s in gating if s.category not in OBSERVING], "switches that gate sites but configure the engine")
     lines.append("")
     return "\n".join(lines)
 
@@ -422,7 +457,8 @@ def disposition_tables(result: AuditResult) -> str:
     if result.overridden:
         lines += [f"Decided by the project's `cs-audit.decisions.yaml` (overriding the rules): "
                   f"{', '.join(code(n) for n in result.overridden)}.", ""]
-    keep = [s for s in result.switches if s.disposition == "KEEP"]
+    keep = [s for s in result.switches if s.disposition == "KEEP" and s.category in OBSERVING]
+    kept_others = [s for s in result.switches if s.disposition == "KEEP" and s.category not in OBSERVING]
     merge = [s for s in result.switches if s.disposition == "MERGE"]
     remove = [s for s in result.switches if s.disposition == "REMOVE"]
 
@@ -441,6 +477,7 @@ def disposition_tables(result: AuditResult) -> str:
 
     lines += ["**KEEP**", "", "| Switch | Where | Setters | Readers | Why |", "|---|---|---|---|---|"]
     lines += [f"| {code(s.name)} | {first_read(s)} | {setters(s)} | {len(s.readers)} | {_why(s.reasons)} |" for s in keep]
+    lines += _others(kept_others, "kept switches that are no instrumentation")
     lines += ["", "**MERGE**", "", "| Switch | Into | Where | Setters | Evidence |", "|---|---|---|---|---|"]
     lines += [f"| {code(s.name)} | {code(s.merge_into or '')} | {first_read(s)} | {setters(s)} | {_why(s.reasons)} |" for s in merge]
     lines += ["", "**REMOVE**", "", "| Switch | file:line | Added in | Setters | Why |", "|---|---|---|---|---|"]
