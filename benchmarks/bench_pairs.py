@@ -2,7 +2,9 @@
 
     python benchmarks/bench_pairs.py --a /path/to/old/checkout --b . --pairs 3 [--trees vllm,sglang]
 
-Each pair runs A then B (B then A on odd pairs), so both see the same machine minutes apart:
+Each pair runs A then B (B then A on odd pairs), so both see the same machine minutes apart
+(wall seconds, and CPU seconds: user+sys of the run's whole process tree, the figure to compare
+when other work shares the cores):
   cold         an empty cache (``XDG_CACHE_HOME`` a fresh temp dir), history off, ``-j 2``
   warm         the same command again
   call added   on a temp copy of the tree, primed, then a ``print(...)`` inserted before the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,13 +32,20 @@ CORPORA = Path(os.environ.get("CS_AUDIT_CORPORA", Path.home() / ".cache" / "cs-a
 TREES = {"vllm": CORPORA / "vllm-0.33.0" / "vllm", "sglang": CORPORA / "sglang-0.5.23" / "sglang"}
 
 
-def run(code: Path, root: Path, cache: Path, out: Path) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # totals of the waited-for children
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(code: Path, root: Path, cache: Path, out: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one scan."""
     env = {**os.environ, "PYTHONPATH": str(code), "XDG_CACHE_HOME": str(cache)}
+    cpu = _children_cpu()
     start = time.perf_counter()
     # -P and a neutral cwd: the checkout comes from PYTHONPATH alone, not from the current directory
     subprocess.run([sys.executable, "-P", "-m", "cs_audit", "scan", str(root), "--format", "json", "--no-history",
                     "-j", "2", "-o", str(out)], env=env, check=True, stdout=subprocess.DEVNULL, cwd=out.parent)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu
 
 
 def add_call(root: Path) -> None:
@@ -48,10 +58,10 @@ def add_call(root: Path) -> None:
     largest.write_text("\n".join(lines), encoding="utf-8")
 
 
-def measure(code: Path, tree: Path, work: Path, edit_only: bool = False) -> dict[str, float]:
+def measure(code: Path, tree: Path, work: Path, edit_only: bool = False) -> dict[str, tuple[float, float]]:
     cache = Path(tempfile.mkdtemp(dir=work))
     out = work / "report.json"
-    times: dict[str, float] = {}
+    times: dict[str, tuple[float, float]] = {}
     if not edit_only:
         times = {"cold": run(code, tree, cache, out), "warm": run(code, tree, cache, work / "warm.json")}
     copy = work / "copy"
@@ -77,7 +87,7 @@ def main() -> None:
     args = ap.parse_args()
     for name in args.trees.split(","):
         tree = TREES[name]
-        results: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
+        results: dict[str, dict[str, list[tuple[float, float]]]] = {"A": {}, "B": {}}
         identical = True
         for pair in range(args.pairs):
             order = [("A", args.a), ("B", args.b)] if pair % 2 == 0 else [("B", args.b), ("A", args.a)]
@@ -88,12 +98,15 @@ def main() -> None:
                     reports[label] = (Path(work) / "report.json").read_bytes()
                 for key, value in times.items():
                     results[label].setdefault(key, []).append(value)
-                print(f"{name} pair {pair + 1} {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in times.items()), flush=True)
+                print(f"{name} pair {pair + 1} {label}: " + ", ".join(f"{k} {w:.2f}s (cpu {c:.2f}s)" for k, (w, c) in times.items()),
+                      flush=True)
             identical = identical and reports["A"] == reports["B"]
         print(f"\n{name}: median of {args.pairs} (JSON of A and B identical: {identical})")
         for key in results["A"]:
-            a, b = statistics.median(results["A"][key]), statistics.median(results["B"][key])
-            print(f"  {key:<11} A {a:6.2f}s  B {b:6.2f}s  B/A {b / a:5.2f}")
+            for i, what in enumerate(("wall", "cpu")):
+                a = statistics.median(r[i] for r in results["A"][key])
+                b = statistics.median(r[i] for r in results["B"][key])
+                print(f"  {key:<11} {what:<4} A {a:6.2f}s  B {b:6.2f}s  B/A {b / a:5.2f}")
 
 
 if __name__ == "__main__":
