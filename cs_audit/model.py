@@ -18,6 +18,9 @@ Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 #: a function this short (lines, `def` to end) that only wraps gated emitters is itself one;
 #: the joins read ``FunctionDef.body_lines`` through this comparison alone (see ``reuse``)
 SMALL_BODY_LINES = 40
+#: an env helper this short that only hands its reads on is an accessor: its reads are
+#: reported at its call sites alone (read, like ``SMALL_BODY_LINES``, through a comparison)
+ACCESSOR_BODY_LINES = 12
 #: hot frequencies, most frequent first (per-layer work runs L times a step ...)
 HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
 #: switch categories that turn on debug output (the others configure the engine or name inputs)

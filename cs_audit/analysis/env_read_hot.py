@@ -17,8 +17,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if not read.per_call or read.function is None:
                 continue
             key = (path, read.function)
-            if key in model.env_helpers and model.callers.get(key):
-                continue  # reported at the helper's call sites
+            if _at_callers(model, key):
+                continue  # an accessor's reads are reported at its call sites
             if key not in model.freq_any or outside_event_loop(model, key, read):
                 continue
             switch, freq = gated_run(model, path, read.function, read.gates, read, rs)
@@ -30,7 +30,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role is not None or site.function is None:
                 continue
             key = (path, site.function)
-            if key not in model.freq_any or key in model.env_helpers or outside_event_loop(model, key, site):
+            if key not in model.freq_any or _at_callers(model, key) or outside_event_loop(model, key, site):
                 continue
             for target in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()):
                 if target not in model.env_helpers:
@@ -42,6 +42,12 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                         detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}"),
                         cols=(site.col, site.end_col))
                 break
+
+
+def _at_callers(model: TreeModel, key: tuple[str, str]) -> bool:
+    """Whether the reads of function ``key`` are reported at its call sites instead (an accessor
+    that is called; a root has no call sites to carry them)."""
+    return key in model.accessors and key not in model.roots and bool(model.callers.get(key))
 
 
 def message(f: Finding) -> str:

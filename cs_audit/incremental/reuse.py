@@ -3,7 +3,7 @@
 The joins read line numbers only to order and contain things within one file (a site in
 a function's span, in a call's argument lines, sorted by line) and to report them; they
 never add or subtract them, except ``FunctionDef.body_lines``, which they only compare
-with ``SMALL_BODY_LINES``.  So when a file's new facts equal its old facts once every line
+with ``SMALL_BODY_LINES`` and ``ACCESSOR_BODY_LINES``.  So when a file's new facts equal its old facts once every line
 number is blanked out, and the old lines map to the new ones one-to-one and in order, the
 whole-tree result of the new tree is the old one with that file's lines mapped.  Both
 functions here are pure; ``api`` decides when to use them.
@@ -21,6 +21,7 @@ import re
 from typing import Any, TypeVar
 
 from cs_audit.model import (
+    ACCESSOR_BODY_LINES,
     PLAIN_FIELDS,
     SMALL_BODY_LINES,
     DuplicateGroup,
@@ -68,7 +69,7 @@ def _shape(value: Any, lines: list[int]) -> Any:
                 lines.append(item)
                 item = 0
             elif name == "body_lines":
-                item = item <= SMALL_BODY_LINES
+                item = (item <= SMALL_BODY_LINES, item <= ACCESSOR_BODY_LINES)
         elif name in _LINE_PAIRS:
             lines.extend(entry[0] for entry in item)
             item = tuple(entry[1:] for entry in item)

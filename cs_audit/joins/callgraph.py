@@ -12,6 +12,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
+from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
@@ -102,6 +104,10 @@ class TreeModel:
     entry_gated_names: set[str] | None = None
     #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
     event_loops: dict[FuncKey, tuple[EventLoop, ...]] = field(default_factory=dict)
+    #: the env helpers that return nothing (``joins.env_helpers``): reads, never gates
+    void_helpers: frozenset[FuncKey] = frozenset()
+    #: the env helpers whose reads are reported at their call sites only
+    accessors: frozenset[FuncKey] = frozenset()
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -804,6 +810,10 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
         resolved_files=tuple(resolved_here),
     )
+    void = void_env_helpers(model, rs)
+    model.void_helpers = frozenset(void)
+    model.env_helpers.update(void)
+    model.accessors = accessors(model, model.void_helpers)
     edges, callers = model.edges, model.callers
     start = 0
     for path, count in edge_counts:
@@ -1080,24 +1090,6 @@ def _env_helpers(
     return helpers
 
 
-def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...] | tuple[str | None, ...]) -> list[str]:
-    """The env vars a call of helper ``key`` with these literal arguments reads."""
-    var_list, param_names = model.env_helpers[key]
-    switches: list[str] = []
-    f = model.functions[key]
-    params = [p for p in f.params if p not in ("self", "cls")]
-    defaults = dict(f.param_defaults)
-    for name in param_names:
-        if name in params:
-            index = params.index(name)
-            if index < len(literal_args) and literal_args[index]:
-                switches.append(literal_args[index])  # type: ignore[arg-type]
-            elif name in defaults:
-                switches.append(defaults[name])
-    switches.extend(v for v in var_list if v != "<dynamic>")
-    return switches or ["<dynamic>"]
-
-
 #: not in ``TreeModel.gate_cache`` yet (None is a cached answer: no switch)
 _UNRESOLVED = object()
 
@@ -1121,7 +1113,7 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         return LEVEL_SWITCH
     if gate.kind == "call":
         for target in model.resolver.resolve(path, function, gate.ref):
-            if target in model.env_helpers:
+            if target in model.env_helpers and target not in model.void_helpers:
                 switches = helper_switches(model, target, gate.args)
                 debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
                     rs.category_of(v) != "config" for v in switches if v != "<dynamic>"
@@ -1464,12 +1456,6 @@ def gating_switches(model: TreeModel, key: FuncKey, depth: int = 3) -> list[str]
             return []
         found.extend(above)
     return sorted(set(found))
-
-
-def is_once_function(f: FunctionDef | None, rs: RuleSet) -> bool:
-    if f is None:
-        return True
-    return f.name in rs.once_functions or bool(set(f.decorators) & rs.once_decorators)
 
 
 def env_reads_in(model: TreeModel) -> list[tuple[str, EnvRead]]:

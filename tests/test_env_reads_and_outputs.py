@@ -1,0 +1,119 @@
+"""Env reads where they are paid, void env helpers, registries by shape, cached registries
+(issue 19, "Env reads"), and eager formatting and output paths ("Syncs, formatting and
+output paths", bullets 2 and 3): flagged and silent snippets per behaviour."""
+
+from __future__ import annotations
+
+from cs_audit.testing import scan_files
+from tests.test_rules import hot
+
+
+def _reads(src: str, files: dict[str, str] | None = None) -> list[tuple[int, str, str, str]]:
+    result = scan_files({"mod.py": src, **(files or {})})
+    return sorted((f.line, f.function or "", f.detail.var, f.detail.via) for f in result.findings if f.rule == "env-read-hot")
+
+
+# ------------------------------------------------ reads where they are, helpers where they are called
+LARGER = '''
+    def scales(self, batch):
+        total = 0
+        for x in batch:
+            total += x
+        if os.environ.get("SCALE_LOG") == "1":
+            logger.info("total %s", total)
+        scale = int(os.environ.get("SCALE", "1"))
+        return total * scale
+'''
+
+
+def test_reads_of_a_larger_value_method_stay_where_they_are() -> None:
+    src = hot("out = self.scales(batch)", extra=LARGER)
+    assert _reads(src) == [
+        (12, "Runner.execute_model", "SCALE", "helper:Runner.scales"),
+        (18, "Runner.scales", "SCALE_LOG", "os.environ.get"),
+        (20, "Runner.scales", "SCALE", "os.environ.get"),
+    ]
+
+
+def test_small_accessor_is_reported_at_its_call_site_only() -> None:
+    src = hot("out = self.flag()", extra='''
+    def flag(self):
+        return os.environ.get("FLAG_X") == "1"
+''')
+    assert _reads(src) == [(12, "Runner.execute_model", "FLAG_X", "helper:Runner.flag")]
+
+
+def test_larger_method_off_the_hot_path_is_silent() -> None:
+    src = hot("out = 1", extra=LARGER)
+    assert _reads(src) == []
+
+
+VOID = '''
+
+def _diag(name, what):
+    if os.environ.get(name):
+        logger.info("diag %s", what)
+
+
+def trace_level():
+    return int(os.environ.get("CP_TRACE", "0"))
+
+
+def cptrace(level, tag, **fields):
+    if trace_level() < level:
+        return
+    logger.info("[T %s] %s", tag, fields)
+
+
+def probe(x):
+    on = os.getenv("PROBE_ON")
+    if on:
+        record(x)
+
+
+def record(x):
+    pass
+'''
+
+
+def test_void_env_helpers_make_each_hot_call_site_a_read() -> None:
+    src = hot('''
+_diag("KEEP_DIAG", batch)
+cptrace(1, "alloc", n=1)
+probe(batch)
+record(batch)
+''', extra=VOID)
+    assert _reads(src) == [
+        (12, "Runner.execute_model", "KEEP_DIAG", "helper:_diag"),
+        (13, "Runner.execute_model", "CP_TRACE", "helper:cptrace"),
+        (14, "Runner.execute_model", "PROBE_ON", "helper:probe"),
+    ]
+
+
+def test_void_helper_call_sites_are_reads_in_the_switch_inventory() -> None:
+    result = scan_files({"mod.py": hot('_diag("KEEP_DIAG", batch)', extra=VOID)})
+    switch = next(s for s in result.switches if s.name == "KEEP_DIAG")
+    assert [(r.line, r.function, r.per_call) for r in switch.reads] == [(12, "Runner.execute_model", True)]
+
+
+def test_void_helpers_called_off_the_hot_path_or_once_are_silent() -> None:
+    src = hot("x = 1", extra=VOID + '''
+
+class Setup:
+    def __init__(self):
+        _diag("KEEP_DIAG", self)
+''')
+    assert _reads(src) == []
+
+
+def test_void_function_gated_by_a_flag_or_a_config_attribute_is_no_env_helper() -> None:
+    src = hot("self.note(batch)\nself.maybe(batch)", extra='''
+    def note(self, batch):
+        if self.verbose:
+            logger.info("batch %s", batch)
+
+    def maybe(self, batch):
+        if self.max_tokens > 0:
+            logger.info("batch %s", batch)
+''')
+    assert _reads(src) == []
