@@ -428,6 +428,9 @@ class EnvReadDetail:
 
     var: str
     via: str
+    #: the call after which the engine caches this read (``cached_after`` of its registry):
+    #: a ``cached`` read, low severity, not costed, not gating CI; "" for a per-call read
+    cached: str = ""
 
 
 @restorable
@@ -763,8 +766,8 @@ class Gates:
             return False
         if scope == "any":
             return True
-        if f.switch is not None:
-            return False
+        if f.switch is not None or getattr(f.detail, "cached", ""):
+            return False  # a cached env read is not paid per call after start-up
         return scope == "default" or (f.frequency in HOT_FREQUENCIES and f.path_kind == "normal")
 
     def describe(self) -> str:

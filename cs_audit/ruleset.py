@@ -88,6 +88,9 @@ class Registry:
     access: str  # "method" | "attribute"
     methods: tuple[str, ...]
     name_pattern: str
+    #: a function (dotted) after whose call the engine caches the registry: reads reached
+    #: only after it are ``cached``, not per-call reads
+    cached_after: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +374,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         Registry(
             id=r["id"], object=r["object"], access=r["access"],
             methods=tuple(r.get("methods", ())), name_pattern=r.get("name_pattern", r"^[A-Za-z_]\w*$"),
+            cached_after=r.get("cached_after"),
         )
         for r in env.get("registries", ())
     )

@@ -117,3 +117,59 @@ def test_void_function_gated_by_a_flag_or_a_config_attribute_is_no_env_helper() 
             logger.info("batch %s", batch)
 ''')
     assert _reads(src) == []
+
+
+# ------------------------------------------------ a registry cached after start-up
+VLLM_ENVS = '''
+import functools
+import os
+
+environment_variables = {"VLLM_STEP_LOG": lambda: os.getenv("VLLM_STEP_LOG", "0")}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+
+
+def enable_envs_cache():
+    global __getattr__
+    __getattr__ = functools.cache(__getattr__)
+'''
+ENGINE = '''
+from vllm import envs
+from vllm.envs import enable_envs_cache
+
+
+class EngineCore:
+    def __init__(self):
+        enable_envs_cache()
+
+    def step(self):
+        return envs.VLLM_STEP_LOG
+'''
+
+
+def _engine(engine: str) -> list:
+    result = scan_files({"vllm/__init__.py": "", "vllm/envs.py": VLLM_ENVS, "vllm/v1/core.py": engine})
+    return [f for f in result.findings if f.rule == "env-read-hot"]
+
+
+def test_registry_read_after_the_cache_call_is_cached_low_and_not_costed() -> None:
+    from cs_audit.model import Gates
+    from cs_audit.render.json import finding_dict
+
+    [f] = _engine(ENGINE)
+    assert (f.line, f.detail.var, f.detail.cached, f.cost_us) == (10, "VLLM_STEP_LOG", "vllm.envs.enable_envs_cache", 0.0)
+    assert finding_dict(f)["severity"] == "low" and "cached once `vllm.envs.enable_envs_cache()`" in f.message
+    assert not Gates({"env-read-hot": False}).gates(f)
+
+
+def test_registry_read_is_per_call_when_the_cache_is_never_turned_on_at_start_up() -> None:
+    from cs_audit.render.json import finding_dict
+
+    never = ENGINE.replace("        enable_envs_cache()\n", "        pass\n")
+    in_step = ENGINE.replace("        return envs.VLLM_STEP_LOG", "        enable_envs_cache()\n        return envs.VLLM_STEP_LOG")
+    in_step = in_step.replace("        enable_envs_cache()\n\n", "        pass\n\n", 1)
+    for engine in (never, in_step):
+        [f] = _engine(engine)
+        assert (f.detail.cached, f.cost_us > 0, "cached" in finding_dict(f)) == ("", True, False)

@@ -11,7 +11,24 @@ from cs_audit.ruleset import RuleSet
 RULE = "env-read-hot"
 
 
+def cached_registries(model: TreeModel, rs: RuleSet) -> dict[str, str]:
+    """registry id -> its ``cached_after`` call, for the registries whose cache the tree turns
+    on: the function is defined in the tree and called from code that runs once (start-up).
+    Hot code is taken to run after that call (a stated limit: the order is not traced)."""
+    out: dict[str, str] = {}
+    for registry in rs.registries:
+        if not registry.cached_after or "." not in registry.cached_after:
+            continue
+        module, name = registry.cached_after.rsplit(".", 1)
+        for path in model.resolver.by_module.get(module, ()):
+            callers = model.callers.get((path, name), ())
+            if any(e.caller is None or e.caller not in model.freq_any for e in callers):
+                out[registry.id] = registry.cached_after
+    return out
+
+
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
+    cached = cached_registries(model, rs)
     for path in sorted(model.facts):
         for read in model.facts[path].env_reads:
             if not read.per_call or read.function is None:
@@ -23,8 +40,10 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 continue
             switch, freq = gated_run(model, path, read.function, read.gates, read, rs)
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
-            out.add(RULE, path, read.line, read.end_line, read.function, switch, freq, False, read.code,
-                    per_step_cost(rs, event, freq), detail=EnvReadDetail(var=read.var or "<dynamic>", via=read.via),
+            after = cached.get(read.via.partition(":")[2], "") if read.via.startswith("registry") else ""
+            cost = 0.0 if after else per_step_cost(rs, event, freq)
+            out.add(RULE, path, read.line, read.end_line, read.function, switch, freq, False, read.code, cost,
+                    detail=EnvReadDetail(var=read.var or "<dynamic>", via=read.via, cached=after),
                     cols=(read.col, read.end_col), path=(read.path_kind, read.path_reason))
         for site in model.edge_sites.get(path, ()):  # a site that lands nowhere reads no helper
             if site.role is not None or site.function is None:
@@ -40,7 +59,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False,
                         site.code or site.callee, per_step_cost(rs, "env_read_int", freq) * len(reads),
                         detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}"),
-                        cols=(site.col, site.end_col))
+                        cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
                 break
 
 
@@ -53,5 +72,8 @@ def _at_callers(model: TreeModel, key: tuple[str, str]) -> bool:
 def message(f: Finding) -> str:
     detail = f.detail if isinstance(f.detail, EnvReadDetail) else EnvReadDetail("?", "")
     how = f"through `{detail.via.split(':', 1)[1]}()`" if detail.via.startswith("helper:") else f"via `{detail.via}`"
+    if detail.cached:
+        return (f"`{detail.var}` is read {how} {when_words(f)}, but the registry is cached once "
+                f"`{detail.cached}()` has run at start-up: not a per-call read after it (low).")
     return (f"`{detail.var}` is read from the environment {how} {when_words(f)}; "
             "resolve it once at import and test the constant.")

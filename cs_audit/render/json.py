@@ -78,7 +78,7 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "switch": f.switch.text if f.switch else None, "frequency": f.frequency, "gpu_sync": f.gpu_sync, "message": f.message,
         "fingerprint": f.fingerprint,
         # additions (allowed by the contract): what the site is and what it costs
-        "code": f.code, "estimated_cost_us_per_step": f.cost_us, "severity": _severities().get(f.rule),
+        "code": f.code, "estimated_cost_us_per_step": f.cost_us, "severity": "low" if getattr(f.detail, "cached", "") else _severities().get(f.rule),
         # 1-based; end_col just past the site on end_line
         "col": f.col, "end_col": f.end_col,
         # normal | error | rare: error and rare sites are not costed per step
@@ -98,7 +98,10 @@ def detail_fields(f: Finding) -> dict[str, str]:
     """The rule's own fields of a finding, by name (``EnvReadDetail`` -> ``var``, ``via``)."""
     if f.detail is None:
         return {}
-    return {name: getattr(f.detail, name) for name in sorted(f.detail.__slots__)}
+    fields = {name: getattr(f.detail, name) for name in sorted(f.detail.__slots__)}
+    if fields.get("cached") == "":
+        del fields["cached"]  # a per-call env read: the field says only when a read is cached
+    return fields
 
 
 def _setters_dict(s: Switch) -> dict[str, Any]:
