@@ -325,6 +325,41 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     return rs
 
 
+def tree_ruleset(rs: RuleSet, sources: list[SourceFile], config: AuditConfig) -> RuleSet:
+    """``rs`` with the env registries the tree's own files define (``extract.registries``):
+    found by shape, under any module name; idempotent.  What each file defines is kept
+    between scans by its stat signature, so a warm scan reads only the files that changed."""
+    from cs_audit.extract.registries import registries_in, tree_registries
+
+    directory = cache.registries_dir(config.cache, config.cache_dir)
+    root = os.path.abspath(config.root)
+    memo = (cache.load_registry_memo(directory, root) if directory else None) or {}
+    fresh: dict[str, tuple[tuple[int, int, int, int], int, tuple]] = {}
+    per_file = []
+    for source in sources:
+        if source.kind != "python":
+            continue
+        signature = cache.stat_signature(source.abspath)
+        old = memo.get(source.path)
+        if signature is not None and old is not None and old[0] == signature and cache.vouches(signature, old[1]):
+            found = old[2]
+        else:
+            read_at = time.time_ns()
+            try:
+                with open(source.abspath, "rb") as handle:
+                    data = handle.read(config.max_file_bytes + 1)
+            except OSError:
+                continue  # the scan reports it
+            found = tuple(registries_in(source.path, data)) if len(data) <= config.max_file_bytes else ()
+            old = (signature, read_at, found) if signature is not None else None
+        if old is not None:
+            fresh[source.path] = old
+        per_file.append(found)
+    if directory and fresh != memo:
+        cache.store_registry_memo(directory, root, fresh)
+    return rs.with_registries(tree_registries(per_file, root_package(config), rs.registries))
+
+
 def selection_of(config: AuditConfig, rs: RuleSet) -> RuleSelection:
     """The rules a scan under ``config`` reports; an unknown rule id is a ``ConfigError``
     naming the key."""
@@ -372,6 +407,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
     sources, errors = discover(root, config.exclude)
+    rs = tree_ruleset(rs, sources, config)
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
     keys = _source_keys(sources, config, cache_dir, memo)
@@ -649,6 +685,7 @@ def tree_model(config: AuditConfig, rs: RuleSet | None = None, progress: Progres
         run = _Run()
         rs = prepare_ruleset(config, rs)
         sources, errors = discover(Path(config.root), config.exclude)
+        rs = tree_ruleset(rs, sources, config)
         cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)
         keys = _source_keys(sources, config, cache_dir)
         facts: dict[str, FileFacts] = {}
@@ -671,6 +708,7 @@ def fix_inputs(config: AuditConfig, rs: RuleSet | None = None, progress: Progres
     the scan read it, so a file that changes meanwhile is not rewritten from stale findings."""
     rs = prepare_ruleset(config, rs)
     sources, _ = discover(Path(config.root), config.exclude)
+    rs = tree_ruleset(rs, sources, config)
     python = [s for s in sources if s.kind == "python"]
     stamps = {}
     for s in python:

@@ -210,6 +210,16 @@ class RuleSet:
                 return root
         return None
 
+    def with_registries(self, found: tuple[Registry, ...]) -> RuleSet:
+        """With the registries a tree defines (``extract.registries``); the digest covers them,
+        so facts extracted without them are not reused."""
+        from dataclasses import replace
+
+        if not found:
+            return self
+        digest = hashlib.sha256(f"{self.digest}\0{found!r}".encode()).hexdigest()[:16]
+        return replace(self, registries=self.registries + found, digest=digest)
+
     def with_extra_roots(self, roots: list[dict[str, Any]]) -> RuleSet:
         from dataclasses import replace
 

@@ -173,3 +173,136 @@ def test_registry_read_is_per_call_when_the_cache_is_never_turned_on_at_start_up
     for engine in (never, in_step):
         [f] = _engine(engine)
         assert (f.detail.cached, f.cost_us > 0, "cached" in finding_dict(f)) == ("", True, False)
+
+
+# ------------------------------------------------ registries found by their shape
+FIELDS = '''
+import os
+
+
+class Knob:
+    def __init__(self, default):
+        self.default = default
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def get(self):
+        value = os.getenv(self.name)
+        return self.default if value is None else value
+
+    def is_set(self):
+        return self.name in os.environ
+
+    def set(self, value):
+        os.environ[self.name] = str(value)
+
+
+class IntKnob(Knob):
+    pass
+
+
+class Knobs:
+    MYENG_TRACE = IntKnob(0)
+    MYENG_CHUNK = Knob("64")
+
+
+knobs = Knobs()
+'''
+TABLE = '''
+import os
+
+_getters = {"MYENG_DUMP": lambda: os.getenv("MYENG_DUMP", "0") == "1"}
+
+
+def __getattr__(name):
+    if name in _getters:
+        return _getters[name]()
+    raise AttributeError(name)
+'''
+
+
+def test_registries_found_by_shape_under_any_module_name() -> None:
+    src = '''
+from myeng.config.settings import knobs
+from myeng import switches
+
+
+class Runner:
+    def execute_model(self, batch):
+        a = knobs.MYENG_TRACE.get()
+        b = knobs.MYENG_CHUNK.is_set()
+        c = switches.MYENG_DUMP
+        knobs.MYENG_CHUNK.set("1")
+        return a, b, c
+'''
+    files = {"myeng/__init__.py": "", "myeng/config/__init__.py": "", "myeng/config/settings.py": FIELDS,
+             "myeng/switches.py": TABLE, "myeng/runner.py": src}
+    result = scan_files(files)
+    hits = [(f.line, f.detail.var, f.detail.via) for f in result.findings if f.rule == "env-read-hot"]
+    assert hits == [
+        (7, "MYENG_TRACE", "registry:found:myeng.config.settings.knobs"),
+        (8, "MYENG_CHUNK", "registry:found:myeng.config.settings.knobs"),
+        (9, "MYENG_DUMP", "registry:found:myeng.switches"),
+    ]
+
+
+def test_lookalikes_of_registries_are_not_registries() -> None:
+    fixed = FIELDS.replace("os.getenv(self.name)", 'os.getenv("MYENG_FIXED")').replace(
+        "return self.name in os.environ", "return False")
+    no_table = TABLE.replace("return _getters[name]()", "return name.lower()")
+    src = '''
+from myeng.settings import knobs
+from myeng import switches
+
+
+class Runner:
+    def execute_model(self, batch):
+        return knobs.MYENG_TRACE.get(), switches.MYENG_DUMP, switches.OTHER
+'''
+    files = {"myeng/__init__.py": "", "myeng/settings.py": fixed, "myeng/switches.py": no_table, "myeng/runner.py": src}
+    hits = [(f.path, f.detail.var) for f in scan_files(files).findings if f.rule == "env-read-hot"]
+    # what remains is the fixed read inside Knob.get, reached through the call graph
+    assert not [h for h in hits if h[0] == "myeng/runner.py" and h[1] in ("MYENG_TRACE", "MYENG_DUMP", "OTHER")]
+
+
+def test_a_table_registry_only_matches_its_own_names() -> None:
+    src = '''
+from myeng import switches
+
+
+class Runner:
+    def execute_model(self, batch):
+        return switches.MYENG_DUMP, switches.UNLISTED
+'''
+    files = {"myeng/__init__.py": "", "myeng/switches.py": TABLE, "myeng/runner.py": src}
+    hits = [f.detail.var for f in scan_files(files).findings if f.rule == "env-read-hot" and f.path == "myeng/runner.py"]
+    assert hits == ["MYENG_DUMP"]
+
+
+def test_a_registry_removed_between_scans_stops_being_one(tmp_path) -> None:
+    import time
+
+    from cs_audit.api import run_audit
+    from cs_audit.config import AuditConfig
+    from cs_audit.testing import write_tree
+
+    src = '''
+from myeng import switches
+
+
+class Runner:
+    def execute_model(self, batch):
+        return switches.MYENG_DUMP
+'''
+    root = write_tree(tmp_path, {"myeng/__init__.py": "", "myeng/switches.py": TABLE, "myeng/runner.py": src})
+
+    def reads() -> list[str]:
+        result = run_audit(AuditConfig(root=str(root), jobs=1, history=False))
+        return [f.detail.var for f in result.findings if f.rule == "env-read-hot" and f.path == "myeng/runner.py"]
+
+    assert reads() == ["MYENG_DUMP"]
+    assert reads() == ["MYENG_DUMP"]  # the second scan takes what each file defines from the memo
+    time.sleep(0.01)
+    (root / "myeng" / "switches.py").write_text(TABLE.replace("return _getters[name]()", "return name"))
+    assert reads() == []

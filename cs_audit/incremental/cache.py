@@ -425,3 +425,45 @@ def store_resolutions(cache_dir: str, root: str, resolutions: object, keys: dict
 def _keep_newest(directory: str, keep: int) -> None:
     """Delete all but the ``keep`` most recently modified entries of ``directory``."""
     keep_newest(directory, keep, lambda e: e.name.endswith(".pkl"))
+
+
+# --------------------------------------------------------------------------- env registries per root
+_REGISTRIES_MAGIC = b"csa-registries"
+
+
+def registries_dir(enabled: bool, cache_dir: str | None) -> str | None:
+    """Where the registries each file of a tree defines are kept between scans (they decide
+    the rule set, so they live outside the facts directories, which the rule set names)."""
+    if not enabled:
+        return None
+    path = (Path(cache_dir) if cache_dir else default_cache_root()) / "registries" / f"v{CACHE_FORMAT}-{code_digest()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(path)
+
+
+def load_registry_memo(directory: str, root: str) -> dict[str, tuple[tuple[int, int, int, int], int, tuple]] | None:
+    """path -> (stat signature, when it was read, registries it defines) of the last scan of ``root``."""
+    value = _read_entry(_root_record_path(directory, "roots", root), _REGISTRIES_MAGIC, root)
+    return value if isinstance(value, dict) else None
+
+
+def store_registry_memo(directory: str, root: str, memo: dict[str, tuple[tuple[int, int, int, int], int, tuple]]) -> None:
+    path = _root_record_path(directory, "roots", root)
+    if _write_entry(path, _REGISTRIES_MAGIC, root, memo):
+        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+
+
+def stat_signature(path: str) -> tuple[int, int, int, int] | None:
+    """The (size, mtime, ctime, inode) a file is recognised by between scans, or None."""
+    try:
+        return _signature(os.stat(path))
+    except OSError:
+        return None
+
+
+def vouches(signature: tuple[int, int, int, int], read_at_ns: int) -> bool:
+    """Whether what was read of a file of this signature at ``read_at_ns`` still holds for it."""
+    return _settled(signature, read_at_ns)
