@@ -306,3 +306,38 @@ class Runner:
     time.sleep(0.01)
     (root / "myeng" / "switches.py").write_text(TABLE.replace("return _getters[name]()", "return name"))
     assert reads() == []
+
+
+# ------------------------------------------------ eager formatting through string locals
+def test_concatenated_names_in_a_log_message_are_eager() -> None:
+    src = hot('''
+prefix = "step "
+detail = str(batch)
+logger.debug(prefix + detail)
+logger.debug(self.tag + batch.name + str(batch.n))
+''')
+    result = scan_files({"mod.py": src})
+    assert [(f.line, f.eager_kinds) for f in result.findings if f.rule == "eager-format"] == [
+        (14, ("concat",)), (15, ("concat",)),
+    ]
+
+
+def test_sums_outside_a_log_message_are_not_formatting() -> None:
+    src = hot('''
+logger.debug("n=%d", batch.a + batch.b)
+total = sum_up(batch.a + batch.b)
+if logger.isEnabledFor(logging.DEBUG):
+    logger.debug(self.tag + batch.name)
+''', extra='''
+
+def sum_up(x):
+    return x
+''')
+    result = scan_files({"mod.py": src})
+    assert [f.line for f in result.findings if f.rule == "eager-format"] == []
+
+
+def test_chained_open_write_is_a_per_call_open() -> None:
+    src = hot('open(batch.path, "a").write("row\\\\n")\nopen(batch.path).read()')
+    result = scan_files({"mod.py": src})
+    assert [(f.line, f.rule) for f in result.findings if f.rule == "per-call-open"] == [(12, "per-call-open")]

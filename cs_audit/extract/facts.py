@@ -509,7 +509,7 @@ class StatementFacts(cst.CSTVisitor):
                 callee=callee, function=s.function, line=s.line, end_line=s.end_line, gates=self.gates,
                 loop_depth=s.loop_depth, loop_iter=s.loop_iter,
                 literal_args=tuple(_literal_str(a.value) for a in node.args[:4] if a.keyword is None),
-                eager=_eager_kinds(node, self.rs, self.dotted), arg_calls=tuple(dict.fromkeys(arg_calls)),
+                eager=_eager_kinds(node, self.rs, self.dotted, role == "log"), arg_calls=tuple(dict.fromkeys(arg_calls)),
                 role=role, level=level, resolution=resolution,  # type: ignore[arg-type]
                 in_emitter_args=any(p.role in EMITTER_ROLES for p in self.pending),
                 receiver=self.raw_dotted(node.func.value) if isinstance(node.func, cst.Attribute) else None,
@@ -591,11 +591,15 @@ def _assigned_value(statement: cst.CSTNode) -> cst.BaseExpression | None:
     return None
 
 
-def _eager_kinds(node: cst.Call, rs: RuleSet, dotted) -> tuple[str, ...]:
-    """Formatting done in the arguments before the callee can decide to drop it."""
+def _eager_kinds(node: cst.Call, rs: RuleSet, dotted, log: bool = False) -> tuple[str, ...]:
+    """Formatting done in the arguments before the callee can decide to drop it; in a log
+    record's message, ``+`` of names (``prefix + detail``) joins strings too."""
     kinds: list[str] = []
-    for arg in node.args:
+    for index, arg in enumerate(node.args):
         value = arg.value
+        if log and index == 0 and arg.keyword is None and _joins_names(value):
+            kinds.append("concat")
+            continue
         if _has_fstring(value):
             kinds.append("f-string")
         elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "format" and isinstance(
@@ -625,6 +629,14 @@ def _has_fstring(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.ConcatenatedString):
         return _has_fstring(node.left) or _has_fstring(node.right)
     return False
+
+
+def _joins_names(node: cst.BaseExpression) -> bool:
+    """``a + b`` (+ ...) over names, attributes, subscripts and calls: a log message is a string."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
+        return False
+    leaves = (node.left, node.right)
+    return all(_joins_names(leaf) or isinstance(leaf, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) for leaf in leaves)
 
 
 def _has_string(node: cst.BaseExpression) -> bool:
