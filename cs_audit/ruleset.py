@@ -25,7 +25,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "rules.yaml": {"rules"},
     "env_apis.yaml": {"calls", "mappings", "registries", "once_decorators", "once_functions", "off_values", "categories"},
     "emitters.yaml": {
-        "logging", "levels", "print", "stdwrite", "dumps", "eager_calls", "file_handle_names",
+        "logging", "levels", "print", "stdwrite", "dumps", "dump_path_args", "eager_calls", "file_handle_names",
         "open_functions", "makedirs_functions", "timestamp_calls", "path_builders", "debug_name_pattern",
         "flag_name_pattern",
     },
@@ -145,6 +145,8 @@ class RuleSet:
     print_calls: frozenset[str]
     stdwrite_calls: frozenset[str]
     dump_calls: dict[str, str]
+    #: dump function -> the positional argument that is its path (0 when not listed)
+    dump_path_args: dict[str, int]
     eager_calls: frozenset[str]
     file_handle_names: frozenset[str]
     open_functions: frozenset[str]
@@ -408,6 +410,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         print_calls=frozenset(emit["print"]),
         stdwrite_calls=frozenset(emit["stdwrite"]),
         dump_calls=dict(emit["dumps"]),
+        dump_path_args={name: int(index) for name, index in emit.get("dump_path_args", {}).items()},
         eager_calls=frozenset(emit["eager_calls"]),
         file_handle_names=frozenset(emit["file_handle_names"]),
         open_functions=frozenset(emit["open_functions"]),

@@ -341,3 +341,31 @@ def test_chained_open_write_is_a_per_call_open() -> None:
     src = hot('open(batch.path, "a").write("row\\\\n")\nopen(batch.path).read()')
     result = scan_files({"mod.py": src})
     assert [(f.line, f.rule) for f in result.findings if f.rule == "per-call-open"] == [(12, "per-call-open")]
+
+
+# ------------------------------------------------ output paths: each dump's own path argument
+def test_dump_path_argument_comes_from_the_rule_data() -> None:
+    src = '''
+import numpy, torch
+
+def dump(arr, t, root):
+    numpy.save("/tmp/np_dump/a.npy", arr)
+    torch.save(t, "/tmp/pt_dump/t.pt")
+    numpy.save(root + "/a.npy", arr)
+    torch.save("/tmp/not_a_path", root)
+'''
+    result = scan_files({"mod.py": src})
+    assert [f.line for f in result.findings if f.rule == "hardcoded-output-path"] == [4, 5]
+
+
+def test_a_project_names_the_path_argument_of_its_own_dump() -> None:
+    src = '''
+import mylib
+
+def dump(obj, run):
+    mylib.store(obj, run, "/tmp/mylib_out/x.bin")
+    mylib.store(obj, "/tmp/not_the_path", run)
+'''
+    tables = (("emitters", {"dumps": {"mylib.store": "dump"}, "dump_path_args": {"mylib.store": 2}}),)
+    result = scan_files({"mod.py": src}, rule_tables=tables)
+    assert [f.line for f in result.findings if f.rule == "hardcoded-output-path"] == [4]

@@ -454,7 +454,7 @@ class StatementFacts(cst.CSTVisitor):
         role, _, _ = self._role(node, callee)
         mode = _open_mode(node) if role == "open" else None
         if callee in self.rs.makedirs_functions or role in ("open", "dump"):
-            path_arg = node.args[1].value if role == "dump" and len(node.args) > 1 else (node.args[0].value if node.args else None)
+            path_arg = _path_argument(node, callee, role, self.rs)
             positional = _literal_str(node.args[1].value) if role == "open" and len(node.args) > 1 else None
             path = _path_prefix(path_arg)
             if path and path.startswith(("/", "./", "../", ".")) and "/" in path and (role != "open" or (positional or "r")[:1] in "wax"):
@@ -497,9 +497,9 @@ class StatementFacts(cst.CSTVisitor):
         if role == "open" and (mode or "r")[:1] in "wax" and node.args:
             path_pattern = self.path_pattern(node.args[0].value)
         elif role == "dump" and node.args:
-            # torch.save(obj, path) / np.save(path, arr): the path is the string-like argument
-            for arg in (node.args[1:2] if callee.endswith(("torch.save", "pickle.dump", "json.dump", "yaml.dump")) else node.args[:1]):
-                path_pattern = self.path_pattern(arg.value)
+            path_arg = _path_argument(node, callee, role, self.rs)
+            if path_arg is not None:
+                path_pattern = self.path_pattern(path_arg)
         code, col, end_col = self._code(node)
         path_kind, path_reason = s.path_kind, s.path_reason
         if path_kind == "normal" and role == "log" and level == "once" and _constant_message(node):
@@ -589,6 +589,18 @@ def _assigned_value(statement: cst.CSTNode) -> cst.BaseExpression | None:
         if isinstance(small, (cst.Assign, cst.AnnAssign)):
             return small.value
     return None
+
+
+def _path_argument(node: cst.Call, callee: str, role: str | None, rs: RuleSet) -> cst.BaseExpression | None:
+    """The argument a call writes to: a dump's own (``dump_path_args`` in rules/emitters.yaml;
+    for a dump not listed there, its first argument that starts with a literal path), else the first."""
+    positional = [arg.value for arg in node.args if arg.keyword is None]
+    if role == "dump":
+        index = rs.dump_path_args.get(callee)
+        if index is None:
+            return next((value for value in positional if _path_prefix(value)), positional[0] if positional else None)
+        return positional[index] if len(positional) > index else None
+    return positional[0] if positional else None
 
 
 def _eager_kinds(node: cst.Call, rs: RuleSet, dotted, log: bool = False) -> tuple[str, ...]:
