@@ -14,3 +14,15 @@ def parse_quietly(source: str | bytes, filename: str = "<unknown>") -> ast.Modul
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.parse(source, filename=filename)
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """`a.b.c` of a chain of names and attributes as written (no alias resolution), else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
+from cs_audit.pyast import dotted_name, parse_quietly
 from cs_audit.ruleset import Registry
 
 _ENV_MAPPING = "os.environ"
@@ -29,17 +30,6 @@ def module_name(path: str) -> str:
     return stem.removesuffix("/__init__").replace("/", ".")
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _is_self_attr(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
@@ -48,17 +38,17 @@ def _reads_own_name(fn: ast.FunctionDef) -> bool:
     """The method reads the env under an attribute of ``self`` and never writes the env."""
     reads = False
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and _dotted(node.func) in _READ_CALLS and node.args and _is_self_attr(node.args[0]):
+        if isinstance(node, ast.Call) and dotted_name(node.func) in _READ_CALLS and node.args and _is_self_attr(node.args[0]):
             reads = True
         elif isinstance(node, ast.Compare) and _is_self_attr(node.left) and any(
-                isinstance(op, (ast.In, ast.NotIn)) and (_dotted(c) or "").endswith("environ")
+                isinstance(op, (ast.In, ast.NotIn)) and (dotted_name(c) or "").endswith("environ")
                 for op, c in zip(node.ops, node.comparators)):
             reads = True
-        elif isinstance(node, ast.Subscript) and (_dotted(node.value) or "").endswith("environ"):
+        elif isinstance(node, ast.Subscript) and (dotted_name(node.value) or "").endswith("environ"):
             if isinstance(node.ctx, ast.Store | ast.Del):
                 return False
             reads = reads or _is_self_attr(node.slice)
-        elif isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith(("environ.pop", "environ.setdefault", "putenv")):
+        elif isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith(("environ.pop", "environ.setdefault", "putenv")):
             return False
     return reads
 
@@ -82,7 +72,7 @@ def _field_registries(tree: ast.Module, module: str) -> list[tuple[str, tuple[st
     while grown:
         grown = False
         for name, cls in classes.items():
-            inherited = set().union(*(accessors.get(_dotted(b) or "", set()) for b in cls.bases))
+            inherited = set().union(*(accessors.get(dotted_name(b) or "", set()) for b in cls.bases))
             if inherited - accessors.get(name, set()):
                 accessors[name] = accessors.get(name, set()) | inherited
                 grown = True
@@ -91,13 +81,13 @@ def _field_registries(tree: ast.Module, module: str) -> list[tuple[str, tuple[st
     for name, cls in classes.items():
         for stmt in cls.body:
             value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
-            if isinstance(value, ast.Call) and _dotted(value.func) in field_classes:
-                containers.setdefault(name, set()).update(accessors[_dotted(value.func) or ""])
+            if isinstance(value, ast.Call) and dotted_name(value.func) in field_classes:
+                containers.setdefault(name, set()).update(accessors[dotted_name(value.func) or ""])
     out = []
     for stmt in tree.body:
         if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) in containers):
-            methods = containers[_dotted(stmt.value.func) or ""]
+                and isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) in containers):
+            methods = containers[dotted_name(stmt.value.func) or ""]
             out.append((f"{module}.{stmt.targets[0].id}", tuple(sorted(m for m in methods if not m.startswith("_")))))
     return out
 
@@ -105,9 +95,9 @@ def _field_registries(tree: ast.Module, module: str) -> list[tuple[str, tuple[st
 def _reads_own_name_or_calls(fn: ast.FunctionDef) -> bool:
     """A caller of an accessor that writes no env (``override`` saves and sets: not a read)."""
     for node in ast.walk(fn):
-        if isinstance(node, ast.Subscript) and (_dotted(node.value) or "").endswith("environ") and isinstance(node.ctx, ast.Store | ast.Del):
+        if isinstance(node, ast.Subscript) and (dotted_name(node.value) or "").endswith("environ") and isinstance(node.ctx, ast.Store | ast.Del):
             return False
-        if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith(("environ.pop", "environ.setdefault", "putenv")):
+        if isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith(("environ.pop", "environ.setdefault", "putenv")):
             return False
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("set", "clear"):
             return False
@@ -148,7 +138,7 @@ def registries_in(path: str, data: bytes) -> list[Registry]:
     if not (getattr_shape or field_shape):
         return []
     try:
-        tree = ast.parse(data)
+        tree = parse_quietly(data, path)
     except (SyntaxError, ValueError):
         return []
     module = module_name(path)
