@@ -369,3 +369,20 @@ def dump(obj, run):
     tables = (("emitters", {"dumps": {"mylib.store": "dump"}, "dump_path_args": {"mylib.store": 2}}),)
     result = scan_files({"mod.py": src}, rule_tables=tables)
     assert [f.line for f in result.findings if f.rule == "hardcoded-output-path"] == [4]
+
+
+def test_a_helper_returned_up_a_chain_is_reported_once_at_the_top() -> None:
+    src = hot("out = self.block(batch)", extra='''
+    def block(self, batch):
+        return self.layer(batch)
+
+    def layer(self, batch):
+        if os.environ.get("LAYER_LOG") == "1":
+            logger.info("layer %s", batch)
+        return int(os.environ.get("LAYER_SCALE", "1"))
+''')
+    assert _reads(src) == [
+        (12, "Runner.execute_model", "LAYER_SCALE", "helper:Runner.block"),
+        (18, "Runner.layer", "LAYER_LOG", "os.environ.get"),
+        (20, "Runner.layer", "LAYER_SCALE", "os.environ.get"),
+    ]

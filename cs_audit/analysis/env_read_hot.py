@@ -51,6 +51,9 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             key = (path, site.function)
             if key not in model.freq_any or _at_callers(model, key) or outside_event_loop(model, key, site):
                 continue
+            if (site.returned and key in model.env_helpers and key not in model.void_helpers
+                    and key not in model.roots and model.callers.get(key)):
+                continue  # the read is what the helper returns: its own call sites carry it
             for target in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()):
                 if target not in model.env_helpers:
                     continue
