@@ -386,3 +386,9 @@ def test_a_helper_returned_up_a_chain_is_reported_once_at_the_top() -> None:
         (18, "Runner.layer", "LAYER_LOG", "os.environ.get"),
         (20, "Runner.layer", "LAYER_SCALE", "os.environ.get"),
     ]
+
+
+def test_a_helper_over_a_cached_registry_read_is_cached_at_its_call_sites() -> None:
+    engine = ENGINE.replace("        return envs.VLLM_STEP_LOG", "        return self.scale()\n\n    def scale(self):\n        return envs.VLLM_STEP_LOG")
+    hits = sorted((f.line, f.detail.via, f.detail.cached) for f in _engine(engine))
+    assert hits == [(10, "helper:EngineCore.scale", "vllm.envs.enable_envs_cache")]

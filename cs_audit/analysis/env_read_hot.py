@@ -29,6 +29,11 @@ def cached_registries(model: TreeModel, rs: RuleSet) -> dict[str, str]:
 
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     cached = cached_registries(model, rs)
+    # the vars read through a cached registry: a helper that reads only those is cached too
+    cached_vars = {
+        read.var: cached[read.via.partition(":")[2]] for ff in model.facts.values() for read in ff.env_reads
+        if read.var and read.via.partition(":")[2] in cached and read.via.startswith("registry:")
+    }
     for path in sorted(model.facts):
         for read in model.facts[path].env_reads:
             if not read.per_call or read.function is None:
@@ -59,9 +64,11 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     continue
                 switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
                 reads = helper_switches(model, target, site.literal_args)
+                after = cached_vars[reads[0]] if all(v in cached_vars for v in reads) else ""
+                cost = 0.0 if after else per_step_cost(rs, "env_read_int", freq) * len(reads)
                 out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False,
-                        site.code or site.callee, per_step_cost(rs, "env_read_int", freq) * len(reads),
-                        detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}"),
+                        site.code or site.callee, cost,
+                        detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}", cached=after),
                         cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
                 break
 
