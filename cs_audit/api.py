@@ -10,7 +10,7 @@ import contextlib
 import gc
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 from cs_audit.analysis.disposition import apply_dispositions
 from cs_audit.analysis.selection import RuleSelection, rule_selection, selected, unknown_rules
 from cs_audit.config import DECISIONS_FILE, RULE_LISTS, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
-from cs_audit.extract.discover import discover, display_path, git_head
+from cs_audit.extract.discover import discover, discover_tree, display_path, git_head
 from cs_audit.incremental import cache
 from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
 from cs_audit.model import (
     AuditResult,
+    BlameInfo,
     DuplicateGroup,
     DuplicateSite,
     EnvSetter,
@@ -30,6 +31,7 @@ from cs_audit.model import (
     FileFacts,
     Finding,
     HotRoots,
+    Repository,
     ScanStats,
     ScriptFacts,
     SourceFile,
@@ -406,18 +408,21 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
 
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
-    sources, errors = discover(root, config.exclude)
+    sources, errors, repos = discover_tree(root, config.exclude)
     rs = tree_ruleset(rs, sources, config)
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
     keys = _source_keys(sources, config, cache_dir, memo)
     analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
-    commit, history_note = None, "history disabled (--no-history)"
+    commit, history_note = None, HISTORY_SKIPPED
     if config.history:
-        switches, commit, history_note = _with_history(root, switches, config)
+        switches, commit, history_note = _with_history(root, repos, switches, config)
     else:
         commit = git_head(root)
+        switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
+    repositories = ((".", commit),) if commit else ()
+    repositories += tuple((r.path, git_head(root / r.path)) for r in repos)
     run.lap("history")
     try:
         decisions = load_decisions(root)
@@ -435,6 +440,7 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message))),
         files_scanned=len(sources),
         history_note=history_note,
+        repositories=repositories,
         timings=tuple(run.timings),
         overridden=tuple(overridden),
         suppressions=suppressions,
@@ -652,26 +658,70 @@ def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: li
     return resolutions, unchanged
 
 
-def _with_history(root: Path, switches: list[Switch], config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
-    """`added_in` for each switch: the oldest commit among the blames of its reads (blame
-    answers cached on disk next to the facts, per HEAD commit)."""
+#: what ``added_in`` says when history was not asked for
+HISTORY_SKIPPED = "history skipped (--no-history)"
+
+
+def _repository_of(path: str, repos: Sequence[Repository]) -> tuple[str, str]:
+    """(the innermost sub-repository holding ``path``, or "" for the root's; the path in it)."""
+    for repo in sorted(repos, key=lambda r: -len(r.path)):
+        if path.startswith(repo.path + "/"):
+            return repo.path, path[len(repo.path) + 1:]
+    return "", path
+
+
+def _with_history(root: Path, repos: Sequence[Repository], switches: list[Switch],
+                  config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
+    """`added_in` for each switch: the oldest answer among the repositories holding its reads,
+    each asked of its own history: the first commit whose code reads the name (the history
+    pass), else the oldest blame of its reads (answers cached on disk, per HEAD)."""
+    from cs_audit.extract.reads import names_read
     from cs_audit.git.blame import open_history
 
-    history = open_history(root, cache_dir=cache.blame_cache_dir(config.cache, config.cache_dir), jobs=config.jobs)
-    try:
-        history.prefetch((r.path, r.line) for s in switches for r in s.reads)  # each file once, in parallel
-        out = []
-        for s in switches:
-            info, note = history.first_added((r.path, r.line) for r in s.reads)
-            out.append(replace(s, added_in=info, added_in_note=note))
-        return out, history.commit, history.reason
-    except (ValueError, OSError) as exc:  # a broken repository (a missing object): the audit stands
-        note = f"history skipped: {exc}"
-        return [replace(s, added_in=None, added_in_note=note) for s in switches], history.commit, note
-    finally:
-        close = getattr(history, "close", None)
-        if close:
-            close()
+    blame_dir = cache.blame_cache_dir(config.cache, config.cache_dir)
+    where: dict[str, dict[int, list[tuple[str, int]]]] = {}  # repository -> switch index -> its reads there
+    for i, s in enumerate(switches):
+        for r in s.reads:
+            repo, rel = _repository_of(r.path, repos)
+            where.setdefault(repo, {}).setdefault(i, []).append((rel, r.line))
+    answers: dict[int, list[tuple[BlameInfo | None, str | None]]] = {}
+    commit, reason = None, None
+    for repo in sorted(set(where) | {""}):
+        history = open_history(root / repo if repo else root, cache_dir=blame_dir, jobs=config.jobs)
+        if not repo:
+            commit, reason = history.commit, history.reason
+        try:
+            sites = where.get(repo, {})
+            # the first commit that reads each name; blame of the reads where the pass has none
+            introduced = history.first_reads({switches[i].name for i in sites}, names_read) if sites else {}
+            blamed = {i: group for i, group in sites.items() if switches[i].name not in introduced}
+            history.prefetch(site for group in blamed.values() for site in group)  # each file once, in parallel
+            for i in sites:
+                got = introduced.get(switches[i].name)
+                info, note = got if got is not None else history.first_added(blamed[i])
+                if info is not None and repo:
+                    info = replace(info, repository=repo)
+                answers.setdefault(i, []).append((info, note))
+        except (ValueError, OSError) as exc:  # a broken repository (a missing object): the audit stands
+            note = f"history skipped: {exc}"
+            for i in where.get(repo, {}):
+                answers.setdefault(i, []).append((None, note))
+            if not repo:
+                reason = note
+        finally:
+            close = getattr(history, "close", None)
+            if close:
+                close()
+    out = []
+    for i, s in enumerate(switches):
+        got = answers.get(i, [])
+        dated = [(info, note) for info, note in got if info is not None]
+        if dated:
+            info, note = min(dated, key=lambda a: (a[0].date, a[0].repository))  # type: ignore[union-attr]
+        else:
+            info, note = None, "; ".join(dict.fromkeys(n for _, n in got if n)) or None
+        out.append(replace(s, added_in=info, added_in_note=note))
+    return out, commit, reason
 
 
 def tree_model(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None,

@@ -34,7 +34,7 @@ SetterKind = Literal["set", "passthrough", "commented", "off"]
 SetterSource = Literal["shell", "dotenv", "docker", "make", "ci", "python"]
 ErrorKind = Literal[
     "syntax", "encoding", "binary", "too-large", "io", "symlink",
-    "parser-crash", "timeout", "internal",
+    "parser-crash", "timeout", "internal", "submodule",
 ]
 
 
@@ -116,6 +116,16 @@ class FileError:
     path: str
     kind: ErrorKind
     message: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """A git repository inside the scanned tree whose files discovery listed with its own
+    ``git ls-files``: ``path`` from the scanned root, ``kind`` ``submodule`` or ``nested``."""
+
+    path: str
+    kind: str
 
 
 @restorable
@@ -416,6 +426,8 @@ class BlameInfo:
     date: str  # YYYY-MM-DD
     subject: str
     author: str = ""
+    #: the sub-repository (its path from the scanned root) the commit is of; "" for the root's
+    repository: str = ""
 
 
 # -- what each rule says of a site besides the common fields of a finding (JSON: added fields)
@@ -680,6 +692,9 @@ class AuditResult:
     stats: ScanStats | None = None
     #: folder globs of tests, benchmarks and examples (``AuditConfig.aside``)
     aside: tuple[str, ...] = ()
+    #: (path from the scanned root, HEAD commit) of each repository holding scanned files:
+    #: "." for the one holding the root (when in git), then the sub-repositories
+    repositories: tuple[tuple[str, str | None], ...] = ()
 
 
 @restorable

@@ -32,7 +32,7 @@ def _scan(name: str, jobs: int = 1):
         result = run_audit(load_config(name, jobs=jobs, history=False))
     finally:
         os.chdir(cwd)
-    return replace(result, commit=None, history_note=None)
+    return replace(result, commit=None, history_note=None, repositories=())
 
 
 def _compare(path: Path, actual: str, update: bool) -> None:

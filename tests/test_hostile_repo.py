@@ -357,6 +357,7 @@ def test_sigterm_removes_the_temporary_commit_graph_of_a_scan(tmp_path: Path) ->
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "    return real(args, cwd, env, stdin)\n"
         "blame._spawn = spawn\n"
+        "blame.GitHistory.first_reads = lambda self, names, reads: {}\n"  # blame, not the history pass, dates them
         "held, real_open = [], blame.open_history\n"
         "blame.open_history = lambda *a, **k: held.append(real_open(*a, **k)) or held[-1]\n"
         f"sys.argv = ['cs-audit', 'scan', {str(repo)!r}, '--no-cache', '-f', 'json', '-j', '1']\n"

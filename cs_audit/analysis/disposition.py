@@ -61,8 +61,8 @@ def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
     lines.append(f"{len(s.readers)} script(s) read its output" if s.readers else "no script reads its output")
     if s.added_in:
         lines.append(f"added in {s.added_in.commit} ({s.added_in.date}) {s.added_in.subject}")
-    elif s.added_in_note:
-        lines.append(f"age unknown: {s.added_in_note}")
+    elif s.added_in_note and not s.added_in_note.startswith("history skipped"):
+        lines.append(f"age unknown: {s.added_in_note}")  # an age not asked for is no evidence
     if s.name in level_knobs and len(level_knobs) > 1:
         others = [k for k in level_knobs if k != s.name]
         lines.append(f"one of {len(level_knobs)} level knobs (also {', '.join(others[:4])}{'…' if len(others) > 4 else ''})")

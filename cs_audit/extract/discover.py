@@ -2,7 +2,10 @@
 
 Inside a git work tree the file list comes from ``git ls-files`` (tracked and
 untracked-but-not-ignored); elsewhere (and when the root itself is ignored by an
-enclosing repository) from a walk.  Neither follows symlinks: a link met on the
+enclosing repository) from a walk.  A submodule (a gitlink that is checked out) and a
+nested repository (a directory with its own ``.git``, file or directory) are entered and
+listed with their own ``git ls-files``, so their own ``.gitignore`` applies; a submodule
+that is not checked out is an error entry (kind ``submodule``), never skipped silently.  Neither follows symlinks: a link met on the
 way is listed as a skipped ``symlink`` (so ``a -> .`` cannot loop and nothing
 outside the root is read).  Discovery only reads: ``git`` runs with optional
 locks off (no index refresh), through ``cs_audit.git.runner``.
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from cs_audit.extract.setters import setter_file_kind
 from cs_audit.git import runner
-from cs_audit.model import FileError, SourceFile
+from cs_audit.model import FileError, Repository, SourceFile
 
 SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".venv", "node_modules", ".hg", ".svn"})
 
@@ -49,10 +52,15 @@ def git_head(root: Path) -> str | None:
     return lines[1]
 
 
+#: sub-repositories entered below sub-repositories at most this deep (a loop of gitdir files)
+MAX_REPO_DEPTH = 8
+
+
 def _git_files(root: Path) -> list[str] | None:
     proc = _git(root, "ls-files", "-z", "-co", "--exclude-standard", "--", ".")
     if proc is None or proc[0] != 0:
         return None
+    # a nested repository is listed as ``dir/``, a gitlink (submodule) as ``dir``: both kept
     out = [os.fsdecode(raw) for raw in proc[1].split(b"\0") if raw]
     if not out:
         # check-ignore refuses literal pathspecs ("." is no file name to escape here)
@@ -95,7 +103,9 @@ def _walk(root: Path, errors: list[FileError]) -> list[str]:
                 errors.append(FileError(display_path(_rel(entry.path, top, prefix)), "io", f"cannot stat: {exc.strerror or exc}"))
                 continue
             if is_dir:
-                if entry.name not in SKIP_DIRS:
+                if os.path.lexists(os.path.join(entry.path, ".git")):
+                    out.append(_rel(entry.path, top, prefix) + "/")  # a repository of its own
+                elif entry.name not in SKIP_DIRS:
                     stack.append(entry.path)
             else:
                 out.append(_rel(entry.path, top, prefix))
@@ -138,18 +148,50 @@ def file_kind(relpath: str, head: bytes) -> str | None:
 
 def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[FileError]]:
     """Files under ``root`` worth reading, sorted by path, plus what was skipped."""
+    files, errors, _ = discover_tree(root, excludes)
+    return files, errors
+
+
+def discover_tree(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[FileError], list[Repository]]:
+    """As :func:`discover`, with the sub-repositories entered (by path from ``root``)."""
     errors: list[FileError] = []
     if root.is_file():
         kind = file_kind(root.name, _head(root))
-        return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors
+        return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors, []
+    files: list[SourceFile] = []
+    repos: list[Repository] = []
+    _discover_into(root, "", excludes, files, errors, repos, 0)
+    files.sort(key=lambda f: f.path)
+    repos.sort(key=lambda r: r.path)
+    return files, errors, repos
+
+
+def _is_repository(path: str) -> bool:
+    """Whether directory ``path`` is the top of a git work tree of its own (``.git`` a
+    directory, or a file naming one, as a submodule's is)."""
+    return os.path.isdir(os.path.join(path, ".git")) or os.path.isfile(os.path.join(path, ".git"))
+
+
+def _is_gitlink(root: Path, rel: str) -> bool:
+    """Whether the index of the repository at ``root`` holds ``rel`` as a submodule (not a
+    file that a directory replaced in the work tree)."""
+    proc = _git(root, "ls-files", "-s", "-z", "--", rel)
+    return proc is not None and proc[0] == 0 and proc[1].startswith(b"160000 ")
+
+
+def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list[SourceFile],
+                   errors: list[FileError], repos: list[Repository], depth: int) -> None:
+    """List the files of ``root`` (shown as ``base`` + their path) into ``files``; recurse
+    into the sub-repositories it holds."""
     top = os.fspath(root)
     listed = _git_files(root)
     relpaths = listed if listed is not None else _walk(root, errors)
-    files: list[SourceFile] = []
     linked: dict[str, bool] = {}
     links: set[str] = set()  # symlinks reported so far (git lists a link and the paths it shadows)
     for rel in sorted(set(relpaths)):
-        shown = display_path(rel)
+        directory = rel.endswith("/")
+        rel = rel.rstrip("/")
+        shown = display_path(base + rel)
         if any(part in SKIP_DIRS for part in rel.split("/")[:-1]):
             continue
         if any(fnmatchcase(shown, pattern) or fnmatchcase(shown, pattern.rstrip("/") + "/*") for pattern in excludes):
@@ -160,7 +202,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             if link is not None:
                 if link not in links:
                     links.add(link)
-                    errors.append(FileError(display_path(link), "symlink", "symbolic link: not followed"))
+                    errors.append(FileError(display_path(base + link), "symlink", "symbolic link: not followed"))
                 continue
         try:
             mode = os.lstat(full).st_mode
@@ -173,6 +215,22 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             if rel not in links:
                 links.add(rel)
                 errors.append(FileError(shown, "symlink", "symbolic link: not followed"))
+            continue
+        if stat.S_ISDIR(mode) and (listed is not None or directory):
+            # git lists a gitlink or a nested repository as the directory, never its files
+            kind = "nested" if directory else "submodule"
+            if not _is_repository(full):
+                if kind == "submodule" and _is_gitlink(root, rel):
+                    errors.append(FileError(shown, "submodule", "submodule not checked out: its files are not scanned "
+                                            "(`git submodule update --init` first)"))
+                elif _candidate_name(rel):
+                    errors.append(FileError(shown, "io", "a directory, not a regular file: skipped"))
+                continue
+            if depth >= MAX_REPO_DEPTH:
+                errors.append(FileError(shown, "io", "repository nested too deep: not entered"))
+                continue
+            repos.append(Repository(shown, kind))
+            _discover_into(Path(full), shown + "/", excludes, files, errors, repos, depth + 1)
             continue
         if not stat.S_ISREG(mode):
             if _candidate_name(rel):
@@ -188,7 +246,6 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
         kind = file_kind(rel, _head(full))
         if kind:
             files.append(SourceFile(shown, full, kind))
-    return files, errors
 
 
 def _head(path: str | Path) -> bytes:

@@ -58,7 +58,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -137,6 +137,12 @@ class History(Protocol):
         """The oldest commit among the blames of ``sites``, with a caveat if any."""
         ...
 
+    def first_reads(self, names: Iterable[str], reads: Reads) -> dict[str, tuple[BlameInfo, str | None]]:
+        """name -> (the first commit whose code reads it, a caveat if any), for the names the
+        history pass (``cs_audit.git.introduced``) found, ``reads`` telling which names a
+        version of a file reads; the others are left to blame."""
+        ...
+
 
 # ---------------------------------------------------------------------------
 # no history / fake history
@@ -161,6 +167,9 @@ class NoHistory:
     ) -> tuple[BlameInfo | None, str | None]:
         return None, self.reason
 
+    def first_reads(self, names: Iterable[str], reads: Reads) -> dict[str, tuple[BlameInfo, str | None]]:
+        return {}
+
 
 @dataclass(slots=True)
 class FakeHistory:
@@ -176,6 +185,12 @@ class FakeHistory:
     reason: str | None = None
     shallow: bool = False
     boundary: frozenset[str] = field(default_factory=frozenset)
+    #: name -> the history pass's answer (the others fall back to the blames)
+    reads: Mapping[str, BlameInfo] = field(default_factory=dict)
+
+    def first_reads(self, names: Iterable[str], reads: Reads) -> dict[str, tuple[BlameInfo, str | None]]:
+        return {n: (self.reads[n], SHALLOW_MAY_BE_OLDER if self.reads[n].commit in self.boundary else None)
+                for n in names if n in self.reads}
 
     def blame_lines(self, path: str, lines: Sequence[int]) -> dict[int, BlameInfo]:
         return {n: self.blames[(path, n)] for n in lines if (path, n) in self.blames}
@@ -273,6 +288,8 @@ def _spawn(
 
 
 FileKey = tuple[str, str]  # (repo-relative path, blob sha at HEAD)
+#: which names a version of a Python file reads (None: it does not parse)
+Reads = Callable[[bytes], "frozenset[str] | None"]
 Known = dict[int, "_Blamed | None"]  # line -> blame (None: git gave none, e.g. past the end)
 
 
@@ -730,6 +747,27 @@ class GitHistory:
         if partial:
             caveats.append("partial: " + "; ".join(partial))
         return oldest.info, "; ".join(caveats) or None
+
+    def first_reads(self, names: Iterable[str], reads: Reads) -> dict[str, tuple[BlameInfo, str | None]]:
+        """The history pass over the Python files under the scanned path (answers stored on
+        disk next to the blames); {} when git cannot give the history."""
+        from cs_audit.git.introduced import FirstReads, PassError
+
+        if not self.commit:
+            return {}
+        cache_dir = self._cache_dir / f"v{BLAME_CACHE_FORMAT}" if self._cache_dir is not None else None
+        finder = FirstReads(self._worktree, self.commit, self._prefix, reads, self._boundary, cache_dir)
+        try:
+            answers = finder.answers(names)
+        except PassError as exc:
+            self.skipped.setdefault("<history pass>", str(exc))
+            return {}
+        out: dict[str, tuple[BlameInfo, str | None]] = {}
+        for name, a in answers.items():
+            if a is not None:
+                out[name] = (BlameInfo(a.sha[:SHORT_SHA], _utc_day(a.ctime), a.subject),
+                             SHALLOW_MAY_BE_OLDER if a.boundary else None)
+        return out
 
     def close(self) -> None:
         """Write the disk cache, remove the temporary commit-graph and release

@@ -123,10 +123,7 @@ def switch_dict(s: Switch) -> dict[str, Any]:
         "reads": [{"path": r.path, "line": r.line, "function": r.function, "per_call": r.per_call} for r in s.reads],
         "setters": _setters_dict(s),
         "readers": [{"path": p, "line": line, "pattern": pattern} for p, line, pattern in s.readers],
-        "added_in": (
-            {"commit": s.added_in.commit, "date": s.added_in.date, "subject": s.added_in.subject}
-            if s.added_in else None
-        ),
+        "added_in": _added_in_dict(s),
         "added_in_note": s.added_in_note,
         "gated_sites": s.gated_sites,
         "gpu_sync": s.gpu_sync,
@@ -134,6 +131,15 @@ def switch_dict(s: Switch) -> dict[str, Any]:
         "merge_into": s.merge_into,
         "reasons": list(s.reasons),
     }
+
+
+def _added_in_dict(s: Switch) -> dict[str, Any] | None:
+    if s.added_in is None:
+        return None
+    out = {"commit": s.added_in.commit, "date": s.added_in.date, "subject": s.added_in.subject}
+    if s.added_in.repository:
+        out["repository"] = s.added_in.repository  # a sub-repository's commit, not the root's
+    return out
 
 
 def roots_dict(roots: HotRoots) -> dict[str, Any]:
@@ -177,6 +183,7 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
             for g in result.duplicates
         ],
         "errors": [{"path": e.path, "message": e.message, "kind": e.kind} for e in result.errors],
+        "repositories": [{"path": path, "commit": commit} for path, commit in result.repositories],
         **roots,
     }
 
