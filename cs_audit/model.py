@@ -718,11 +718,13 @@ INVALID = "invalid-suppression"
 UNUSED = "unused-suppression"
 SKIPPED = "file-skipped"
 NO_ROOT = "no-hot-root"
+SUB_REPO = "sub-repository"
 NOTIFICATION_IDS = {
     INVALID: "a `# cs-audit: ignore[...]` comment without a reason, without a known rule id, or malformed: it suppresses nothing",
     UNUSED: "a `# cs-audit: ignore[...]` comment that matches no finding on its line or statement",
     SKIPPED: "a file cs-audit could not analyse (syntax, encoding, size, ...): its findings are unknown",
     NO_ROOT: "no configured hot root matches a function of the tree: its hot paths are unknown until hot_roots are configured",
+    SUB_REPO: "a submodule or nested repository: what `check --since` or `report` compared its files with",
 }
 #: error kinds that mean the scan did not finish its job (exit 2 in ``check``)
 INCOMPLETE = frozenset({"parser-crash", "timeout", "internal", "io"})
@@ -816,6 +818,8 @@ class CheckOutcome:
     since: str | None = None  # full sha
     baseline: str | None = None  # path as given
     incomplete: list[str] = field(default_factory=list)  # why the check could not complete
+    #: what ``--since`` did with each sub-repository
+    notes: list[Notification] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,40 @@ class Envs:
     assert {"X_GET", "X_ITEM", "X_IN", "X_REG", "X_REG2", "X_ATTR", "X_FIELD"} <= read
     assert not {"X_DOC", "X_COMMENT", "X_MSG", "X_SET", "X_CHILD"} & read
     assert names_read(b"def broken(:\n") is None
+
+
+def test_report_of_past_commits_dates_switches_and_names_submodules(fork: Path, tmp_path: Path) -> None:
+    from cs_audit.ci.revisions import TreeAuditor
+    from cs_audit.git.repo import GitRepo
+
+    repo = GitRepo.open(fork)
+    commits = repo.rev_range("HEAD~3..HEAD")
+    with TreeAuditor(repo, str(fork), reuse=True, jobs=1) as auditor:
+        results = [auditor.audit(sha) for sha in commits]
+    last = {s.name: s.added_in for s in results[-1].switches}
+    assert last["TRACE_STEPS"] is not None and last["TRACE_STEPS"].commit == expected_sha(fork, "TRACE_STEPS")[0]
+    assert last["KV_DUMP_DIR"] is not None and last["KV_DUMP_DIR"].commit == expected_sha(fork, "KV_DUMP_DIR")[0]
+    # the commit that added the submodules says they were not audited
+    assert {(e.path, e.kind) for e in results[-1].errors} == {("third/kernels", "submodule"), ("third/unused", "submodule")}
+    assert not [e for e in results[0].errors if e.kind == "submodule"]
+
+
+def test_check_since_compares_each_sub_repository_on_its_own(tmp_path: Path) -> None:
+    from cs_audit.ci.gate import sub_repository_changes
+    from cs_audit.git.repo import GitRepo
+    from tests.gitrepo import commit_files
+
+    fork = make_fork(tmp_path)
+    since = git(fork, "rev-parse", "HEAD").strip()
+    # the nested repository changes in its work tree; the submodule moves on a commit
+    (fork / "cpu/verify.py").write_text((fork / "cpu/verify.py").read_text() + "X = 1\n")
+    commit_files(fork / "third/kernels", "kernels: more", {"kern.py": (fork / "third/kernels/kern.py").read_text() + "Y = 2\n"},
+                 day=11)
+    report = _report(fork, history=False)
+    changed, notes = sub_repository_changes(GitRepo.open(fork), since, fork,
+                                            [(r["path"], r["commit"]) for r in report["repositories"]])
+    assert changed["cpu/verify.py"] == {8}
+    assert changed["third/kernels/kern.py"] == {8}
+    said = {n.path: n.message for n in notes}
+    assert "compared with its own HEAD" in said["cpu"]
+    assert "pins it at" in said["third/kernels"]

@@ -28,7 +28,17 @@ from typing import Any, Protocol
 from cs_audit.ci.suppress import apply_suppressions, skipped_notes
 from cs_audit.git.repo import GitError, GitRepo
 from cs_audit.git.worktree import worktree_patch
-from cs_audit.model import GATE_SCOPES, AuditResult, BaselineEntry, Finding, Gates, ReportContext, root_notes
+from cs_audit.model import (
+    GATE_SCOPES,
+    SUB_REPO,
+    AuditResult,
+    BaselineEntry,
+    Finding,
+    Gates,
+    Notification,
+    ReportContext,
+    root_notes,
+)
 from cs_audit.ruleset import RuleSet
 
 BASELINE_VERSION = 1
@@ -268,6 +278,59 @@ def changed_lines(repo: GitRepo, sha: str) -> dict[str, frozenset[int]]:
         if raw and path.startswith(repo.base):
             out[path[len(repo.base):]] = ALL
     return out
+
+
+def sub_repository_changes(repo: GitRepo, sha: str, root: Path,
+                           repositories: Iterable[tuple[str, str | None]]) -> tuple[dict[str, frozenset[int]], list[Notification]]:
+    """Lines changed in the files of each sub-repository of the scanned tree (paths from the
+    scanned root), and a note on what each was compared with: a submodule with the commit
+    ``sha`` pins it at (its own history), a nested repository (no commit of the outer one
+    names a state of it) with its own HEAD.  A submodule ``sha`` did not have counts in full."""
+    out: dict[str, frozenset[int]] = {}
+    notes: list[Notification] = []
+    for path, head in repositories:
+        if path == "." or head is None:
+            continue
+        where = root / path
+        try:
+            sub = GitRepo.open(where)
+        except GitError as exc:
+            notes.append(Notification(SUB_REPO, path, None, f"not compared: {exc}"))
+            continue
+        pinned = _pinned(repo, sha, path)
+        if pinned == "":
+            message, against = "nested repository: no commit of the outer one names a state of it; compared with its own HEAD", head
+        elif pinned is None:
+            message, against = f"submodule not in {sha[:9]}: every line of its files counts as changed", None
+        else:
+            try:
+                against = sub.verify(pinned)
+                message = f"submodule: compared with the commit {sha[:9]} pins it at ({pinned[:9]})"
+            except GitError:
+                message, against = (f"submodule pinned at {pinned[:9]} in {sha[:9]}, a commit its repository lacks; "
+                                    "compared with its own HEAD"), head
+        if against is None:
+            listed = sub.git("ls-files", "-z", "-co", "--exclude-standard", *sub.pathspec())
+            changed = {os.fsdecode(raw): ALL for raw in listed.split(b"\0") if raw}
+        else:
+            changed = changed_lines(sub, against)
+        for rel, lines in changed.items():
+            out[f"{path}/{rel}"] = lines
+        notes.append(Notification(SUB_REPO, path, None, message, level="note"))
+    return out, notes
+
+
+def _pinned(repo: GitRepo, sha: str, path: str) -> str | None:
+    """The commit ``sha`` of the outer repository pins submodule ``path`` at; None when it
+    has no gitlink there; "" when the path is no submodule of the outer one at all (a nested
+    repository: the outer index has no gitlink for it)."""
+    full = f"{repo.base}{path}"
+    index = repo.git("ls-files", "-s", "-z", "--", full, check=False)
+    if not index.startswith(b"160000 "):
+        return ""
+    out = repo.git("ls-tree", "-z", "--full-tree", sha, "--", full, check=False)
+    meta = out.split(b"\t", 1)[0].split()
+    return meta[2].decode("ascii") if len(meta) == 3 and meta[0] == b"160000" else None
 
 
 def touches(f: Finding, changed: dict[str, frozenset[int]]) -> bool:

@@ -26,13 +26,15 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cs_audit import api
 from cs_audit.config import AuditConfig, load_config
-from cs_audit.git.repo import BlobReader, GitRepo, TreeEntry, safe_parts
-from cs_audit.model import AuditResult
+from cs_audit.extract.discover import display_path
+from cs_audit.git.repo import SHORT_SHA, BlobReader, GitRepo, TreeEntry, safe_parts
+from cs_audit.model import AuditResult, BlameInfo, FileError
 from cs_audit.ruleset import RuleSet, load_ruleset
 
 #: blobs larger than this are written truncated: nothing cs-audit reads needs more
@@ -70,6 +72,7 @@ class TreeAuditor:
         self._workdir = Path(tempfile.mkdtemp(prefix="cs-audit-rev-"))
         self._current: dict[str, TreeEntry] = {}
         self._current_sha: str | None = None  # the commit the directory holds
+        self._links: dict[str, str] = {}  # path -> pinned commit of each submodule of that commit
         self._blobs: BlobReader | None = None
         #: per-file results and joins reused across the commits (None: audit each from scratch)
         self._memo: api.ScanMemo | None = api.ScanMemo() if reuse else None
@@ -99,9 +102,14 @@ class TreeAuditor:
         """The files to write for ``sha``: the full listing for the first commit, then the
         previous commit's listing updated with ``git diff-tree`` (only what changed)."""
         if self._current_sha is None:
-            return {p: e for p, e in self.repo.tree(sha).items() if e.kind == "blob" and safe_parts(p)}
+            tree = self.repo.tree(sha)
+            self._links = {p: e.sha for p, e in tree.items() if e.kind == "commit"}
+            return {p: e for p, e in tree.items() if e.kind == "blob" and safe_parts(p)}
         new = dict(self._current)
         for path, entry in self.repo.changes(self._current_sha, sha).items():
+            self._links.pop(path, None)
+            if entry is not None and entry.kind == "commit":
+                self._links[path] = entry.sha  # a submodule: its files are not in these objects
             if entry is not None and entry.kind == "blob" and safe_parts(path):
                 new[path] = entry
             else:
@@ -204,7 +212,45 @@ class TreeAuditor:
             self.stats.joins_reused += memo.joins_reused - before[1]
         self.stats.commits += 1
         self.stats.seconds.append(time.perf_counter() - started)
-        return replace(result, root=self.display_root, commit=sha, history_note=None)
+        result = self._dated(sha, config, result)
+        return replace(result, root=self.display_root, commit=sha, history_note=None,
+                       errors=tuple(sorted((*result.errors, *self._gitlinks()), key=lambda e: (e.path, e.kind, e.message))))
+
+    def _dated(self, sha: str, config: AuditConfig, result: AuditResult) -> AuditResult:
+        """The switches' ``added_in`` at commit ``sha``: the first commit of its history whose
+        code reads each (the history pass; a commit after one already dated reads only the
+        commits since).  No blame: there is no work tree of that commit to blame."""
+        from cs_audit.extract.reads import names_read
+        from cs_audit.git.introduced import FirstReads, PassError
+        from cs_audit.incremental import cache
+
+        if not result.switches:
+            return result
+        where = cache.blame_cache_dir(config.cache, config.cache_dir)
+        finder = FirstReads(self.repo.toplevel, sha, self.repo.base.rstrip("/"), names_read,
+                            cache_dir=Path(where) / "v1" if where else None)
+        try:
+            answers = finder.answers(s.name for s in result.switches)
+        except PassError as exc:
+            return replace(result, switches=tuple(replace(s, added_in=None, added_in_note=f"history skipped: {exc}")
+                                                  for s in result.switches))
+        switches = []
+        for s in result.switches:
+            a = answers.get(s.name)
+            info = BlameInfo(a.sha[:SHORT_SHA], _day(a.ctime), a.subject) if a is not None else None
+            switches.append(replace(s, added_in=info, added_in_note=None if info else "no read of it in the committed history"))
+        return replace(result, switches=tuple(switches))
+
+    def _gitlinks(self) -> list[FileError]:
+        """A submodule of the commit written: said, as its files are in another repository."""
+        return [FileError(display_path(path[len(self.repo.base):]), "submodule",
+                          f"submodule pinned at {sha[:SHORT_SHA]}: a past commit is audited from this repository's "
+                          "objects, the submodule's files are not")
+                for path, sha in sorted(self._links.items()) if path.startswith(self.repo.base)]
+
+
+def _day(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%d")
 
 
 def _make_parents(workdir: Path, path: str) -> bool:

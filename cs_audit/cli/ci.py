@@ -189,12 +189,16 @@ def check(
         outcome.fixed = [e for e in fixed if e.path not in skipped]
     if repo is not None and since_sha is not None:
         try:
-            candidates = _new_since(repo, since_sha, path, config, kept, candidates, outcome)
+            candidates = _new_since(repo, since_sha, path, config, kept, candidates, outcome, result.repositories)
         except GitError as exc:
             outcome.incomplete.append(f"--since {since}: {exc}")
         except ConfigError as exc:
             outcome.incomplete.append(f"--since {since}: the project configuration at that commit is malformed: {exc}")
     outcome.new = candidates
+    if outcome.notes:
+        from dataclasses import replace as with_notes
+
+        ctx = with_notes(ctx, notes=ctx.notes + tuple(outcome.notes))
     for e in result.errors:
         if strict or e.kind in INCOMPLETE:
             outcome.incomplete.append(f"{e.path}: {e.kind}: {e.message}")
@@ -247,15 +251,22 @@ def check(
 
 
 def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: list[Finding],
-               candidates: list[Finding], outcome: CheckOutcome) -> list[Finding]:
+               candidates: list[Finding], outcome: CheckOutcome,
+               repositories: tuple[tuple[str, str | None], ...] = ()) -> list[Finding]:
     """Candidates on lines changed since ``sha`` that the audit of ``sha`` did not already have.
 
     All current (unsuppressed) findings are matched against those of ``sha``, so a copy of
     an existing line is new while the original still pairs with itself."""
-    from cs_audit.ci.gate import changed_lines, context_for, match_findings, touches
+    from cs_audit.ci.gate import changed_lines, context_for, match_findings, sub_repository_changes, touches
     from cs_audit.ci.revisions import TreeAuditor
 
     changed = changed_lines(repo, sha)
+    subs = [(p, c) for p, c in repositories if p != "."]
+    if subs:
+        # the outer diff holds none of their files: each is compared on its own
+        more, notes = sub_repository_changes(repo, sha, path if path.is_dir() else path.parent, subs)
+        changed.update(more)
+        outcome.notes.extend(notes)
     candidates = [f for f in candidates if touches(f, changed)]
     if not candidates:
         return candidates  # nothing on a changed line: no need to audit the older tree
