@@ -78,12 +78,13 @@ def test_a_branch_that_returns_a_value_or_raises_later_is_a_normal_path() -> Non
     src = hot('''
 if batch.empty:
     logger.warning("empty batch %s", batch)
+    self.pad(batch)
     return batch
 if batch.bad:
     raise ValueError("bad")
 logger.warning("after the raise %s", batch)
 ''')
-    assert kinds(src) == [(13, "normal"), (17, "normal")]
+    assert kinds(src) == [(13, "normal"), (18, "normal")]
 
 
 # ---------------------------------------------------------------- path_kind: rare
@@ -205,3 +206,44 @@ logger.info("n %s", batch.n)
 ''')
     result = scan_files({"mod.py": src})
     assert [(f.line, f.gpu_sync) for f in result.findings if f.rule == RULE] == [(12, True), (13, False)]
+
+
+def test_a_failure_handler_is_an_error_path_and_a_look_alike_is_not() -> None:
+    src = hot('''
+self._log_failure(batch)
+self.get_error_rate(batch)
+''', extra='''
+    def _log_failure(self, batch):
+        logger.error("transfer failed for %s", batch)
+
+    def get_error_rate(self, batch):
+        logger.info("error rate %s", batch)
+''')
+    assert emitters(src) == [(16, "error", "in `_log_failure`, a failure handler"), (19, "normal", "")]
+
+
+def test_a_branch_that_only_reports_a_problem_is_an_error_path() -> None:
+    src = hot('''
+if batch.size > self.limit:
+    logger.warning("skipping %s: too large", batch)
+    return None
+if batch.engine not in self.engines:
+    logger.error("unexpected engine %s", batch.engine)
+if batch.stale:
+    logger.warning("stale batch %s", batch)
+    self.stale += 1
+    return None
+if batch.slow:
+    logger.warning("slow batch %s", batch)
+    self.recompute(batch)
+if batch.big:
+    logger.info("big batch %s", batch)
+    return None
+''')
+    assert emitters(src) == [
+        (13, "error", "on a branch that only reports a problem (`logger.warning`)"),
+        (16, "error", "on a branch that only reports a problem (`logger.error`)"),
+        (18, "error", "on a branch that only reports a problem (`logger.warning`)"),
+        (22, "normal", ""),
+        (25, "normal", ""),
+    ]

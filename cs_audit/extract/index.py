@@ -21,7 +21,7 @@ from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
 
-from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, resolve
+from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, function_context, resolve
 from cs_audit.model import HANDED, CallSite, FunctionDef, GateRef, PlainCall
 from cs_audit.ruleset import RuleSet
 
@@ -782,7 +782,8 @@ class _Indexer(ast.NodeVisitor):
         self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
         saved_iters, self.loop_iters = self.loop_iters, []
-        saved_paths, self.path_contexts = self.path_contexts, ()
+        handler = function_context(node.name)
+        saved_paths, self.path_contexts = self.path_contexts, (handler,) if handler else ()
         self._block(node.body)
         self.path_contexts = saved_paths
         self.loop_iters = saved_iters

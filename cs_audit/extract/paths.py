@@ -48,6 +48,32 @@ def _error_exit(stmt: ast.stmt) -> str | None:
     return None
 
 
+#: record methods at warning level or above: a branch that only reports a problem is one
+_PROBLEM_RECORDS = frozenset({"warning", "warn", "error", "exception", "critical", "fatal", "warning_once"})
+_LEAVES = (ast.Return, ast.Continue, ast.Break)
+
+
+def _problem_record(stmt: ast.stmt) -> str | None:
+    """`logger.warning(...)` as a statement: the record's callee (None for anything else)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        if stmt.value.func.attr in _PROBLEM_RECORDS:
+            return _dotted(stmt.value.func)
+    return None
+
+
+def _reports_a_problem(body: list[ast.stmt]) -> str | None:
+    """Why a branch is an anomaly branch: it does nothing but warn (and maybe leave), or it
+    warns, sets defaults and leaves (`logger.warning(...); return None`)."""
+    records = [r for r in map(_problem_record, body) if r]
+    if not records:
+        return None
+    leaves = isinstance(body[-1], _LEAVES)
+    rest = [stmt for stmt in body if _problem_record(stmt) is None and not isinstance(stmt, (ast.Pass, *_LEAVES))]
+    if rest and not (leaves and all(isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) for stmt in rest)):
+        return None
+    return f"on a branch that only reports a problem (`{records[0]}`)"
+
+
 def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
     """``(name, shape)`` of the values a branch runs while they are unset: ``flag`` (`not X`),
     ``lazy`` (`X is None`, `not hasattr(self, "x")`), ``cache`` (`k not in C`: C),
@@ -132,7 +158,7 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt],
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call)."""
     if body:
-        why = _error_exit(body[-1])
+        why = _error_exit(body[-1]) or _reports_a_problem(body)
         if why is not None:
             return ("error", why, "")
     candidates = [(name, shape) for name, shape in _unset_names(test, active) if persistent(name)]
@@ -144,6 +170,19 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt],
             return ("rare", _SHAPE_REASONS[shape].format(name), name)
         if (name in stored) if shape == "cache" else (name in assigned):
             return ("rare", _SHAPE_REASONS[shape].format(name), "")
+    return None
+
+
+_HANDLER_NAME = re.compile(
+    r"(?i)((^|_)(handle|on|log|report|record|notify)_(\w+_)?(fail(ure|ed)?|errors?|exception|abort(ed)?)(_|$)"
+    r"|^_*(fail|abort)(_|$))")
+
+
+def function_context(name: str) -> PathContext | None:
+    """The path kind of a whole function's body by its name: a failure handler
+    (`_log_failure`, `handle_error`, `on_exception`) runs when something failed."""
+    if _HANDLER_NAME.search(name):
+        return ("error", f"in `{name}`, a failure handler", "")
     return None
 
 
