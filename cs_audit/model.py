@@ -153,6 +153,11 @@ class GateRef:
     any_of: int = 0
 
 
+#: the operand of a test that holds with no env set (`getenv("M", "block") == "block"`): it
+#: stands for no switch, and a name assigned from it alone is truthy by default
+DEFAULT_ON = GateRef("name", "", ("default-on",))
+
+
 @restorable
 @dataclass(frozen=True, slots=True)
 class FunctionDef:
@@ -387,6 +392,10 @@ class FileFacts:
     #: (line, function, gates, what) of gated statements that change state or control flow
     #: (`self.x = ...`, `return`): what a switch's code computes beyond its calls
     gated_effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
+    #: (function, name, gates of the value) of each assignment to a name or `self.` attribute
+    #: a gate of the file tests (`self.tracer = Tracer() if env_flag("T") else None`): the
+    #: name is truthy only when those gates hold; none for a falsy constant
+    derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
 
 
 @restorable
@@ -458,9 +467,11 @@ class EmitterDetail:
 @restorable
 @dataclass(frozen=True, slots=True)
 class SyncDetail:
-    """sync-in-debug: the syncing call's last name."""
+    """sync-in-debug: the syncing call's last name; ``helper``: the function called in an
+    emitter's arguments that makes it (`cptrace(1, h=khash(t))`), "" for a sync of its own."""
 
     call: str
+    helper: str = ""
 
 
 @restorable

@@ -232,3 +232,150 @@ def test_debug_code_under_a_configuration_gate_names_it() -> None:
     switches = _switches(CONFIG_GATES, "sync-in-debug")
     # the DEBUG block, the emitter's arguments and the debug-named helper, each under its gate
     assert list(switches.values()) == ["TOY_DEBUG", "TOY_BUFFER_MB", "TOY_BUFFER_MB"], switches
+
+
+# ------------------------------------------------------------------ names derived from switches
+DERIVED = '''
+def env_flag(name):
+    return os.getenv(name, "0") == "1"
+
+
+_TRACE_ON = env_flag("TOY_TRACE_ON")
+_MODE_ON = os.getenv("TOY_MODE", "block") == "block"
+
+
+class Tracer:
+    def record(self, value):
+        return value
+
+
+class Runner:
+    def __init__(self, tracer=None):
+        self.tracer = Tracer() if env_flag("TOY_TRACER") else None
+        self.sink = tracer
+
+    def execute_model(self, t, track):
+        # expect: env-read-hot
+        need_sync = track and (n := int(os.getenv("TOY_TRACE_SYNC", "-1"))) >= 0
+        if need_sync:
+            # expect: sync-in-debug
+            torch.cuda.synchronize()
+        if self.tracer:
+            # ok: default-on-emitter
+            print("traced", n)
+            # expect: sync-in-debug
+            self.tracer.record(t.sum().item())
+        if _TRACE_ON:
+            # ok: default-on-emitter
+            print("trace on", n)
+        if _MODE_ON:
+            # on by default: not gated
+            # expect: default-on-emitter
+            print("the default mode", n)
+        # a parameter can hold anything: not gated
+        if self.sink:
+            # expect: default-on-emitter
+            print("sink", n)
+        # the OR of a switch and an operand: not gated
+        either = track or _TRACE_ON
+        if either:
+            # expect: default-on-emitter
+            print("either", n)
+'''
+
+
+def test_locals_and_attributes_derived_from_switches_carry_them() -> None:
+    assert _agree(DERIVED) == []
+
+
+def test_a_derived_name_names_the_switch_it_carries() -> None:
+    switches = _switches(DERIVED, "sync-in-debug")
+    assert list(switches.values()) == ["TOY_TRACE_SYNC", "TOY_TRACER"], switches
+
+
+# ------------------------------------------------------------------ syncs: aliases, helpers, host tensors
+SYNCS = '''
+class Platform:
+    def synchronize(self):
+        return None
+
+
+platform = Platform()
+
+
+def khash(t):
+    # expect: sync-in-debug
+    return int(t.sum().item())
+
+
+def ctrace(level, tag, **fields):
+    if not DEBUG:
+        return
+    logger.info("[%s] %s", tag, fields)
+
+
+class Runner:
+    def execute_model(self, t, times):
+        if DEBUG:
+            synchronize = platform.synchronize
+            # expect: sync-in-debug
+            synchronize()
+            sync = torch.cuda.synchronize
+            # expect: sync-in-debug
+            sync()
+            # expect: sync-in-debug
+            d = t.item()
+            host = torch.tensor(times)
+            # ok: sync-in-debug
+            a = host.max().item()
+            # expect: sync-in-debug
+            cpu_t = t.cpu()
+            # ok: sync-in-debug
+            b = cpu_t.sum().item()
+            pinned = torch.zeros(4, device="cpu")
+            # ok: sync-in-debug
+            c = pinned[0].item()
+            # ok: sync-in-debug
+            e = torch.tensor([len(times)]).item()
+            logger.info("%s %s %s %s %s", a, b, c, d, e)
+        # the helper's sync is paid here, every step (and its arguments are built ungated)
+        # expect: sync-in-debug, eager-format
+        ctrace(1, "step", h=khash(t))
+'''
+
+
+def test_syncs_through_aliases_helpers_and_not_host_tensors() -> None:
+    assert _agree(SYNCS) == []
+
+
+def test_a_helper_sync_names_the_helper_at_the_call_site() -> None:
+    result = scan_files({"engine/runner.py": HEAD + SYNCS})
+    at_call = [f for f in result.findings if f.rule == "sync-in-debug" and "ctrace" in f.code]
+    assert [(f.frequency, f.switch, f.gpu_sync) for f in at_call] == [("step", None, True)]
+    assert at_call[0].message.startswith("`khash()` (its `.item()`) forces a host-device sync")
+
+
+def test_moving_data_to_the_host_syncs_once() -> None:
+    body = '''
+class Runner:
+    def execute_model(self, t):
+        if DEBUG:
+            logger.info("%s", t.cpu().numpy())
+'''
+    result = scan_files({"engine/runner.py": HEAD + body})
+    assert [f.detail.call for f in result.findings if f.rule == "sync-in-debug"] == ["cpu"]
+
+
+def test_a_helper_whose_only_sync_is_on_the_host_is_still_a_duplicate() -> None:
+    helper = '''
+import torch
+
+
+def agree(value, group):
+    flag = torch.tensor([value], dtype=torch.int32, device="cpu")
+    group.all_reduce(flag)
+    return int(flag.item())
+'''
+    result = scan_files({"a/peer.py": helper, "b/peer.py": helper})
+    assert not [f for f in result.findings if f.rule == "sync-in-debug"]
+    assert sorted(f.path for f in result.findings if f.rule == "duplicate-helper") == ["a/peer.py", "b/peer.py"]

@@ -280,8 +280,9 @@ def cptrace(level, tag, **fields):
     eager = [(f.line, _text(f.switch), f.eager_kinds, f.gpu_sync) for f in result.findings if f.rule == "eager-format"]
     assert eager == [(12, None, ("call:khash",), True), (13, None, ("f-string",), False)]
     syncs = [(f.line, _text(f.switch)) for f in result.findings if f.rule == "sync-in-debug"]
-    # khash's .item() runs by default through the ungated call's arguments
-    assert syncs == [(28, None)]
+    # khash's .item() runs by default through the ungated call's arguments, and is reported
+    # at each hot call that pays it too (#19): the ungated one, and the one under the level check
+    assert syncs == [(12, None), (16, "CP_TRACE"), (28, None)]
 
 
 # ---------------------------------------------------------------- sync-in-debug

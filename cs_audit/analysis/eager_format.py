@@ -4,8 +4,8 @@ arguments of a helper that checks its own gate inside (paid before that check)."
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run, per_step_cost
-from cs_audit.joins.callgraph import EMITTER_ROLES, FuncKey, TreeModel, site_switches
+from cs_audit.analysis.sites import Findings, gated_run, per_step_cost, syncing_functions
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
 from cs_audit.model import LEVEL_SWITCH, CallSite, EmitterDetail, Finding
 from cs_audit.ruleset import RuleSet
 
@@ -61,13 +61,6 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
     out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, syncs, site.code,
             per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), kinds,
             detail=EmitterDetail(emitter=helper[1], level="helper"), cols=(site.col, site.end_col))
-
-
-def syncing_functions(model: TreeModel) -> set[FuncKey]:
-    """Functions with a device sync in their own body (worked out once per model)."""
-    if model.syncing is None:
-        model.syncing = {(p, c.function) for p, sites in model.fact_sites.items() for c in sites if c.role == "sync" and c.function}
-    return model.syncing
 
 
 def message(f: Finding) -> str:

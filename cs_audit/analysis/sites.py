@@ -136,3 +136,10 @@ class Findings:
             out.append(replace(row, message=self.messages[row.rule](row),
                                fingerprint=fingerprint(row.rule, row.path, row.function, row.code, occurrence)))
         return out
+
+
+def syncing_functions(model: TreeModel) -> set[FuncKey]:
+    """Functions with a device sync in their own body (worked out once per model)."""
+    if model.syncing is None:
+        model.syncing = {(p, c.function) for p, sites in model.fact_sites.items() for c in sites if c.role == "sync" and c.function}
+    return model.syncing

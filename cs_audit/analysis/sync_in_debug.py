@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.analysis.sites import Findings, first, frequency, gate_words, when_words
-from cs_audit.joins.callgraph import TreeModel, is_debug_switch, site_switch, site_switches
-from cs_audit.model import LEVEL_SWITCH, Finding, GateRef, SwitchRef, SyncDetail
+from cs_audit.analysis.sites import Findings, first, frequency, gate_words, gated_run, syncing_functions, when_words
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch, site_switch, site_switches
+from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail
 from cs_audit.ruleset import RuleSet
 
 RULE = "sync-in-debug"
@@ -18,6 +18,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     helper_arg_lines = _helper_arg_spans(model)
     for path in sorted(model.facts):
         for site in model.fact_sites[path]:
+            if site.arg_calls:
+                _helper_syncs(model, rs, out, path, site)
             if site.role != "sync":
                 continue
             key = (path, site.function) if site.function else None
@@ -50,6 +52,29 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     cols=(site.col, site.end_col))
 
 
+def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
+    """A function called in the arguments of an emitter, or of a gated emitter helper, that
+    syncs in its own body (`cptrace(1, h=khash(t))`, `khash` calling `.item()`): reported at
+    that call too when it is hot, since that is where the sync is paid."""
+    if site.role not in EMITTER_ROLES and not any(
+            t in model.gated_emitter_helpers for t in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())):
+        return
+    syncing = syncing_functions(model)
+    for callee in site.arg_calls:
+        if callee.rsplit(".", 1)[-1] in rs.sync_methods:
+            continue  # a sync written in the arguments is a site of its own
+        helper = next((t for t in model.resolver.resolve(path, site.function, callee) if t in syncing), None)
+        if helper is None:
+            continue
+        switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+        if freq not in HOT_FREQUENCIES:
+            continue
+        call = next(c.callee for c in model.fact_sites[helper[0]] if c.role == "sync" and c.function == helper[1])
+        out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
+                rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=call.rsplit(".", 1)[-1], helper=helper[1].rsplit(".", 1)[-1]),
+                cols=(site.col, site.end_col))
+
+
 def _debug_gate(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
     """The innermost debug switch (env first) of a site's gates; a configuration switch
     (`if BUFFER_MB > 0:`) does not make the code under it debug code."""
@@ -71,6 +96,7 @@ def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tup
 
 
 def message(f: Finding) -> str:
-    call = f.detail.call if isinstance(f.detail, SyncDetail) else "item"
-    return (f"`.{call}()` forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f)}; "
+    detail = f.detail if isinstance(f.detail, SyncDetail) else SyncDetail("item")
+    what = f"`{detail.helper}()` (its `.{detail.call}()`)" if detail.helper else f"`.{detail.call}()`"
+    return (f"{what} forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f)}; "
             "move it out of the log path or behind the highest trace level.")

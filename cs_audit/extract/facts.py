@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cs_audit.extract.index import HOST_BUILDERS as _HOST_BUILDERS
 from cs_audit.extract.index import Snippet, may_reach_tree
 from cs_audit.extract.paths import ONCE_REASON
 from cs_audit.model import CallSite, EnvRead, GateRef
@@ -259,6 +260,39 @@ class StatementFacts(cst.CSTVisitor):
         assert self.snippet is not None
         return self.snippet.gates + tuple(self.local_gates) if self.local_gates else self.snippet.gates
 
+    def _host(self, func: cst.BaseExpression) -> bool:
+        """Whether the receiver of a method call is host data where the code says so (the
+        names of ``Snippet.host``; `.cpu()`, `.to("cpu")`, ``device="cpu"``, a tensor built
+        from Python data, in the receiver itself): its `.item()` copies no device memory."""
+        return isinstance(func, cst.Attribute) and self._host_expr(func.value)
+
+    def _host_expr(self, node: cst.BaseExpression) -> bool:
+        while True:
+            if isinstance(node, cst.Subscript):
+                node = node.value
+            elif isinstance(node, cst.Call):
+                if any(a.keyword is not None and a.keyword.value == "device" and _literal_str(a.value) == "cpu" for a in node.args):
+                    return True
+                inner = node.func
+                callee = self.dotted(inner)
+                if callee in _HOST_BUILDERS and not any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+                    return True
+                if callee and callee.startswith("torch.") and node.args and self._host_expr(node.args[0].value):
+                    return True  # `torch.quantile(host, q=0.5)`: an op on host data runs on the host
+                if not isinstance(inner, cst.Attribute):
+                    return False
+                method = inner.attr.value
+                if method in ("cpu", "numpy", "tolist") and not node.args:
+                    return True
+                if method == "to" and node.args and _literal_str(node.args[0].value) == "cpu":
+                    return True
+                if method in ("cuda", "to"):
+                    return False
+                node = inner.value
+            else:
+                raw = self.raw_dotted(node)
+                return raw is not None and self.snippet is not None and raw in self.snippet.host
+
     # ---------------------------------------------------------------- in-expression gates
     def _simple_refs(self, expr: cst.BaseExpression, active: bool) -> list[GateRef]:
         """Operands of `A and f()` / `x if A else y` (names and calls; comparisons by their left side)."""
@@ -422,11 +456,13 @@ class StatementFacts(cst.CSTVisitor):
             return "flush", None, "exact" if raw_receiver in self.handles else "heuristic"
         if callee in rs.sync_functions:
             return "sync", None, "exact"
+        # on host data the call copies no device memory: a call of its own, no sync (it
+        # still marks its function as holding a fact, for duplicated helpers)
         if method in rs.sync_methods and receiver and not node.args:
             if receiver.split(".")[0] not in rs.not_tensor_receivers:
-                return "sync", None, "heuristic"
+                return ("host-sync" if self._host(node.func) else "sync"), None, "heuristic"
         if method == "to" and rs.sync_to_cpu and any(_literal_str(a.value) == "cpu" for a in node.args):
-            return "sync", None, "heuristic"
+            return ("host-sync" if self._host(node.func) else "sync"), None, "heuristic"
         if callee in rs.timestamp_calls or (method == "strftime" and ("datetime" in receiver or "now" in receiver)):
             return "timestamp", None, "exact"
         return None, None, "exact"

@@ -22,7 +22,7 @@ from itertools import accumulate, count
 from operator import add, attrgetter
 
 from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, function_context, resolve
-from cs_audit.model import HANDED, CallSite, FunctionDef, GateRef, PlainCall
+from cs_audit.model import DEFAULT_ON, HANDED, CallSite, FunctionDef, GateRef, PlainCall
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -92,6 +92,9 @@ class Snippet:
     path_reason: str = ""
     #: the contexts they come from, resolved in ``index_module`` once the module's counters are known
     path_contexts: tuple[PathContext, ...] = ()
+    #: locals and `self.` attributes that hold host data at this statement (`device="cpu"`,
+    #: `.cpu()`, `torch.tensor([...])` earlier in the function): their `.item()` does not sync
+    host: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -123,6 +126,8 @@ class ModuleIndex:
     lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
+    #: (function, name, gates of the value) of the assignments to names a gate tests
+    derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -413,6 +418,41 @@ def _ends_in_exit(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], _TERMINAL)
 
 
+#: methods that move a tensor to a device (what they return is not known to be on the host)
+_TO_DEVICE = frozenset({"cuda", "to"})
+#: calls that build a tensor from host data (a list, a numpy array) on the host
+HOST_BUILDERS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
+
+
+def _host_value(node: ast.expr, host: frozenset[str], aliases: dict[str, str]) -> bool:
+    """Whether ``node`` is host data where the code says so: a name that holds it, a call with
+    ``device="cpu"``, ``.cpu()``, ``.to("cpu")``, ``.numpy()``/``.tolist()``, a tensor built
+    from a list, and views of those (`x.cpu().view(-1)`, `x_cpu[:, 5]`)."""
+    while True:
+        cls = node.__class__
+        if cls is ast.Subscript:
+            node = node.value  # type: ignore[attr-defined]
+        elif cls is ast.Call:
+            call: ast.Call = node  # type: ignore[assignment]
+            if any(k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value == "cpu" for k in call.keywords):
+                return True
+            func = call.func
+            if isinstance(func, ast.Attribute):
+                if func.attr in ("cpu", "numpy", "tolist") and not call.args:
+                    return True
+                if func.attr == "to" and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "cpu":
+                    return True
+            # built from Python data with no device: the default device, the host
+            if dotted(func, aliases) in HOST_BUILDERS and not any(k.arg == "device" for k in call.keywords):
+                return True
+            if not isinstance(func, ast.Attribute) or func.attr in _TO_DEVICE:
+                return False
+            node = func.value
+        else:
+            raw = raw_dotted(node)
+            return raw is not None and raw in host
+
+
 def _falsy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and not node.value
 
@@ -502,6 +542,8 @@ class _Scope:
             declared = {n for x in ast.walk(self.node) if isinstance(x, (ast.Global, ast.Nonlocal)) for n in x.names}
             self.locals = local_names(self.node) - declared
         return root not in self.locals
+    #: names that hold host data (``Snippet.host``), as of the statement being walked
+    host: frozenset[str] = frozenset()
 
 
 def _effect(node: ast.stmt, module_level: bool) -> str | None:
@@ -548,6 +590,12 @@ class _Indexer(ast.NodeVisitor):
         self.loop_depth = 0
         #: the last disjunction numbered in this file (``GateRef.any_of``)
         self.any_of = 0
+        #: names and attributes a gate tests, and the assignments to names and attributes
+        #: (scope, name, value), whose gates are worked out at the end for the tested ones
+        self.gate_names: set[str] = set()
+        #: (scope, name, holds host data) of the assignment being walked (``_Scope.host``)
+        self._host_after: tuple[_Scope, str, bool] | None = None
+        self.assignments: list[tuple[_Scope | None, str, ast.expr]] = []
         self.loop_iters: list[str] = []
         self.returned_names: dict[str | None, frozenset[str]] = {}
         self.env_exporters: set[str | None] = set()
@@ -671,6 +719,7 @@ class _Indexer(ast.NodeVisitor):
                 col=self._column(node.lineno, node.col_offset),
                 end_col=self._column(node.end_lineno or node.lineno, node.end_col_offset or 0), prefix=prefix,
                 path_contexts=self.path_contexts,
+                host=scope.host if scope else frozenset(),
             )
         )
 
@@ -714,11 +763,11 @@ class _Indexer(ast.NodeVisitor):
             self.alias_prefix = self._line_prefix(self.alias_tokens, tuple((name, False) for name in sorted(self.alias_names)))
         return self.alias_prefix[last] > self.alias_prefix[first]
 
-    def _note_alias(self, name: str, origin: str) -> None:
-        """A local name for an env API or logger (`from os import getenv as ge`) is a token too."""
+    def _note_alias(self, name: str, origin: str, token: bool = False) -> None:
+        """A local name for an env API, logger or sync (`from os import getenv as ge`) is a token too."""
         self._settle_all()
         self.aliases[name] = origin
-        if (origin in self.rs.env_calls or origin in self.rs.env_mappings or origin in self.rs.logger_factories
+        if (token or origin in self.rs.env_calls or origin in self.rs.env_mappings or origin in self.rs.logger_factories
                 or any(origin == r.object for r in self.rs.registries)):
             self.alias_names.add(name)
             self.alias_tokens = re.compile(r"\b(" + "|".join(map(re.escape, sorted(self.alias_names))) + r")\b")
@@ -955,6 +1004,15 @@ class _Indexer(ast.NodeVisitor):
             self._note_assign(targets, node.value)
             if len(targets) == 1:
                 target = raw_dotted(targets[0])
+                scope = self.function
+                if scope is not None and target is not None and (target in scope.host or node.value is not None
+                                                                 and _host_value(node.value, scope.host, self.aliases)):
+                    # after the statement's own snippet: `x = x.cpu()` syncs, then x is on the host
+                    self._host_after = (scope, target, node.value is not None and _host_value(node.value, scope.host, self.aliases))
+                # a module name, a local or a `self.` attribute (not a class body's names)
+                if target is not None and node.value is not None and (self.function is not None or not self.scopes) and (
+                        "." not in target or self.function is not None and target.startswith("self.") and target.count(".") == 1):
+                    self.assignments.append((self.function, target, node.value))
                 value = node.value
                 conversion = ""
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CONVERSIONS and value.args:
@@ -974,6 +1032,10 @@ class _Indexer(ast.NodeVisitor):
                           builds_path=builds_path)
         else:
             self._edges(node)
+        if self._host_after is not None:
+            scope, name, host = self._host_after
+            scope.host = scope.host | {name} if host else scope.host - {name}
+            self._host_after = None
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
 
     def _note_assign(self, targets: list[ast.expr], value: ast.expr | None) -> None:
@@ -994,10 +1056,13 @@ class _Indexer(ast.NodeVisitor):
                     self.string_constants[t.id] = value.value
         elif isinstance(value, (ast.Name, ast.Attribute)):
             origin = dotted(value, self.aliases)
-            if origin in self.rs.env_mappings or origin in self.rs.env_calls:
+            # `synchronize = platform.synchronize`: a call of the name is the sync
+            syncs = origin is not None and (origin in self.rs.sync_functions or isinstance(value, ast.Attribute)
+                                            and value.attr == "synchronize")
+            if origin in self.rs.env_mappings or origin in self.rs.env_calls or syncs:
                 for t in targets:
                     if isinstance(t, ast.Name):
-                        self._note_alias(t.id, origin)
+                        self._note_alias(t.id, origin, token=syncs)
 
     def _exports_env(self, node: ast.stmt) -> bool:
         if isinstance(node, ast.Assign):
@@ -1219,6 +1284,20 @@ class _Indexer(ast.NodeVisitor):
             else:
                 out[start:] = [r if r.any_of else replace(r, any_of=group) for r in out[start:]]
 
+    def derived(self) -> tuple[tuple[str | None, str, tuple[GateRef, ...]], ...]:
+        """(function, name, gates of the value) of the assignments to names that a gate tests
+        (after the walk: every gate that guards a site has been worked out by then)."""
+        out: list[tuple[str | None, str, tuple[GateRef, ...]]] = []
+        saved = self.function
+        for scope, name, value in self.assignments:
+            if name not in self.gate_names or _falsy(value):  # a falsy value adds no way to be true
+                continue
+            self.function = scope
+            refs = tuple(self.gate_refs(value, True))
+            out.append((scope.qualname if scope else None, name, refs))
+        self.function = saved
+        return tuple(out)
+
     def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef]) -> None:
         """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`)."""
         if not active:
@@ -1242,6 +1321,8 @@ class _Indexer(ast.NodeVisitor):
         read with a literal default or a local assigned from one (`int(os.getenv("L", "1"))`).
         What to gate on is the env key, or ``name:<local>`` for a local."""
         conversion = ""
+        if isinstance(node, ast.NamedExpr):  # `(n := int(getenv(...))) >= 0`
+            node = node.value
         while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONVERSIONS and node.args:
             conversion = conversion or node.func.id
             node = node.args[0]
@@ -1301,6 +1382,8 @@ class _Indexer(ast.NodeVisitor):
                 out[-1:] = [replace(r, args=("operand",)) for r in out[-1:]]
             else:
                 out.append(GateRef("env", key, (), True))
+        else:
+            out.append(DEFAULT_ON)
         return True
 
     def _call_ref(self, expr: ast.Call, active: bool, out: list[GateRef]) -> None:
@@ -1316,6 +1399,8 @@ class _Indexer(ast.NodeVisitor):
             on_by_default = default is not None and default not in self.rs.off_values
             if not (on_by_default and active):
                 out.append(GateRef("env", self._env_key(expr.args[0] if expr.args else None), (), active))
+            else:
+                out.append(DEFAULT_ON)
             return
         method = callee.rsplit(".", 1)[-1]
         if method in self.rs.level_guards:
@@ -1341,6 +1426,7 @@ class _Indexer(ast.NodeVisitor):
         raw = raw_dotted(expr)
         if raw is None or raw in ("True", "False", "None"):
             return
+        self.gate_names.add(raw)
         scope = self.function
         # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
         args = ("operand",) if scope is not None and raw in scope.params else ()
@@ -1456,6 +1542,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     indexer.visit(tree)
     incremented = frozenset(indexer.incremented)
     snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
+    derived = indexer.derived()
     return ModuleIndex(
         effects=tuple(indexer.effects),
         aliases=indexer.aliases,
@@ -1473,6 +1560,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         comprehensions=tuple(indexer.comprehensions),
         arguments=tuple(indexer.arguments),
         lambdas=tuple(indexer.lambdas),
+        derived=derived,
     )
 
 

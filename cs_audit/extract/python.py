@@ -128,6 +128,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         types=used_types(type_facts(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas), calls),
         event_loops=event_loops(tree, text, rs.event_loop_steps, rs.stop_flag_re),
         gated_effects=index.effects,
+        derived=index.derived,
     )
 
 

@@ -17,6 +17,7 @@ from cs_audit.joins.env_helpers import is_once_function as is_once_function  # r
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
+    DEFAULT_ON,
     HANDED,
     HOT_FREQUENCIES,
     LEVEL_SWITCH,
@@ -83,6 +84,9 @@ class TreeModel:
     syncing: set[FuncKey] | None = None
     #: (path, function, gates) -> (switches, innermost switch) of a site's gates
     switch_cache: dict[tuple[str, str | None, tuple[GateRef, ...]], tuple[tuple[SwitchRef, ...], SwitchRef | None]] = field(default_factory=dict)
+    #: keyed as ``constants``: (function, gates of the value) of each assignment to a name a
+    #: gate tests (``FileFacts.derived``)
+    derived: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]] = field(default_factory=dict)
     #: ``findings.duplicate_groups`` of this model, once worked out
     duplicates: list[tuple[str, list[tuple[str, FunctionDef]]]] | None = None
     #: the resolution of every file's call sites (see ``Resolutions``)
@@ -801,10 +805,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             edge_counts.append((path, len(flat) // 3))
 
     constants = _env_constants(facts)
+    derived = _derived_names(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
     model = TreeModel(
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
-        constants=constants, gated_emitter_helpers=set(), freq_default={}, freq_any={},
+        constants=constants, derived=derived, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
@@ -1055,6 +1060,21 @@ def _env_constants(facts: dict[str, FileFacts]) -> dict[tuple[str, str], str]:
     return constants
 
 
+def _derived_names(facts: dict[str, FileFacts]) -> dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]]:
+    """``FileFacts.derived`` keyed as ``_env_constants`` keys names."""
+    out: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]] = defaultdict(list)
+    for path, ff in facts.items():
+        for function, name, refs in ff.derived:
+            if function is None:
+                key = name
+            elif name.startswith("self."):
+                key = f"{_class_of(function)}.{name}"
+            else:
+                key = f"{function}::{name}"
+            out[(path, key)].append((function, refs))
+    return dict(out)
+
+
 def _env_helpers(
     facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], edges: list[tuple[str, CallSite, FuncKey, str]]
 ) -> dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -1125,6 +1145,12 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         ref = gate.ref
         cls = _class_of(function)
         for key in ((path, f"{function}::{ref}"), (path, ref), (path, f"{cls}.{ref}")):
+            # a name a gate tests for truth holds when its assignments' gates do (compared
+            # with something, an operand, it stands for the env value it holds)
+            if key in model.derived and "operand" not in gate.args:
+                switch, known = _derived_switch(model, path, key, rs)
+                if switch is not None or known:
+                    return switch
             if key in model.constants:
                 return env_switch(model.constants[key])
         if "." in ref and not ref.startswith("self."):
@@ -1139,6 +1165,22 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleSet) -> tuple[SwitchRef | None, bool]:
+    """(the switch a name is truthy only under, whether that is known): the switch of the
+    first of its assignments when each assignment's value is gated by one (`self.tracer =
+    Tracer() if env_flag("T") else None`); known to be none when an assignment is truthy with
+    no env set (`MODE_ON = getenv("M", "block") == "block"`)."""
+    found: list[SwitchRef] = []
+    for function, refs in model.derived[key]:
+        if refs and all(r == DEFAULT_ON for r in refs):
+            return None, True
+        switches = gate_switches(model, path, function, refs, rs)
+        if not switches:
+            return None, False
+        found.append(switches[0])
+    return (found[0] if found else None), bool(found)
 
 
 def _switch_of_result(model: TreeModel, path: str, function: str | None, name: str, rs: RuleSet) -> SwitchRef | None:
