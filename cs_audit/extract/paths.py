@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
+from cs_audit.pyast import dotted_name
+
 PathKind = Literal["normal", "error", "rare"]
 PathContext = tuple[str, str, str]
 
@@ -23,26 +25,15 @@ _EXIT_CALLS = frozenset({"sys.exit", "exit", "os._exit", "os.abort", "quit"})
 _STORES = frozenset({"add", "append", "setdefault", "update", "__setitem__", "put", "insert"})
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _error_exit(stmt: ast.stmt) -> str | None:
     """Why a branch's last statement ends it on an error (None: it does not)."""
     if isinstance(stmt, ast.Raise):
         return "on a branch that ends in `raise`"
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) in _EXIT_CALLS:
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) in _EXIT_CALLS:
         return "on a branch that exits the process"
     if isinstance(stmt, ast.Return) and stmt.value is not None:
         value = stmt.value.func if isinstance(stmt.value, ast.Call) else stmt.value
-        name = _dotted(value)
+        name = dotted_name(value)
         if name and _ERROR_NAME.search(name.rsplit(".", 1)[-1]):
             return f"on a branch that returns an error (`{name}`)"
     return None
@@ -57,7 +48,7 @@ def _problem_record(stmt: ast.stmt) -> str | None:
     """`logger.warning(...)` as a statement: the record's callee (None for anything else)."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
         if stmt.value.func.attr in _PROBLEM_RECORDS:
-            return _dotted(stmt.value.func)
+            return dotted_name(stmt.value.func)
     return None
 
 
@@ -85,22 +76,22 @@ def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _unset_names(test.operand, not active)
     if isinstance(test, (ast.Name, ast.Attribute)):
-        name = _dotted(test)
+        name = dotted_name(test)
         return [(name, "flag")] if name and not active else []
-    if isinstance(test, ast.Call) and not active and _dotted(test.func) == "hasattr" and len(test.args) == 2:
-        owner, attr = _dotted(test.args[0]), test.args[1]
+    if isinstance(test, ast.Call) and not active and dotted_name(test.func) == "hasattr" and len(test.args) == 2:
+        owner, attr = dotted_name(test.args[0]), test.args[1]
         if owner and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
             return [(f"{owner}.{attr.value}", "lazy")]
         return []
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return []
     op, left, right = test.ops[0], test.left, test.comparators[0]
-    name = _dotted(left)
+    name = dotted_name(left)
     none_right = isinstance(right, ast.Constant) and right.value is None
     if name and none_right and isinstance(op, (ast.Is, ast.IsNot)):
         return [(name, "lazy")] if isinstance(op, ast.Is) == active else []
     if isinstance(op, (ast.In, ast.NotIn)):
-        container = _dotted(right)
+        container = dotted_name(right)
         return [(container, "cache")] if container and isinstance(op, ast.NotIn) == active else []
     int_right = isinstance(right, ast.Constant) and isinstance(right.value, int) and not isinstance(right.value, bool)
     if name and int_right and active and isinstance(op, (ast.Eq, ast.Lt, ast.LtE)):
@@ -123,21 +114,21 @@ def _stores(body: list[ast.stmt]) -> tuple[set[str], set[str]]:
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
             targets = [node.target]
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STORES:
-            owner = _dotted(node.func.value)
+            owner = dotted_name(node.func.value)
             if owner:
                 stored.add(owner)
-        elif isinstance(node, ast.Call) and _dotted(node.func) == "setattr" and len(node.args) >= 2:
-            owner, attr = _dotted(node.args[0]), node.args[1]
+        elif isinstance(node, ast.Call) and dotted_name(node.func) == "setattr" and len(node.args) >= 2:
+            owner, attr = dotted_name(node.args[0]), node.args[1]
             if owner and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
                 assigned.add(f"{owner}.{attr.value}")
         for target in targets:
             for part in ast.walk(target):
                 if isinstance(part, ast.Subscript):
-                    owner = _dotted(part.value)
+                    owner = dotted_name(part.value)
                     if owner:
                         stored.add(owner)
                 elif isinstance(part, (ast.Name, ast.Attribute)):
-                    name = _dotted(part)
+                    name = dotted_name(part)
                     if name:
                         assigned.add(name)
         stack.extend(ast.iter_child_nodes(node))
