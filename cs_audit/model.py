@@ -7,7 +7,7 @@ facts into ``Finding``/``Switch`` rows; renderers turn those into text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from operator import itemgetter
 from typing import Literal
@@ -151,6 +151,25 @@ class GateRef:
     args: tuple[str, ...] = ()
     active_when_set: bool = True
     any_of: int = 0
+
+
+def closure_arg(qualname: str) -> str:
+    """The ``GateRef.args`` entry of a name a nested function reads from the enclosing
+    function ``qualname`` (a closure variable): the gate resolves as that function's local."""
+    return f"closure:{qualname}"
+
+
+def closure_of(gate: GateRef) -> str | None:
+    """The enclosing function a ``name`` gate reads its name from (``closure_arg``), if any."""
+    for arg in gate.args:
+        if arg.startswith("closure:"):
+            return arg[len("closure:"):]
+    return None
+
+
+def as_operand(gate: GateRef) -> GateRef:
+    """``gate`` as an operand of a comparison (it stands for the value, not a flag)."""
+    return gate if "operand" in gate.args else replace(gate, args=("operand", *gate.args))
 
 
 #: the operand of a test that holds with no env set (`getenv("M", "block") == "block"`): it

@@ -379,3 +379,109 @@ def agree(value, group):
     result = scan_files({"a/peer.py": helper, "b/peer.py": helper})
     assert not [f for f in result.findings if f.rule == "sync-in-debug"]
     assert sorted(f.path for f in result.findings if f.rule == "duplicate-helper") == ["a/peer.py", "b/peer.py"]
+
+
+# ------------------------------------------------------------------ closures: a nested function's free names
+CLOSURES = '''
+def env_flag(name):
+    return os.getenv(name, "0") == "1"
+
+
+class Runner:
+    def execute_model(self, t, ready):
+        # expect: env-read-hot
+        trace_e2e = env_flag("TOY_TRACE_E2E")
+        # expect: env-read-hot
+        level = int(os.getenv("TOY_SYNC_LEVEL", "0"))
+        warm = ready and t is not None
+
+        def trace_sync(stage):
+            if not trace_e2e:
+                return
+            # ok: default-on-emitter
+            print("sync enter", stage)
+            # expect: sync-in-debug
+            torch.cuda.synchronize()
+
+        def deep_sync(stage):
+            if level > 1:
+                # ok: default-on-emitter
+                print("deep", stage)
+
+        def announce(stage):
+            # a name the nested function binds itself is its own
+            trace_e2e = stage == "first"
+            if trace_e2e:
+                # expect: default-on-emitter
+                print("first", stage)
+
+        def show(stage, trace_e2e):
+            # a parameter comes from the caller
+            if trace_e2e:
+                # expect: default-on-emitter
+                print("shown", stage)
+
+        def when_warm(stage):
+            # a closure name that holds no switch gates nothing
+            if warm:
+                # expect: default-on-emitter
+                print("warm", stage)
+
+        def inline(stage):
+            # ok: default-on-emitter
+            trace_e2e and print("inline", stage)
+
+        # ok: default-on-emitter
+        emit = lambda stage: trace_e2e and print("lambda", stage)
+
+        def outer(stage):
+            def inner():
+                if trace_e2e:
+                    # ok: default-on-emitter
+                    print("two levels down", stage)
+            inner()
+
+        trace_sync("pre")
+        deep_sync("pre")
+        announce("pre")
+        show("pre", ready)
+        when_warm("pre")
+        outer("pre")
+        inline("pre")
+        emit("pre")
+'''
+
+
+def test_a_nested_function_reads_its_free_names_in_the_enclosing_function() -> None:
+    assert _agree(CLOSURES) == []
+
+
+def test_a_closure_gate_names_the_enclosing_switch() -> None:
+    switches = _switches(CLOSURES, "sync-in-debug")
+    assert list(switches.values()) == ["TOY_TRACE_E2E"], switches
+
+
+def test_a_nonlocal_set_in_a_nested_function_is_the_enclosing_name() -> None:
+    body = '''
+def env_flag(name):
+    return os.getenv(name, "0") == "1"
+
+
+class Runner:
+    def execute_model(self, t):
+        verbose_e2e = False
+
+        def arm():
+            nonlocal verbose_e2e
+            # expect: env-read-hot
+            verbose_e2e = env_flag("TOY_TRACE_ARM")
+
+        def show():
+            if verbose_e2e:
+                # ok: default-on-emitter
+                print("armed", t)
+
+        arm()
+        show()
+'''
+    assert _agree(body) == []

@@ -20,7 +20,7 @@ import libcst as cst
 from cs_audit.extract.index import HOST_BUILDERS as _HOST_BUILDERS
 from cs_audit.extract.index import Snippet, may_reach_tree
 from cs_audit.extract.paths import ONCE_REASON
-from cs_audit.model import CallSite, EnvRead, GateRef
+from cs_audit.model import CallSite, EnvRead, GateRef, closure_arg
 from cs_audit.ruleset import RuleSet
 
 EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
@@ -318,7 +318,8 @@ class StatementFacts(cst.CSTVisitor):
         if isinstance(expr, (cst.Name, cst.Attribute)):
             raw = self.raw_dotted(expr)
             if raw and raw not in ("True", "False", "None"):
-                return [GateRef("name", self.aliases.get(raw, raw), (), active)]
+                home = next((q for name, q in self.snippet.closure if name == raw.split(".", 1)[0]), None) if self.snippet else None
+                return [GateRef("name", self.aliases.get(raw, raw), (closure_arg(home),) if home else (), active)]
         return []
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:

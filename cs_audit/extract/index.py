@@ -22,7 +22,7 @@ from itertools import accumulate, count
 from operator import add, attrgetter
 
 from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, function_context, resolve
-from cs_audit.model import DEFAULT_ON, HANDED, CallSite, FunctionDef, GateRef, PlainCall
+from cs_audit.model import DEFAULT_ON, HANDED, CallSite, FunctionDef, GateRef, PlainCall, as_operand, closure_arg
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -95,6 +95,8 @@ class Snippet:
     #: locals and `self.` attributes that hold host data at this statement (`device="cpu"`,
     #: `.cpu()`, `torch.tensor([...])` earlier in the function): their `.item()` does not sync
     host: frozenset[str] = frozenset()
+    #: (free name, qualname of the enclosing function that binds it) of a nested function
+    closure: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -250,6 +252,21 @@ def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         if node.__class__ is Name and node.ctx.__class__ is Store:  # type: ignore[attr-defined]
             names.add(node.id)  # type: ignore[attr-defined]
     return names
+
+
+def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of a function's own scope: its body without the bodies of the functions,
+    lambdas and classes defined in it (their names are theirs)."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(func.body)
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, scopes):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _walk_count_below(nodes: list[ast.stmt], limit: int) -> bool:
@@ -529,6 +546,10 @@ class _Scope:
     node: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     #: its locals that are not declared `global`/`nonlocal` (worked out when first needed)
     locals: set[str] | None = None
+    #: the names it declares `global` (worked out with ``locals``)
+    globals: frozenset[str] = frozenset()
+    #: free name -> the enclosing function binding it, for a nested function (``_Indexer.closure``)
+    closure: dict[str, _Scope] | None = None
 
     def persistent(self, name: str) -> bool:
         """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
@@ -536,12 +557,22 @@ class _Scope:
         root = name.split(".", 1)[0]
         if root in ("self", "cls") and "." in name:
             return True
+        return not self.binds(root)
+
+    def binds(self, name: str) -> bool:
+        """Whether ``name`` is one of its locals (a parameter or assigned, not declared
+        `global`/`nonlocal`)."""
         if self.locals is None:
             if self.node is None:
-                return True
-            declared = {n for x in ast.walk(self.node) if isinstance(x, (ast.Global, ast.Nonlocal)) for n in x.names}
-            self.locals = local_names(self.node) - declared
-        return root not in self.locals
+                return False
+            own = _own_nodes(self.node)
+            declared = {n for x in own if isinstance(x, (ast.Global, ast.Nonlocal)) for n in x.names}
+            self.globals = frozenset(n for x in own if isinstance(x, ast.Global) for n in x.names)
+            args = self.node.args
+            params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+            stored = {x.id for x in own if x.__class__ is ast.Name and x.ctx.__class__ is not ast.Load}  # type: ignore[attr-defined]
+            self.locals = (params | stored) - declared
+        return name in self.locals
     #: names that hold host data (``Snippet.host``), as of the statement being walked
     host: frozenset[str] = frozenset()
 
@@ -720,8 +751,38 @@ class _Indexer(ast.NodeVisitor):
                 end_col=self._column(node.end_lineno or node.lineno, node.end_col_offset or 0), prefix=prefix,
                 path_contexts=self.path_contexts,
                 host=scope.host if scope else frozenset(),
+                closure=tuple((name, home.qualname) for name, home in self.closure(scope).items()) if scope else (),
             )
         )
+
+    def closure(self, scope: _Scope) -> dict[str, _Scope]:
+        """The free names of a nested function that an enclosing function binds, each with that
+        function (worked out on entering it, while the enclosing scopes are known): they hold what the enclosing call put there (`trace_e2e = ...;
+        def trace_sync(): if not trace_e2e: return`), so a gate on one is the enclosing local."""
+        if scope.closure is not None:
+            return scope.closure
+        scope.closure = {}
+        if scope.node is None or ".<locals>." not in scope.qualname:
+            return scope.closure
+        enclosing: list[_Scope] = []
+        for outer in self.scopes:
+            if outer is scope:
+                break
+            if outer.kind == "def":  # a class body's names are not seen by the functions in it
+                enclosing.append(outer)
+        scope.binds("")  # works out its globals
+        # every name it uses: the ones it assigns are its own unless declared `nonlocal`
+        used = {n.id for n in _nodes(scope.node) if n.__class__ is ast.Name}  # type: ignore[attr-defined]
+        for name in sorted(used):
+            if scope.binds(name) or name in scope.globals:
+                continue
+            for outer in reversed(enclosing):
+                if outer.binds(name):
+                    scope.closure[name] = outer
+                    break
+                if outer.node is None or name in outer.globals:
+                    break
+        return scope.closure
 
     def _column(self, line: int, byte_offset: int) -> int:
         """The 0-based character column of an ``ast`` offset (UTF-8 bytes) on a 1-based line."""
@@ -822,6 +883,8 @@ class _Indexer(ast.NodeVisitor):
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = _Scope("def", node.name, qualname, params, once, node=node)
         self.scopes.append(scope)
+        if ".<locals>." in qualname:
+            self.closure(scope)
         saved_function, self.function = self.function, scope
         entry_gates = tuple(
             ref for stmt in node.body
@@ -1012,7 +1075,9 @@ class _Indexer(ast.NodeVisitor):
                 # a module name, a local or a `self.` attribute (not a class body's names)
                 if target is not None and node.value is not None and (self.function is not None or not self.scopes) and (
                         "." not in target or self.function is not None and target.startswith("self.") and target.count(".") == 1):
-                    self.assignments.append((self.function, target, node.value))
+                    # a nested function setting a `nonlocal` name or the enclosing `self.`: the enclosing function's
+                    owner = self.closure(self.function).get(target.split(".", 1)[0], self.function) if self.function else None
+                    self.assignments.append((owner, target, node.value))
                 value = node.value
                 conversion = ""
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CONVERSIONS and value.args:
@@ -1330,6 +1395,8 @@ class _Indexer(ast.NodeVisitor):
         if is_env:
             return self._env_key(node.args[0] if node.args else None), default, conversion  # type: ignore[attr-defined]
         scope = self.function
+        if isinstance(node, ast.Name) and scope is not None and node.id in self.closure(scope):
+            scope = self.closure(scope)[node.id]
         if isinstance(node, ast.Name) and scope is not None and node.id in scope.env_defaults:
             default, assigned_conversion = scope.env_defaults[node.id]
             return f"name:{node.id}", default, conversion or assigned_conversion
@@ -1363,7 +1430,7 @@ class _Indexer(ast.NodeVisitor):
             flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
             self._refs(right, (active == low) if flips else active, out)
         # a name compared with something is an operand (`x not in seen`), never a bare flag
-        out[start:] = [replace(r, args=("operand",)) if r.kind == "name" else r for r in out[start:]]
+        out[start:] = [as_operand(r) if r.kind == "name" else r for r in out[start:]]
 
     def _default_decides(self, left: ast.expr, op: ast.cmpop, right: ast.expr, active: bool, out: list[GateRef]) -> bool:
         """A comparison of an env value with literals, judged with the value it has when the
@@ -1379,7 +1446,7 @@ class _Indexer(ast.NodeVisitor):
         if holds != active:  # off by default: gated by the variable
             if key.startswith("name:"):
                 self._refs(ast.Name(id=key[5:], ctx=ast.Load()), True, out)
-                out[-1:] = [replace(r, args=("operand",)) for r in out[-1:]]
+                out[-1:] = [as_operand(r) for r in out[-1:]]
             else:
                 out.append(GateRef("env", key, (), True))
         else:
@@ -1428,8 +1495,14 @@ class _Indexer(ast.NodeVisitor):
             return
         self.gate_names.add(raw)
         scope = self.function
-        # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
-        args = ("operand",) if scope is not None and raw in scope.params else ()
+        home = self.closure(scope).get(raw.split(".", 1)[0]) if scope is not None else None
+        if home is not None:
+            # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
+            args: tuple[str, ...] = (closure_arg(home.qualname),)
+            if raw in home.params:
+                args = ("operand", *args)
+        else:
+            args = ("operand",) if scope is not None and raw in scope.params else ()
         out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
 
 

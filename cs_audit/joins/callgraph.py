@@ -33,6 +33,7 @@ from cs_audit.model import (
     GraphEdge,
     GraphFunction,
     SwitchRef,
+    closure_of,
     env_switch,
 )
 from cs_audit.ruleset import RuleSet
@@ -1143,6 +1144,8 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         return None
     if gate.kind == "name":
         ref = gate.ref
+        # a nested function's free name is the enclosing function's local
+        function = closure_of(gate) or function
         cls = _class_of(function)
         for key in ((path, f"{function}::{ref}"), (path, ref), (path, f"{cls}.{ref}")):
             # a name a gate tests for truth holds when its assignments' gates do (compared
