@@ -8,6 +8,9 @@ every finding is annotated on the line above it (``# expect:``) and each near mi
 
 from __future__ import annotations
 
+from cs_audit.model import Gates
+from cs_audit.render.markdown import default_on_rows
+from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import check_annotations, scan_files
 
 HEAD = '''
@@ -485,3 +488,49 @@ class Runner:
         show()
 '''
     assert _agree(body) == []
+
+
+# ------------------------------------------------------------------ path_kind on every per-site rule
+PATH_KINDS = '''
+class Runner:
+    def __init__(self, path):
+        self.path = path
+        self._plan = None
+
+    def execute_model(self, t, batch):
+        try:
+            out = self.forward(batch)
+        except RuntimeError:
+            # expect: eager-format(error), default-on-emitter(error)
+            logger.warning(f"forward failed {batch}")
+            # expect: sync-in-debug(error), default-on-emitter(error)
+            logger.warning("loss %s", t.sum().item())
+            # expect: per-call-open(error)
+            with open(self.path, "a") as f:
+                # expect: default-on-emitter(error)
+                f.write("failed\\n")
+        if self._plan is None:
+            # expect: eager-format(rare), default-on-emitter(rare), sync-in-debug(rare)
+            logger.info(f"planning {t.max().item()}")
+            self._plan = batch
+        # expect: eager-format(normal), default-on-emitter(normal), sync-in-debug(normal)
+        logger.info(f"step {t.min().item()}")
+        return out
+'''
+
+
+def test_every_per_site_rule_says_its_path_kind() -> None:
+    assert _agree(PATH_KINDS) == []
+
+
+def test_error_and_rare_sites_of_every_rule_are_not_costed_and_do_not_gate() -> None:
+    result = scan_files({"engine/runner.py": HEAD + PATH_KINDS})
+    gates = Gates({rule: "hot" for rule in ("eager-format", "sync-in-debug", "per-call-open", "default-on-emitter")})
+    rows = {(f.rule, f.path_kind): (f.cost_us > 0, gates.gates(f)) for f in result.findings}
+    for rule in ("eager-format", "sync-in-debug", "default-on-emitter"):
+        assert rows[(rule, "normal")] == (True, True), rule
+        assert rows[(rule, "error")] == (False, False), rule
+        assert rows[(rule, "rare")] == (False, False), rule
+    assert rows[("per-call-open", "error")] == (False, False)
+    ranked = [f for f in default_on_rows(result, load_ruleset()) if f.rule == "sync-in-debug"]
+    assert [f.path_kind for f in ranked] == ["normal", "error", "rare"]

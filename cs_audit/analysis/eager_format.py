@@ -37,7 +37,7 @@ def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: Cal
         extra = per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq)
     out.add(RULE, path, site.line, site.end_line, site.function, None if switch == LEVEL_SWITCH else switch, freq,
             False, site.code, extra, site.eager, detail=EmitterDetail(emitter=site.callee, level=site.level or ""),
-            cols=(site.col, site.end_col))
+            cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
 
 
 def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
@@ -60,7 +60,8 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
     )
     out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, syncs, site.code,
             per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), kinds,
-            detail=EmitterDetail(emitter=helper[1], level="helper"), cols=(site.col, site.end_col))
+            detail=EmitterDetail(emitter=helper[1], level="helper"), cols=(site.col, site.end_col),
+            path=(site.path_kind, site.path_reason))
 
 
 def message(f: Finding) -> str:

@@ -18,7 +18,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 continue
             switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
-                    per_step_cost(rs, "open_per_event", freq), detail=OpenDetail(mode=site.mode or ""), cols=(site.col, site.end_col))
+                    per_step_cost(rs, "open_per_event", freq), detail=OpenDetail(mode=site.mode or ""), cols=(site.col, site.end_col),
+                    path=(site.path_kind, site.path_reason))
 
 
 def _opened_per_call(model: TreeModel, rs: RuleSet, path: str, site: CallSite) -> bool:

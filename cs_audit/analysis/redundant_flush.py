@@ -20,7 +20,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                     per_step_cost(rs, "dump_flush", freq) - per_step_cost(rs, "dump_block", freq),
-                    detail=FlushDetail(handle=site.receiver or ""), cols=(site.col, site.end_col))
+                    detail=FlushDetail(handle=site.receiver or ""), cols=(site.col, site.end_col),
+                    path=(site.path_kind, site.path_reason))
 
 
 def message(f: Finding) -> str:

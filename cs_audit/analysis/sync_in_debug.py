@@ -49,7 +49,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             freq = frequency(model, key, site, rs, default_only=switch is None)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
                     rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=site.callee.rsplit(".", 1)[-1]),
-                    cols=(site.col, site.end_col))
+                    cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
 
 
 def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
@@ -72,7 +72,7 @@ def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site:
         call = next(c.callee for c in model.fact_sites[helper[0]] if c.role == "sync" and c.function == helper[1])
         out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
                 rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=call.rsplit(".", 1)[-1], helper=helper[1].rsplit(".", 1)[-1]),
-                cols=(site.col, site.end_col))
+                cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
 
 
 def _debug_gate(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
