@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePath
 
@@ -179,6 +180,81 @@ def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
     return rows
 
 
+@dataclass(frozen=True)
+class Statement:
+    """One statement of §1: the findings of every rule on it (by file and line span), the
+    findings of one rule that repeat on it (two syncs of one call) folded into one."""
+
+    findings: tuple[Finding, ...]
+
+    @property
+    def first(self) -> Finding:
+        return max(self.findings, key=lambda f: (f.end_line - f.line, f.cost_us))
+
+    @property
+    def cost_us(self) -> float:
+        return sum(f.cost_us for f in self.findings)
+
+    @property
+    def gpu_sync(self) -> bool:
+        return any(f.gpu_sync for f in self.findings)
+
+    @property
+    def frequency(self) -> str:
+        return max((f.frequency for f in self.findings), key=lambda q: HOT.index(q) if q in HOT else -1)
+
+    @property
+    def path_kind(self) -> str:
+        return "normal" if any(f.path_kind == "normal" for f in self.findings) else self.findings[0].path_kind
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return min(f.line for f in self.findings), max(f.end_line for f in self.findings)
+
+
+def statements(rows: list[Finding]) -> list[Statement]:
+    """``rows`` merged per statement: findings of one file whose line spans overlap make one
+    row, ranked as ``default_on_rows`` ranks findings (by their summed cost)."""
+    groups: list[list[Finding]] = []
+    for f in sorted(rows, key=lambda f: (f.path, f.line, -f.end_line, f.rule)):
+        last = groups[-1] if groups else None
+        if last is not None and last[0].path == f.path and f.line <= max(x.end_line for x in last):
+            last.append(f)
+        else:
+            groups.append([f])
+    out = [Statement(tuple(g)) for g in groups]
+    out.sort(key=lambda s: (s.path_kind != "normal", -s.cost_us, s.first.path, s.span, s.first.rule))
+    return out
+
+
+def _one_rule_words(f: Finding, others: tuple[Finding, ...]) -> str:
+    fields = detail_fields(f)
+    if f.rule == "default-on-emitter":
+        level = fields.get("level", "")
+        return f"per-{f.frequency} {level + ' ' if level and level != 'helper' else ''}line"
+    if f.rule == "eager-format":
+        kinds = [code(k[5:] + "()") if k.startswith("call:") else k for k in f.eager_kinds]
+        return "eager " + ", ".join(dict.fromkeys(kinds)) if kinds and kinds[0].startswith("`") else " + ".join(dict.fromkeys(kinds)) or "eager message"
+    if f.rule == "env-read-hot":
+        names = [v for v in fields.get("var", "").split(",") if v and not v.startswith("<")]
+        inside = any(o.rule == "default-on-emitter" and o.line <= f.line <= o.end_line for o in others)
+        return "env read" + (f" of {' / '.join(code(v) for v in names)}" if names else "") + (" in the message" if inside else "")
+    if f.rule == "sync-in-debug":
+        return f"device sync ({code('.' + fields['call'] + '()') if fields.get('call') else 'sync'})"
+    return {"per-call-open": "open per call", "redundant-flush": "flush per write", "own-timestamp": "own timestamp",
+            "hardcoded-output-path": "hard-coded output path"}.get(f.rule, f.rule)
+
+
+def statement_words(s: Statement) -> str:
+    """The rules of a statement in words, its costliest first: "f-string + per-request info line +
+    env read of `X` in the message"; a finding that repeats on the statement is counted (×2)."""
+    order = {"eager-format": 0, "default-on-emitter": 1, "env-read-hot": 2, "sync-in-debug": 3}
+    words: Counter[str] = Counter()
+    for f in sorted(s.findings, key=lambda f: (order.get(f.rule, 9), f.line, f.col)):
+        words[_one_rule_words(f, s.findings)] += 1
+    return " + ".join(w + (f" ×{n}" if n > 1 else "") for w, n in words.items())
+
+
 def via_words(f: Finding, short: bool = False) -> str:
     """Where a site's frequency comes from: the hot root and how many calls below it the
     site's function is (the whole chain is the JSON's ``hot_path``, and ``cs-audit why``);
@@ -192,8 +268,18 @@ def via_words(f: Finding, short: bool = False) -> str:
     return f"{root} (+{below} call{'s' if below != 1 else ''})" if below else f"{root} (root)"
 
 
+def _statement_cost(s: Statement) -> str:
+    f = s.first
+    if s.path_kind != "normal":
+        return f"not costed per step: {f.path_kind} path ({cell(f.path_reason)})"
+    sync = next((x for x in s.findings if x.gpu_sync and x.rule == "sync-in-debug"), None)
+    if sync is not None:
+        return f"≈ +{s.cost_us:g} µs/step *estimate* (host-device sync, H200 table, per {sync.frequency})"
+    return f"≈ {round(s.cost_us, 2):g} µs/step *estimate*" if s.cost_us else "*estimate*: n/a"
+
+
 def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
-    rows = default_on_rows(result, rs)
+    rows = statements(default_on_rows(result, rs))
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", ""]
     if not rows:
         lines += ["Nothing on a hot path runs with no debug env set.", ""]
@@ -202,25 +288,25 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
         "Freq: **step** = one engine step; **request** = once per request per step; **round** = one verify round "
         "of one request; **layer** = once per layer per step.",
         "",
-        "Via: the hot root the site is reached from, and how many calls below it (`cs-audit why FILE:LINE` prints the chain).",
+        "One row per statement: the rules that flag it are merged into its words. Via: the hot root the site is "
+        "reached from, and how many calls below it (`cs-audit why FILE:LINE` prints the chain).",
         "",
         "| # | What runs with no debug env | file:line | Freq | Via | GPU sync | Est. cost / note |",
         "|---|---|---|---|---|---|---|",
     ]
-    for i, f in enumerate(rows[:MAX_RANKED_ROWS], 1):
-        what = f"{code(f.rule)} {code(f.code)}"
+    for i, s in enumerate(rows, 1):
+        f = s.first
+        start, end = s.span
+        loc = code(f"{f.path}:{start}" if start == end else f"{f.path}:{start}-{end}")
         lines.append(
-            f"| {i} | {what} | {_loc(f)} | {f.frequency} | {code(via_words(f)) if f.hot_path else '—'} |"
-            f" {'**yes**' if f.gpu_sync else 'no'} | {_cost_note(f, rs)} |"
+            f"| {i} | {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} | {code(via_words(f)) if f.hot_path else '—'} |"
+            f" {'**yes**' if s.gpu_sync else 'no'} | {_statement_cost(s)} |"
         )
-    if len(rows) > MAX_RANKED_ROWS:
-        lines.append("")
-        lines.append(f"… and {len(rows) - MAX_RANKED_ROWS} more default-ON sites, listed under Findings by rule.")
-    total = sum(f.cost_us for f in rows)
-    syncs = sum(1 for f in rows if f.gpu_sync)
+    total = sum(s.cost_us for s in rows)
+    syncs = sum(1 for s in rows if s.gpu_sync)
     lines += [
         "",
-        f"**Bottom line:** {len(rows)} default-ON sites on hot paths, ≈ {total:,.0f} µs per step in all (*estimate*, "
+        f"**Bottom line:** {len(rows)} default-ON statements on hot paths, ≈ {total:,.0f} µs per step in all (*estimate*, "
         f"B and L as in Assumptions); {syncs} of them force a GPU sync.",
         "",
     ]
