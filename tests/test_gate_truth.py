@@ -534,3 +534,45 @@ def test_error_and_rare_sites_of_every_rule_are_not_costed_and_do_not_gate() -> 
     assert rows[("per-call-open", "error")] == (False, False)
     ranked = [f for f in default_on_rows(result, load_ruleset()) if f.rule == "sync-in-debug"]
     assert [f.path_kind for f in ranked] == ["normal", "error", "rare"]
+
+
+# ------------------------------------------------------------------ `*_once` records
+ONCE = '''
+MODEL_NAME = "toy"
+
+
+class Runner:
+    def __init__(self, model_config):
+        self.model_config = model_config
+        self.mode = "eager"
+
+    def execute_model(self, t, batch):
+        # the same message and arguments on every call: deduplicated after the first
+        # expect: default-on-emitter(rare)
+        logger.warning_once("this engine is experimental")
+        # expect: default-on-emitter(rare)
+        logger.warning_once("model %s is experimental", MODEL_NAME)
+        # expect: default-on-emitter(rare)
+        logger.info_once("dtype %s, tp %d", self.model_config.dtype, self.model_config.tp_size)
+        # expect: default-on-emitter(rare)
+        logger.warning_once("%s falls back", type(self).__name__, scope="local")
+        # expect: default-on-emitter(rare), eager-format
+        logger.warning_once(f"this method is deprecated")
+        # expect: default-on-emitter(rare), eager-format
+        logger.warning_once(f"model {MODEL_NAME} " "is experimental")
+        # arguments that may change per call make a new record each time they do
+        # expect: default-on-emitter(normal)
+        logger.warning_once("batch of %d", batch.size)
+        # expect: default-on-emitter(normal)
+        logger.warning_once("mode %s", self.mode)
+        size = len(batch)
+        # expect: default-on-emitter(normal)
+        logger.warning_once("size %d", size)
+        # expect: default-on-emitter(normal), eager-format
+        logger.warning_once(f"model {batch.name}")
+        return t
+'''
+
+
+def test_a_once_record_is_rare_when_its_message_and_arguments_are_constant_at_the_site() -> None:
+    assert _agree(ONCE) == []

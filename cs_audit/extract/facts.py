@@ -667,8 +667,45 @@ def _eager_kinds(node: cst.Call, rs: RuleSet, dotted, log: bool = False) -> tupl
 
 
 def _constant_message(node: cst.Call) -> bool:
-    """A record whose every argument is a literal (the same text each time it runs)."""
-    return bool(node.args) and all(_literal_text(a.value) is not None for a in node.args if a.keyword is None)
+    """A record whose every positional argument has the same value each time the line runs:
+    `*_once` methods deduplicate by message and arguments (an lru_cache over both), so such a
+    record is emitted once per process, while one whose arguments change per call is emitted
+    again for each new value."""
+    return bool(node.args) and all(_site_constant(a.value) for a in node.args if a.keyword is None)
+
+
+#: a module constant by its name (PEP 8): bound once at import
+_CONSTANT_NAME = re.compile(r"^_*[A-Z][A-Z0-9_]*$")
+#: calls that give the same value for the same argument
+_PURE_CALLS = frozenset({"str", "repr", "type", "len", "int", "float", "bool"})
+
+
+def _site_constant(node: cst.BaseExpression) -> bool:
+    """The same value every time this line runs: a literal, a module constant (UPPER_CASE), a
+    configuration attribute (`self.model_config.dtype`: a segment named like `config`, set up
+    before serving), a class or function name (`type(self).__name__`), or a pure builtin of one."""
+    if _literal_text(node) is not None:
+        return True
+    if isinstance(node, cst.Name):
+        return _CONSTANT_NAME.match(node.value) is not None
+    if isinstance(node, cst.Attribute):
+        if node.attr.value in ("__name__", "__qualname__"):
+            return True
+        parts: list[str] = [node.attr.value]
+        value: cst.BaseExpression = node.value
+        while isinstance(value, cst.Attribute):
+            parts.append(value.attr.value)
+            value = value.value
+        if isinstance(value, cst.Name):
+            parts.append(value.value)
+        return any("config" in part.lower() for part in parts[1:]) or _site_constant(value) and isinstance(value, cst.Name)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _PURE_CALLS:
+        return bool(node.args) and all(_site_constant(a.value) for a in node.args)
+    if isinstance(node, cst.FormattedString):  # `f"deprecated"`, `f"model {MODEL}"`
+        return all(_site_constant(p.expression) for p in node.parts if isinstance(p, cst.FormattedStringExpression))
+    if isinstance(node, cst.ConcatenatedString):
+        return _site_constant(node.left) and _site_constant(node.right)
+    return False
 
 
 def _has_fstring(node: cst.BaseExpression) -> bool:
