@@ -576,3 +576,58 @@ class Runner:
 
 def test_a_once_record_is_rare_when_its_message_and_arguments_are_constant_at_the_site() -> None:
     assert _agree(ONCE) == []
+
+
+# ------------------------------------------------------------------ syncs a few helpers down
+DEEP_SYNCS = '''
+def stats(t):
+    # expect: sync-in-debug
+    return t.float().mean().item()
+
+
+def summarize(t):
+    return {"mean": stats(t)}
+
+
+def describe(t):
+    # three helpers down: past the bound, not followed
+    return {"summary": summarize(t)}
+
+
+def careful(t):
+    if DEBUG:
+        return stats(t)
+    return None
+
+
+def shape_of(t):
+    return tuple(t.shape)
+
+
+class Runner:
+    def execute_model(self, t):
+        # `summarize` calls `stats`, which syncs: paid here, every step
+        # expect: default-on-emitter, sync-in-debug
+        logger.info("%s", summarize(t))
+        # expect: default-on-emitter
+        logger.info("%s", describe(t))
+        # the sync below `careful` runs only with the switch set
+        # expect: default-on-emitter
+        logger.info("%s", careful(t))
+        # expect: default-on-emitter
+        logger.info("%s", shape_of(t))
+'''
+
+
+def test_a_sync_two_helpers_down_an_emitters_arguments_is_paid_at_the_emitter() -> None:
+    assert _agree(DEEP_SYNCS) == []
+
+
+def test_the_helper_chain_to_the_sync_is_named() -> None:
+    result = scan_files({"engine/runner.py": HEAD + DEEP_SYNCS})
+    syncs = [f for f in result.findings if f.rule == "sync-in-debug" and f.function == "Runner.execute_model"]
+    assert [(f.frequency, f.switch) for f in syncs] == [("step", None)]
+    assert syncs[0].message.startswith("`summarize()` → `stats()` (its `.item()`) forces a host-device sync")
+    emitters = {f.code: f.gpu_sync for f in result.findings if f.rule == "default-on-emitter"}
+    assert emitters == {'logger.info("%s", summarize(t))': True, 'logger.info("%s", describe(t))': False,
+                        'logger.info("%s", careful(t))': False, 'logger.info("%s", shape_of(t))': False}

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from cs_audit.analysis.sites import Findings, frequency, gate_words, outside_event_loop, per_step_cost, when_words
+from cs_audit.analysis.sites import (
+    Findings,
+    frequency,
+    gate_words,
+    outside_event_loop,
+    per_step_cost,
+    syncing_helpers,
+    when_words,
+)
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
 from cs_audit.model import CallSite, EmitterDetail, Finding
 from cs_audit.ruleset import RuleSet
@@ -41,6 +49,15 @@ def _syncing_args(sites: Iterable[CallSite]) -> dict[str | None, list[int]]:
     return lines
 
 
+def _helper_syncs(model: TreeModel, path: str, site: CallSite) -> bool:
+    """Whether a function called in the emitter's arguments syncs (`summarize(t)` whose
+    `stats(t)` calls `.item()`): the record pays it each time it is built."""
+    if not site.arg_calls:
+        return False
+    syncing = syncing_helpers(model)
+    return any(t in syncing for c in site.arg_calls for t in model.resolver.resolve(path, site.function, c))
+
+
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     for path in sorted(model.facts):
         syncs = _syncing_args(model.fact_sites[path])
@@ -53,7 +70,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site_switches(model, path, site.function, site.gates, rs):
                 continue
             freq = frequency(model, key, site, rs, default_only=True)
-            gpu_sync = any(site.line <= line <= site.end_line for line in syncs.get(site.function, ()))
+            gpu_sync = any(site.line <= line <= site.end_line for line in syncs.get(site.function, ())) or _helper_syncs(model, path, site)
             out.add(RULE, path, site.line, site.end_line, site.function, None, freq, gpu_sync, site.code,
                     per_step_cost(rs, emit_event(site), freq), site.eager,
                     detail=EmitterDetail(emitter=site.callee, level=site.level or site.role or ""),

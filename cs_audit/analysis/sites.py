@@ -138,6 +138,39 @@ class Findings:
         return out
 
 
+#: how many functions deep a sync below an emitter's arguments is followed: `summarize(t)`
+#: calling `stats(t)` calling `.item()` is two
+HELPER_SYNC_DEPTH = 2
+
+
+def syncing_helpers(model: TreeModel) -> dict[FuncKey, tuple[tuple[str, ...], str]]:
+    """Functions that sync in their own body, or through an ungated call of one, at most
+    ``HELPER_SYNC_DEPTH`` functions deep: function -> (the functions it calls on the way down,
+    the syncing call's last name).  Worked out once per model."""
+    if model.syncing_via is not None:
+        return model.syncing_via
+    found: dict[FuncKey, tuple[tuple[str, ...], str]] = {}
+    for p, sites in model.fact_sites.items():
+        for c in sites:
+            if c.role == "sync" and c.function and (p, c.function) not in found:
+                found[(p, c.function)] = ((), c.callee.rsplit(".", 1)[-1])
+    frontier = list(found)
+    for _ in range(HELPER_SYNC_DEPTH - 1):
+        below: list[FuncKey] = []
+        for key in frontier:
+            chain, call = found[key]
+            for edge in model.callers.get(key, ()):
+                caller = edge.caller
+                # a call behind a switch pays its sync only with the switch set
+                if caller is None or caller in found or edge.switch is not None:
+                    continue
+                found[caller] = ((key[1].rsplit(".", 1)[-1], *chain), call)
+                below.append(caller)
+        frontier = below
+    model.syncing_via = found
+    return found
+
+
 def syncing_functions(model: TreeModel) -> set[FuncKey]:
     """Functions with a device sync in their own body (worked out once per model)."""
     if model.syncing is None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.analysis.sites import Findings, first, frequency, gate_words, gated_run, syncing_functions, when_words
+from cs_audit.analysis.sites import Findings, first, frequency, gate_words, gated_run, syncing_helpers, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch, site_switch, site_switches
 from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail
 from cs_audit.ruleset import RuleSet
 
 RULE = "sync-in-debug"
+#: between the names of ``SyncDetail.helper`` when the sync is further down (`summarize → stats`)
+HELPER_CHAIN = " → "
 
 
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
@@ -59,7 +61,7 @@ def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site:
     if site.role not in EMITTER_ROLES and not any(
             t in model.gated_emitter_helpers for t in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())):
         return
-    syncing = syncing_functions(model)
+    syncing = syncing_helpers(model)
     for callee in site.arg_calls:
         if callee.rsplit(".", 1)[-1] in rs.sync_methods:
             continue  # a sync written in the arguments is a site of its own
@@ -69,9 +71,9 @@ def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site:
         switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
         if freq not in HOT_FREQUENCIES:
             continue
-        call = next(c.callee for c in model.fact_sites[helper[0]] if c.role == "sync" and c.function == helper[1])
+        below, call = syncing[helper]
         out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
-                rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=call.rsplit(".", 1)[-1], helper=helper[1].rsplit(".", 1)[-1]),
+                rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=call, helper=HELPER_CHAIN.join((helper[1].rsplit(".", 1)[-1], *below))),
                 cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
 
 
@@ -97,6 +99,7 @@ def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tup
 
 def message(f: Finding) -> str:
     detail = f.detail if isinstance(f.detail, SyncDetail) else SyncDetail("item")
-    what = f"`{detail.helper}()` (its `.{detail.call}()`)" if detail.helper else f"`.{detail.call}()`"
+    helpers = " → ".join(f"`{name}()`" for name in detail.helper.split(HELPER_CHAIN)) if detail.helper else ""
+    what = f"{helpers} (its `.{detail.call}()`)" if detail.helper else f"`.{detail.call}()`"
     return (f"{what} forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f)}; "
             "move it out of the log path or behind the highest trace level.")

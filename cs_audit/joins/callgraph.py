@@ -83,6 +83,8 @@ class TreeModel:
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
     gate_cache: dict[tuple[str, str | None, GateRef], SwitchRef | None] = field(default_factory=dict)
     syncing: set[FuncKey] | None = None
+    #: ``analysis.sites.syncing_helpers`` of this model, once worked out
+    syncing_via: dict[FuncKey, tuple[tuple[str, ...], str]] | None = None
     #: (path, function, gates) -> (switches, innermost switch) of a site's gates
     switch_cache: dict[tuple[str, str | None, tuple[GateRef, ...]], tuple[tuple[SwitchRef, ...], SwitchRef | None]] = field(default_factory=dict)
     #: keyed as ``constants``: (function, gates of the value) of each assignment to a name a
