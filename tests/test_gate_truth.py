@@ -631,3 +631,49 @@ def test_the_helper_chain_to_the_sync_is_named() -> None:
     emitters = {f.code: f.gpu_sync for f in result.findings if f.rule == "default-on-emitter"}
     assert emitters == {'logger.info("%s", summarize(t))': True, 'logger.info("%s", describe(t))': False,
                         'logger.info("%s", careful(t))': False, 'logger.info("%s", shape_of(t))': False}
+
+
+# ------------------------------------------------------------------ names derived in another module
+FLAGS = HEAD + '''
+def env_flag(name):
+    return os.getenv(name, "0") == "1"
+
+
+E2E_CHECKS = env_flag("TOY_TRACE_E2E")
+E2E_MODE = os.getenv("TOY_TRACE_MODE", "block") == "block"
+E2E_WIDTH = int(os.getenv("TOY_TRACE_WIDTH", "8"))
+'''
+
+IMPORTER = HEAD + '''
+from engine import flags
+from engine.flags import E2E_CHECKS, E2E_MODE, E2E_WIDTH
+
+
+class Runner:
+    def execute_model(self, t):
+        if E2E_CHECKS:
+            # ok: default-on-emitter
+            print("checked", t)
+            # expect: sync-in-debug
+            torch.cuda.synchronize()
+        if flags.E2E_CHECKS:
+            # ok: default-on-emitter
+            print("checked through the module", t)
+        if E2E_MODE:
+            # on by default there: not gated here
+            # expect: default-on-emitter
+            print("the default mode", t)
+        if E2E_WIDTH:
+            # a width of 8 by default: truthy with no env set
+            # expect: default-on-emitter
+            print("wide", t)
+'''
+
+
+def test_a_name_derived_from_a_switch_in_another_module_gates_where_it_is_imported() -> None:
+    assert check_annotations({"engine/__init__.py": "", "engine/flags.py": FLAGS, "engine/runner.py": IMPORTER}) == []
+
+
+def test_an_imported_derived_name_names_its_switch() -> None:
+    result = scan_files({"engine/__init__.py": "", "engine/flags.py": FLAGS, "engine/runner.py": IMPORTER})
+    assert [f.switch.text for f in result.findings if f.rule == "sync-in-debug"] == ["TOY_TRACE_E2E"]

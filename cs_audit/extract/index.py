@@ -1351,14 +1351,21 @@ class _Indexer(ast.NodeVisitor):
 
     def derived(self) -> tuple[tuple[str | None, str, tuple[GateRef, ...]], ...]:
         """(function, name, gates of the value) of the assignments to names that a gate tests
-        (after the walk: every gate that guards a site has been worked out by then)."""
+        (after the walk: every gate that guards a site has been worked out by then), and of
+        module names set from a switch, which other modules may import and test
+        (`TRACE_ON = env_flag("X")` in flags.py, `from .flags import TRACE_ON`)."""
         out: list[tuple[str | None, str, tuple[GateRef, ...]]] = []
         saved = self.function
         for scope, name, value in self.assignments:
-            if name not in self.gate_names or _falsy(value):  # a falsy value adds no way to be true
+            if _falsy(value):  # a falsy value adds no way to be true
+                continue
+            tested = name in self.gate_names
+            if not tested and (scope is not None or value.__class__ not in _SWITCH_VALUES):
                 continue
             self.function = scope
             refs = tuple(self.gate_refs(value, True))
+            if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
+                continue
             out.append((scope.qualname if scope else None, name, refs))
         self.function = saved
         return tuple(out)
@@ -1511,6 +1518,10 @@ class _Indexer(ast.NodeVisitor):
 _STATEMENT_VISITORS = {
     cls: vars(_Indexer)[f"visit_{cls.__name__}"] for cls in ast.stmt.__subclasses__() if f"visit_{cls.__name__}" in vars(_Indexer)
 }
+
+
+#: the values of a module name that may stand for a switch (a call, a test of one)
+_SWITCH_VALUES = frozenset({ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp})
 
 
 def _char_offset(line: str, byte_offset: int) -> int:

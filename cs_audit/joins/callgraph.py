@@ -1161,6 +1161,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "." in ref and not ref.startswith("self."):
             module, name = ref.rsplit(".", 1)
             for other in model.resolver.by_module.get(module, ()):
+                # a module name set from a switch there (`from .flags import TRACE_ON`)
+                if (other, name) in model.derived and "operand" not in gate.args:
+                    switch, known = _derived_switch(model, other, (other, name), rs)
+                    if switch is not None or known:
+                        return switch
                 if (other, name) in model.constants:
                     return env_switch(model.constants[(other, name)])
         switch = _switch_of_result(model, path, function, ref, rs)
