@@ -37,11 +37,13 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
+        "generic_calls", "observing_receivers", "compute_calls", "location_checks", "input_words", "producing_calls",
+        "log_level_values", "logging_config_calls", "path_methods",
     },
 }
 _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync",
-              "by_name", "foreign", "aside"}
+              "by_name", "foreign", "aside", "name_words"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
 _ROOT_KEYS = {"name", "class", "path", "frequency"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags"}
@@ -122,6 +124,15 @@ class SwitchKinds:
     path_words: frozenset[str]
     toggle_words: frozenset[str]
     output_words: frozenset[str]
+    generic: re.Pattern[str]
+    observing_receiver: re.Pattern[str]
+    compute: re.Pattern[str]
+    location_check: re.Pattern[str]
+    input_words: frozenset[str]
+    producing: re.Pattern[str]
+    log_levels: frozenset[str]
+    logging_config: re.Pattern[str]
+    path_method: re.Pattern[str]
 
 
 @dataclass(frozen=True)
@@ -457,6 +468,11 @@ def _switch_kinds(data: dict[str, Any]) -> SwitchKinds:
         test_words=words(data["test_words"]), number_words=words(data["number_words"]), path_words=words(data["path_words"]),
         toggle_words=words(data["toggle_words"]),
         output_words=words(data["output_words"]),
+        generic=re.compile(data["generic_calls"]), observing_receiver=re.compile(data["observing_receivers"]),
+        compute=re.compile(data["compute_calls"]), location_check=re.compile(data["location_checks"]),
+        input_words=words(data["input_words"]), producing=re.compile(data["producing_calls"]),
+        log_levels=words(data["log_level_values"]), logging_config=re.compile(data["logging_config_calls"]),
+        path_method=re.compile(data["path_methods"]),
     )
 
 

@@ -128,3 +128,208 @@ def test_a_level_knob_merges_into_its_on_off_sibling_and_names_follow_the_tree_p
     minimal = minimal[:minimal.index("\n## ")]
     assert "ENG_FP8_Q_EPILOGUE" not in minimal and "ENG_LOGPROB_CHUNK_SIZE" not in minimal
     assert "`ENG_TRACE`" in minimal
+
+
+# Locations: a cache, configuration or library location stays an input even where the code
+# creates or fills it; a location only logged or checked is read; output is what a writer,
+# dump or recorder under it writes.
+LOCATIONS = '''
+import json, logging, os
+from pathlib import Path
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+KERNEL_CACHE = os.environ.get("ENG_KERNEL_CACHE_DIR", "/tmp/k")
+DUMP_DIR = os.environ.get("ENG_DUMP_DIR", "/tmp/d")
+QUANT = os.environ.get("ENG_QUANT_CONFIG")
+
+
+def compile_kernel(src):
+    os.makedirs(KERNEL_CACHE, exist_ok=True)
+    os.makedirs(DUMP_DIR, exist_ok=True)
+
+
+def load_nccl():
+    so = os.environ.get("ENG_NCCL_SO_PATH")
+    if so:
+        logger.info("using nccl from %s", so)
+
+
+def redirect():
+    path = os.environ.get("ENG_REDIRECT_PATH")
+    if path and os.path.exists(path):
+        logger.info("redirecting")
+
+
+def record_accepts():
+    out = os.environ.get("ENG_ACCEPT_PATH")
+    if out:
+        rec = AcceptRecorder(out)
+        rec.record(1)
+
+
+def table(shape):
+    d = os.environ.get("ENG_TABLE_DIR", "/tmp/t")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "t.bin"), "wb") as f:
+        f.write(b"0")
+    return np.memmap(os.path.join(d, "t.bin"))
+
+
+def rows(r):
+    with open(os.path.join(os.environ["ENG_ROWS_DIR"], "rows.jsonl"), "a") as f:
+        f.write(json.dumps(r))
+
+
+def quant():
+    q = QUANT.copy()
+    q["x"] = 1
+    return q
+
+
+def early(req):
+    if os.environ.get("ENG_EARLY_SEND_CACHED_PREFIX"):
+        logger.info("early send")
+        req.early = True
+    if os.environ.get("ENG_FILE_PREFETCH"):
+        logger.info("prefetch")
+        req.prefetch = True
+
+
+class Loader:
+    def __init__(self):
+        directory = os.environ.get("ENG_DUMP_LOADER_DIR")
+        if directory is not None:
+            self._meta = read_meta(directory)
+
+
+class Info:
+    def __init__(self):
+        self._dumper = InfoDumper(every=int(os.environ.get("ENG_SPS_REPORT_INTERVAL", "0")))
+
+    def flush(self):
+        return self._dumper.dump()
+'''
+
+
+def test_locations_kept_or_read_are_inputs_and_only_written_ones_are_outputs() -> None:
+    _, s = _switches({"engine.py": LOCATIONS})
+    got = {name: sw.category for name, sw in s.items()}
+    assert got["ENG_KERNEL_CACHE_DIR"] == "input-path"   # makedirs, but a cache
+    assert got["ENG_DUMP_DIR"] == "output-path"          # makedirs of a dump location
+    assert got["ENG_NCCL_SO_PATH"] == "input-path"       # only logged
+    assert got["ENG_REDIRECT_PATH"] == "input-path"      # only checked and logged
+    assert got["ENG_ACCEPT_PATH"] == "output-path"       # a recorder writes there
+    assert got["ENG_TABLE_DIR"] == "input-path"          # written and read back: a store
+    assert got["ENG_ROWS_DIR"] == "output-path"          # only written
+    assert got["ENG_DUMP_LOADER_DIR"] == "input-path"    # DUMP in the name, but a `read_*` helper reads it
+    assert got["ENG_QUANT_CONFIG"] != "output-path"      # `.copy()` of the value names no place
+    assert got["ENG_SPS_REPORT_INTERVAL"] != "output-path"  # the Dumper holds it; `dump()` is no write of it
+    # `…_CACHED_PREFIX`, `…_FILE_PREFETCH` are toggles: a location word not at the end
+    assert got["ENG_EARLY_SEND_CACHED_PREFIX"] not in ("output-path", "input-path")
+    assert got["ENG_FILE_PREFETCH"] not in ("output-path", "input-path")
+    assert any("cache" in r for r in s["ENG_KERNEL_CACHE_DIR"].reasons)
+
+
+def test_section_4_1_maps_no_input_location() -> None:
+    result, _ = _switches({"engine.py": LOCATIONS})
+    text = render_markdown(result, load_ruleset())
+    section = text[text.index("### 4.1"):text.index("### 4.2")]
+    mapped, left = section.split("Left alone", 1)
+    for name in ("ENG_DUMP_DIR", "ENG_ACCEPT_PATH", "ENG_ROWS_DIR"):
+        assert f"`{name}`" in mapped
+    for name in ("ENG_KERNEL_CACHE_DIR", "ENG_NCCL_SO_PATH", "ENG_REDIRECT_PATH", "ENG_TABLE_DIR"):
+        assert f"`{name}`" not in mapped and f"`{name}`" in left
+
+
+# Names that say LOG/PROBE/CI and values that are numbers or levels: what the gated calls do
+# decides, and a generic verb (`pop`, `start`, `isfinite`) observes only on an observing receiver.
+REMOVALS = '''
+import logging, math, os, threading, time
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def sample(logits):
+    if os.environ.get("ENG_RETURN_ORIGINAL_LOGPROB"):
+        return torch.log_softmax(logits, -1)
+    return logits
+
+
+def evict(cache, key):
+    if os.environ.get("ENG_BOOTSTRAP_EVICTED_TTL"):
+        cache.pop(key)
+
+
+def effort(req):
+    if os.environ.get("ENG_DEFAULT_REASONING_EFFORT"):
+        return math.isfinite(req.budget)
+
+
+def probe(self):
+    if os.environ.get("ENG_ENABLE_FAILED_SESSION_PROBE"):
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._probe_loop)
+        self._t.start()
+
+
+def timed(self, step):
+    if os.environ.get("ENG_STEP_CLOCK"):
+        self.step_timer.start()
+
+
+def overlap(x):
+    if os.environ.get("ENG_IS_IN_CI"):
+        assert_nonneg(x)
+
+
+def stuck():
+    if os.environ.get("ENG_TEST_STUCK_SCHEDULER"):
+        time.sleep(60)
+
+
+LEVEL = os.environ.get("ENG_LOGGING_LEVEL", "INFO").upper()
+logging.basicConfig(level=LEVEL)
+'''
+
+
+def test_math_named_like_logs_and_generic_verbs_make_no_instrumentation() -> None:
+    _, s = _switches({"engine.py": REMOVALS})
+    got = {name: (sw.category, sw.disposition) for name, sw in s.items()}
+    assert got["ENG_RETURN_ORIGINAL_LOGPROB"] == ("feature", "KEEP")         # log_softmax computes
+    assert got["ENG_BOOTSTRAP_EVICTED_TTL"][1] == "KEEP"                     # a TTL; `cache.pop`
+    assert got["ENG_DEFAULT_REASONING_EFFORT"][0] != "instrumentation"       # `math.isfinite`
+    assert got["ENG_ENABLE_FAILED_SESSION_PROBE"] == ("feature", "KEEP")     # starts a worker thread
+    assert got["ENG_STEP_CLOCK"][0] == "instrumentation"                     # `step_timer.start()`
+    assert got["ENG_IS_IN_CI"] == ("test-hook", "KEEP")                      # CI sets it, outside the tree
+    assert s["ENG_IS_IN_CI"].reasons[0].startswith("keep-set-by-ci")
+    assert got["ENG_TEST_STUCK_SCHEDULER"] == ("test-hook", "REMOVE")
+    assert got["ENG_LOGGING_LEVEL"] == ("config", "KEEP")                    # the user's log level
+    assert any("log level" in r for r in s["ENG_LOGGING_LEVEL"].reasons)
+
+
+DEFAULTS = '''
+import os
+
+
+def toolkit():
+    return os.path.join(os.environ.get("ENG_TOOLKIT_PATH", "/opt/toolkit"), "bin", "cc")
+
+
+def model():
+    return os.environ.get("ENG_TEST_MODEL_PATH", "org/some-model")
+
+
+def traces():
+    d = os.environ.get("ENG_TRACE_DIR", "/tmp/traces")
+    os.makedirs(d, exist_ok=True)
+    return d
+'''
+
+
+def test_an_env_default_is_a_hardcoded_output_path_only_where_the_value_is_written() -> None:
+    result = scan_files({"engine.py": DEFAULTS})
+    flagged = sorted((f.line, f.detail.output_path) for f in result.findings if f.rule == "hardcoded-output-path")
+    assert flagged == [(13, "/tmp/traces")]

@@ -36,6 +36,8 @@ class _Evidence:
     write: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     numeric: list[str] = field(default_factory=list)
+    #: a log level: the default is a level name, or the value goes to the logging set-up
+    logconf: list[str] = field(default_factory=list)
 
 
 def _last(callee: str) -> str:
@@ -69,14 +71,20 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
             continue
         env = [r for r in facts.env_reads if r.var == var]
         for r in env:
+            if r.default and r.default.strip().upper() in kinds.log_levels:
+                ev.logconf.append(f"{path}:{r.line} default {r.default.strip()!r}")
             for depth, callee in enumerate(r.wrapped_by):
+                if _own_method(callee, r.code, rs):
+                    break  # `envs.X.copy()`: the value's own method, no place it is handed to
                 if not _sink(rs, f"{path}:{r.line}", callee, None, None, ev) and depth == 0:
                     _handed(rs, f"{path}:{r.line}", callee, ev)
         targets: list[tuple[str, str | None]] = []  # (name, scope: function, class prefix or None)
         wraps: list[tuple[int, int, str]] = []
         for r in env:
             wraps.append((r.line, r.end_line, r.code))
-            if r.assigned_to:
+            # the statement's target holds the value only through conversions and path joins:
+            # `self.dumper = Dumper(interval=int(getenv(...)))` holds a Dumper, not the value
+            if r.assigned_to and all(_transparent(callee, rs) for callee in r.wrapped_by):
                 name = r.assigned_to
                 if name.startswith("self.") and r.function and "." in r.function:
                     targets.append((name, r.function.rsplit(".", 1)[0] + "."))
@@ -95,9 +103,35 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
                     if pattern.search(code):
                         hit = True
                         break
-            if not hit:
+            if not hit or _own_method(call.callee, "", rs, [p for p, _ in patterns], wraps):
                 continue
             _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, ev)
+
+
+def _transparent(callee: str, rs: RuleSet) -> bool:
+    """A call whose result is still the value (a conversion, a string method, a path join)."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    last = _last(callee)
+    return bool(kinds.neutral.search(last) or kinds.numeric.search(last) or kinds.location_check.search(last)
+                or callee in rs.path_builders or callee.startswith("os.path.") or last in ("Path", "PurePath"))
+
+
+def _own_method(callee: str, code: str, rs: RuleSet, patterns=(), wraps=()) -> bool:
+    """Whether the call is a method of the value itself (`CFG.copy()`, `getenv(...).copy()`,
+    `envs.X.get().copy()`): the value is its receiver, not an argument naming a place."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    if "." not in callee or kinds.path_method.search(_last(callee)):
+        return False
+    receiver = callee.rsplit(".", 1)[0]
+    if receiver.endswith("()"):
+        inner = receiver[:-2]
+        return inner in rs.env_calls or _last(inner) in ("get", "getenv", "environ") or bool(code and code in receiver)
+    value = code.rstrip("()") if code else ""
+    if value and (value.endswith(receiver) or receiver.endswith(value)):
+        return True  # the callee may be spelled through an import alias (`vllm.envs.X` for `envs.X`)
+    return any(p.fullmatch(receiver) for p in patterns) or any(text and text.rstrip("()") == receiver for _, _, text in wraps)
 
 
 def _handed(rs: RuleSet, where: str, callee: str, ev: _Evidence) -> None:
@@ -105,7 +139,14 @@ def _handed(rs: RuleSet, where: str, callee: str, ev: _Evidence) -> None:
     kinds = rs.switch_kinds
     assert kinds is not None
     last = _last(callee)
-    if kinds.neutral.search(last) or callee in rs.path_builders or callee.startswith("os.path."):
+    if (kinds.neutral.search(last) or kinds.location_check.search(last) or callee in rs.path_builders
+            or callee.startswith("os.path.")):
+        return
+    if kinds.compute.search(last):
+        ev.compute.append(f"{where} its value is handed to {last}()")
+        return
+    if kinds.logging_config.search(last):
+        ev.logconf.append(f"{where} {last}()")
         return
     if kinds.observe.search(last) or rs.debug_name_re.search(last) or callee in rs.log_methods:
         ev.observe.append(f"{where} {last}()")
@@ -120,6 +161,8 @@ def _sink(rs: RuleSet, where: str, callee: str, role: str | None, mode: str | No
     if callee.startswith("open:"):
         callee, role, mode = "open", "open", callee.split(":", 1)[1]
     last = _last(callee)
+    if kinds.location_check.search(last):
+        return True  # whether it is there: neither written nor read
     if role == "open" or (role is None and callee in rs.open_functions):
         (ev.write if any(m in (mode or "r") for m in "wax+") else ev.read).append(f"{where} open({mode or 'r'})")
     elif kinds.write.search(last) or callee in rs.makedirs_functions:
@@ -150,6 +193,12 @@ def _gated(model: TreeModel, rs: RuleSet) -> dict[str, _Evidence]:
             where = f"{path}:{call.line} {last}()"
             if kinds.inject.search(last):
                 ev.inject.append(where)
+            elif kinds.compute.search(last):
+                ev.compute.append(where)
+            elif call.role not in _OBSERVE_ROLES and (
+                    kinds.location_check.search(last)
+                    or (kinds.generic.search(last) and not _observing_receiver(call.callee, rs))):
+                continue
             elif call.role in _OBSERVE_ROLES or kinds.observe.search(last) or rs.debug_name_re.search(last):
                 ev.observe.append(where)
                 if call.role not in ("log", "print") and not kinds.announce.search(last):
@@ -161,6 +210,24 @@ def _gated(model: TreeModel, rs: RuleSet) -> dict[str, _Evidence]:
             if switch is not None and switch.kind == "env":
                 out[switch.text].compute.append(f"{path}:{line} {what}")
     return out
+
+
+def _observing_receiver(callee: str, rs: RuleSet) -> bool:
+    """Whether a generic call's receiver observes: `self.timer.start()`, `prof.step()`."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    receiver = callee.rsplit(".", 1)[0] if "." in callee else ""
+    return bool(receiver) and bool(kinds.observing_receiver.search(receiver) or rs.debug_name_re.search(receiver))
+
+
+def _writes_output(strong: list[str], kinds: SwitchKinds) -> bool:
+    """Whether some observing call is one that produces output (a dump, a recorder, a trace),
+    not a sync or a check."""
+    for row in strong:
+        last = row.rsplit(" ", 1)[-1].rstrip("()")
+        if kinds.write.search(last) or kinds.producing.search(last):
+            return True
+    return False
 
 
 def _cite(label: str, rows: list[str]) -> str:
@@ -192,13 +259,31 @@ def categorize(
         for site in gated_sites:
             if f"{site.path}:{site.line}" not in seen:
                 ev.observe.append(f"{site.path}:{site.line} {site.work}")
-                if site.role not in ("log", "print"):
-                    ev.strong.append(f"{site.path}:{site.line} {site.work}")
+            # a sync in a log line's arguments (`info("%f", x.norm().item())`) is more than the line
+            if site.role not in ("log", "print") or site.gpu_sync:
+                ev.strong.append(f"{site.path}:{site.line} {site.work}")
         words = set(_words(var))
         named = name_kind(var, kinds)
         test_named = bool(words & kinds.test_words)
         out[var] = _decide(var, ev, gated_sites, words, named, test_named, kinds)
     return out
+
+
+def written_location(model: TreeModel, rs: RuleSet, var: str, paths: list[str]) -> bool:
+    """Whether the value of ``var`` (read in ``paths``) names a location the code writes, as
+    ``categorize`` would see it: a writer it reaches, not a cache or library it names, or with
+    no use seen, a name that says output."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    ev = _Evidence()
+    _uses(model, rs, [SwitchRead(p, 0, None, False) for p in dict.fromkeys(paths)], var, ev)
+    words = set(_words(var))
+    output_named = bool(words & kinds.output_words)
+    if words & kinds.input_words and not output_named:
+        return False
+    if ev.write:
+        return not ev.read or output_named
+    return not ev.read and not ev.compute and not ev.numeric and output_named
 
 
 def by_name(reasons: tuple[str, ...]) -> bool:
@@ -208,22 +293,39 @@ def by_name(reasons: tuple[str, ...]) -> bool:
 
 def _decide(var: str, ev: _Evidence, sites: tuple[GatedSite, ...], words: set[str], named: str | None,
             test_named: bool, kinds: SwitchKinds) -> tuple[str, str, tuple[str, ...]]:
-    location = bool(words & kinds.path_words) and not words & kinds.toggle_words
+    parts = _words(var)
+    location = bool(parts) and parts[-1] in kinds.path_words and not words & kinds.toggle_words
     number = bool(words & kinds.number_words)
+    output_named = bool(words & kinds.output_words)
+    # a cache, configuration or library location: the engine keeps or reads what is there
+    kept = bool(words & kinds.input_words) and not output_named
     if not test_named:
         ev.compute.extend(ev.inject)
         ev.inject = []
     if ev.write:
-        return "output-path", "", (_cite("its value names a location that is written", ev.write),)
+        written = _cite("its value names a location that is written", ev.write)
+        if kept:
+            return "input-path", "", (written, "its name says a cache, configuration or library: state the engine keeps")
+        if ev.read and not output_named:
+            return "input-path", "", (written, _cite("and read back", ev.read), "a cache or store the engine keeps")
+        return "output-path", "", (written,)
     if ev.read:
         return "input-path", "", (_cite("its value names a location that is only read", ev.read),)
+    if ev.logconf:
+        return "config", "", (_cite("its value is a log level", ev.logconf),
+                              "the logging set-up a user chooses, not instrumentation")
     if ev.inject:
         return "test-hook", "", (_cite("it gates fault injection", ev.inject),)
     if test_named and (ev.compute or ev.observe):
         return "test-hook", "", (_cite("it gates test-only code", ev.compute or ev.observe), "its name says test")
     if location and ev.observe:
-        return "output-path", "", (_cite("it gates observing code", ev.observe),
-                                   "its name says a location: where that output goes")
+        # a location whose code only logs or checks it names what is read; output is what a
+        # dump, a recorder or a profiler under it writes, or a name that says output
+        if not kept and (output_named or _writes_output(ev.strong, kinds)):
+            return "output-path", "", (_cite("it gates observing code", ev.observe),
+                                       "its name says a location: where that output goes")
+        return "input-path", "", (_cite("it gates only log lines or checks", ev.observe),
+                                  "its name says a location that nothing under it writes")
     if (ev.numeric or number) and not named:
         why = _cite("the code computes with its value", ev.numeric) if ev.numeric else "its name says a number the code uses"
         return "feature", "", (why, *((_cite("what it gates only logs", ev.observe),) if ev.observe and not ev.compute else ()))

@@ -97,6 +97,8 @@ def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet
             return False
         if key == "by_name" and s.category_by_name != bool(value):
             return False
+        if key == "name_words" and not {w.upper() for w in value} & set(s.name.upper().split("_")):  # type: ignore[union-attr]
+            return False
     return True
 
 
