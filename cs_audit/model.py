@@ -200,6 +200,8 @@ class FunctionDef:
     debug_named: bool = False
     #: 0-based character column of its `def` (or `lambda`) on ``line``
     col: int = 0
+    #: the names it declares `global` (a handle it opens into one outlives the call)
+    global_names: tuple[str, ...] = ()
 
 
 @restorable

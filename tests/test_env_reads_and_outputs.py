@@ -392,3 +392,135 @@ def test_a_helper_over_a_cached_registry_read_is_cached_at_its_call_sites() -> N
     engine = ENGINE.replace("        return envs.VLLM_STEP_LOG", "        return self.scale()\n\n    def scale(self):\n        return envs.VLLM_STEP_LOG")
     hits = sorted((f.line, f.detail.via, f.detail.cached) for f in _engine(engine))
     assert hits == [(10, "helper:EngineCore.scale", "vllm.envs.enable_envs_cache")]
+
+
+# ------------------------------------------------ output paths: defaults, constants, roots, templates
+def _output_paths(src: str) -> list[tuple[int, str]]:
+    result = scan_files({"mod.py": src})
+    return [(f.line, f.detail.output_path) for f in result.findings if f.rule == "hardcoded-output-path"]
+
+
+def test_parameter_defaults_and_module_constants_flowing_into_writes_are_output_paths() -> None:
+    src = '''
+import os, torch
+
+_DUMP_PATH = "/tmp/x_dump.jsonl"
+_RUN = ".runs/kv"
+
+def dump(x, path="/tmp/trace.jsonl"):
+    with open(path, "w") as f:
+        f.write(x)
+
+def append(rec):
+    with open(_DUMP_PATH, "a") as f:
+        f.write(rec)
+    os.makedirs(_RUN, exist_ok=True)
+
+def caller(x):
+    dump(x, path="/elsewhere/trace.jsonl")
+'''
+    assert _output_paths(src) == [(7, "/tmp/trace.jsonl"), (11, "/tmp/x_dump.jsonl"), (13, ".runs/kv")]
+
+
+def test_defaults_none_reads_and_shadowed_constants_are_silent() -> None:
+    src = '''
+import os
+
+_DUMP_PATH = "/tmp/x_dump.jsonl"
+
+def dump(x, path=None):
+    with open(path, "w") as f:
+        f.write(x)
+
+def read_back():
+    with open(_DUMP_PATH) as f:
+        return f.read()
+
+def shadowed(_DUMP_PATH):
+    os.makedirs(_DUMP_PATH, exist_ok=True)
+
+def relocated(root):
+    _DUMP_PATH = os.path.join(root, "x.jsonl")
+    with open(_DUMP_PATH, "a") as f:
+        f.write("x")
+'''
+    assert _output_paths(src) == []
+
+
+def test_relative_roots_joined_or_divided_are_output_paths() -> None:
+    src = '''
+import os
+from pathlib import Path
+
+RUN_ROOT = Path(".run")
+
+def dump(name, t):
+    os.makedirs(os.path.join(".realmode-run", name), exist_ok=True)
+    (Path(".run") / name).mkdir(parents=True, exist_ok=True)
+    out = RUN_ROOT / "kv" / name
+    out.mkdir(parents=True)
+    d = os.path.join("/tmp/cs", "kv")
+    os.makedirs(d)
+'''
+    assert _output_paths(src) == [(7, ".realmode-run/"), (8, ".run/"), (10, ".run/kv/"), (12, "/tmp/cs/kv")]
+
+
+def test_roots_from_the_caller_or_the_working_directory_are_silent() -> None:
+    src = '''
+import os
+from pathlib import Path
+
+def dump(root, name):
+    os.makedirs(os.path.join(root, ".run", name), exist_ok=True)
+    (Path(root) / ".run").mkdir()
+    os.makedirs(os.path.join(".", name))
+    with open(os.path.join(".cache", name)) as f:
+        return f.read()
+'''
+    assert _output_paths(src) == []
+
+
+def test_percent_and_format_templates_are_output_paths_up_to_their_placeholder() -> None:
+    src = '''
+import torch, json
+
+def dump(t, rank, name, root):
+    torch.save(t, "/tmp/dump_%d.pt" % rank)
+    with open("/tmp/{}.json".format(name), "w") as f:
+        json.dump({}, f)
+    torch.save(t, "%s/dump.pt" % root)
+    torch.save(t, "{}/dump.pt".format(root))
+'''
+    assert _output_paths(src) == [(4, "/tmp/dump_"), (5, "/tmp/")]
+
+
+# ------------------------------------------------ a module-global handle opened lazily by a getter
+GETTER = '''
+_F = None
+
+
+def _get():
+    global _F
+    if _F is None:
+        _F = open("trace.jsonl", "a", buffering=1)
+    return _F
+'''
+
+
+def test_a_lazily_opened_global_handle_is_cached_and_its_flush_redundant() -> None:
+    src = hot("_get().write(str(batch))\n_get().flush()", extra=GETTER)
+    result = scan_files({"mod.py": src})
+    assert [(f.rule, f.line) for f in result.findings if f.rule in ("per-call-open", "redundant-flush")] == [
+        ("redundant-flush", 13),
+    ]
+    assert next(f for f in result.findings if f.rule == "redundant-flush").detail.handle == "_F"
+
+
+def test_a_getter_of_a_fresh_or_unbuffered_handle_is_not_a_cached_line_buffered_one() -> None:
+    fresh = GETTER.replace("    global _F\n", "").replace("_F = None\n", "")
+    plain = GETTER.replace(', buffering=1', '')
+    for extra, opened in ((fresh, [("per-call-open", 19)]), (plain, [])):
+        src = hot("_get().write(str(batch))\n_get().flush()", extra=extra)
+        result = scan_files({"mod.py": src})
+        got = [(f.rule, f.line) for f in result.findings if f.rule in ("per-call-open", "redundant-flush")]
+        assert got == opened, extra

@@ -27,7 +27,10 @@ def _opened_per_call(model: TreeModel, rs: RuleSet, path: str, site: CallSite) -
         return False
     if site.bound_to and (site.bound_to.startswith("self.") or site.bound_to.startswith("cls.")):
         return False  # a cached handle
-    return not is_once_function(model.functions.get((path, site.function)), rs)
+    function = model.functions.get((path, site.function))
+    if function is not None and site.bound_to in function.global_names:
+        return False  # a handle kept in a module global (`global _F; if _F is None: _F = open(...)`)
+    return not is_once_function(function, rs)
 
 
 def message(f: Finding) -> str:

@@ -3,25 +3,52 @@
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, gated_run, per_step_cost
-from cs_audit.joins.callgraph import TreeModel
-from cs_audit.model import Finding, FlushDetail
+from cs_audit.joins.callgraph import FuncKey, TreeModel
+from cs_audit.model import CallSite, Finding, FlushDetail
 from cs_audit.ruleset import RuleSet
 
 RULE = "redundant-flush"
 
 
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
+    getters = _getters(model)
     for path in sorted(model.facts):
         sites = model.fact_sites[path]
         buffered = {s.bound_to for s in sites if s.role == "open" and s.line_buffered and s.bound_to}
         for site in sites:
-            if site.role != "flush" or site.receiver not in buffered:
+            if site.role != "flush":
+                continue
+            handle = site.receiver if site.receiver in buffered else _through_getter(model, getters, path, site)
+            if handle is None:
                 continue
             switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                     per_step_cost(rs, "dump_flush", freq) - per_step_cost(rs, "dump_block", freq),
-                    detail=FlushDetail(handle=site.receiver or ""), cols=(site.col, site.end_col),
+                    detail=FlushDetail(handle=handle), cols=(site.col, site.end_col),
                     path=(site.path_kind, site.path_reason))
+
+
+def _getters(model: TreeModel) -> dict[FuncKey, str]:
+    """Functions that return a line-buffered handle they keep (in a module global or an
+    attribute: the lazily opened handle of `_get()`), with the handle's name."""
+    found: dict[FuncKey, str] = {}
+    for path in model.facts:
+        for s in model.fact_sites[path]:
+            if s.role == "open" and s.line_buffered and s.bound_to and s.returned and s.function:
+                function = model.functions.get((path, s.function))
+                if s.bound_to.startswith(("self.", "cls.")) or function is not None and s.bound_to in function.global_names:
+                    found[(path, s.function)] = s.bound_to
+    return found
+
+
+def _through_getter(model: TreeModel, getters: dict[FuncKey, str], path: str, site: CallSite) -> str | None:
+    """The handle `_get().flush()` flushes, when `_get` is such a getter."""
+    if not getters or not site.receiver or not site.receiver.endswith("()"):
+        return None
+    for target in model.resolver.resolve(path, site.function, site.receiver[:-2]):
+        if target in getters:
+            return getters[target]
+    return None
 
 
 def message(f: Finding) -> str:

@@ -65,6 +65,23 @@ def _path_prefix(node: cst.BaseExpression | None) -> str | None:
     return None
 
 
+#: calls whose result is the path their arguments join (`os.path.join(".run", name)`, `Path("/tmp", n)`)
+_PATH_JOINS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "Path"})
+#: calls and methods whose result starts as their first argument or receiver does
+_PATH_SAME = frozenset({"str", "os.fspath", "os.path.abspath", "os.path.normpath", "os.path.realpath", "os.path.expanduser"})
+_PATH_SAME_METHODS = frozenset({"resolve", "absolute", "expanduser"})
+#: methods that write at the path they are called on (`Path(".run").mkdir()`); `.open` by its mode
+_PATH_WRITERS = frozenset({"mkdir", "write_text", "write_bytes", "touch"})
+#: how far a path head is followed through nested calls and operators
+_MAX_HEAD_DEPTH = 8
+
+
+def is_output_literal(head: str) -> bool:
+    """Whether the literal start of a written path is a hard-coded location: absolute or
+    relative to the working directory (`/tmp/...`, `./x`, `.run/...`), naming more than a root."""
+    return head.startswith(("/", ".")) and "/" in head and bool(head.strip("./"))
+
+
 def _squash(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_CODE else text[: _MAX_CODE - 1] + "…"
@@ -84,9 +101,12 @@ class StatementFacts(cst.CSTVisitor):
 
     def __init__(self, module: cst.Module, rs: RuleSet, aliases: dict[str, str],
                  logger_names: frozenset[str], string_constants: dict[str, str],
-                 shadowed: frozenset[str] = frozenset()) -> None:
+                 shadowed: frozenset[str] = frozenset(),
+                 param_defaults: dict[str, dict[str, str]] | None = None) -> None:
         super().__init__()
         self.shadowed = shadowed
+        #: function -> its parameters' literal string defaults
+        self.param_defaults = param_defaults or {}
         self.module = module
         self.rs = rs
         self.aliases = aliases
@@ -107,6 +127,9 @@ class StatementFacts(cst.CSTVisitor):
         self.timestamp_seen = False
         #: (function, local name) -> base-name pattern of a path assigned to it
         self.local_paths: dict[tuple[str | None, str], str] = {}
+        #: (function, local name) -> the literal start of the path assigned to it (``path_head``),
+        #: None for a value that is no path (it hides a module constant of the same name)
+        self.local_heads: dict[tuple[str | None, str], tuple[str, bool] | None] = {}
         self.attr_registries = {r.object: r for r in rs.registries if r.access == "attribute"}
         #: cheap first check of `<owner>.NAME`: the owner's last name must be one a registry
         #: object ends in (`envs`), or a local alias of a registry object
@@ -125,8 +148,10 @@ class StatementFacts(cst.CSTVisitor):
         if target and ("." not in target or target.startswith("self.")):
             value = _assigned_value(statement)
             pattern = self.path_pattern(value) if value is not None else None
+            scope = self._path_scope(target)
             if pattern:
-                self.local_paths[(self._path_scope(target), target)] = pattern
+                self.local_paths[(scope, target)] = pattern
+            self.local_heads[(scope, target)] = self.path_head(value) if value is not None else None
 
     def _walk(self, node: cst.CSTNode) -> None:
         """``visit_X``, the children in source order, ``leave_X``: libcst's ``node.visit``
@@ -192,6 +217,101 @@ class StatementFacts(cst.CSTVisitor):
         base = text.rstrip("/").rsplit("/", 1)[-1]
         return base if base.strip("*") else None
 
+    def path_head(self, expr: cst.BaseExpression, depth: int = 0) -> tuple[str, bool] | None:
+        """The literal start of the path an expression evaluates to and whether that is all
+        of it: `f"/tmp/dump_{r}.pt"` -> ("/tmp/dump_", False), `os.path.join(".run", "kv")` ->
+        (".run/kv", True); `%`/`.format` templates up to their first placeholder, names through
+        the locals assigned before, the parameters' string defaults and the module's constants."""
+        if depth > _MAX_HEAD_DEPTH:
+            return None
+        depth += 1
+        literal = _literal_str(expr)
+        if literal is not None:
+            return literal, True
+        if isinstance(expr, cst.FormattedString):
+            text = ""
+            for part in expr.parts:
+                if not isinstance(part, cst.FormattedStringText):
+                    return (text, False) if text else None
+                text += part.value
+            return text, True
+        if isinstance(expr, cst.BinaryOperation):
+            op = expr.operator
+            if isinstance(op, cst.Divide):  # `Path(".run") / name`
+                return self._joined_head([expr.left, expr.right], depth)
+            left = self.path_head(expr.left, depth)
+            if left is None:
+                return None
+            if isinstance(op, cst.Modulo):
+                return _template_head(left, "%")
+            if isinstance(op, cst.Add):
+                if not left[1]:
+                    return left
+                right = self.path_head(expr.right, depth)
+                return (left[0] + right[0], right[1]) if right else (left[0], False)
+            return None
+        if isinstance(expr, cst.Call):
+            callee = self.dotted(expr.func) or ""
+            args = [a.value for a in expr.args if a.keyword is None and not a.star]
+            if callee in _PATH_JOINS:
+                return self._joined_head(args, depth)
+            if callee in _PATH_SAME:
+                return self.path_head(args[0], depth) if args else None
+            if callee == "os.path.dirname" and args:
+                head = self.path_head(args[0], depth)
+                return (head[0].rsplit("/", 1)[0] if "/" in head[0] else "", head[1]) if head else None
+            if isinstance(expr.func, cst.Attribute):
+                method, receiver = expr.func.attr.value, expr.func.value
+                if method == "format":
+                    head = self.path_head(receiver, depth)
+                    return _template_head(head, "{") if head else None
+                if method == "joinpath":
+                    return self._joined_head([receiver, *args], depth)
+                if method in _PATH_SAME_METHODS:
+                    return self.path_head(receiver, depth)
+            return None
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return self._named_head(expr)
+        return None
+
+    def _joined_head(self, parts: list[cst.BaseExpression], depth: int) -> tuple[str, bool] | None:
+        if not parts:
+            return None
+        head = self.path_head(parts[0], depth)
+        if head is None:
+            return None
+        text, complete = head
+        for part in parts[1:]:
+            if not complete:
+                break
+            text = text if text.endswith("/") else text + "/"
+            piece = self.path_head(part, depth)
+            if piece is None:
+                return text, False
+            text, complete = text + piece[0].lstrip("/"), piece[1]
+        return text, complete
+
+    def _named_head(self, expr: cst.BaseExpression) -> tuple[str, bool] | None:
+        """A name's path head: a local assigned before (or `self.x` in its class), a
+        parameter's string default (a default is one even where callers pass their own), a
+        module name."""
+        s = self.snippet
+        name = self.raw_dotted(expr)
+        if name is None or s is None:
+            return None
+        key = (self._path_scope(name), name)
+        if key in self.local_heads:
+            return self.local_heads[key]
+        if "." in name:
+            return None
+        if name in s.params:
+            default = self.param_defaults.get(s.function or "", {}).get(name)
+            return (default, True) if default is not None else None
+        if (None, name) in self.local_heads:
+            return self.local_heads[(None, name)]
+        constant = self.string_constants.get(name)
+        return (constant, True) if constant is not None else None
+
     # ---------------------------------------------------------------- names
     def dotted(self, node: cst.BaseExpression) -> str | None:
         parts: list[str] = []
@@ -224,6 +344,14 @@ class StatementFacts(cst.CSTVisitor):
             return None
         parts.append(node.value)
         return ".".join(reversed(parts))
+
+    def _receiver(self, func: cst.BaseExpression) -> str | None:
+        """The receiver of a method call as written: `self._fh`, or `_get()` for the result
+        of a call of a name with no arguments (a getter)."""
+        if not isinstance(func, cst.Attribute):
+            return None
+        getter = _getter_call(func)
+        return f"{getter}()" if getter is not None else self.raw_dotted(func.value)
 
     def _code(self, node: cst.CSTNode) -> tuple[str, int, int]:
         """The code of ``node`` (squashed) and its 0-based columns (``_columns``)."""
@@ -455,6 +583,8 @@ class StatementFacts(cst.CSTVisitor):
                 return "write", None, "heuristic"
         if method == "flush" and raw_receiver is not None and raw_receiver not in ("sys.stdout", "sys.stderr"):
             return "flush", None, "exact" if raw_receiver in self.handles else "heuristic"
+        if method == "flush" and _getter_call(node.func) is not None:
+            return "flush", None, "heuristic"  # `_get().flush()`: the handle a getter returns
         if callee in rs.sync_functions:
             return "sync", None, "exact"
         # on host data the call copies no device memory: a call of its own, no sync (it
@@ -490,15 +620,24 @@ class StatementFacts(cst.CSTVisitor):
             return
         role, _, _ = self._role(node, callee)
         mode = _open_mode(node) if role == "open" else None
-        if callee in self.rs.makedirs_functions or role in ("open", "dump"):
-            path_arg = _path_argument(node, callee, role, self.rs)
-            positional = _literal_str(node.args[1].value) if role == "open" and len(node.args) > 1 else None
-            path = _path_prefix(path_arg)
-            if path and path.startswith(("/", "./", "../", ".")) and "/" in path and (role != "open" or (positional or "r")[:1] in "wax"):
-                assert self.snippet is not None and path_arg is not None
-                _, col, end_col = self._code(path_arg)
-                self.literal_paths.append((self.snippet.line, path, col, end_col))
+        self._output_path(node, callee, role, mode)
         self.pending.append(_Pending(callee, role, mode=mode))
+
+    def _output_path(self, node: cst.Call, callee: str, role: str | None, mode: str | None) -> None:
+        """A literal output location written by an open for writing, a dump, a makedirs or a
+        writing method of a path (`Path(".run").mkdir()`), where the call is."""
+        path_arg: cst.BaseExpression | None = None
+        if callee in self.rs.makedirs_functions or role == "dump" or role == "open" and (mode or "r")[:1] in "wax":
+            path_arg = _path_argument(node, callee, role, self.rs)
+        elif isinstance(node.func, cst.Attribute) and role is None:
+            method = node.func.attr.value
+            if method in _PATH_WRITERS or method == "open" and (_open_mode(node, 0) or "r")[:1] in "wax":
+                path_arg = node.func.value
+        head = self.path_head(path_arg) if path_arg is not None else None
+        if head is not None and is_output_literal(head[0]):
+            assert self.snippet is not None and path_arg is not None
+            _, col, end_col = self._code(path_arg)
+            self.literal_paths.append((self.snippet.line, head[0], col, end_col))
 
     def leave_Call(self, original_node: cst.Call) -> None:
         pending = self.pending.pop()
@@ -549,7 +688,7 @@ class StatementFacts(cst.CSTVisitor):
                 eager=_eager_kinds(node, self.rs, self.dotted, role == "log"), arg_calls=tuple(dict.fromkeys(arg_calls)),
                 role=role, level=level, resolution=resolution,  # type: ignore[arg-type]
                 in_emitter_args=any(p.role in EMITTER_ROLES for p in self.pending),
-                receiver=self.raw_dotted(node.func.value) if isinstance(node.func, cst.Attribute) else None,
+                receiver=self._receiver(node.func),
                 mode=mode, line_buffered=line_buffered,
                 builds_path=s.builds_path or any(p.callee in self.rs.path_builders or p.callee.endswith("os.path.join") for p in self.pending),
                 bound_to=bound_to, code=code, path_pattern=path_pattern, col=col, end_col=end_col,
@@ -590,12 +729,26 @@ def _walk_plan(cls: type) -> tuple[str | None, str | None, tuple[str, ...]]:
     return (visit if visit in vars(StatementFacts) else None, leave if leave in vars(StatementFacts) else None, fields)
 
 
-def _open_mode(node: cst.Call) -> str | None:
-    """open()'s literal mode, positional or ``mode=``."""
+def _open_mode(node: cst.Call, position: int = 1) -> str | None:
+    """open()'s literal mode, positional (``position``: 0 for `Path.open`) or ``mode=``."""
     for index, arg in enumerate(node.args):
-        if (arg.keyword is None and index == 1) or (arg.keyword is not None and arg.keyword.value == "mode"):
+        if (arg.keyword is None and index == position) or (arg.keyword is not None and arg.keyword.value == "mode"):
             return _literal_str(arg.value)
     return None
+
+
+def _getter_call(func: cst.BaseExpression) -> str | None:
+    """`_get` of a method called on `_get()` (a call of a dotted name with no arguments)."""
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and not func.value.args:
+        return StatementFacts.raw_dotted(func.value.func)
+    return None
+
+
+def _template_head(head: tuple[str, bool], placeholder: str) -> tuple[str, bool]:
+    """A `%` or `.format` template's head: its text up to the first placeholder."""
+    text = head[0]
+    cut = text.find(placeholder)
+    return (text[:cut], False) if cut >= 0 else (text, head[1])
 
 
 def _final_expression(statement: cst.CSTNode, snippet: Snippet) -> tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None:
@@ -755,10 +908,11 @@ def _parse_snippets(snippets: tuple[Snippet, ...]) -> list[tuple[cst.CSTNode, Sn
 
 def collect_facts(snippets: tuple[Snippet, ...], rs: RuleSet, aliases: dict[str, str],
                   logger_names: frozenset[str], string_constants: dict[str, str],
-                  shadowed: frozenset[str] = frozenset()) -> StatementFacts:
+                  shadowed: frozenset[str] = frozenset(),
+                  param_defaults: dict[str, dict[str, str]] | None = None) -> StatementFacts:
     pairs = _parse_snippets(snippets)
     module = cst.Module(body=[])
-    walker = StatementFacts(module, rs, aliases, logger_names, string_constants, shadowed)
+    walker = StatementFacts(module, rs, aliases, logger_names, string_constants, shadowed, param_defaults)
     for statement, snippet in pairs:
         walker.walk(statement, snippet)
     return walker

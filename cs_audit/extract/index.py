@@ -16,6 +16,7 @@ import builtins
 import hashlib
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate, count
@@ -550,6 +551,10 @@ class _Scope:
     globals: frozenset[str] = frozenset()
     #: free name -> the enclosing function binding it, for a nested function (``_Indexer.closure``)
     closure: dict[str, _Scope] | None = None
+    #: names assigned a value that starts as a path (``_starts_as_path``)
+    path_names: set[str] = field(default_factory=set)
+    #: the names it declares `global`, as the walk meets them (``FunctionDef.global_names``)
+    global_names: set[str] = field(default_factory=set)
 
     def persistent(self, name: str) -> bool:
         """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
@@ -575,6 +580,42 @@ class _Scope:
         return name in self.locals
     #: names that hold host data (``Snippet.host``), as of the statement being walked
     host: frozenset[str] = frozenset()
+
+
+#: last names of the calls and methods a path is built through (``_starts_as_path``)
+_PATH_CALLS = frozenset({"join", "Path", "PurePath", "PosixPath", "str", "fspath", "abspath", "normpath", "realpath",
+                         "expanduser", "dirname"})
+_PATH_METHODS = frozenset({"format", "joinpath", "resolve", "absolute", "expanduser"})
+
+
+def _starts_as_path(value: ast.expr | None, names: Callable[[str], bool]) -> bool:
+    """Whether an assigned value starts with a literal that reads as a path: `"/tmp/x"`,
+    `f"./{n}"`, `"/tmp/%d.pt" % r`, `os.path.join(".run", n)`, `Path(".run") / n`, or with
+    a name ``names`` knows (assigned such a value before).  A cheap first look: the walker works
+    out the path (``StatementFacts.path_head``)."""
+    for _ in range(8):
+        cls = value.__class__
+        if cls is ast.Name:
+            return names(value.id)  # type: ignore[union-attr]
+        if cls is ast.Constant:
+            text = value.value  # type: ignore[union-attr]
+            return isinstance(text, str) and text.startswith(("/", "."))
+        if cls is ast.JoinedStr:
+            value = value.values[0] if value.values else None  # type: ignore[union-attr]
+        elif cls is ast.BinOp:
+            value = value.left  # type: ignore[union-attr]
+        elif cls is ast.Call:
+            func = value.func  # type: ignore[union-attr]
+            name = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
+            if name in _PATH_METHODS and func.__class__ is ast.Attribute:
+                value = func.value
+            elif name in _PATH_CALLS and value.args:  # type: ignore[union-attr]
+                value = value.args[0]  # type: ignore[union-attr]
+            else:
+                return False
+        else:
+            return False
+    return False
 
 
 def _effect(node: ast.stmt, module_level: bool) -> str | None:
@@ -605,6 +646,8 @@ class _Indexer(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}
         self.logger_names: set[str] = set()
         self.string_constants: dict[str, str] = {}
+        #: module names assigned a value that starts as a path (``_starts_as_path``)
+        self.module_path_names: set[str] = set()
         self.functions: list[FunctionDef] = []
         self.calls: list[PlainCall] = []
         self.snippets: list[Snippet] = []
@@ -882,6 +925,7 @@ class _Indexer(ast.NodeVisitor):
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = _Scope("def", node.name, qualname, params, once, node=node)
+        scope.path_names.update(name for name, default in param_defaults if default.startswith(("/", ".")))
         self.scopes.append(scope)
         if ".<locals>." in qualname:
             self.closure(scope)
@@ -913,7 +957,7 @@ class _Indexer(ast.NodeVisitor):
                 body_hash="",
                 body_lines=end - node.lineno + 1, decorators=decorators,
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
-                col=self._column(node.lineno, node.col_offset),
+                col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
             )
         )
 
@@ -1036,6 +1080,8 @@ class _Indexer(ast.NodeVisitor):
 
     def _simple(self, node: ast.stmt) -> None:
         target = None
+        if node.__class__ is ast.Global and self.function is not None:
+            self.function.global_names.update(node.names)  # type: ignore[attr-defined]
         if node.__class__ is ast.AugAssign and node.op.__class__ is ast.Add:  # type: ignore[attr-defined]
             counter = raw_dotted(node.target)  # type: ignore[attr-defined]
             if counter:
@@ -1091,6 +1137,10 @@ class _Indexer(ast.NodeVisitor):
         if has_tokens and self._exports_env(node):
             scope = self.function
             self.env_exporters.add(scope.qualname if scope else None)
+        if target is not None and node.value is not None and _starts_as_path(node.value, self._is_path_name):  # type: ignore[attr-defined]
+            # walked for the output path it hands on (`_DUMP = "/tmp/x"` ... `open(_DUMP, "a")`)
+            has_tokens = True
+            (self.function.path_names if self.function is not None else self.module_path_names).add(target)
         if has_tokens:
             builds_path = bool(target and re.search(r"(?i)(dir|path|root|run|file|out)", target.rsplit(".", 1)[-1]))
             self._snippet(self._source(node), node, assign_target=target, is_return=isinstance(node, ast.Return),
@@ -1102,6 +1152,12 @@ class _Indexer(ast.NodeVisitor):
             scope.host = scope.host | {name} if host else scope.host - {name}
             self._host_after = None
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
+
+    def _is_path_name(self, name: str) -> bool:
+        """Whether a name holds a value that starts as a path (``_starts_as_path``) here: a
+        local or module name assigned one before, a parameter with a string default."""
+        scope = self.function
+        return name in self.module_path_names or scope is not None and name in scope.path_names
 
     def _note_assign(self, targets: list[ast.expr], value: ast.expr | None) -> None:
         if value is None:

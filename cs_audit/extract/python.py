@@ -108,7 +108,9 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         from cs_audit.extract.facts import collect_facts  # libcst: imported by the workers that need it
 
         try:
-            walker = collect_facts(index.snippets, rs, index.aliases, index.logger_names, index.string_constants, index.shadowed)
+            defaults = {f.qualname: dict(f.param_defaults) for f in index.functions if f.param_defaults}
+            walker = collect_facts(index.snippets, rs, index.aliases, index.logger_names, index.string_constants,
+                                   index.shadowed, defaults)
         except RecursionError:
             return FileError(path, "parser-crash", "expression nesting too deep for the parser")
         env_reads = _mark_returned(walker.env_reads, index)
