@@ -563,6 +563,8 @@ class Finding:
     #: record): error and rare sites are listed but not costed per step
     path_kind: PathKind = "normal"
     path_reason: str = ""
+    #: the process side of the root its ``hot_path`` starts at (``HotRoot.process``)
+    process: str = ""
 
 
 @restorable
@@ -672,6 +674,24 @@ class EventLoopRoot:
 
 @restorable
 @dataclass(frozen=True, slots=True)
+class CheapPath:
+    """A function on a default-ON hot path that does nothing unless a switch is set: it
+    returns at its entry (`if not ENABLED: return`, a disabled logger's shared no-op) or
+    hands back `nullcontext()`. What runs by default is the check alone."""
+
+    path: str
+    line: int
+    function: str  # qualname
+    how: str  # "returns at entry" | "returns nullcontext()"
+    switch: str  # the switch's report spelling
+    frequency: Frequency
+    #: calls of it from functions that run by default
+    calls: int
+    process: str = ""
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
 class HotRoots:
     """Which hot roots the tree has: the configured rules that match, and the event loops."""
 
@@ -679,6 +699,8 @@ class HotRoots:
     #: every configured rule in the order they are tried, matched or not
     rules: tuple[RootMatch, ...] = ()
     event_loops: tuple[EventLoopRoot, ...] = ()
+    #: default-ON hot functions that were checked and cost only their switch check
+    cheap: tuple[CheapPath, ...] = ()
 
     @property
     def matched(self) -> int:

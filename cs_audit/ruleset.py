@@ -45,8 +45,8 @@ _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync",
               "by_name", "foreign", "aside", "name_words"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
-_ROOT_KEYS = {"name", "class", "path", "frequency"}
-_EVENT_LOOP_KEYS = {"step_calls", "stop_flags"}
+_ROOT_KEYS = {"name", "class", "path", "frequency", "process"}
+_EVENT_LOOP_KEYS = {"step_calls", "stop_flags", "process"}
 _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
 
 
@@ -74,6 +74,9 @@ class HotRoot:
     class_glob: str | None
     path_glob: str | None
     frequency: Frequency
+    #: the side of the deployment the root runs in (engine, worker, API server, ...): the
+    #: audit's §1 sums per-step costs per side, never across them ("" for a project root without one)
+    process: str = ""
 
     def matches(self, name: str, class_name: str | None, path: str) -> bool:
         if name != self.name:
@@ -176,6 +179,8 @@ class RuleSet:
     #: underscores dropped), and the names of stop/run flags a loop's test may check
     event_loop_steps: frozenset[str]
     stop_flag_re: re.Pattern[str]
+    #: the process side of an event loop that no configured root matches
+    event_loop_process: str
     cost_source: str
     costs_us: dict[str, float]
     sync_added_us: dict[str, float]
@@ -222,6 +227,11 @@ class RuleSet:
             if root.matches(name, class_name, path):
                 return root
         return None
+
+    def process_of(self, name: str, class_name: str | None, path: str) -> str:
+        """The process side of a root function: its configured root's, else an event loop's."""
+        root = self.hot_root_for(name, class_name, path)
+        return root.process if root is not None else self.event_loop_process
 
     def with_registries(self, found: tuple[Registry, ...]) -> RuleSet:
         """With the registries a tree defines (``extract.registries``); the digest covers them,
@@ -287,7 +297,7 @@ def _parse_root(entry: Any, where: str) -> HotRoot:
     frequency = entry.get("frequency", "step")
     if frequency not in _FREQUENCIES:
         raise RuleDataError(f"{where}: unknown frequency {frequency!r}")
-    return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency)
+    return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency, str(entry.get("process", "")))
 
 
 def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
@@ -438,6 +448,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         event_loop_steps=frozenset(str(name).lstrip("_") for name in hot["event_loops"]["step_calls"]),
         stop_flag_re=re.compile(hot["event_loops"]["stop_flags"]),
+        event_loop_process=str(hot["event_loops"].get("process", "")),
         cost_source=costs["source"],
         costs_us={name: float(v["h200_host"]) for name, v in costs["events"].items()},
         sync_added_us={k: float(v) for k, v in costs["sync_added_us_per_step"].items()},

@@ -36,3 +36,116 @@ def test_two_syncs_of_one_call_site_fold_into_one_row() -> None:
 def test_statements_in_other_files_or_lines_stay_apart() -> None:
     rows = statements([_f("env-read-hot", 5), _f("env-read-hot", 5, path="pkg/other.py"), _f("env-read-hot", 6)])
     assert len(rows) == 3
+
+
+# ---------------------------------------------------------------- process sides
+_SIDES = {
+    "pkg/__init__.py": "",
+    "pkg/runner.py": '''
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+class ModelRunner:
+    def execute_model(self, batch):
+        logger.info("ran %d", len(batch))
+
+
+class TokenizerManager:
+    def _handle_batch_output(self, out):
+        logger.info("out %s", out)
+''',
+}
+
+
+def test_each_process_side_has_its_own_rows_and_bottom_line() -> None:
+    from cs_audit.render.markdown import render_markdown
+    from cs_audit.ruleset import load_ruleset
+    from cs_audit.testing import scan_files
+
+    result = scan_files(_SIDES)
+    assert {(f.function, f.process) for f in result.findings if f.rule == "default-on-emitter"} == {
+        ("ModelRunner.execute_model", "worker"), ("TokenizerManager._handle_batch_output", "API server")}
+    section = render_markdown(result, load_ruleset()).split("## 1.", 1)[1].split("\n## ", 1)[0]
+    assert "### 1.1 worker (1 statements)" in section or "### 1.1 API server (1 statements)" in section
+    assert section.count("**Bottom line (") == 2 and "**Bottom line:**" not in section
+
+
+def test_one_side_has_one_bottom_line_without_headings() -> None:
+    from cs_audit.render.markdown import render_markdown
+    from cs_audit.ruleset import load_ruleset
+    from cs_audit.testing import scan_files
+
+    files = dict(_SIDES)
+    files["pkg/runner.py"] = files["pkg/runner.py"].split("class TokenizerManager")[0]
+    section = render_markdown(scan_files(files), load_ruleset()).split("## 1.", 1)[1].split("\n## ", 1)[0]
+    assert "### 1.1" not in section and section.count("**Bottom line (worker):**") == 1
+
+
+def test_a_hot_root_takes_a_process_and_an_unknown_key_is_refused() -> None:
+    import pytest
+
+    from cs_audit.ruleset import RuleDataError, load_ruleset
+
+    rs = load_ruleset().with_extra_roots([{"name": "verify_round", "class": "*Server", "frequency": "round", "process": "verify server"}])
+    assert rs.process_of("verify_round", "MyServer", "srv.py") == "verify server"
+    assert rs.process_of("execute_model", None, "w.py") == "worker"
+    with pytest.raises(RuleDataError):
+        load_ruleset().with_extra_roots([{"name": "x", "side": "api"}])
+
+
+# ---------------------------------------------------------------- §3.1 groups information
+_INFO = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": '''
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+class ModelRunner:
+    def execute_model(self, batch):
+        logger.info("[KVSYNC] moved %d blocks", len(batch))
+        logger.warning_once("pkg says %s", batch)
+        logger.info("[PKG warning] %s", batch)
+''',
+    "pkg/b.py": '''
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    def schedule(self, batch):
+        logger.info("[KVSYNC] gen=%d", len(batch))
+        logger.warning_once("other %s", batch)
+        logger.info("[PKG warning] %s", batch)
+        logger.info("dropped request %s after timeout", batch)
+
+
+class Worker:
+    def execute_model(self, batch):
+        logger.info("dropped request %s after timeout", batch)
+''',
+}
+
+
+def test_section_3_1_groups_one_tag_or_one_record_across_files_never_stop_words() -> None:
+    import tempfile
+    from pathlib import Path
+
+    from cs_audit.api import run_audit
+    from cs_audit.config import load_config
+    from cs_audit.render.markdown import info_groups
+    from cs_audit.ruleset import load_ruleset
+    from cs_audit.testing import write_tree
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = write_tree(Path(tmp) / "pkg", _INFO)
+        result = run_audit(load_config(str(root), jobs=1, history=False, cache=False))
+        keys = [key for key, _ in info_groups(result, load_ruleset())]
+    assert "tag *kvsync*" in keys
+    assert "record “dropped request … after timeout”" not in keys  # one file only
+    # `warning` (a generic word, also in `warning_once`) and `pkg` (the tree's own name) group nothing
+    assert not [k for k in keys if "warning" in k or k == "tag *pkg*"]

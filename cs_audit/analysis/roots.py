@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.joins.callgraph import TreeModel, function_id
-from cs_audit.model import EventLoopRoot, HotRoots, RootMatch
+from cs_audit.joins.callgraph import TreeModel, function_id, gate_switches, hot_chain
+from cs_audit.model import CallSite, CheapPath, EventLoopRoot, HotRoots, PlainCall, RootMatch
 from cs_audit.ruleset import RuleSet
 
 #: functions named per matched rule in the report
@@ -40,4 +40,45 @@ def hot_roots(model: TreeModel, rs: RuleSet) -> HotRoots:
             covering = rs.hot_root_for(f.name, f.class_name, path)
             loops.append(EventLoopRoot(path, loop.line, loop.function, function_id(model, key), loop.steps,
                                        covering.name if covering is not None else None))
-    return HotRoots(len(rs.hot_roots), rules, tuple(loops))
+    return HotRoots(len(rs.hot_roots), rules, tuple(loops), cheap_paths(model, rs))
+
+
+def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
+    """The functions that run by default on a hot path and do nothing there but check a
+    switch: an entry gate (`if not _ENABLED: return None`) or a `return nullcontext()` under
+    a gate. Most called first."""
+    out: list[CheapPath] = []
+    for key, freq in model.freq_default.items():
+        if freq in ("once", "unknown"):
+            continue
+        f = model.functions.get(key)
+        ff = model.facts.get(key[0])
+        if f is None or ff is None or any(r.function == key[1] and r.per_call for r in ff.env_reads):
+            continue
+        how, switches = "", []
+        # a check that reads the env (or calls a helper that may) is a per-call cost of its own
+        if f.entry_gates and all(g.kind in ("name", "flag") for g in f.entry_gates):
+            switches = gate_switches(model, key[0], key[1], f.entry_gates, rs)
+            how = "returns nullcontext()" if any(_returns_nullcontext(site, key[1]) for site in ff.calls) else "returns at entry"
+        if not switches:
+            for site in ff.calls:
+                if _returns_nullcontext(site, key[1]) and site.gates:
+                    gates = tuple(g for g in site.gates if not g.active_when_set and g.kind in ("name", "flag"))
+                    switches = gate_switches(model, key[0], key[1], gates, rs) if gates else []
+                    how = "returns nullcontext()"
+                    if switches:
+                        break
+        if not switches:
+            continue
+        calls = sum(1 for e in model.callers.get(key, ()) if e.caller in model.freq_default and e.switch is None)
+        chain = hot_chain(model, key)
+        root = model.functions.get(chain[0]) if chain else None
+        process = rs.process_of(root.name, root.class_name, chain[0][0]) if root is not None else ""
+        out.append(CheapPath(key[0], f.line, key[1], how, switches[0].text, freq, calls, process))
+    out.sort(key=lambda c: (-c.calls, c.path, c.line))
+    return tuple(out)
+
+
+def _returns_nullcontext(site: object, function: str) -> bool:
+    return (isinstance(site, (CallSite, PlainCall)) and site.function == function and site.returned
+            and site.callee.rsplit(".", 1)[-1] == "nullcontext")

@@ -35,15 +35,20 @@ def analyse(model: TreeModel, rs: RuleSet) -> list[Finding]:
     out = Findings(MESSAGES)
     for module in RULES:
         module.check(model, rs, out)
-    return [_with_hot_path(model, f) for f in out.finish()]
+    return [_with_hot_path(model, rs, f) for f in out.finish()]
 
 
-def _with_hot_path(model: TreeModel, f: Finding) -> Finding:
-    """``f`` with the chain its frequency came from (default-on paths for an ungated site)."""
+def _with_hot_path(model: TreeModel, rs: RuleSet, f: Finding) -> Finding:
+    """``f`` with the chain its frequency came from (default-on paths for an ungated site)
+    and the process side of the root that chain starts at."""
     if f.function is None or f.frequency in ("once", "unknown"):
         return f
     chain = hot_chain(model, (f.path, f.function), default_only=f.switch is None)
-    return replace(f, hot_path=tuple(function_id(model, key) for key in chain)) if chain else f
+    if not chain:
+        return f
+    root = model.functions.get(chain[0])
+    process = rs.process_of(root.name, root.class_name, chain[0][0]) if root is not None else ""
+    return replace(f, hot_path=tuple(function_id(model, key) for key in chain), process=process)
 
 
 def message_for(f: Finding) -> str:

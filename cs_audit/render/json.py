@@ -90,6 +90,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         data["eager_kinds"] = list(f.eager_kinds)
     if f.hot_path:
         data["hot_path"] = list(f.hot_path)
+    if f.process:
+        data["process"] = f.process
     data.update(detail_fields(f))
     return data
 
@@ -158,6 +160,11 @@ def roots_dict(roots: HotRoots) -> dict[str, Any]:
             {"path": e.path, "line": e.line, "function": e.function, "id": e.id, "steps": list(e.steps),
              "root": "configured" if e.configured is not None else "event loop", "configured_root": e.configured}
             for e in roots.event_loops
+        ],
+        "cheap": [
+            {"path": c.path, "line": c.line, "function": c.function, "how": c.how, "switch": c.switch,
+             "frequency": c.frequency, "calls": c.calls, "process": c.process}
+            for c in roots.cheap
         ],
     }
 

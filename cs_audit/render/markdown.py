@@ -20,7 +20,8 @@ from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
 HOT = ("step", "request", "round", "layer")
-MAX_RANKED_ROWS = 60
+#: a rule's findings outside §1 listed one per row up to this many; more are listed by folder
+FINDINGS_LISTED = 30
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -278,6 +279,103 @@ def _statement_cost(s: Statement) -> str:
     return f"≈ {round(s.cost_us, 2):g} µs/step *estimate*" if s.cost_us else "*estimate*: n/a"
 
 
+#: statements ranked one per row on each process side; the rest are listed by folder
+RANKED_PER_SIDE = 25
+
+
+def _side(s: Statement) -> str:
+    return next((f.process for f in s.findings if f.process), "")
+
+
+def _line_list(lines: list[int]) -> str:
+    """`12, 40-42, 55` from sorted line numbers."""
+    out: list[str] = []
+    for n in sorted(set(lines)):
+        if out and "-" not in out[-1] and int(out[-1]) == n - 1:
+            out[-1] = f"{out[-1]}-{n}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == n - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ", ".join(out)
+
+
+def _by_folder(rows: list[Statement]) -> list[str]:
+    """The statements past the ranked ones, one row per folder: each file with its lines."""
+    folders: dict[str, dict[str, list[Statement]]] = {}
+    for s in rows:
+        folder, _, name = s.first.path.rpartition("/")
+        folders.setdefault(folder, {}).setdefault(name, []).append(s)
+    out = ["| Folder | Statements (file: lines) | What | Est. µs/step |", "|---|---|---|---|"]
+    ranked = sorted(folders.items(), key=lambda kv: (-sum(s.cost_us for ss in kv[1].values() for s in ss), kv[0]))
+    for folder, files in ranked:
+        stmts = [s for ss in files.values() for s in ss]
+        where = "; ".join(code(f"{name}: {_line_list([s.span[0] for s in ss])}") for name, ss in sorted(files.items()))
+        kinds = Counter(_rule_noun(f) for s in stmts for f in s.findings)
+        what = ", ".join(f"{w} ×{n}" if n > 1 else w for w, n in kinds.most_common())
+        total = sum(s.cost_us for s in stmts)
+        out.append(f"| {code(folder + '/') if folder else '.'} | {where} | {what} | ≈ {total:,.0f} |")
+    return out
+
+
+def _rule_noun(f: Finding) -> str:
+    return {"default-on-emitter": "log line", "eager-format": "eager message", "env-read-hot": "env read",
+            "sync-in-debug": "**device sync**", "per-call-open": "open per call", "redundant-flush": "flush"}.get(f.rule, f.rule)
+
+
+def _side_table(rows: list[Statement], start: int) -> list[str]:
+    lines = ["| # | What runs with no debug env | file:line | Freq | Via | GPU sync | Est. cost / note |",
+             "|---|---|---|---|---|---|---|"]
+    for i, s in enumerate(rows[:RANKED_PER_SIDE], start):
+        f = s.first
+        first, last = s.span
+        loc = code(f"{f.path}:{first}" if first == last else f"{f.path}:{first}-{last}")
+        lines.append(
+            f"| {i} | {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} | {code(via_words(f)) if f.hot_path else '—'} |"
+            f" {'**yes**' if s.gpu_sync else 'no'} | {_statement_cost(s)} |"
+        )
+    rest = rows[RANKED_PER_SIDE:]
+    if rest:
+        lines += ["", f"The other {len(rest)} statements, by folder (costliest folder first):", "", *_by_folder(rest)]
+    return lines
+
+
+def _bottom_line(rows: list[Statement], side: str) -> str:
+    total = sum(s.cost_us for s in rows)
+    syncs = sum(1 for s in rows if s.gpu_sync)
+    whose = f" of the {side} side" if side else ""
+    return (f"**Bottom line{f' ({cell(side)})' if side else ''}:** {len(rows)} default-ON statements on hot paths{whose}, "
+            f"≈ {total:,.0f} µs per step in all (*estimate*, B and L as in Assumptions); {syncs} of them force a GPU sync.")
+
+
+#: "checked, cheap" functions listed, the most called first
+MAX_CHEAP = 20
+
+
+def _checked_cheap(result: AuditResult, rows: list[Statement]) -> list[str]:
+    """The default-ON hot functions that do nothing unless a switch is set, whose check is no
+    per-call cost of its own (one that is, an env read per call, is a row above)."""
+    cheap = result.roots.cheap if result.roots is not None else ()
+    costly = {(f.path, f.function) for s in rows for f in s.findings}
+    observing = {s.name for s in result.switches if s.category in (*OBSERVING, "output-path")}
+    # instrumentation only: a feature toggle's fast path is the feature off, not a cheap probe
+    shown = [c for c in cheap if (c.path, c.function) not in costly and not (result.aside and is_aside(c.path, result.aside))
+             and (c.switch in observing or c.switch.startswith("flag:"))]
+    if not shown:
+        return []
+    lines = ["### Checked, cheap", "",
+             "Instrumentation called on default-ON hot paths that does nothing there but check a switch resolved "
+             "before the call (an entry `return` unless it is set, a disabled logger's shared no-op, a "
+             "`nullcontext()` fast path): checked, and it costs only the call and the check.", "",
+             "| Function | Fast path | Switch | Freq | Default-ON calls | Side |", "|---|---|---|---|---|---|"]
+    for c in shown[:MAX_CHEAP]:
+        lines.append(f"| {code(c.function)} {code(f'{c.path}:{c.line}')} | {c.how} | {code(c.switch)} | {c.frequency} | "
+                     f"{c.calls} | {cell(c.process) or '—'} |")
+    if len(shown) > MAX_CHEAP:
+        lines += ["", f"… and {len(shown) - MAX_CHEAP} more such functions (`cs-audit scan --format json`: `hot_roots.cheap`)."]
+    return [*lines, ""]
+
+
 def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
     rows = statements(default_on_rows(result, rs))
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", ""]
@@ -291,26 +389,24 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
         "One row per statement: the rules that flag it are merged into its words. Via: the hot root the site is "
         "reached from, and how many calls below it (`cs-audit why FILE:LINE` prints the chain).",
         "",
-        "| # | What runs with no debug env | file:line | Freq | Via | GPU sync | Est. cost / note |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for i, s in enumerate(rows, 1):
-        f = s.first
-        start, end = s.span
-        loc = code(f"{f.path}:{start}" if start == end else f"{f.path}:{start}-{end}")
-        lines.append(
-            f"| {i} | {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} | {code(via_words(f)) if f.hot_path else '—'} |"
-            f" {'**yes**' if s.gpu_sync else 'no'} | {_statement_cost(s)} |"
-        )
-    total = sum(s.cost_us for s in rows)
-    syncs = sum(1 for s in rows if s.gpu_sync)
-    lines += [
-        "",
-        f"**Bottom line:** {len(rows)} default-ON statements on hot paths, ≈ {total:,.0f} µs per step in all (*estimate*, "
-        f"B and L as in Assumptions); {syncs} of them force a GPU sync.",
-        "",
-    ]
-    return "\n".join(lines)
+    sides: dict[str, list[Statement]] = {}
+    for s in rows:
+        sides.setdefault(_side(s), []).append(s)
+    if len(sides) == 1:
+        side = next(iter(sides))
+        lines += [*_side_table(rows, 1), "", _bottom_line(rows, side), ""]
+        return "\n".join(lines + _checked_cheap(result, rows))
+    order = sorted(sides, key=lambda k: (k == "", -sum(s.cost_us for s in sides[k]), k))
+    lines += ["Grouped by process side (the `process` of the hot root each statement is reached from, "
+              "`rules/hot_paths.yaml`): each side's per-step figure is paid by its own process, so they are not added up.", ""]
+    n = 1
+    for i, side in enumerate(order, 1):
+        members = sides[side]
+        lines += [f"### 1.{i} {cell(side) if side else 'no process named'} ({len(members)} statements)", "",
+                  *_side_table(members, n), "", _bottom_line(members, side), ""]
+        n += min(len(members), RANKED_PER_SIDE)
+    return "\n".join(lines + _checked_cheap(result, rows))
 
 
 def _switch_inventory(result: AuditResult) -> str:
@@ -347,14 +443,21 @@ def _aside_folder(path: str, globs: tuple[str, ...]) -> str:
 
 
 def _findings_by_rule(result: AuditResult, rs: RuleSet) -> str:
+    in_section_1 = {id(f) for f in default_on_rows(result, rs)}
     by_rule: dict[str, list[Finding]] = {}
     aside: Counter[tuple[str, str]] = Counter()
+    listed_in_1: Counter[str] = Counter()
     for f in result.findings:
         if result.aside and is_aside(f.path, result.aside):
             aside[(_aside_folder(f.path, result.aside), f.rule)] += 1
-            continue
-        by_rule.setdefault(f.rule, []).append(f)
+        elif id(f) in in_section_1:
+            listed_in_1[f.rule] += 1
+        else:
+            by_rule.setdefault(f.rule, []).append(f)
     lines = ["## Findings by rule", ""]
+    if listed_in_1:
+        lines += ["Listed in §1 (default-ON, on hot paths) and not repeated here: "
+                  + ", ".join(f"{code(rule)} {n}" for rule, n in sorted(listed_in_1.items())) + ".", ""]
     if aside:
         total = sum(aside.values())
         lines += [f"Tests, benchmarks and examples ({', '.join(code(g) for g in result.aside)}): {total} findings, "
@@ -362,23 +465,36 @@ def _findings_by_rule(result: AuditResult, rs: RuleSet) -> str:
         lines += [f"| {code(folder)} | {code(rule)} | {n} |" for (folder, rule), n in sorted(aside.items())]
         lines.append("")
     if not by_rule:
-        lines += ["No findings.", ""]
+        lines += ["No other findings.", ""]
     for rule_id in rs.rules:
         rows = by_rule.get(rule_id)
         if not rows:
             continue
         spec = rs.rules[rule_id]
-        lines += [
-            f"### {code(rule_id)} ({len(rows)}): {cell(spec.summary)}",
-            "",
-            "| file:line | function | switch | freq | sync | message |",
-            "|---|---|---|---|---|---|",
-        ]
-        for f in rows:
-            lines.append(
-                f"| {_loc(f)} | {code(f.function) if f.function else ''} | {_switch_text(f.switch)} | {f.frequency} | "
-                f"{'yes' if f.gpu_sync else 'no'} | {cell(f.message)} |"
-            )
+        lines += [f"### {code(rule_id)} ({len(rows)}): {cell(spec.summary)}", ""]
+        if len(rows) <= FINDINGS_LISTED:
+            lines += ["| file:line | function | switch | freq | sync | message |", "|---|---|---|---|---|---|"]
+            for f in rows:
+                lines.append(
+                    f"| {_loc(f)} | {code(f.function) if f.function else ''} | {_switch_text(f.switch)} | {f.frequency} | "
+                    f"{'yes' if f.gpu_sync else 'no'} | {cell(f.message)} |"
+                )
+        else:
+            lines += ["One row per folder; `cs-audit scan --format grouped` lists each finding with its message.", "",
+                      "| Folder | Sites (file: lines) | Switches | Freq |", "|---|---|---|---|"]
+            folders: dict[str, list[Finding]] = {}
+            for f in rows:
+                folders.setdefault(f.path.rpartition("/")[0], []).append(f)
+            for folder, fs in sorted(folders.items()):
+                files: dict[str, list[int]] = {}
+                for f in fs:
+                    files.setdefault(f.path.rpartition("/")[2], []).append(f.line)
+                where = "; ".join(code(f"{name}: {_line_list(ls)}") for name, ls in sorted(files.items()))
+                switches = Counter(_switch_text(f.switch) for f in fs)
+                freqs = Counter(f.frequency for f in fs)
+                lines.append(f"| {code(folder + '/') if folder else '.'} | {where} | "
+                             f"{', '.join(w + (f' ×{n}' if n > 1 else '') for w, n in switches.most_common(4))}"
+                             f"{' …' if len(switches) > 4 else ''} | {', '.join(f'{q} {n}' for q, n in freqs.most_common())} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -435,7 +551,12 @@ _GENERIC_WORDS = frozenset({
     "trace", "time", "debug", "dump", "diag", "info", "step", "stat", "stats", "done", "error", "warn",
     "jsonl", "json", "self", "logger", "print", "level", "none", "true", "false", "with", "from", "this",
     "output", "input", "token", "tokens", "request", "layer", "layers", "count", "batch", "value", "start", "total",
+    "warning", "format", "failed", "errors", "exception", "note", "todo", "deprecated", "rank", "size",
+    # an engine's own vocabulary: every part of it says these, so they name no one record
+    "runner", "model", "models", "server", "worker", "engine", "cache", "backend", "config", "kernel", "device",
 })
+#: §3.1 groups listed, the largest first
+MAX_INFO_GROUPS = 40
 
 
 def _others(switches: list, what: str) -> list[str]:
@@ -477,19 +598,58 @@ def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
     return "\n".join(lines)
 
 
-def _words(text: str) -> set[str]:
-    text = re.sub(r"\{[^}]*\}", " ", text)  # placeholders of file patterns are not names
-    words = set()
-    for tag in re.findall(r"\[([A-Za-z][A-Za-z0-9_ -]+)\]|\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b|\b([a-z]+(?:_[a-z]+)+)\b", text):
-        for part in re.split(r"[\s_-]+", next(t for t in tag if t)):
-            part = part.lower()
-            if len(part) >= 5 and part not in _GENERIC_WORDS:
-                words.add(part)
-    return words
+_TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9_ :./-]{2,40})\]")
+_CAPS = re.compile(r"\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b")
+_RECORD = re.compile(r"^[\w.]*?(?:emit|trace|record|log_event|dump|write_event)\w*\(\s*[\"']([A-Za-z][\w.-]{3,})[\"']")
+_LITERAL = re.compile(r"[\"']([^\"']{12,})[\"']")
+_STRINGS = re.compile(r"[\"']([^\"']*)[\"']")
 
 
-def same_information(result: AuditResult, rs: RuleSet) -> str:
-    """§3.1: emitters sharing a tag stem across places, level knobs, output roots, helper copies."""
+def _tags(text: str, is_file: bool = False) -> set[str]:
+    """The names a site's record carries, from its string literals only (never from the code's
+    identifiers, such as `warning_once`): bracketed tags (`[X RECOMPACT]`), UPPER_SNAKE tags
+    (`RECOMPACT_TIME`), the record name handed to an emit/trace helper (`emit("recompact_trace"`);
+    for an output file, its name."""
+    literals = [text] if is_file else _STRINGS.findall(text)
+    out: set[str] = set()
+    for lit in literals:
+        out |= {t.strip() for t in _TAG.findall(lit)}
+        out |= set(_CAPS.findall(lit))
+    m = _RECORD.match(text.strip())
+    if m:
+        out.add(m.group(1))
+    if is_file:
+        out.add(re.sub(r"\{[^}]*\}|\*", " ", text))
+    return out
+
+
+def _tag_words(tag: str, stop: frozenset[str]) -> set[str]:
+    """The words of a tag that name information: five letters or more, no stop word."""
+    parts = {p.lower() for p in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", tag) if p}
+    return {p for p in parts if len(p) >= 5 and not p.isdigit() and p not in stop}
+
+
+def _template(text: str) -> str | None:
+    """The message a site emits with its fields blanked (`{...}`, `%d`): the same record in
+    another file has the same template."""
+    m = _LITERAL.search(text)
+    if not m:
+        return None
+    t = re.sub(r"\{[^}]*\}|%[-#0-9.]*[sdifrx]", "…", m.group(1)).strip()
+    return t if len(re.sub(r"[^A-Za-z]", "", t)) >= 10 else None
+
+
+def _stop_words(result: AuditResult, rs: RuleSet) -> frozenset[str]:
+    """Words that never make a group alone: the generic ones and the tree's own names (its
+    folder name, its env prefix)."""
+    own = {title(result).lower()}
+    own.add(minimal_names([s.name for s in result.switches], rs)["output_root"].split("_")[0].lower())
+    return _GENERIC_WORDS | frozenset(own)
+
+
+def info_groups(result: AuditResult, rs: RuleSet) -> list[tuple[str, list[tuple[str, str]]]]:
+    """§3.1's groups: the places that emit the same tag or the same record (one message
+    template), in two files or more; a tag made of stop words only groups nothing."""
     sites: list[tuple[str, str, str]] = []  # (where, switch, text)
     for s in result.switches:
         for site in s.sites:
@@ -498,14 +658,32 @@ def same_information(result: AuditResult, rs: RuleSet) -> str:
         for name in s.files:
             sites.append((f"file {name}", s.name, name))
     for f in result.findings:
-        if f.rule == "default-on-emitter":
+        if f.rule == "default-on-emitter" and not (result.aside and is_aside(f.path, result.aside)):
             sites.append((f"{f.path}:{f.line}", "default", f.code))
-    by_word: dict[str, set[tuple[str, str]]] = {}
+    stop = _stop_words(result, rs)
+    switch_names = {s.name.lower() for s in result.switches}
+    by_key: dict[str, set[tuple[str, str]]] = {}
     for where, switch, text in sites:
-        for word in _words(text):
-            by_word.setdefault(word, set()).add((where, switch))
-    groups = sorted(((w, sorted(m)) for w, m in by_word.items()
-                     if len({x for x, _ in m}) >= 2 and len({x.split(":")[0] for x, _ in m}) >= 2), key=lambda g: (-len(g[1]), g[0]))
+        for tag in _tags(text, where.startswith("file ")):
+            if tag.lower() in switch_names:
+                continue  # an env var's name in its own message says which switch, not what
+            for word in _tag_words(tag, stop):
+                by_key.setdefault(f"tag *{word}*", set()).add((where, switch))
+        template = _template(text)
+        if template is not None and _tag_words(template, stop):  # a message of stop words only is no record
+            by_key.setdefault(f"record “{template}”", set()).add((where, switch))
+    groups: dict[frozenset[tuple[str, str]], str] = {}
+    for key, members in sorted(by_key.items()):
+        # where it is written from: the source file, or for an output file the switch naming it
+        files = {f"file {sw}" if x.startswith("file ") else x.split(":")[0] for x, sw in members}
+        if len(files) >= 2:
+            groups.setdefault(frozenset(members), key)  # a record and its tag that cover the same places: one row
+    return sorted(((key, sorted(m)) for m, key in groups.items()), key=lambda g: (-len(g[1]), g[0]))
+
+
+def same_information(result: AuditResult, rs: RuleSet) -> str:
+    """§3.1: the same tag or record emitted in several files, level knobs, output roots, helper copies."""
+    groups = info_groups(result, rs)
     knobs = [s.name for s in result.switches if is_level_knob(s, rs)]
     roots = [s.name for s in result.switches if s.category == "output-path"]
     literal = sorted({detail_fields(f).get("output_path", "") for f in result.findings if f.rule == "hardcoded-output-path"})
@@ -514,16 +692,19 @@ def same_information(result: AuditResult, rs: RuleSet) -> str:
         "",
         "### 3.1 Same information in several places",
         "",
-        "Grouping rule: log lines, dumps and output files are grouped when their tags or names share a word of five or "
-        "more letters (`[X RECOMPACT]`, `recompact_trace`, `RECOMPACT_TIME` share *recompact*) and the group spans "
-        "at least two files; generic words (trace, debug, dump, step, …) do not group.",
+        "Grouping rule: log lines, dumps and output files are grouped when the tags in their strings share a name "
+        "(`[X RECOMPACT]`, `RECOMPACT_TIME` and the record `recompact_trace` share *recompact*) or they emit the same "
+        "message with its fields blanked, in at least two files; generic words (trace, debug, warning, …) and the "
+        "tree's own name never group, nor do the code's identifiers.",
         "",
         "| What | Where |",
         "|---|---|",
     ]
-    for word, members in groups[:25]:
+    for key, members in groups[:MAX_INFO_GROUPS]:
         where = " · ".join(f"{code(x)} ({code(sw) if sw != 'default' else 'default'})" for x, sw in members[:10])
-        lines.append(f"| *{cell(word)}* ({len(members)}) | {where}{' …' if len(members) > 10 else ''} |")
+        lines.append(f"| {cell(key)} ({len(members)}) | {where}{' …' if len(members) > 10 else ''} |")
+    if len(groups) > MAX_INFO_GROUPS:
+        lines.append(f"| … {len(groups) - MAX_INFO_GROUPS} smaller groups | `cs-audit scan --format json` has every site |")
     if len(knobs) > 1:
         lines.append(f"| level knobs ({len(knobs)} mechanisms) | {' · '.join(code(k) for k in knobs)} |")
     if len(roots) + len(literal) > 1:
