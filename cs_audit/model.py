@@ -627,6 +627,11 @@ class Switch:
         """Setters that set it (to a value or the off value), not passthroughs or comments."""
         return sum(1 for x in self.setters if x.kind in ("set", "off"))
 
+    @property
+    def reading_scripts(self) -> int:
+        """Scripts that read what it writes, each counted once however many lines name it."""
+        return len({path for path, _, _ in self.readers})
+
 
 @restorable
 @dataclass(frozen=True, slots=True)

@@ -88,3 +88,21 @@ def test_names_match_both_ways() -> None:
     assert names_match("accept_rate.jsonl", "accept_rate.jsonl")
     assert not names_match("accept_rate.jsonl", "compact_ratio.jsonl")
     assert not names_match("step_{role}.jsonl", "sched.jsonl")
+
+
+def test_a_script_that_hands_a_file_to_another_program_is_no_reader_and_readers_count_once() -> None:
+    files = {
+        # hands the file on to a program (which may or may not be in the tree): not a reader here
+        "scripts/run.sh": "python tools/analyze.py --in \"$OUT\"/recompact_trace.jsonl\n"
+                          "CUDA_VISIBLE_DEVICES=0 nohup ./post.sh step_a.jsonl &\n",
+        # reads it itself, on two lines and through `<`: one reading script each
+        "scripts/summ.sh": "jq '.n' \"$OUT\"/recompact_trace.jsonl | sort\nwc -l recompact_trace.jsonl\n",
+        "scripts/feed.sh": "python tools/sum.py < \"$OUT\"/recompact_trace.jsonl\n",
+    }
+    readers = _readers(files)
+    assert sorted({p for p, _, _ in readers["MY_TRACE"]}) == ["scripts/feed.sh", "scripts/summ.sh"]
+    assert "ACCEPT_DUMP_DIR" not in readers  # step_a.jsonl only handed on
+    result = scan_files({"engine.py": WRITER, **files})
+    trace = next(s for s in result.switches if s.name == "MY_TRACE")
+    assert len(trace.readers) == 3 and trace.reading_scripts == 2
+    assert "2 script(s) read its output" in trace.reasons

@@ -333,3 +333,22 @@ def test_an_env_default_is_a_hardcoded_output_path_only_where_the_value_is_writt
     result = scan_files({"engine.py": DEFAULTS})
     flagged = sorted((f.line, f.detail.output_path) for f in result.findings if f.rule == "hardcoded-output-path")
     assert flagged == [(13, "/tmp/traces")]
+
+
+def test_merge_into_is_spelled_as_a_switch_name_everywhere() -> None:
+    # a level knob with no on/off sibling, set by one runner (not removed): it merges into the
+    # proposed trace level, spelled `<PREFIX>TRACE=N`; with a sibling, into that switch's name
+    src = ENGINE + '''
+def verbose(step):
+    if int(os.environ.get("ENG_PLANNER_VERBOSE", "0")) >= 2:
+        logger.info("plan %d", step)
+'''
+    runner = "export ENG_PLANNER_VERBOSE=2\nexport ENG_TRACE_LEVEL=1\npython engine.py\n"
+    result, s = _switches({"engine.py": src, "run.sh": runner})
+    assert s["ENG_PLANNER_VERBOSE"].disposition == "MERGE"
+    assert s["ENG_PLANNER_VERBOSE"].merge_into in {"ENG_TRACE=1", "ENG_TRACE=2", "ENG_TRACE=3"}
+    assert s["ENG_TRACE_LEVEL"].merge_into == "ENG_TRACE"
+    proposed = {"ENG_OUT", "ENG_TRACE", "ENG_DUMP", "ENG_BREAKDOWN"}
+    for sw in result.switches:
+        if sw.disposition == "MERGE":
+            assert sw.merge_into.split("=", 1)[0] in proposed | set(s), (sw.name, sw.merge_into)

@@ -58,7 +58,7 @@ def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
     ]
     if sets == 0 and kinds:
         lines.append("only passthrough or commented-out settings")
-    lines.append(f"{len(s.readers)} script(s) read its output" if s.readers else "no script reads its output")
+    lines.append(f"{s.reading_scripts} script(s) read its output" if s.readers else "no script reads its output")
     if s.added_in:
         lines.append(f"added in {s.added_in.commit} ({s.added_in.date}) {s.added_in.subject}")
     elif s.added_in_note and not s.added_in_note.startswith("history skipped"):
@@ -79,9 +79,9 @@ def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet
             return False
         if key == "foreign" and (bool(prefix) and not s.name.startswith(prefix)) != bool(value):
             return False
-        if key == "readers_min" and len(s.readers) < int(value):  # type: ignore[call-overload]
+        if key == "readers_min" and s.reading_scripts < int(value):  # type: ignore[call-overload]
             return False
-        if key == "readers_max" and len(s.readers) > int(value):  # type: ignore[call-overload]
+        if key == "readers_max" and s.reading_scripts > int(value):  # type: ignore[call-overload]
             return False
         if key == "setters_min" and s.real_setters < int(value):  # type: ignore[call-overload]
             return False

@@ -55,5 +55,44 @@ def grep_patterns(text: str) -> tuple[tuple[int, str], ...]:
     return tuple((_line_of(text, m.start()), m.group(3)) for m in GREP.finditer(text) if len(m.group(3)) >= 4)
 
 
+#: commands that start another program: a file named in their arguments is handed on to it
+#: (`python analyze.py --in accept_rate.jsonl`), which the script itself does not read
+LAUNCHERS = frozenset({
+    "python", "python3", "torchrun", "deepspeed", "accelerate", "srun", "mpirun", "bash", "sh", "uv", "exec",
+})
+_WRAPPERS = frozenset({"nohup", "time", "env", "exec", "sudo", "timeout"})
+_SEGMENTS = re.compile(r"\|\|?|&&|;")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _hands_on(segment: str, name: str) -> bool:
+    """Whether ``name`` is an argument of a command that runs another program (not fed
+    through ``<``)."""
+    words = segment.split()
+    while words and (_ASSIGN.match(words[0]) or words[0] in _WRAPPERS or words[0].lstrip("-").isdigit()):
+        words = words[1:]
+    if not words:
+        return False
+    command = words[0].rsplit("/", 1)[-1]
+    launched = command in LAUNCHERS or command.startswith("python") or command.endswith((".py", ".sh"))
+    before = segment[: segment.find(name)] if name in segment else segment
+    return launched and "<" not in before
+
+
+def passed_on(text: str, refs: tuple[tuple[int, str], ...]) -> tuple[tuple[int, str], ...]:
+    """The refs of ``refs`` that a shell line hands on to another program."""
+    lines = text.split("\n")
+    out = []
+    for line, name in refs:
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        segment = next((s for s in _SEGMENTS.split(source) if name in s), source)
+        if _hands_on(segment, name):
+            out.append((line, name))
+    return tuple(out)
+
+
 def script_facts(path: str, text: str, setters) -> ScriptFacts:
-    return ScriptFacts(path=path, setters=tuple(setters), file_refs=file_refs(text), greps=grep_patterns(text))
+    refs = file_refs(text)
+    handed = set(passed_on(text, refs))
+    return ScriptFacts(path=path, setters=tuple(setters), file_refs=tuple(r for r in refs if r not in handed),
+                       greps=grep_patterns(text))

@@ -1467,7 +1467,11 @@ def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[SwitchRe
 def is_debug_switch(switch: SwitchRef, rs: RuleSet) -> bool:
     """Whether code under ``switch`` is debug code: a log-level check, a debug-named flag, an
     env var of a debug category or with a debug-like name; not a configuration value (a size,
-    a limit, a mode), which decides work, not output."""
+    a limit, a mode), which decides work, not output.
+
+    By name on purpose: the behaviour categories (``analysis.categories``) are worked out from
+    the gated sites this decides, so using them here would make a switch's category depend on
+    itself."""
     if switch.kind != "env":
         return True
     return rs.category_of(switch.name) != "config" or rs.debug_name_re.search(switch.name) is not None

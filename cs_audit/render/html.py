@@ -288,7 +288,7 @@ def _switch_page(s: Switch) -> str:
         f'<article class="switch" id="{anchor("switch", s.name)}"><h3><code>{h(s.name)}</code> '
         f'<span class="disp {h(s.disposition.lower())}">{h(s.disposition)}</span>{into}</h3>',
         f"<p>{h(s.category)}; {len(s.reads)} read(s), {s.gated_sites} gated site(s), {s.real_setters} setter(s), "
-        f"{len(s.readers)} reader(s){'; forces a GPU sync when on' if s.gpu_sync else ''}"
+        f"{s.reading_scripts} reader(s){'; forces a GPU sync when on' if s.gpu_sync else ''}"
         f"{'; proposed: ' + h(s.proposed_level) if s.proposed_level else ''}.</p>",
         f"<p><b>why</b>{decided}: {h('; '.join(s.reasons)) or '—'}</p>",
         f"<p><b>added in</b>: {added}</p>",

@@ -743,7 +743,7 @@ def disposition_tables(result: AuditResult) -> str:
         return str(s.real_setters) + (f" ({', '.join(extra)})" if extra else "")
 
     lines += ["**KEEP**", "", "| Switch | Where | Setters | Readers | Why |", "|---|---|---|---|---|"]
-    lines += [f"| {code(s.name)} | {first_read(s)} | {setters(s)} | {len(s.readers)} | {_why(s.reasons)} |" for s in keep]
+    lines += [f"| {code(s.name)} | {first_read(s)} | {setters(s)} | {s.reading_scripts} | {_why(s.reasons)} |" for s in keep]
     lines += _others(kept_others, "kept switches that are no instrumentation")
     lines += ["", "**MERGE**", "", "| Switch | Into | Where | Setters | Evidence |", "|---|---|---|---|---|"]
     lines += [f"| {code(s.name)} | {code(s.merge_into or '')} | {first_read(s)} | {setters(s)} | {_why(s.reasons)} |" for s in merge]
