@@ -151,6 +151,10 @@ class GateRef:
     args: tuple[str, ...] = ()
     active_when_set: bool = True
     any_of: int = 0
+    #: the operand compared with an int (`LEVEL >= 2`, `trace_level() < 3` before a return):
+    #: the least value the guarded code runs at ("2"), or ``param:NAME`` (``+1`` after it for
+    #: `>`) when compared with a parameter (`if _LEVEL >= level:` in `fa_log(level, msg)`)
+    level: str = ""
 
 
 def closure_arg(qualname: str) -> str:
@@ -202,6 +206,9 @@ class FunctionDef:
     col: int = 0
     #: the names it declares `global` (a handle it opens into one outlives the call)
     global_names: tuple[str, ...] = ()
+    #: integer defaults of parameters (`def _diag(name, level=1)`): the level a call asks for
+    #: when it passes none
+    int_defaults: tuple[tuple[str, int], ...] = ()
 
 
 @restorable
@@ -236,6 +243,14 @@ class EnvRead:
     #: the kind of path it is on (``PathKind``) and why (``extract.paths``)
     path_kind: PathKind = "normal"
     path_reason: str = ""
+    #: the read compared with an int or a parameter (`int(getenv("L", "0")) >= level` in a
+    #: `_diag(name, level)` helper): as ``GateRef.level``, the least value the test holds at
+    level: str = ""
+    #: how the expression around the read computes with its value (through conversions only):
+    #: ``choice`` (the test of `a if X else b`; ``choice:<name>`` when a branch is a call,
+    #: `Tracer() if X else None`, or an attribute, `logger.info if X else logger.debug`) or
+    #: ``arithmetic`` (`x * X`, `n - X`); "" otherwise, and inside a message's text
+    used_as: str = ""
 
 
 @restorable
@@ -283,6 +298,9 @@ class CallSite:
     #: the kind of path it is on (``PathKind``) and why (``extract.paths``)
     path_kind: PathKind = "normal"
     path_reason: str = ""
+    #: the int literal of each of the first positional arguments (None where not one), () when
+    #: none is: the level a call of a level helper asks (`kvtrace(2, ...)`)
+    int_args: tuple[int | None, ...] = ()
 
 
 def holds_fact(site: CallSite) -> bool:
@@ -591,6 +609,19 @@ class GatedSite:
     code: str
     #: estimated µs per step of the site when the switch is on
     cost_us: float = 0.0
+    #: the least value of the switch the site runs at, when the code compares it with levels
+    #: (`if LEVEL >= 2:`, `_diag("X", 2)` falling back to a level knob); 0: any set value
+    level: int = 0
+    #: the switch the site's own gate names when it runs here through this level knob's
+    #: fallback (`_diag("RECOMPACT_DIAG", 2)` for `DELTA_COMPACTION_LOG`); "" otherwise
+    via: str = ""
+
+
+def distinct_levels(sites: tuple[GatedSite, ...] | list[GatedSite]) -> tuple[int, ...]:
+    """The levels gated sites run at (a site with no level runs at any set value: 1), when
+    one of them is above 1; () when they tell only on from off."""
+    values = sorted({max(site.level, 1) for site in sites})
+    return tuple(values) if values and values[-1] > 1 else ()
 
 
 @restorable
@@ -621,6 +652,12 @@ class Switch:
     category_reasons: tuple[str, ...] = ()
     #: the category came from the name alone (the code showed nothing that decides)
     category_by_name: bool = False
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        """The values the code tells apart (`X=1`, `X=2`, `X=3`) when it compares the switch
+        with levels above on/off; () for an on/off switch."""
+        return distinct_levels(self.sites)
 
     @property
     def real_setters(self) -> int:

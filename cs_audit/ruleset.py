@@ -38,7 +38,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
         "generic_calls", "observing_receivers", "compute_calls", "location_checks", "input_words", "producing_calls",
-        "log_level_values", "logging_config_calls", "path_methods",
+        "log_level_values", "logging_config_calls", "path_methods", "max_level",
     },
 }
 _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
@@ -136,6 +136,8 @@ class SwitchKinds:
     log_levels: frozenset[str]
     logging_config: re.Pattern[str]
     path_method: re.Pattern[str]
+    #: the largest int a switch is compared with as a level (`>= 3`); larger ones are sizes
+    max_level: int = 10
 
 
 @dataclass(frozen=True)
@@ -483,7 +485,7 @@ def _switch_kinds(data: dict[str, Any]) -> SwitchKinds:
         compute=re.compile(data["compute_calls"]), location_check=re.compile(data["location_checks"]),
         input_words=words(data["input_words"]), producing=re.compile(data["producing_calls"]),
         log_levels=words(data["log_level_values"]), logging_config=re.compile(data["logging_config_calls"]),
-        path_method=re.compile(data["path_methods"]),
+        path_method=re.compile(data["path_methods"]), max_level=int(data["max_level"]),
     )
 
 

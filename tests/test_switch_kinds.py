@@ -352,3 +352,54 @@ def verbose(step):
     for sw in result.switches:
         if sw.disposition == "MERGE":
             assert sw.merge_into.split("=", 1)[0] in proposed | set(s), (sw.name, sw.merge_into)
+
+
+# A switch whose value computes (picks a number, takes part in arithmetic) is a feature even
+# when its name says PROFILER and all it gates directly is a log line; one whose value only
+# picks an observer to build stays instrumentation.
+VALUE_USES = '''
+import logging, os
+
+logger = logging.getLogger(__name__)
+
+
+class Worker:
+    def memory(self, estimate, free):
+        applied = estimate if os.environ.get("ENG_PROFILER_ESTIMATE_GRAPHS", "1") == "1" else 0
+        if os.environ.get("ENG_PROFILER_ESTIMATE_GRAPHS", "1") == "1":
+            logger.info("graph memory is estimated: %d", applied)
+        return free - applied
+
+    def budget(self, free):
+        if os.environ.get("ENG_LOG_HEADROOM"):
+            logger.info("headroom on")
+        return free - int(os.environ.get("ENG_LOG_HEADROOM", "0")) * 1024
+
+    def start(self):
+        self.tracer = Tracer() if os.environ.get("ENG_PROFILER_TRACE") else None
+        if os.environ.get("ENG_PROFILER_TRACE"):
+            logger.info("tracing on")
+
+    def describe(self):
+        return "profiler: {}".format("on" if os.environ.get("ENG_PROFILER_NOTE") else "off")
+
+    def rebuild(self, name):
+        log = logger.info if os.environ.get("ENG_JIT_CACHE_DEBUG") else logger.debug
+        log("rebuilding %s", name)
+'''
+
+
+def test_a_value_that_computes_is_a_feature_whatever_the_name() -> None:
+    _, s = _switches({"worker.py": VALUE_USES})
+    estimate = s["ENG_PROFILER_ESTIMATE_GRAPHS"]
+    assert (estimate.category, estimate.disposition) == ("feature", "KEEP")
+    assert any("worker.py:8 its value picks a value" in r for r in estimate.category_reasons)
+    headroom = s["ENG_LOG_HEADROOM"]
+    assert headroom.category == "feature"
+    assert any("worker.py:16 its value is a number in arithmetic" in r for r in headroom.category_reasons)
+    # `Tracer() if X else None`: the value picks an observer, which observes; a word picked
+    # for a message computes nothing
+    assert s["ENG_PROFILER_TRACE"].category == "instrumentation"
+    assert s["ENG_PROFILER_NOTE"].category == "instrumentation"
+    assert s["ENG_JIT_CACHE_DEBUG"].category == "instrumentation"  # it picks the level of a line
+

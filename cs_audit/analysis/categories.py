@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switch
-from cs_audit.model import GatedSite, SwitchRead
+from cs_audit.model import GatedSite, SwitchRead, distinct_levels
 from cs_audit.ruleset import RuleSet, SwitchKinds
 
 CATEGORIES = ("instrumentation", "test-hook", "feature", "output-path", "input-path", "config")
@@ -38,6 +38,8 @@ class _Evidence:
     numeric: list[str] = field(default_factory=list)
     #: a log level: the default is a level name, or the value goes to the logging set-up
     logconf: list[str] = field(default_factory=list)
+    #: the value itself computes: it picks a value (`x if X else 0`) or is a number in arithmetic
+    value: list[str] = field(default_factory=list)
 
 
 def _last(callee: str) -> str:
@@ -73,6 +75,8 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
         for r in env:
             if r.default and r.default.strip().upper() in kinds.log_levels:
                 ev.logconf.append(f"{path}:{r.line} default {r.default.strip()!r}")
+            if r.used_as:
+                _value_use(rs, f"{path}:{r.line}", r.used_as, ev)
             for depth, callee in enumerate(r.wrapped_by):
                 if _own_method(callee, r.code, rs):
                     break  # `envs.X.copy()`: the value's own method, no place it is handed to
@@ -106,6 +110,22 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
             if not hit or _own_method(call.callee, "", rs, [p for p, _ in patterns], wraps):
                 continue
             _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, ev)
+
+
+def _value_use(rs: RuleSet, where: str, used_as: str, ev: _Evidence) -> None:
+    """File what the expression around a read does with the value (``EnvRead.used_as``):
+    picking a value or computing with it is feature evidence, picking an observer to build
+    (`Tracer() if X else None`) observes."""
+    kinds = rs.switch_kinds
+    assert kinds is not None
+    kind, _, callee = used_as.partition(":")
+    last = _last(callee) if callee else ""
+    if kind == "choice" and last and (kinds.observe.search(last) or rs.debug_name_re.search(last)):
+        ev.observe.append(f"{where} {last}()")
+        return
+    why = f"{where} its value picks a value (`a if X else b`)" if kind == "choice" else f"{where} its value is a number in arithmetic"
+    ev.value.append(why)
+    ev.compute.append(why)
 
 
 def _transparent(callee: str, rs: RuleSet) -> bool:
@@ -239,6 +259,8 @@ def _cite(label: str, rows: list[str]) -> str:
 def _sub_kind(name: str, sites: tuple[GatedSite, ...], kinds: SwitchKinds) -> str:
     if any(s.role == "dump" for s in sites):
         return "dump"
+    if distinct_levels(sites):
+        return "level"  # the code compares it with levels: whatever its name says
     return name_kind(name, kinds) or "log"
 
 
@@ -326,6 +348,10 @@ def _decide(var: str, ev: _Evidence, sites: tuple[GatedSite, ...], words: set[st
                                        "its name says a location: where that output goes")
         return "input-path", "", (_cite("it gates only log lines or checks", ev.observe),
                                   "its name says a location that nothing under it writes")
+    if ev.value and not ev.strong:
+        # the value computes, and what it gates only logs: a feature, whatever its name says
+        return "feature", "", (_cite("the code computes with its value", ev.value),
+                               *((_cite("what it gates only logs", ev.observe),) if ev.observe else ()))
     if (ev.numeric or number) and not named:
         why = _cite("the code computes with its value", ev.numeric) if ev.numeric else "its name says a number the code uses"
         return "feature", "", (why, *((_cite("what it gates only logs", ev.observe),) if ev.observe and not ev.compute else ()))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 
 from cs_audit.analysis.categories import by_name, categorize
-from cs_audit.analysis.sites import enabled_cost, outside_event_loop
+from cs_audit.analysis.sites import enabled_cost, frequency, outside_event_loop
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
+from cs_audit.joins.levels import called_levels, entry_levels, site_levels
 from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead, by_text
 from cs_audit.ruleset import RuleSet
 
@@ -58,6 +60,9 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
     """switch -> the emitters, dumps, opens and syncs that run only with it set (directly
     gated, or in a function reached only through calls gated by it)."""
     out: dict[str, list[GatedSite]] = defaultdict(list)
+    entered = entry_levels(model, rs)
+    assert rs.switch_kinds is not None
+    max_level = rs.switch_kinds.max_level
     for path in sorted(model.facts):
         sites = model.fact_sites[path]
         buffered = {s.bound_to for s in sites if s.role == "open" and s.line_buffered and s.bound_to}
@@ -67,16 +72,38 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
             key = (path, site.function) if site.function else None
             switch = site_switch(model, path, site.function, site.gates, rs)
             switches = [switch] if switch else []
+            levels = site_levels(model, path, site.function, site.gates, rs) if site.gates else {}
             if not switches and key is not None and key not in model.freq_default:
                 switches = sorted(model.entry_switches.get(key, ()), key=by_text)
+                levels = entered.get(key, {})
             freq: Frequency = model.freq_any.get(key, "once" if is_once_function(model.functions.get(key), rs) else "unknown") if key else "once"
             if outside_event_loop(model, key, site):
                 freq = "once"
+            gated = GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),
+                              freq, site.role == "sync", site.code, enabled_cost(rs, site.role or "", freq))
+            names = set()
+            handed = any(g.level.startswith("param:") for g in site.gates)
             for sw in switches:
                 if sw.kind not in ("env", "flag"):
                     continue
-                out[sw.text].append(GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),
-                                         freq, site.role == "sync", site.code, enabled_cost(rs, site.role or "", freq)))
+                names.add(sw.text)
+                calls = called_levels(model, path, site.function, site.gates, sw.text, rs) if handed else []
+                if any(1 < level <= max_level for _, level in calls):
+                    # a level helper (`kvtrace(level, ...)`): each call runs it at the level it
+                    # passes (a helper every call runs at one level stays one site)
+                    for edge, level in calls:
+                        at = frequency(model, edge.caller, edge.site, rs, default_only=False)
+                        out[sw.text].append(replace(
+                            gated, path=edge.path, line=edge.site.line, function=edge.caller[1] if edge.caller else None,
+                            frequency=at, code=edge.site.code, cost_us=enabled_cost(rs, site.role or "", at),
+                            level=level if level <= max_level else 0))
+                    continue
+                level, _ = levels.get(sw.text, (0, ""))
+                out[sw.text].append(replace(gated, level=level) if 0 < level <= max_level else gated)
+            # a helper's fallback to a level knob (`_diag("X", 2)` when X is unset): the knob's site too
+            for var, (level, via) in sorted(levels.items()):
+                if via and var not in names and level <= max_level:
+                    out[var].append(replace(gated, level=level, via=via))
     return out
 
 

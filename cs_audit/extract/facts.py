@@ -119,6 +119,11 @@ class StatementFacts(cst.CSTVisitor):
         #: the expression the current statement ends in, and the nodes before it (see ``_code``)
         self.final_expression: tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None = None
         self.pending: list[_Pending] = []
+        #: the comparisons, conditional-expression tests and arithmetic around the current
+        #: node, innermost last: how the expression computes with an env read (``_value_use``)
+        self.around: list[cst.CSTNode] = []
+        #: f-strings around the current node: a value picked there is text for a message
+        self.in_text = 0
         self.local_gates: list[GateRef] = []
         #: the last in-expression disjunction numbered (``GateRef.any_of``, below zero)
         self.any_of = 0
@@ -141,6 +146,8 @@ class StatementFacts(cst.CSTVisitor):
         self.snippet = snippet
         self.final_expression = _final_expression(statement, snippet)
         self.pending.clear()
+        self.around.clear()
+        self.in_text = 0
         self.local_gates.clear()
         self.timestamp_seen = False
         self._walk(statement)
@@ -427,7 +434,9 @@ class StatementFacts(cst.CSTVisitor):
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             return self._simple_refs(expr.expression, not active)
         if isinstance(expr, cst.Comparison):
-            return self._simple_refs(expr.left, active)
+            refs = self._simple_refs(expr.left, active)
+            level = self._level(expr.comparisons[0], active) if len(expr.comparisons) == 1 else ""
+            return [dataclasses.replace(r, level=level) for r in refs] if level else refs
         if isinstance(expr, cst.BooleanOperation):
             left, right = self._simple_refs(expr.left, active), self._simple_refs(expr.right, active)
             if isinstance(expr.operator, cst.And) == active:
@@ -442,7 +451,7 @@ class StatementFacts(cst.CSTVisitor):
             if callee and callee.rsplit(".", 1)[-1] in self.rs.level_guards:
                 return [GateRef("level", callee, (), active)]
             if callee:
-                return [GateRef("call", callee, tuple(_literal_str(a.value) or "" for a in expr.args[:3]), active)]
+                return [GateRef("call", callee, tuple(_arg_text(a.value) for a in expr.args[:3]), active)]
         if isinstance(expr, (cst.Name, cst.Attribute)):
             raw = self.raw_dotted(expr)
             if raw and raw not in ("True", "False", "None"):
@@ -460,7 +469,9 @@ class StatementFacts(cst.CSTVisitor):
         return False
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
+        self.around.append(node)
         self._walk(node.test)
+        self.around.pop()
         for branch, active in ((node.body, True), (node.orelse, False)):
             refs = self._simple_refs(node.test, active)
             self.local_gates.extend(refs)
@@ -499,6 +510,7 @@ class StatementFacts(cst.CSTVisitor):
                 wrapped_by=tuple(f"{p.callee}:{p.mode or 'r'}" if p.role == "open" else p.callee
                                  for p in reversed(self.pending) if p.role != "env" and p.callee != "?"),
                 path_kind=s.path_kind, path_reason=s.path_reason,  # type: ignore[arg-type]
+                **self._value_use(node),
             )
         )
         if var and default and "/" in default and _OUTPUT_VAR.search(var):
@@ -539,7 +551,93 @@ class StatementFacts(cst.CSTVisitor):
         if isinstance(node.target, cst.Subscript):
             self.skip_nodes.add(id(node.target))  # os.environ["X"] = ... sets, not reads
 
+    def _level(self, target: cst.ComparisonTarget, active: bool, mirrored: bool = False) -> str:
+        """``GateRef.level`` of the left side of a comparison with one operator (of its right
+        side, ``mirrored``): the least int it holds (or fails, not ``active``) from."""
+        other = target.comparator
+        if isinstance(other, cst.Integer):
+            try:
+                base = str(int(other.value, 0))
+            except ValueError:
+                return ""
+        elif isinstance(other, cst.Name) and self.snippet is not None and other.value in self.snippet.params:
+            base = f"param:{other.value}"
+        elif isinstance(target.operator, cst.Equal) and (_literal_str(other) or "").isdigit():
+            base = str(int(_literal_str(other) or "0"))  # `getenv("X", "0") == "2"`: the string of a level
+        else:
+            return ""
+        op = target.operator.__class__
+        if mirrored:
+            op = _MIRRORED_CST.get(op, op)
+        if active and op in (cst.GreaterThanEqual, cst.Equal) or not active and op is cst.LessThan:
+            return base
+        if active and op is cst.GreaterThan or not active and op is cst.LessThanEqual:
+            return f"{base}+1" if base.startswith("param:") else str(int(base) + 1)
+        return ""
+
+    def _value_use(self, node: cst.CSTNode) -> dict[str, str]:
+        """``EnvRead.level`` and ``EnvRead.used_as`` of a read: what the comparison, the
+        conditional expression or the arithmetic it is an operand of (through conversions
+        and `not`) does with its value."""
+        out: dict[str, str] = {}
+        inner = node
+        for around in reversed(self.around):
+            if isinstance(around, cst.Comparison):
+                if len(around.comparisons) != 1:
+                    break
+                target = around.comparisons[0]
+                if _unwrap(around.left) is inner:
+                    out["level"] = self._level(target, True)
+                elif _unwrap(target.comparator) is inner:
+                    left = cst.ComparisonTarget(operator=target.operator, comparator=around.left)
+                    out["level"] = self._level(left, True, mirrored=True)
+                else:
+                    break
+                inner = around  # `x if X > 0 else y` still chooses by the value
+            elif isinstance(around, cst.IfExp):
+                if _unwrap(around.test) is inner and not self._in_message():
+                    # a branch that is a call or a method picks what runs (`Tracer()`, `logger.info`)
+                    picked = [self.dotted(b.func if isinstance(b, cst.Call) else b) or "?"
+                              for b in (around.body, around.orelse) if isinstance(b, (cst.Call, cst.Attribute))]
+                    out["used_as"] = f"choice:{picked[0]}" if picked else "choice"
+                break
+            elif isinstance(around, cst.BinaryOperation):
+                if _unwrap(around.left) is inner:
+                    other = around.right
+                elif _unwrap(around.right) is inner:
+                    other = around.left
+                else:
+                    break
+                if _arithmetic(around.operator, other, _converted(around, node)) and not self._in_message():
+                    out["used_as"] = "arithmetic"
+                break
+        if not out.get("level"):
+            out.pop("level", None)
+        return out
+
+    def _in_message(self) -> bool:
+        """Whether the current node builds the text of a message: inside an f-string or the
+        arguments of an emitter or a formatting call (`"ROCm: {}".format("on" if X else "off")`)."""
+        return bool(self.in_text) or any(
+            p.role in EMITTER_ROLES or p.callee.rsplit(".", 1)[-1] in _TEXT_CALLS for p in self.pending)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self.in_text += 1
+
+    def leave_FormattedString(self, original_node: cst.FormattedString) -> None:
+        self.in_text -= 1
+
+    def leave_Comparison(self, original_node: cst.Comparison) -> None:
+        self.around.pop()
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self.around.append(node)
+
+    def leave_BinaryOperation(self, original_node: cst.BinaryOperation) -> None:
+        self.around.pop()
+
     def visit_Comparison(self, node: cst.Comparison) -> None:
+        self.around.append(node)
         left = node.left
         for target in node.comparisons:
             if isinstance(target.operator, (cst.In, cst.NotIn)) and self.dotted(target.comparator) in self.rs.env_mappings:
@@ -685,6 +783,7 @@ class StatementFacts(cst.CSTVisitor):
                 callee=callee, function=s.function, line=s.line, end_line=s.end_line, gates=self.gates,
                 loop_depth=s.loop_depth, loop_iter=s.loop_iter,
                 literal_args=tuple(_literal_str(a.value) for a in node.args[:4] if a.keyword is None),
+                int_args=_int_args([a.value for a in node.args[:4] if a.keyword is None]),
                 eager=_eager_kinds(node, self.rs, self.dotted, role == "log"), arg_calls=tuple(dict.fromkeys(arg_calls)),
                 role=role, level=level, resolution=resolution,  # type: ignore[arg-type]
                 in_emitter_args=any(p.role in EMITTER_ROLES for p in self.pending),
@@ -718,6 +817,64 @@ _IS_NODE = _NodeClasses()
 
 #: node class -> (its visit_ method name or None, its leave_ method name or None, the fields to enter)
 _WALK_PLANS: dict[type, tuple[str | None, str | None, tuple[str, ...]]] = {}
+
+_MIRRORED_CST: dict[type, type] = {
+    cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan,
+    cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual,
+}
+#: calls that build text: a value picked or computed in their arguments is part of a message
+_TEXT_CALLS = frozenset({"format", "join", "print", "write", "repr"})
+#: calls whose result is still the value they are given, as a number, a flag or a string
+_CONVERSIONS = frozenset({"int", "float", "bool", "str"})
+#: operators that compute only with numbers (`+`, `%` and `/` also join strings and paths)
+_NUMBER_ONLY_OPERATORS = (cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Power, cst.LeftShift, cst.RightShift)
+_STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+
+
+def _unwrap(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` without the conversions and `not` around it (`int(getenv(...))`, `not X`)."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _CONVERSIONS and len(node.args) == 1:
+            node = node.args[0].value
+        elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            node = node.expression
+        else:
+            return node
+
+
+def _converted(around: cst.BinaryOperation, node: cst.CSTNode) -> bool:
+    """Whether the read is made a number before the operator takes it (`int(getenv(...)) + 1`)."""
+    for side in (around.left, around.right):
+        if isinstance(side, cst.Call) and isinstance(side.func, cst.Name) and side.func.value in ("int", "float") and _unwrap(side) is node:
+            return True
+    return False
+
+
+def _arithmetic(operator: cst.BaseBinaryOp, other: cst.BaseExpression, number: bool) -> bool:
+    """Whether a binary operation computes with numbers: an operator that only numbers
+    have, or one that strings and paths share (`+`, `%`, `/`) with a number on either side."""
+    if isinstance(other, _STRINGS):
+        return False
+    if isinstance(operator, _NUMBER_ONLY_OPERATORS):
+        return True
+    return number or isinstance(other, (cst.Integer, cst.Float))
+
+
+def _int_args(args: list[cst.BaseExpression]) -> tuple[int | None, ...]:
+    """``CallSite.int_args``: int literals among the arguments, () when there is none."""
+    values = tuple(int(t) if (t := _arg_text(a)) and isinstance(a, cst.Integer) else None for a in args)
+    return values if any(v is not None for v in values) else ()
+
+
+def _arg_text(node: cst.BaseExpression) -> str:
+    """A call gate's argument as ``GateRef.args`` keeps it: a string or an int literal (a
+    switch name, a level: `_diag("X", 2)`), "" for anything else."""
+    if isinstance(node, cst.Integer):
+        try:
+            return str(int(node.value, 0))
+        except ValueError:
+            return ""
+    return _literal_str(node) or ""
 
 
 def _walk_plan(cls: type) -> tuple[str | None, str | None, tuple[str, ...]]:

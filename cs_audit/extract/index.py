@@ -514,6 +514,43 @@ def _compare_default(default: str | None, conversion: str, op: ast.cmpop, right:
         return None
 
 
+def _arg_text(node: ast.expr) -> str:
+    """A call gate's argument as ``GateRef.args`` keeps it: a string or an int literal (a
+    switch name, a level: `_diag("X", 2)`), "" for anything else."""
+    if isinstance(node, ast.Constant) and (isinstance(node.value, str) or type(node.value) is int):
+        return str(node.value)
+    return ""
+
+
+def int_args(args: list[ast.expr]) -> tuple[int | None, ...]:
+    """``CallSite.int_args``: int literals among the arguments, () when there is none."""
+    values = tuple(a.value if a.__class__ is ast.Constant and type(a.value) is int else None for a in args)  # type: ignore[attr-defined]
+    return values if any(v is not None for v in values) else ()
+
+
+def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ...]) -> str:
+    """``GateRef.level`` of an operand compared by ``op`` with ``right``, for the code that
+    runs when the comparison is ``active`` (holds) or not: the least value it runs at, when
+    it runs for the values from some level up (`>= 2`, `> 1`, `== 2`, or `< 3` failing)."""
+    if isinstance(right, ast.Constant) and type(right.value) is int:
+        base = str(right.value)
+    elif isinstance(right, ast.Constant) and isinstance(right.value, str) and right.value.isdigit() and isinstance(op, ast.Eq):
+        base = str(int(right.value))  # `getenv("X", "0") == "2"`: the string of a level
+    elif isinstance(right, ast.Name) and right.id in params:
+        base = f"param:{right.id}"
+    else:
+        return ""
+    if active and isinstance(op, (ast.GtE, ast.Eq)) or not active and isinstance(op, ast.Lt):
+        bump = False
+    elif active and isinstance(op, ast.Gt) or not active and isinstance(op, ast.LtE):
+        bump = True
+    else:
+        return ""
+    if not bump:
+        return base
+    return f"{base}+1" if base.startswith("param:") else str(int(base) + 1)
+
+
 def _literal(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)) or (
         isinstance(node, ast.Constant) and node.value is None
@@ -917,6 +954,7 @@ class _Indexer(ast.NodeVisitor):
         defaults = list(zip([a.arg for a in positional][len(positional) - len(node.args.defaults):], node.args.defaults))
         defaults += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
         param_defaults = tuple((name, d.value) for name, d in defaults if isinstance(d, ast.Constant) and isinstance(d.value, str))
+        int_defaults = tuple((name, d.value) for name, d in defaults if isinstance(d, ast.Constant) and type(d.value) is int)
         decorators = tuple(
             d for d in (dotted(dec.func if isinstance(dec, ast.Call) else dec, self.aliases) for dec in node.decorator_list) if d
         )
@@ -958,6 +996,7 @@ class _Indexer(ast.NodeVisitor):
                 body_lines=end - node.lineno + 1, decorators=decorators,
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
+                int_defaults=int_defaults,
             )
         )
 
@@ -1349,6 +1388,7 @@ class _Indexer(ast.NodeVisitor):
             None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
             self.loop_iters[-1] if self.loop_iters else "",
             self._column(call.lineno, call.col_offset), self._column(call.end_lineno or call.lineno, call.end_col_offset or 0),
+            int_args(args[:4]),
         )))
 
     # ------------------------------------------------------------ gate operands
@@ -1489,11 +1529,23 @@ class _Indexer(ast.NodeVisitor):
                 low = not low
         start = len(out)
         self._refs(expr.left, active != low, out)
+        single = len(expr.ops) == 1
+        level = level_of(op, right, active, self._params()) if single else ""
+        if level:
+            out[start:] = [replace(r, level=level) for r in out[start:]]
         if literal is None and not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
             flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
+            middle = len(out)
             self._refs(right, (active == low) if flips else active, out)
+            mirrored = _MIRRORED.get(op.__class__)
+            level = level_of(mirrored(), expr.left, active, self._params()) if single and mirrored else ""
+            if level:  # `2 <= LEVEL`
+                out[middle:] = [replace(r, level=level) for r in out[middle:]]
         # a name compared with something is an operand (`x not in seen`), never a bare flag
         out[start:] = [as_operand(r) if r.kind == "name" else r for r in out[start:]]
+
+    def _params(self) -> tuple[str, ...]:
+        return self.function.params if self.function is not None else ()
 
     def _default_decides(self, left: ast.expr, op: ast.cmpop, right: ast.expr, active: bool, out: list[GateRef]) -> bool:
         """A comparison of an env value with literals, judged with the value it has when the
@@ -1507,11 +1559,12 @@ class _Indexer(ast.NodeVisitor):
         if holds is None:
             return False
         if holds != active:  # off by default: gated by the variable
+            level = level_of(op, right, active, self._params())
             if key.startswith("name:"):
                 self._refs(ast.Name(id=key[5:], ctx=ast.Load()), True, out)
-                out[-1:] = [as_operand(r) for r in out[-1:]]
+                out[-1:] = [replace(as_operand(r), level=level) for r in out[-1:]]
             else:
-                out.append(GateRef("env", key, (), True))
+                out.append(GateRef("env", key, (), True, level=level))
         else:
             out.append(DEFAULT_ON)
         return True
@@ -1543,8 +1596,7 @@ class _Indexer(ast.NodeVisitor):
                 if registry.access == "method" and owner == registry.object and func.attr in registry.methods:
                     out.append(GateRef("env", func.value.attr, (), active))
                     return
-        args = tuple(a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "" for a in expr.args[:3])
-        out.append(GateRef("call", callee, args, active))
+        out.append(GateRef("call", callee, tuple(_arg_text(a) for a in expr.args[:3]), active))
 
     def _name_ref(self, expr: ast.Name | ast.Attribute, active: bool, out: list[GateRef]) -> None:
         if isinstance(expr, ast.Attribute):

@@ -132,7 +132,22 @@ def switch_dict(s: Switch) -> dict[str, Any]:
         "disposition": s.disposition,
         "merge_into": s.merge_into,
         "reasons": list(s.reasons),
+        "levels": _levels_list(s),
     }
+
+
+def _levels_list(s: Switch) -> list[dict[str, Any]]:
+    """Per value the code compares the switch with (empty for an on/off switch): the sites that
+    start to run at it, each with ``via``, the switch its own gate names when it runs here
+    through a helper's fallback to this level knob."""
+    out = []
+    for value in s.levels:
+        rows = [x for x in s.sites if max(x.level, 1) == value]
+        out.append({
+            "level": value, "gated_sites": len(rows), "gpu_sync": any(x.gpu_sync for x in rows),
+            "sites": [{"path": x.path, "line": x.line, "via": x.via or None} for x in rows],
+        })
+    return out
 
 
 def _added_in_dict(s: Switch) -> dict[str, Any] | None:

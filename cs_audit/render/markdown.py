@@ -583,19 +583,50 @@ def enabled_cost(result: AuditResult, rs: RuleSet) -> str:
         "|---|---|---|---|---|---|",
     ]
     for s in sorted(rows, key=lambda s: (-sum(site.cost_us for site in s.sites), s.name)):
-        work = Counter(site.work for site in s.sites)
-        places = list(dict.fromkeys(f"{site.path}:{site.line}" for site in s.sites))
-        where = ", ".join(code(p) for p in places[:6]) + (f" (+{len(places) - 6})" if len(places) > 6 else "")
-        sync = next((site for site in s.sites if site.gpu_sync), None)
-        total = sum(site.cost_us for site in s.sites)
-        lines.append(
-            f"| {code(s.name)} | {where} | {cell('; '.join(f'{n}× {w}' for w, n in sorted(work.items())))} | "
-            f"{'**yes** ' + code(f'{sync.path}:{sync.line}') if sync else 'no'} | {', '.join(code(f) for f in s.files) or '—'} | "
-            f"{f'≈ {total:,.0f} *estimate*' if total else 'n/a'} |"
-        )
+        if not s.levels:
+            lines.append(_enabled_row(code(s.name), list(s.sites), s.files, sum(site.cost_us for site in s.sites), ""))
+            continue
+        # a level switch: one row per value the code tells apart, with what it adds to the ones below
+        below = 0.0
+        for n, value in enumerate(s.levels):
+            sites = [site for site in s.sites if max(site.level, 1) == value]
+            added = sum(site.cost_us for site in sites)
+            below += added
+            total = f" (≈ {below:,.0f} with the levels below)" if n and added and below > added else ""
+            lines.append(_enabled_row(code(f"{s.name}={value}"), sites, s.files if n == 0 else (), added, total))
     lines += _others([s for s in gating if s.category not in OBSERVING], "switches that gate sites but configure the engine")
-    lines.append("")
+    if any(s.levels for s in rows):
+        if lines[-1]:
+            lines.append("")
+        lines += ["A level switch has a row per value its code compares it with: what "
+                  "that value turns on in addition to the values below it (a site reached through a helper's "
+                  "fallback to the level, `_diag(\"X\", 2)` with `X` unset, is listed `as X`).", ""]
+    else:
+        lines.append("")
     return "\n".join(lines)
+
+
+def _enabled_row(name: str, sites: list, files: tuple[str, ...], total: float, total_note: str) -> str:
+    """One §2 row: a switch (or one value of a level switch) and the sites it turns on."""
+    work = Counter(site.work for site in sites)
+    places: dict[str, list[str]] = {}
+    for site in sites:
+        places.setdefault(site.via, [])
+        where = f"{site.path}:{site.line}"
+        if where not in places[site.via]:
+            places[site.via].append(where)
+    parts, shown = [], 0
+    for via, wheres in sorted(places.items()):
+        listed = wheres[:max(0, 6 - shown)]
+        shown += len(listed)
+        text = ", ".join(code(p) for p in listed) + (f" (+{len(wheres) - len(listed)})" if len(wheres) > len(listed) else "")
+        parts.append(f"as {code(via)}: {text}" if via else text)
+    sync = next((site for site in sites if site.gpu_sync), None)
+    cost = f"≈ {total:,.0f} *estimate*{total_note}" if total else "n/a"
+    return (
+        f"| {name} | {'; '.join(parts)} | {cell('; '.join(f'{n}× {w}' for w, n in sorted(work.items())))} | "
+        f"{'**yes** ' + code(f'{sync.path}:{sync.line}') if sync else 'no'} | {', '.join(code(f) for f in files) or '—'} | {cost} |"
+    )
 
 
 _TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9_ :./-]{2,40})\]")
