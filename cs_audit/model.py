@@ -404,6 +404,41 @@ class EventLoop:
 
 @restorable
 @dataclass(frozen=True, slots=True)
+class MessageUse:
+    """A call that takes a message local as one of its arguments (``BuiltMessage``): its
+    lines and its callee's last name, which pick its call site among the file's calls."""
+
+    line: int
+    end_line: int
+    method: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class BuiltMessage:
+    """A string formatted into a local that is read nowhere but as an argument of calls
+    (`msg = f"step {i}"` ... `logger.debug(msg)`): the formatting is paid where it is built,
+    whether or not those calls emit it (``eager-format`` when none does by default)."""
+
+    name: str
+    function: str
+    line: int
+    end_line: int
+    col: int
+    end_col: int
+    gates: tuple[GateRef, ...]
+    loop_depth: int
+    loop_iter: str
+    #: the formatting it does (``CallSite.eager``), and `call:item` for a sync in it
+    eager: tuple[str, ...]
+    code: str
+    uses: tuple[MessageUse, ...]
+    path_kind: PathKind = "normal"
+    path_reason: str = ""
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
 class FileFacts:
     path: str
     module: str  # dotted module name derived from the path
@@ -435,6 +470,8 @@ class FileFacts:
     #: a gate of the file tests (`self.tracer = Tracer() if env_flag("T") else None`): the
     #: name is truthy only when those gates hold; none for a falsy constant
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
+    #: strings formatted into locals only calls read (``BuiltMessage``)
+    built_messages: tuple[BuiltMessage, ...] = ()
 
 
 @restorable
@@ -497,10 +534,12 @@ class EnvReadDetail:
 @dataclass(frozen=True, slots=True)
 class EmitterDetail:
     """default-on-emitter, eager-format: the emitter's callee, and the record's level (the
-    role for a print or write; ``helper`` for a gated helper's eager arguments)."""
+    role for a print or write; ``helper`` for a gated helper's eager arguments; ``local`` for
+    a message built in the local ``local`` that only that emitter reads)."""
 
     emitter: str
     level: str
+    local: str = ""
 
 
 @restorable

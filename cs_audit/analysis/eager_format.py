@@ -1,12 +1,13 @@
 """``eager-format``: formatting work done before the level or env check that decides whether
-anything is emitted: in a log call's message (paid before the level check), or in the
-arguments of a helper that checks its own gate inside (paid before that check)."""
+anything is emitted: in a log call's message (paid before the level check), in the
+arguments of a helper that checks its own gate inside (paid before that check), or in a
+local that only such calls read (`msg = f"..."` ... `if DEBUG: logger.debug(msg)`)."""
 
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, gated_run, per_step_cost, syncing_functions
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
-from cs_audit.model import LEVEL_SWITCH, CallSite, EmitterDetail, Finding
+from cs_audit.model import LEVEL_SWITCH, BuiltMessage, CallSite, EmitterDetail, Finding, PlainCall, SwitchRef
 from cs_audit.ruleset import RuleSet
 
 RULE = "eager-format"
@@ -21,6 +22,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             elif site.role is None and (site.eager or site.arg_calls):
                 if not site_switches(model, path, site.function, site.gates, rs):
                     _helper_call(model, rs, out, path, site)
+        if model.facts[path].built_messages:
+            _message_locals(model, rs, out, path)
 
 
 def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
@@ -64,9 +67,53 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
             path=(site.path_kind, site.path_reason))
 
 
+def _message_locals(model: TreeModel, rs: RuleSet, out: Findings, path: str) -> None:
+    """A message built in a local whose every reader is an emitter that, by default, drops it
+    where the building statement runs: a record below the default level, one behind a switch
+    the building statement is not under, a gated emitter helper."""
+    calls: dict[tuple[str | None, int, int], list[CallSite | PlainCall]] = {}
+    for site in model.facts[path].calls:
+        calls.setdefault((site.function, site.line, site.end_line), []).append(site)
+    for built in model.facts[path].built_messages:
+        own = set(site_switches(model, path, built.function, built.gates, rs))
+        emitters = [_dropped_by(model, rs, path, built, own, calls.get((built.function, use.line, use.end_line), []), use.method)
+                    for use in built.uses]
+        if not emitters or None in emitters:
+            continue
+        switch, freq = gated_run(model, path, built.function, built.gates, built, rs)
+        syncs = any(kind.startswith("call:") for kind in built.eager)
+        out.add(RULE, path, built.line, built.end_line, built.function, switch, freq, syncs, built.code,
+                per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), built.eager,
+                detail=EmitterDetail(emitter=emitters[0], level="local", local=built.name), cols=(built.col, built.end_col),
+                path=(built.path_kind, built.path_reason))
+
+
+def _dropped_by(model: TreeModel, rs: RuleSet, path: str, built: BuiltMessage, own: set[SwitchRef],
+                sites: list[CallSite | PlainCall], method: str) -> str | None:
+    """The emitter a use of a message local is, when it drops the message by default where
+    the local is built; None for any other call (or one not found)."""
+    site = next((s for s in sites if s.callee.rsplit(".", 1)[-1] == method), None)
+    if site is None:
+        return None
+    if site.role in EMITTER_ROLES:
+        switches = set(site_switches(model, path, site.function, site.gates, rs))
+        if switches - own:
+            return site.callee  # behind a switch the building statement is not under
+        formats = site.role != "log" or rs.level_passes(site.level) or site.level == "once" and not site.callee.endswith("debug_once")
+        return None if formats or LEVEL_SWITCH in own else site.callee
+    if site.role is None and not own:
+        targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())
+        helper = next((t for t in targets if t in model.gated_emitter_helpers), None)
+        return helper[1] if helper is not None else None
+    return None
+
+
 def message(f: Finding) -> str:
     detail = f.detail if isinstance(f.detail, EmitterDetail) else EmitterDetail("?", "")
     kinds = ", ".join(f.eager_kinds)
+    if detail.level == "local":
+        return (f"`{detail.local}` is built ({kinds}) each time this runs, but only `{detail.emitter}` reads it and that "
+                "does not emit by default here; build it under the same check as the emitter, or pass lazy arguments.")
     if detail.level == "helper":
         return (f"arguments to `{detail.emitter}()` are built ({kinds}) before it checks its own gate; "
                 "test the gate at the call site.")

@@ -22,8 +22,20 @@ from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
 
+from cs_audit.extract.messages import argument_uses, format_kinds
 from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, function_context, resolve
-from cs_audit.model import DEFAULT_ON, HANDED, CallSite, FunctionDef, GateRef, PlainCall, as_operand, closure_arg
+from cs_audit.model import (
+    DEFAULT_ON,
+    HANDED,
+    BuiltMessage,
+    CallSite,
+    FunctionDef,
+    GateRef,
+    MessageUse,
+    PlainCall,
+    as_operand,
+    closure_arg,
+)
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -131,6 +143,8 @@ class ModuleIndex:
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     #: (function, name, gates of the value) of the assignments to names a gate tests
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
+    #: strings formatted into locals that only calls read (``extract.messages``)
+    built_messages: tuple[BuiltMessage, ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -592,6 +606,8 @@ class _Scope:
     path_names: set[str] = field(default_factory=set)
     #: the names it declares `global`, as the walk meets them (``FunctionDef.global_names``)
     global_names: set[str] = field(default_factory=set)
+    #: its assignments of formatted strings to plain names (``_Indexer._note_message``)
+    messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] | None = None
 
     def persistent(self, name: str) -> bool:
         """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
@@ -742,6 +758,8 @@ class _Indexer(ast.NodeVisitor):
         self.incremented: set[str] = set()
         #: (line, function, gates, what) of the gated statements that change state or control flow
         self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
+        #: messages formatted into locals only calls read, each with its path contexts
+        self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
 
     # ------------------------------------------------------------ context
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -979,6 +997,8 @@ class _Indexer(ast.NodeVisitor):
         handler = function_context(node.name)
         saved_paths, self.path_contexts = self.path_contexts, (handler,) if handler else ()
         self._block(node.body)
+        if scope.messages:
+            self._message_uses(scope, node)
         self.path_contexts = saved_paths
         self.loop_iters = saved_iters
         self.loop_depth = saved_loops
@@ -1150,6 +1170,8 @@ class _Indexer(ast.NodeVisitor):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             self._note_assign(targets, node.value)
+            if self.function is not None and len(targets) == 1 and targets[0].__class__ is ast.Name and node.value is not None:
+                self._note_message(node, targets[0].id, node.value)  # type: ignore[attr-defined]
             if len(targets) == 1:
                 target = raw_dotted(targets[0])
                 scope = self.function
@@ -1191,6 +1213,43 @@ class _Indexer(ast.NodeVisitor):
             scope.host = scope.host | {name} if host else scope.host - {name}
             self._host_after = None
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
+
+    def _note_message(self, node: ast.stmt, name: str, value: ast.expr) -> None:
+        """`msg = f"step {i}"`: a formatted string in a local, kept until the function's end
+        tells whether only calls read it (``_message_uses``)."""
+        kinds = format_kinds(value, self.rs.eager_calls, self._dotted)
+        scope = self.function
+        if not kinds or scope is None:
+            return
+        rs = self.rs
+        for call in _calls_in(value):  # `f"loss {t.item()}"`: the sync is paid with the message
+            func = call.func
+            if (func.__class__ is ast.Attribute and func.attr in rs.sync_methods and not call.args  # type: ignore[attr-defined]
+                    and (raw_dotted(func.value) or "").split(".")[0] not in rs.not_tensor_receivers  # type: ignore[attr-defined]
+                    and not _host_value(func.value, scope.host, self.aliases)):  # type: ignore[attr-defined]
+                kinds += (f"call:{func.attr}",)  # type: ignore[attr-defined]
+        end = node.end_lineno or node.lineno
+        message = BuiltMessage(
+            name=name, function=scope.qualname, line=node.lineno, end_line=end,
+            col=self._column(node.lineno, node.col_offset), end_col=self._column(end, node.end_col_offset or 0),
+            gates=self._gates_now(), loop_depth=self.loop_depth, loop_iter=self.loop_iters[-1] if self.loop_iters else "",
+            eager=tuple(dict.fromkeys(kinds)), code=" ".join(self._source(node).split())[:160], uses=(),
+        )
+        if scope.messages is None:
+            scope.messages = []
+        scope.messages.append((message, self.path_contexts))
+
+    def _message_uses(self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """The calls that read each message local of a function, once it is walked; a
+        parameter, a global or a name read otherwise keeps none (and is dropped)."""
+        messages = scope.messages or []
+        names = {m.name for m, _ in messages if scope.binds(m.name) and m.name not in scope.params}
+        found = argument_uses(node, names) if names else {}
+        self.built_messages.extend((replace(m, uses=tuple(MessageUse(*use) for use in found[m.name])), contexts)
+                                   for m, contexts in messages if m.name in found)
+
+    def _dotted(self, node: ast.AST) -> str | None:
+        return dotted(node, self.aliases)
 
     def _is_path_name(self, name: str) -> bool:
         """Whether a name holds a value that starts as a path (``_starts_as_path``) here: a
@@ -1735,7 +1794,11 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     incremented = frozenset(indexer.incremented)
     snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
     derived = indexer.derived()
+    messages = tuple(replace(m, path_kind=kind, path_reason=reason) if contexts else m
+                     for m, contexts in indexer.built_messages
+                     for kind, reason in (resolve(contexts, incremented) if contexts else ("normal", ""),))
     return ModuleIndex(
+        built_messages=messages,
         effects=tuple(indexer.effects),
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),

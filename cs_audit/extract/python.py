@@ -131,6 +131,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         event_loops=event_loops(tree, text, rs.event_loop_steps, rs.stop_flag_re),
         gated_effects=index.effects,
         derived=index.derived,
+        built_messages=index.built_messages,
     )
 
 

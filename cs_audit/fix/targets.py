@@ -34,6 +34,8 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
             if f.rule == "eager-format":
                 detail = f.detail if isinstance(f.detail, EmitterDetail) else None
                 col = max(f.col - 1, 0)
+                if detail is not None and detail.level == "local":
+                    continue  # a message built in a local: where to move it is the author's call
                 if detail is not None and detail.level == "helper":
                     add(f.path, _helper_target(f, col, facts, root))
                 else:

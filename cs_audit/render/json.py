@@ -103,6 +103,8 @@ def detail_fields(f: Finding) -> dict[str, str]:
     fields = {name: getattr(f.detail, name) for name in sorted(f.detail.__slots__)}
     if fields.get("cached") == "":
         del fields["cached"]  # a per-call env read: the field says only when a read is cached
+    if fields.get("local") == "":
+        del fields["local"]  # an emitter's own message: the field names only a message local
     return fields
 
 
