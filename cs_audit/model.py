@@ -301,6 +301,9 @@ class CallSite:
     #: the int literal of each of the first positional arguments (None where not one), () when
     #: none is: the level a call of a level helper asks (`kvtrace(2, ...)`)
     int_args: tuple[int | None, ...] = ()
+    #: a sync on what a parameter holds (`x.cpu()`, `x[i].tolist()`, `x` not rebound before):
+    #: that parameter, whose callers decide whether it is host data (``joins.host_data``)
+    on_param: str = ""
 
 
 def holds_fact(site: CallSite) -> bool:
@@ -312,7 +315,7 @@ def holds_fact(site: CallSite) -> bool:
 
 #: the fields of a ``CallSite`` a plain call edge can hold (the others are empty there)
 PLAIN_FIELDS = tuple(name for name in CallSite.__slots__
-                     if name not in ("eager", "arg_calls", "role", "path_pattern", "path_kind", "path_reason"))
+                     if name not in ("eager", "arg_calls", "role", "path_pattern", "path_kind", "path_reason", "on_param"))
 
 
 class PlainCall(tuple):
@@ -327,6 +330,7 @@ class PlainCall(tuple):
     path_pattern: str | None = None
     path_kind: PathKind = "normal"
     path_reason: str = ""
+    on_param: str = ""
 
     @classmethod
     def of(cls, site: CallSite) -> PlainCall:
@@ -404,6 +408,20 @@ class EventLoop:
 
 @restorable
 @dataclass(frozen=True, slots=True)
+class HostArguments:
+    """The arguments of a call that hold host data where the code says so (``Snippet.host``'s
+    rules, ``host_names``): positions (up to a `*args`) and keyword names.  The call is picked
+    by its lines and its callee's last name."""
+
+    line: int
+    end_line: int
+    method: str
+    positions: tuple[int, ...]
+    keywords: tuple[str, ...]
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
 class MessageUse:
     """A call that takes a message local as one of its arguments (``BuiltMessage``): its
     lines and its callee's last name, which pick its call site among the file's calls."""
@@ -472,6 +490,10 @@ class FileFacts:
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
     #: strings formatted into locals only calls read (``BuiltMessage``)
     built_messages: tuple[BuiltMessage, ...] = ()
+    #: calls passing host data (``HostArguments``)
+    host_arguments: tuple[HostArguments, ...] = ()
+    #: it names a device API (``device_apis`` in rules/gpu_syncs.yaml) somewhere
+    touches_device: bool = True
 
 
 @restorable

@@ -29,7 +29,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
         "open_functions", "makedirs_functions", "timestamp_calls", "path_builders", "debug_name_pattern",
         "flag_name_pattern",
     },
-    "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers"},
+    "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers", "host_names", "device_apis"},
     "hot_paths.yaml": {"roots", "loop_raises", "event_loops"},
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
@@ -197,6 +197,10 @@ class RuleSet:
     #: pre-filter walks the statements that hold one, so an API added to the YAML is seen
     api_literals: tuple[tuple[str, ...], ...] = ()
     switch_kinds: SwitchKinds | None = None
+    #: the last part of a name that holds host data (`seq_lens_cpu`); None: no such names
+    host_name_re: re.Pattern[str] | None = None
+    #: what a file handling device memory names (``device_apis``); None: every file may
+    device_re: re.Pattern[str] | None = None
 
     def __getitem__(self, rule_id: str) -> RuleSpec:
         return self.rules[rule_id]
@@ -446,6 +450,8 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         sync_functions=frozenset(sync["functions"]),
         sync_to_cpu=bool(sync["to_cpu"]),
         not_tensor_receivers=frozenset(sync["not_tensor_receivers"]),
+        host_name_re=re.compile(sync["host_names"]) if sync.get("host_names") else None,
+        device_re=re.compile("|".join(f"(?:{p})" for p in sync["device_apis"])) if sync.get("device_apis") else None,
         hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         event_loop_steps=frozenset(str(name).lstrip("_") for name in hot["event_loops"]["step_calls"]),

@@ -43,13 +43,15 @@ V4 = _HEAD + "class Runner:\n    def forward" + _FWD + "\n" + _EXEC.rstrip("\n")
 V5 = V4.replace('        logger.info(f"step {batch} done")\n', "").replace(
     '_KV = os.environ.get("KV_DEBUG") == "1"\n', "").replace(
     "        if _KV:\n            logger.info(\"kv %s\", out.sum().item())\n", "")
+#: it names a device API, so the package's `.item()` calls are syncs (rules/gpu_syncs.yaml `device_apis`)
+UTIL = "import torch\n\n\ndef helper():\n    return torch.cuda.device_count()\n"
 RUN_SH = "#!/bin/sh\nexport ENGINE_TRACE=1\nexec python -m engine\n"
 DECISIONS = "ENGINE_TRACE:\n  disposition: KEEP\n  reason: on-call tracing needs it\n"
 
 COMMITS = [
     ("init", {"engine/__init__.py": "", "engine/runner.py": V0, "scripts/run.sh": RUN_SH, "README.md": "demo\n"}),
     ("add step log", {"engine/runner.py": V1}),
-    ("add KV_DEBUG dump log", {"engine/runner.py": V2, "engine/util.py": "def helper():\n    return 1\n"}),
+    ("add KV_DEBUG dump log", {"engine/runner.py": V2, "engine/util.py": UTIL}),
     ("decide ENGINE_TRACE", {"cs-audit.decisions.yaml": DECISIONS}),
     ("swap methods", {"engine/runner.py": V4}),
     ("drop step log and KV_DEBUG", {"engine/runner.py": V5}),

@@ -426,7 +426,28 @@ class StatementFacts(cst.CSTVisitor):
                 node = inner.value
             else:
                 raw = self.raw_dotted(node)
-                return raw is not None and self.snippet is not None and raw in self.snippet.host
+                if raw is None or self.snippet is None:
+                    return False
+                names = self.rs.host_name_re
+                return raw in self.snippet.host or names is not None and names.search(raw.rpartition(".")[2]) is not None
+
+    def _param_root(self, func: cst.BaseExpression) -> str:
+        """The parameter a method call's receiver is what it holds, or a view of that (`x.cpu()`,
+        `x[i].float().tolist()`), when the function has not assigned it before: "" otherwise."""
+        if not isinstance(func, cst.Attribute) or self.snippet is None:
+            return ""
+        node = func.value
+        while True:
+            if isinstance(node, cst.Subscript):
+                node = node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value not in ("cuda", "to"):
+                node = node.func.value
+            else:
+                break
+        s = self.snippet
+        if isinstance(node, cst.Name) and node.value in s.params and node.value not in s.rebound:
+            return node.value
+        return ""
 
     # ---------------------------------------------------------------- in-expression gates
     def _simple_refs(self, expr: cst.BaseExpression, active: bool) -> list[GateRef]:
@@ -792,6 +813,7 @@ class StatementFacts(cst.CSTVisitor):
                 builds_path=s.builds_path or any(p.callee in self.rs.path_builders or p.callee.endswith("os.path.join") for p in self.pending),
                 bound_to=bound_to, code=code, path_pattern=path_pattern, col=col, end_col=end_col,
                 path_kind=path_kind, path_reason=path_reason,  # type: ignore[arg-type]
+                on_param=self._param_root(node.func) if role == "sync" else "",
             )
         )
 

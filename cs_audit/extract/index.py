@@ -31,6 +31,7 @@ from cs_audit.model import (
     CallSite,
     FunctionDef,
     GateRef,
+    HostArguments,
     MessageUse,
     PlainCall,
     as_operand,
@@ -110,6 +111,8 @@ class Snippet:
     host: frozenset[str] = frozenset()
     #: (free name, qualname of the enclosing function that binds it) of a nested function
     closure: tuple[tuple[str, str], ...] = ()
+    #: parameters assigned before this statement: they no longer hold what the caller passed
+    rebound: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -145,6 +148,7 @@ class ModuleIndex:
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
+    host_arguments: tuple[HostArguments, ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -456,10 +460,11 @@ _TO_DEVICE = frozenset({"cuda", "to"})
 HOST_BUILDERS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
 
 
-def _host_value(node: ast.expr, host: frozenset[str], aliases: dict[str, str]) -> bool:
-    """Whether ``node`` is host data where the code says so: a name that holds it, a call with
-    ``device="cpu"``, ``.cpu()``, ``.to("cpu")``, ``.numpy()``/``.tolist()``, a tensor built
-    from a list, and views of those (`x.cpu().view(-1)`, `x_cpu[:, 5]`)."""
+def _host_value(node: ast.expr, host: frozenset[str], aliases: dict[str, str], names: re.Pattern[str] | None) -> bool:
+    """Whether ``node`` is host data where the code says so: a name that holds it, or is named
+    for it (``names``: `seq_lens_cpu`), a call with ``device="cpu"``, ``.cpu()``, ``.to("cpu")``,
+    ``.numpy()``/``.tolist()``, a tensor built from a list, and views of those
+    (`x.cpu().view(-1)`, `x_cpu[:, 5]`)."""
     while True:
         cls = node.__class__
         if cls is ast.Subscript:
@@ -482,7 +487,7 @@ def _host_value(node: ast.expr, host: frozenset[str], aliases: dict[str, str]) -
             node = func.value
         else:
             raw = raw_dotted(node)
-            return raw is not None and raw in host
+            return raw is not None and (raw in host or names is not None and names.search(raw.rpartition(".")[2]) is not None)
 
 
 def _falsy(node: ast.AST) -> bool:
@@ -633,6 +638,8 @@ class _Scope:
         return name in self.locals
     #: names that hold host data (``Snippet.host``), as of the statement being walked
     host: frozenset[str] = frozenset()
+    #: its parameters assigned a value before the statement being walked (``Snippet.rebound``)
+    rebound: frozenset[str] = frozenset()
 
 
 #: last names of the calls and methods a path is built through (``_starts_as_path``)
@@ -758,6 +765,8 @@ class _Indexer(ast.NodeVisitor):
         self.incremented: set[str] = set()
         #: (line, function, gates, what) of the gated statements that change state or control flow
         self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
+        #: calls passing host data (``HostArguments``)
+        self.host_arguments: list[HostArguments] = []
         #: messages formatted into locals only calls read, each with its path contexts
         self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
 
@@ -849,6 +858,7 @@ class _Indexer(ast.NodeVisitor):
                 end_col=self._column(node.end_lineno or node.lineno, node.end_col_offset or 0), prefix=prefix,
                 path_contexts=self.path_contexts,
                 host=scope.host if scope else frozenset(),
+                rebound=scope.rebound if scope else frozenset(),
                 closure=tuple((name, home.qualname) for name, home in self.closure(scope).items()) if scope else (),
             )
         )
@@ -1176,9 +1186,9 @@ class _Indexer(ast.NodeVisitor):
                 target = raw_dotted(targets[0])
                 scope = self.function
                 if scope is not None and target is not None and (target in scope.host or node.value is not None
-                                                                 and _host_value(node.value, scope.host, self.aliases)):
+                                                                 and _host_value(node.value, scope.host, self.aliases, self.rs.host_name_re)):
                     # after the statement's own snippet: `x = x.cpu()` syncs, then x is on the host
-                    self._host_after = (scope, target, node.value is not None and _host_value(node.value, scope.host, self.aliases))
+                    self._host_after = (scope, target, node.value is not None and _host_value(node.value, scope.host, self.aliases, self.rs.host_name_re))
                 # a module name, a local or a `self.` attribute (not a class body's names)
                 if target is not None and node.value is not None and (self.function is not None or not self.scopes) and (
                         "." not in target or self.function is not None and target.startswith("self.") and target.count(".") == 1):
@@ -1212,6 +1222,12 @@ class _Indexer(ast.NodeVisitor):
             scope, name, host = self._host_after
             scope.host = scope.host | {name} if host else scope.host - {name}
             self._host_after = None
+        if node.__class__ in (ast.Assign, ast.AugAssign, ast.AnnAssign) and self.function is not None and self.function.params:
+            scope = self.function
+            targets = node.targets if node.__class__ is ast.Assign else [node.target]  # type: ignore[attr-defined]
+            rebound = {n.id for t in targets for n in ast.walk(t) if n.__class__ is ast.Name and n.id in scope.params}  # type: ignore[attr-defined]
+            if rebound - scope.rebound:
+                scope.rebound = scope.rebound | rebound
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
 
     def _note_message(self, node: ast.stmt, name: str, value: ast.expr) -> None:
@@ -1226,7 +1242,7 @@ class _Indexer(ast.NodeVisitor):
             func = call.func
             if (func.__class__ is ast.Attribute and func.attr in rs.sync_methods and not call.args  # type: ignore[attr-defined]
                     and (raw_dotted(func.value) or "").split(".")[0] not in rs.not_tensor_receivers  # type: ignore[attr-defined]
-                    and not _host_value(func.value, scope.host, self.aliases)):  # type: ignore[attr-defined]
+                    and not _host_value(func.value, scope.host, self.aliases, rs.host_name_re)):  # type: ignore[attr-defined]
                 kinds += (f"call:{func.attr}",)  # type: ignore[attr-defined]
         end = node.end_lineno or node.lineno
         message = BuiltMessage(
@@ -1247,6 +1263,22 @@ class _Indexer(ast.NodeVisitor):
         found = argument_uses(node, names) if names else {}
         self.built_messages.extend((replace(m, uses=tuple(MessageUse(*use) for use in found[m.name])), contexts)
                                    for m, contexts in messages if m.name in found)
+
+    def _note_host_arguments(self, callee: str, call: ast.Call) -> None:
+        """The arguments of a call that hold host data (``HostArguments``): a helper whose every
+        caller passes host data in a parameter holds host data there (``joins.host_data``)."""
+        scope = self.function
+        host, aliases, names = scope.host if scope else frozenset(), self.aliases, self.rs.host_name_re
+        positions = []
+        for index, arg in enumerate(call.args):
+            if arg.__class__ is ast.Starred:
+                break  # the positions after it are not known
+            if _host_value(arg, host, aliases, names):
+                positions.append(index)
+        keywords = tuple(k.arg for k in call.keywords if k.arg is not None and _host_value(k.value, host, aliases, names))
+        if positions or keywords:
+            self.host_arguments.append(HostArguments(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
+                                                     tuple(positions), keywords))
 
     def _dotted(self, node: ast.AST) -> str | None:
         return dotted(node, self.aliases)
@@ -1386,6 +1418,7 @@ class _Indexer(ast.NodeVisitor):
             if lands:
                 if call.args or call.keywords:
                     self.arguments.append((function, callee, call))
+                    self._note_host_arguments(callee, call)
                 self._plain_call(callee, function, call, gates, source)
             for target in handed:
                 self._plain_call(f"{callee}{HANDED}{target}", function, call, gates, source)
@@ -1417,6 +1450,7 @@ class _Indexer(ast.NodeVisitor):
                 callee, lands = self._callee(call)
                 if callee is not None and lands:
                     self.arguments.append((function, callee, call))
+                    self._note_host_arguments(callee, call)
 
     def _handed(self, call: ast.Call, callee: str, lambda_names: dict[int, str] | None) -> list[str]:
         """The functions handed to a call that it may run itself, as callee texts: its
@@ -1799,6 +1833,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
                      for kind, reason in (resolve(contexts, incremented) if contexts else ("normal", ""),))
     return ModuleIndex(
         built_messages=messages,
+        host_arguments=tuple(indexer.host_arguments),
         effects=tuple(indexer.effects),
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),

@@ -132,6 +132,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         gated_effects=index.effects,
         derived=index.derived,
         built_messages=index.built_messages,
+        host_arguments=index.host_arguments,
+        touches_device=rs.device_re is None or rs.device_re.search(text) is not None,
     )
 
 

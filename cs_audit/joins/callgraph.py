@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
+from cs_audit.joins.host_data import mark_host_syncs
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
@@ -831,6 +832,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
             edges.append(edge)
             callers[target].append(edge)
+    mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
     _propagate_hotness(model, rs)
     model.debug_functions = _debug_functions(model, rs)
