@@ -51,9 +51,30 @@ def format_other(table):
     return str(table.tolist())
 
 
+def format_grid(grid):
+    # one caller makes it host data in one branch and passes it as it came in the other
+    # expect: sync-in-debug
+    return str(grid.cpu())
+
+
+def format_item(row):
+    # one caller passes a loop's item, no longer the host copy of the same name
+    # expect: sync-in-debug
+    return str(row.cpu())
+
+
 class Runner:
-    def execute_model(self, meta, t, ids, other):
+    def execute_model(self, meta, t, ids, other, grid):
         if DEBUG:
+            if isinstance(grid, list):
+                grid = torch.tensor(grid)
+            # expect: sync-in-debug
+            logger.info("grid %s", format_grid(grid))
+            # expect: sync-in-debug
+            row = t.cpu()
+            for row in self.device_rows:
+                # expect: sync-in-debug
+                logger.info("row %s", format_item(row))
             # expect: sync-in-debug
             logger.info("other %s", format_other(meta.map_cpu))
             other.format_other(meta.map)

@@ -1088,9 +1088,21 @@ class _Indexer(ast.NodeVisitor):
         self._header(node.test)
         if self._has_tokens(node.test) and _returns_value(node.body):
             self.returning_tests.add(node.test.lineno)
+        scope = self.function
+        before = scope.host if scope is not None else frozenset()
         self._gated(node.test, True, node.body)
+        if scope is None:
+            if node.orelse:
+                self._gated(node.test, False, node.orelse)
+            return
+        after_body, scope.host = scope.host, before
         if node.orelse:
             self._gated(node.test, False, node.orelse)
+        # host data after the `if` on every path that goes on past it (a branch that leaves does not)
+        if _ends_in_exit(node.orelse):
+            scope.host = after_body
+        elif not _ends_in_exit(node.body):
+            scope.host = after_body & scope.host
 
     def visit_While(self, node: ast.While) -> None:
         self._header(node.test)
@@ -1107,7 +1119,15 @@ class _Indexer(ast.NodeVisitor):
             self._call_edges(_protocol_calls(node.iter, ("__iter__", "__next__")))
         self.loop_depth += 1
         self.loop_iters.append(" ".join(self._source(node.iter).split())[:80])
-        self._block(node.body)
+        scope = self.function
+        if scope is not None and scope.host:
+            # the loop's target holds its items, and the body may run no time at all
+            before = scope.host - {n.id for n in ast.walk(node.target) if n.__class__ is ast.Name}  # type: ignore[attr-defined]
+            scope.host = before
+            self._block(node.body)
+            scope.host = scope.host & before
+        else:
+            self._block(node.body)
         self.loop_iters.pop()
         self.loop_depth -= 1
         self._block(node.orelse)
