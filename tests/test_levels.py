@@ -161,3 +161,47 @@ def test_a_level_helper_runs_each_call_at_the_level_it_passes() -> None:
     switches = _switches({"kv.py": HELPER})
     # an int argument, a level handed on from a helper's own default, a value no literal gives
     assert _levels(switches["ENG_KV_TRACE"]) == {1: [(23, None), (27, None)], 2: [(24, None)], 3: [(19, None)]}
+
+
+def test_a_constant_holding_a_helper_value_is_compared_as_the_switch() -> None:
+    source = '''
+import logging, os
+
+logger = logging.getLogger(__name__)
+
+
+def _get_env(key, type, default):
+    value = os.environ.get(key)
+    if value is None:
+        return default
+    return type(value)
+
+
+_API_LEVEL = _get_env("ENG_API_LOGLEVEL", int, 0)
+
+
+def call(f, args):
+    if _API_LEVEL == 0:
+        return f(*args)
+    logger.debug("call %s", f)
+    if _API_LEVEL >= 3:
+        logger.debug("args %s", args)
+    if _API_LEVEL >= 10:
+        logger.debug("dump %s", [a.cpu() for a in args])
+    return f(*args)
+
+
+def _make_comm(ptr):
+    return (ptr, os.environ.get("ENG_COMM_CAST", "0"))
+
+
+def reduce(x):
+    comm = _make_comm(x)
+    if comm is not None:
+        logger.info("reduce %s", x)
+'''
+    switches = _switches({"api.py": source})
+    assert _levels(switches["ENG_API_LOGLEVEL"]) == {3: [(21, None)], 10: [(23, None), (23, None)]}
+    # `== 0` before a return is as often a size's sanity check: only levels above 1 resolve;
+    # a value that only holds the switch among other things, tested against None: no gate
+    assert switches["ENG_COMM_CAST"]["gated_sites"] == 0

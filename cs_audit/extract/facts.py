@@ -590,6 +590,8 @@ class StatementFacts(cst.CSTVisitor):
         op = target.operator.__class__
         if mirrored:
             op = _MIRRORED_CST.get(op, op)
+        if base == "0" and (active and op is cst.NotEqual or not active and op is cst.Equal):
+            return "1"  # `X != 0`: from level 1
         if active and op in (cst.GreaterThanEqual, cst.Equal) or not active and op is cst.LessThan:
             return base
         if active and op is cst.GreaterThan or not active and op is cst.LessThanEqual:

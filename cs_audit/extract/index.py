@@ -559,6 +559,8 @@ def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ..
         base = f"param:{right.id}"
     else:
         return ""
+    if base == "0" and (active and isinstance(op, ast.NotEq) or not active and isinstance(op, ast.Eq)):
+        return "1"  # `if LEVEL == 0: return`: what follows runs from level 1
     if active and isinstance(op, (ast.GtE, ast.Eq)) or not active and isinstance(op, ast.Lt):
         bump = False
     elif active and isinstance(op, ast.Gt) or not active and isinstance(op, ast.LtE):

@@ -1160,6 +1160,12 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                     return switch
             if key in model.constants:
                 return env_switch(model.constants[key])
+            if key in model.derived and gate.level.isdigit() and int(gate.level) > 1:
+                # compared with a level above on/off (`< 0`, `== 0` are sanity checks of sizes
+                # as often): the value a helper of the tree returned
+                var = _helper_value(model, path, key)
+                if var is not None:
+                    return env_switch(var)
         if "." in ref and not ref.startswith("self."):
             module, name = ref.rsplit(".", 1)
             for other in model.resolver.by_module.get(module, ()):
@@ -1177,6 +1183,26 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _helper_value(model: TreeModel, path: str, key: tuple[str, str]) -> str | None:
+    """The env var a name compared with a level holds when every assignment to it is the
+    value of an env helper of the tree (`_LEVEL = _get_env("X_LEVEL", int, 0)` then `if
+    _LEVEL >= 3:`), as a module constant holds the value of a read. Only for levels: a value
+    a helper builds around the read (`(ptr, envs.X)`) tested against None stands for no switch."""
+    found: str | None = None
+    for function, refs in model.derived[key]:
+        if len(refs) != 1 or refs[0].kind != "call" or not refs[0].active_when_set:
+            return None
+        targets = [t for t in model.resolver.resolve(path, function, refs[0].ref)
+                   if t in model.env_helpers and t not in model.void_helpers]
+        if not targets:
+            return None
+        var = helper_switches(model, targets[0], refs[0].args)[0]
+        if var == "<dynamic>" or found not in (None, var):
+            return None
+        found = var
+    return found
 
 
 def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleSet) -> tuple[SwitchRef | None, bool]:

@@ -138,7 +138,9 @@ def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
         console.print(_text(f"added in: unknown ({s.added_in_note})"))
     sections = [
         ("reads", [(f"{r.path}:{r.line}", r.function or "<module>", "per call" if r.per_call else "once") for r in s.reads]),
-        ("gated sites", [(f"{g.path}:{g.line}", g.work, g.frequency + (", sync" if g.gpu_sync else "")) for g in s.sites]),
+        ("gated sites", [(f"{g.path}:{g.line}", g.work + (f" (as {g.via})" if g.via else ""),
+                          g.frequency + (", sync" if g.gpu_sync else "") + (f", from ={max(g.level, 1)}" if s.levels else ""))
+                         for g in s.sites]),
         ("setters", [(f"{x.path}:{x.line}", x.kind, x.value or "") for x in s.setters]),
         ("readers", [(f"{p}:{line}", pattern, "") for p, line, pattern in s.readers]),
         ("findings", [(f"{f.path}:{f.line}", f.rule, f.frequency) for f in findings]),
