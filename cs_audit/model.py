@@ -390,6 +390,10 @@ class TypeFacts:
     names: tuple[str, ...] = ()
     #: digest of ``classes`` and ``bindings`` (what the resolutions digest takes of them)
     digest: str = ""
+    #: (function, callee, digest of its (slot, source) argument bindings, in order) of each
+    #: call with arguments, in the order of the bindings: the resolutions digest takes those
+    #: of the calls that may land in the tree, without reading every argument binding
+    arguments: tuple[tuple[str | None, str, bytes], ...] = ()
 
 
 @restorable

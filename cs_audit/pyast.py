@@ -26,3 +26,61 @@ def dotted_name(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+#: fields that never hold an AST node with children, per node class (names, literals,
+#: operators): the walkers below skip them, as they skip contexts and type comments.
+_LEAF_FIELDS: dict[type, frozenset[str]] = {
+    ast.Name: frozenset({"id"}), ast.Constant: frozenset({"value", "kind"}), ast.Attribute: frozenset({"attr"}),
+    ast.keyword: frozenset({"arg"}), ast.arg: frozenset({"arg"}), ast.alias: frozenset({"name", "asname"}),
+    ast.FormattedValue: frozenset({"conversion"}), ast.ImportFrom: frozenset({"module", "level"}),
+    ast.FunctionDef: frozenset({"name"}), ast.AsyncFunctionDef: frozenset({"name"}), ast.ClassDef: frozenset({"name"}),
+    ast.Global: frozenset({"names"}), ast.Nonlocal: frozenset({"names"}),
+    ast.BinOp: frozenset({"op"}), ast.UnaryOp: frozenset({"op"}), ast.BoolOp: frozenset({"op"}),
+    ast.Compare: frozenset({"ops"}), ast.AugAssign: frozenset({"op"}),
+}
+_SKIP_FIELDS = frozenset({"ctx", "type_comment"})
+#: node class -> the fields that may hold child nodes (filled on first use)
+CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+
+
+def child_fields(cls: type) -> tuple[str, ...]:
+    fields = CHILD_FIELDS.get(cls)
+    if fields is None:
+        leaf = _LEAF_FIELDS.get(cls, frozenset())
+        fields = CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in leaf)  # type: ignore[attr-defined]
+    return fields
+
+
+def nodes(root: ast.AST) -> list[ast.AST]:
+    """``root`` and its descendants (except contexts, operators and type comments), any order."""
+    return _walk([root], frozenset())
+
+
+def scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
+    """The nodes of ``body`` in its own scope, any order: the functions, lambdas and classes
+    defined in it are there, their insides are not (their names are theirs)."""
+    return _walk(list(body), _SCOPES)
+
+
+def _walk(stack: list[ast.AST], stop: frozenset[type]) -> list[ast.AST]:
+    out: list[ast.AST] = []
+    pop, push, extend, append = stack.pop, stack.append, stack.extend, out.append
+    fields_of, AST = CHILD_FIELDS, ast.AST
+    while stack:
+        node = pop()
+        append(node)
+        cls = node.__class__
+        if cls in stop:
+            continue
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = child_fields(cls)
+        for name in fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                extend([v for v in value if isinstance(v, AST)])
+            elif isinstance(value, AST):
+                push(value)
+    return out

@@ -282,6 +282,45 @@ def test_tables_digest_follows_qualnames_modules_and_types_only(tmp_path: Path) 
     assert callgraph.Resolver(_facts_of(root)[0]).tables_digest() != digest  # a function more
 
 
+
+_PASSING = {
+    "pkg/__init__.py": "",
+    "pkg/engine.py": """
+        def run(cb):
+            return cb()
+
+        def fast():
+            return 1
+
+        def slow():
+            return 2
+
+        def step():
+            record(fast)
+            return run(fast)
+    """,
+}
+
+
+def test_tables_digest_follows_the_arguments_of_calls_that_land_only(tmp_path: Path) -> None:
+    # what a call passes flows into the parameters of the function it lands in: the digest
+    # (taken from each file's argument digests) changes with those arguments only, and the
+    # resolutions it lets a scan take are those a fresh scan makes
+    root = _write_tree(tmp_path / "t", _PASSING)
+    engine = root / "pkg/engine.py"
+    facts, rs = _facts_of(root)
+    first = callgraph.build_model(facts, rs)
+    engine.write_text(engine.read_text(encoding="utf-8").replace("record(fast)", "record(slow)"), encoding="utf-8")
+    facts, rs = _facts_of(root)
+    assert callgraph.Resolver(facts).tables_digest() == first.resolutions.digest  # `record` is no function of the tree
+    engine.write_text(engine.read_text(encoding="utf-8").replace("run(fast)", "run(slow)"), encoding="utf-8")
+    facts, rs = _facts_of(root)
+    again = callgraph.build_model(facts, rs, first.resolutions, set(facts) - {"pkg/engine.py"})
+    fresh = callgraph.build_model(facts, rs)
+    assert again.resolutions.digest == fresh.resolutions.digest != first.resolutions.digest
+    assert _edges(again) == _edges(fresh)
+    assert ("run", "slow") in {(e.caller[1], e.callee[1]) for e in fresh.edges if e.caller is not None}
+
 _HELPERS = '''
     import os
     import logging

@@ -37,6 +37,10 @@ from cs_audit.model import (
     as_operand,
     closure_arg,
 )
+from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
+from cs_audit.pyast import child_fields as _child_fields
+from cs_audit.pyast import nodes as _nodes
+from cs_audit.pyast import scope_nodes
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -217,50 +221,6 @@ def raw_dotted(node: ast.AST) -> str | None:
 MAX_DUPLICATE_LINES = 200
 
 
-#: fields that never hold an AST node with children, per node class (names, literals,
-#: operators): the walkers below skip them.  Walk order of the remaining nodes is unchanged.
-_LEAF_FIELDS: dict[type, frozenset[str]] = {
-    ast.Name: frozenset({"id"}), ast.Constant: frozenset({"value", "kind"}), ast.Attribute: frozenset({"attr"}),
-    ast.keyword: frozenset({"arg"}), ast.arg: frozenset({"arg"}), ast.alias: frozenset({"name", "asname"}),
-    ast.FormattedValue: frozenset({"conversion"}), ast.ImportFrom: frozenset({"module", "level"}),
-    ast.FunctionDef: frozenset({"name"}), ast.AsyncFunctionDef: frozenset({"name"}), ast.ClassDef: frozenset({"name"}),
-    ast.Global: frozenset({"names"}), ast.Nonlocal: frozenset({"names"}),
-    ast.BinOp: frozenset({"op"}), ast.UnaryOp: frozenset({"op"}), ast.BoolOp: frozenset({"op"}),
-    ast.Compare: frozenset({"ops"}), ast.AugAssign: frozenset({"op"}),
-}
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    fields = _CHILD_FIELDS.get(cls)
-    if fields is None:
-        leaf = _LEAF_FIELDS.get(cls, frozenset())
-        fields = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS and f not in leaf)  # type: ignore[attr-defined]
-    return fields
-
-
-def _nodes(root: ast.AST) -> list[ast.AST]:
-    """``root`` and its descendants (except contexts, operators and type comments), any order."""
-    out: list[ast.AST] = []
-    stack = [root]
-    pop, push, extend, append = stack.pop, stack.append, stack.extend, out.append
-    fields_of, AST = _CHILD_FIELDS, ast.AST
-    while stack:
-        node = pop()
-        append(node)
-        cls = node.__class__
-        fields = fields_of.get(cls)
-        if fields is None:
-            fields = _child_fields(cls)
-        for name in fields:
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                extend([v for v in value if isinstance(v, AST)])
-            elif isinstance(value, AST):
-                push(value)
-    return out
-
-
 def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     names = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
     for extra in (func.args.vararg, func.args.kwarg):
@@ -271,21 +231,6 @@ def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         if node.__class__ is Name and node.ctx.__class__ is Store:  # type: ignore[attr-defined]
             names.add(node.id)  # type: ignore[attr-defined]
     return names
-
-
-def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
-    """The nodes of a function's own scope: its body without the bodies of the functions,
-    lambdas and classes defined in it (their names are theirs)."""
-    out: list[ast.AST] = []
-    stack: list[ast.AST] = list(func.body)
-    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, scopes):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return out
 
 
 def _walk_count_below(nodes: list[ast.stmt], limit: int) -> bool:
@@ -355,9 +300,6 @@ def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     for stmt in body:
         _shape(stmt, rename, own_names, out)
     return hashlib.sha1("\x00".join(out).encode()).hexdigest()[:16]
-
-
-_SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -630,12 +572,23 @@ class _Scope:
         if self.locals is None:
             if self.node is None:
                 return False
-            own = _own_nodes(self.node)
-            declared = {n for x in own if isinstance(x, (ast.Global, ast.Nonlocal)) for n in x.names}
-            self.globals = frozenset(n for x in own if isinstance(x, ast.Global) for n in x.names)
+            declared: set[str] = set()
+            global_names: set[str] = set()
+            stored: set[str] = set()
+            Name, Load, Global, Nonlocal = ast.Name, ast.Load, ast.Global, ast.Nonlocal
+            for x in scope_nodes(self.node.body):
+                cls = x.__class__
+                if cls is Name:
+                    if x.ctx.__class__ is not Load:  # type: ignore[attr-defined]
+                        stored.add(x.id)  # type: ignore[attr-defined]
+                elif cls is Global:
+                    global_names.update(x.names)  # type: ignore[attr-defined]
+                    declared.update(x.names)  # type: ignore[attr-defined]
+                elif cls is Nonlocal:
+                    declared.update(x.names)  # type: ignore[attr-defined]
+            self.globals = frozenset(global_names)
             args = self.node.args
             params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
-            stored = {x.id for x in own if x.__class__ is ast.Name and x.ctx.__class__ is not ast.Load}  # type: ignore[attr-defined]
             self.locals = (params | stored) - declared
         return name in self.locals
     #: names that hold host data (``Snippet.host``), as of the statement being walked

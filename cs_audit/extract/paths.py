@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from cs_audit.pyast import dotted_name
+from cs_audit.pyast import dotted_name, scope_nodes
 
 PathKind = Literal["normal", "error", "rare"]
 PathContext = tuple[str, str, str]
@@ -103,11 +103,7 @@ def _stores(body: list[ast.stmt]) -> tuple[set[str], set[str]]:
     """The names a branch assigns, and the containers it stores into (outside nested defs)."""
     assigned: set[str] = set()
     stored: set[str] = set()
-    stack: list[ast.AST] = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
+    for node in scope_nodes(body):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -131,7 +127,6 @@ def _stores(body: list[ast.stmt]) -> tuple[set[str], set[str]]:
                     name = dotted_name(part)
                     if name:
                         assigned.add(name)
-        stack.extend(ast.iter_child_nodes(node))
     return assigned, stored
 
 

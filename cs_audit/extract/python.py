@@ -19,7 +19,7 @@ from typing import TypeVar
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
 from cs_audit.extract.types import source_head, type_facts
-from cs_audit.model import HANDED, Binding, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
+from cs_audit.model import HANDED, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
@@ -142,42 +142,52 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
     a call of its function (or of a function nested in it) starts with it, or a kept
     binding's source does (`x = self.a` then `y = x.b` then `y.run()`)."""
     needed: dict[str, set[str]] = defaultdict(set)
+    head_of = CALLEE_HEAD.match
+    seen: set[tuple[str, str]] = set()
     for site in calls:
         function = site.function
-        if function is None:
+        if function is None or (function, site.callee) in seen:
             continue
-        head = CALLEE_HEAD.match(site.callee.rpartition(HANDED)[2]).group()
+        seen.add((function, site.callee))
+        head = head_of(site.callee.rpartition(HANDED)[2]).group()
         while True:
             needed[function].add(head)
             outer, sep, _ = function.rpartition(".<locals>.")
             if not sep:
                 break
             function = outer
-    kept: list[Binding] = []
-    pending: dict[tuple[str, str], list[Binding]] = defaultdict(list)
-    work: list[Binding] = []
-    for binding in types.bindings:
-        owner, name = binding[0], binding[1]
-        if owner.startswith("def:") and name != "<return>" and name not in needed.get(owner[4:], ()):
-            pending[(owner[4:], name)].append(binding)
+    bindings = types.bindings
+    kept = [False] * len(bindings)
+    #: (function, local) -> the indices of its bindings not kept yet
+    pending: dict[tuple[str, str], list[int]] = defaultdict(list)
+    work: list[int] = []
+    no_names: frozenset[str] = frozenset()
+    for i, (owner, name, _, _) in enumerate(bindings):
+        if owner[:4] == "def:" and name != "<return>" and name not in needed.get(owner[4:], no_names):
+            pending[(owner[4:], name)].append(i)
         else:
-            work.append(binding)
+            work.append(i)
     while work:
-        binding = work.pop()
-        kept.append(binding)
-        function = binding[2]
+        i = work.pop()
+        kept[i] = True
+        function = bindings[i][2]
         if function is None:
             continue
-        head = source_head(binding[3])
+        head = source_head(bindings[i][3])
         if head and (function, head) in pending:
             needed[function].add(head)
             work.extend(pending.pop((function, head)))
-    keep = set(kept)
-    bindings = tuple(b for b in types.bindings if b in keep)
+    bindings = tuple(b for b, keep in zip(bindings, kept) if keep)
     # arguments are left out: whether one matters depends on the tree (``Resolver.tables_digest``)
     digest = hashlib.blake2b(repr((types.classes, [b for b in bindings if b[0][:4] != "arg:"])).encode("utf-8", "surrogateescape"),
                              digest_size=16).hexdigest()
-    return TypeFacts(types.classes, bindings, tuple(sorted({b[1] for b in bindings})), digest)
+    groups: dict[tuple[str | None, str], list[tuple[str, str]]] = {}
+    for owner, name, function, source in bindings:
+        if owner[:4] == "arg:":
+            groups.setdefault((function, owner[4:]), []).append((name, source))
+    arguments = tuple((function, callee, hashlib.blake2b(repr(passed).encode("utf-8", "surrogateescape"), digest_size=8).digest())
+                      for (function, callee), passed in groups.items())
+    return TypeFacts(types.classes, bindings, tuple(sorted({b[1] for b in bindings})), digest, arguments)
 
 
 def _first_of_each(paths: list[tuple[int, str, int, int]]) -> tuple[tuple[int, str, int, int], ...]:

@@ -81,6 +81,8 @@ class _Walker:
         #: id of an ast.Lambda -> its qualname (``extract.index`` numbers them)
         self.lambda_names: dict[int, str] = {}
         self._locals: dict[str, set[str]] = {}
+        #: each owner and source string made so far, by itself
+        self.shared: dict[str, str] = {}
 
     def local_names(self, function: str) -> set[str]:
         """The names a function binds itself (parameters and stored names), on first use."""
@@ -93,10 +95,12 @@ class _Walker:
     def bind(self, owner: str, name: str, function: str | None, sources: list[str]) -> None:
         if not sources:
             return
-        have = self.bindings.setdefault((owner, name, function), [])
+        # one object per distinct string: a pickle writes it once, then refers to it
+        shared = self.shared
+        have = self.bindings.setdefault((shared.setdefault(owner, owner), name, function), [])
         for s in sources:
             if s not in have:
-                have.append(s)
+                have.append(shared.setdefault(s, s))
 
     # ------------------------------------------------------------ statements
     def body(self, stmts: list[ast.stmt], function: str | None, cls: str | None, class_body: str | None,

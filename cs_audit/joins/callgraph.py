@@ -169,6 +169,20 @@ class _FlowState:
     pending: set[int] = field(default_factory=set)
 
 
+class _Memo(dict):
+    """key -> ``compute(key)``, worked out on the first lookup (a hit costs a dict lookup)."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, key):
+        value = self[key] = self.compute(key)
+        return value
+
+
 class Resolver:
     def __init__(self, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef] | None = None,
                  package: str | None = None) -> None:
@@ -222,7 +236,10 @@ class Resolver:
         #: the parameters each answer of ``resolve_how`` depended on (when any)
         self._how_deps: dict[tuple[str, str | None, str], frozenset] = {}
         self._targets_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, int]]] = {}
-        self._lands: dict[str, bool] = {}
+        #: callee -> whether it may land (``may_land``)
+        self._lands = _Memo(self._may_land)
+        #: owner of a binding -> whether it is an argument of a call that may land
+        self._landing_owners: dict[str, bool] = {}
         self._groups: dict[tuple[str, str | None, str], list[tuple[str, str]]] | None = None
         self._passed_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, str]]] = {}
         self._passed_deps: dict[tuple[str, str | None, str], frozenset] = {}
@@ -244,6 +261,7 @@ class Resolver:
         it is a method follow from its qualname) and decorators, type facts, and a
         package's imports."""
         h = hashlib.blake2b(digest_size=16)
+        lands = self._lands
         h.update(repr(self.package).encode("utf-8", "surrogateescape"))
         for path in sorted(self.qualnames):
             h.update(f"{path}\0{self.modules[path]}\0".encode("utf-8", "surrogateescape"))
@@ -254,7 +272,7 @@ class Resolver:
             h.update(repr((self.types_digests[path], exports, self.types.star_imports.get(path))).encode("utf-8", "surrogateescape"))
             h.update(repr([(f.decorators, f.params) for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
             # the arguments of calls that may land in the tree (the others flow nowhere)
-            h.update(repr(self._landing_arguments(path)).encode("utf-8", "surrogateescape"))
+            h.update(repr([g for g in self._facts[path].types.arguments if lands[g[1]]]).encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
     # ------------------------------------------------------------ arguments into parameters
@@ -409,10 +427,10 @@ class Resolver:
         file order, for the calls that may land."""
         if self._by_last_name is None:
             out: dict[str, list[tuple[str, CallSite]]] = defaultdict(list)
-            may_land = self.may_land
+            lands = self._lands
             for path in sorted(self._facts):
                 for site in self._facts[path].calls:
-                    if may_land(site.callee):
+                    if lands[site.callee]:
                         out[_last_name(site.callee)].append((path, site))
             self._by_last_name = dict(out)
         return self._by_last_name
@@ -444,9 +462,15 @@ class Resolver:
         """The argument bindings (``arg:<callee>``) of one file's calls that may land, in order."""
         found = self._landing_args.get(path)
         if found is None:
-            may_land = self.may_land
-            found = self._landing_args[path] = [b for b in self._facts[path].types.bindings
-                                                if b[0][:4] == "arg:" and may_land(b[0][4:])]
+            lands, owners = self._lands, self._landing_owners
+            found = self._landing_args[path] = []
+            for b in self._facts[path].types.bindings:
+                landing = owners.get(b[0])
+                if landing is None:
+                    owner = b[0]
+                    landing = owners[owner] = owner[:4] == "arg:" and lands[owner[4:]]
+                if landing:
+                    found.append(b)
         return found
 
     def _argument_groups(self) -> dict[tuple[str, str | None, str], list[tuple[str, str]]]:
@@ -512,10 +536,7 @@ class Resolver:
     def may_land(self, callee: str) -> bool:
         """Whether a callee may resolve to a function of the tree: its last name (after calls
         and subscripts) names a function, a class or a bound name of the tree."""
-        known = self._lands.get(callee)
-        if known is None:
-            known = self._lands[callee] = self._may_land(callee)
-        return known
+        return self._lands[callee]
 
     def _may_land(self, callee: str) -> bool:
         if HANDED in callee:
@@ -991,12 +1012,12 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
     """(index, [(target, how)]) of the sites in ``calls`` that land in the tree: through the
     types when ``typed`` is None or wants the site, else by name.  ``asked``: gets the
     (caller, callee) of each question put to the types (``_asked_of``)."""
-    may_land, resolve, named = resolver.may_land, resolver.resolve_how, resolver._named
+    lands, resolve, named = resolver._lands, resolver.resolve_how, resolver._named
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
             continue
-        if not may_land(callee):
+        if not lands[callee]:
             continue  # no function nor name of the tree is so named: nothing to resolve
         through_types = typed is None or typed.wants(path, site)
         if through_types and asked is not None:
@@ -1009,7 +1030,7 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
             # a function handed to a call runs at the call when the call leaves the tree;
             # into the tree, the argument flows into the parameter instead
             outer, _, handed = callee.partition(HANDED)
-            found = [] if may_land(outer) and lookup(path, function, outer) else [(t, "callback") for t, _ in lookup(path, function, handed)]
+            found = [] if lands[outer] and lookup(path, function, outer) else [(t, "callback") for t, _ in lookup(path, function, handed)]
         else:
             found = lookup(path, function, callee)
             if found and through_types and resolver.has_shared_parameters:
