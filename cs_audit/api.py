@@ -62,7 +62,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
     made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
     returned as it is."""
     from cs_audit.extract.python import extract_parsed, parse_python
-    from cs_audit.extract.scripts import file_refs, script_facts
+    from cs_audit.extract.scripts import file_refs, passed_on_python, script_facts
     from cs_audit.extract.setters import may_set_env, setters_in_file, setters_in_python
     from cs_audit.extract.suppressions import MARKER, suppressions_in
 
@@ -96,7 +96,11 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
                 suppressions: tuple[Suppression, ...] = ()
                 if MARKER in data:
                     suppressions = tuple(suppressions_in(source.path, data, rs.rules, tree))
-                result = replace(facts, file_refs=file_refs(text), setters=setters, suppressions=suppressions)
+                refs = file_refs(text)
+                if refs and tree is not None:  # a file name only handed to another program is not read here
+                    handed = set(passed_on_python(text, tree, refs))
+                    refs = tuple(r for r in refs if r not in handed)
+                result = replace(facts, file_refs=refs, setters=setters, suppressions=suppressions)
         elif b"\0" in data:
             result = FileError(source.path, "binary", "contains NUL bytes: not a text file, skipped")
         else:

@@ -498,6 +498,9 @@ class FileFacts:
     host_arguments: tuple[HostArguments, ...] = ()
     #: it names a device API (``device_apis`` in rules/gpu_syncs.yaml) somewhere
     touches_device: bool = True
+    #: (function, name, the names it is built from) of each assignment of a path built from
+    #: other names (`path = os.path.join(table_dir, f)`): where a location goes once joined
+    path_values: tuple[tuple[str | None, str, tuple[str, ...]], ...] = ()
 
 
 @restorable

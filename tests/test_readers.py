@@ -106,3 +106,84 @@ def test_a_script_that_hands_a_file_to_another_program_is_no_reader_and_readers_
     trace = next(s for s in result.switches if s.name == "MY_TRACE")
     assert len(trace.readers) == 3 and trace.reading_scripts == 2
     assert "2 script(s) read its output" in trace.reasons
+
+
+# The file name a writer opens, through an instance attribute set elsewhere in its class, a
+# module constant and a parameter's default (or the literal a caller passes for it).
+NAMED = '''
+import json, os
+from pathlib import Path
+
+ROWS_FILE = "accept_rows.csv"
+_KV_PATH = os.path.join("/tmp/kv", "kv_dump.jsonl")
+DUMP = os.environ.get("ACCEPT_DUMP_DIR")
+TRACE = os.environ.get("MY_TRACE") == "1"
+
+
+class Recorder:
+    def __init__(self, out):
+        self.accept_path = Path(out) / "accept.jsonl"
+
+    def record(self, row):
+        if DUMP:
+            with open(self.accept_path, "a") as f:
+                f.write(json.dumps(row))
+
+
+def rows(row):
+    if DUMP:
+        with open(os.path.join(DUMP, ROWS_FILE), "a") as f:
+            f.write(row)
+
+
+def dump_kv(x):
+    if TRACE:
+        with open(_KV_PATH, "a") as f:
+            f.write(json.dumps(x))
+
+
+def dump(x, path="/tmp/trace.jsonl"):
+    if TRACE:
+        with open(path, "a") as f:
+            f.write(json.dumps(x))
+
+
+def step(x):
+    dump(x, "/tmp/trace/step_trace.jsonl")
+'''
+
+
+def test_writer_file_names_through_attributes_constants_and_parameter_defaults() -> None:
+    result = scan_files({
+        "engine.py": NAMED,
+        "tools/accept.py": 'import pandas as pd\nrows = open("runs/accept.jsonl").readlines()\ndf = pd.read_csv("accept_rows.csv")\n',
+        "tools/kv.py": 'import json\nrows = [json.loads(x) for x in open("/tmp/kv/kv_dump.jsonl")]\n',
+        "scripts/trace.sh": "jq . /tmp/trace.jsonl\nwc -l /tmp/trace/step_trace.jsonl\n",
+        "tools/other.py": 'rows = open("/tmp/metrics.jsonl").readlines()\n',  # written by nobody here
+    })
+    readers = {s.name: [(p, n) for p, _, n in s.readers] for s in result.switches if s.readers}
+    assert readers == {
+        "ACCEPT_DUMP_DIR": [("tools/accept.py", "accept.jsonl"), ("tools/accept.py", "accept_rows.csv")],
+        "MY_TRACE": [("scripts/trace.sh", "trace.jsonl"), ("scripts/trace.sh", "step_trace.jsonl"),
+                     ("tools/kv.py", "kv_dump.jsonl")],
+    }
+    assert {s.name: s.reading_scripts for s in result.switches} == {"ACCEPT_DUMP_DIR": 1, "MY_TRACE": 2}
+
+
+def test_a_python_script_that_hands_a_file_to_another_program_is_no_reader() -> None:
+    readers = _readers({
+        # the name goes only into other programs' command lines
+        "tools/plot.py": 'import subprocess\nsubprocess.run(["python", "plot.py", "runs/accept_rate.jsonl"])\n',
+        "tools/show.py": 'import os\n\ndef show(d):\n    p = os.path.join(d, "accept_rate.jsonl")\n'
+                         '    os.system(f"cat {p} | head")\n',
+        "tools/cmd.py": 'from subprocess import check_call as cc\ncmd = "python sum.py --in out/recompact_trace.jsonl"\n'
+                        'cc(cmd, shell=True)\n',
+        # hands it on and reads it itself; reads it through pathlib
+        "tools/both.py": 'import subprocess\np = "out/recompact_trace.jsonl"\nsubprocess.run(["gzip", "-k", p])\n'
+                         'rows = open(p).read()\n',
+        "tools/path.py": 'from pathlib import Path\nrows = Path("out/step_a.jsonl").read_text()\n',
+    })
+    assert readers == {
+        "ACCEPT_DUMP_DIR": [("tools/path.py", 2, "step_a.jsonl")],
+        "MY_TRACE": [("tools/both.py", 2, "recompact_trace.jsonl")],
+    }

@@ -96,20 +96,55 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
                     targets.append((name, None))
                 else:
                     targets.append((name, r.function))
-        patterns = [(re.compile(rf"(?<![\w.]){re.escape(n)}(?!\w)"), scope) for n, scope in targets]
+        # a path joined from it further on (`path = os.path.join(table_dir, f)`) counts where the
+        # code both writes and reads it back (a store's file), and its reads where nothing under
+        # the value is written (a model or config folder).  A write alone there says nothing (a
+        # system location such as `TMPDIR` holds stores read back through a function's return),
+        # nor a read beside writes (a test reading what the program it ran wrote to its artifacts)
+        joined = _joined_further(facts.path_values, targets)
+        joined_uses: dict[str, _Evidence] = defaultdict(_Evidence)
+        patterns = [(re.compile(rf"(?<![\w.]){re.escape(n)}(?!\w)"), scope, n if further else "")
+                    for further, names in ((False, targets), (True, joined)) for n, scope in names]
         for call in facts.calls:
             code = call.code
             hit = any(start <= call.line <= end and text and text in code for start, end, text in wraps)
+            further = ""
             if not hit:
-                for pattern, scope in patterns:
+                for pattern, scope, joined_name in patterns:
                     if scope is not None and not (call.function or "").startswith(scope) and call.function != scope:
                         continue
                     if pattern.search(code):
-                        hit = True
+                        hit, further = True, joined_name
                         break
-            if not hit or _own_method(call.callee, "", rs, [p for p, _ in patterns], wraps):
+            if not hit or _own_method(call.callee, "", rs, [p for p, _, _ in patterns], wraps):
                 continue
-            _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, ev)
+            _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, joined_uses[further] if further else ev)
+        for store in joined_uses.values():
+            if store.write and store.read:
+                ev.write.extend(store.write)
+                ev.read.extend(store.read)
+        if not ev.write and not any(store.write for store in joined_uses.values()):
+            ev.read.extend(read for store in joined_uses.values() for read in store.read)
+
+
+def _joined_further(path_values, targets: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """The names a location is joined into (`path = os.path.join(table_dir, f)` after
+    `table_dir = getenv(...)`), each with its scope as ``_uses`` keeps them, to a fixed point."""
+    held = set(targets)
+    found: list[tuple[str, str | None]] = []
+    grown = True
+    while grown:
+        grown = False
+        for function, name, used in path_values:
+            scope = (function.rsplit(".", 1)[0] + ".") if name.startswith("self.") and function and "." in function else function
+            if (name, scope) in held:
+                continue
+            if any(u == n and (s is None or s == function or s.endswith(".") and (function or "").startswith(s))
+                   for u in used for n, s in held):
+                held.add((name, scope))
+                found.append((name, scope))
+                grown = True
+    return found
 
 
 def _value_use(rs: RuleSet, where: str, used_as: str, ev: _Evidence) -> None:

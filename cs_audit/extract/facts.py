@@ -82,6 +82,12 @@ def is_output_literal(head: str) -> bool:
     return head.startswith(("/", ".")) and "/" in head and bool(head.strip("./"))
 
 
+def _base_name(path: str) -> str | None:
+    """The last part of a path (`*` for unknown parts), None when nothing of it is known."""
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    return base if base.strip("*") else None
+
+
 def _squash(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_CODE else text[: _MAX_CODE - 1] + "…"
@@ -217,12 +223,27 @@ class StatementFacts(cst.CSTVisitor):
             both = [p for p in (self.path_pattern(expr.body), self.path_pattern(expr.orelse)) if p]
             return "|".join(both) or None
         elif isinstance(expr, (cst.Name, cst.Attribute)):
-            name = self.raw_dotted(expr)
-            return self.local_paths.get((self._path_scope(name), name)) if name else None
-        if not text:
+            return self._named_pattern(self.raw_dotted(expr))
+        return _base_name(text) if text else None
+
+    def _named_pattern(self, name: str | None) -> str | None:
+        """A name's file name pattern, looked up as ``_named_head`` looks up its path: a local
+        assigned before (or `self.x` in its class), a parameter (`{p}`, filled in at each call
+        that passes a literal; its string default is what the others write), a module name."""
+        s = self.snippet
+        if name is None or s is None:
             return None
-        base = text.rstrip("/").rsplit("/", 1)[-1]
-        return base if base.strip("*") else None
+        key = (self._path_scope(name), name)
+        if key in self.local_paths or key in self.local_heads or "." in name:
+            return self.local_paths.get(key)
+        if name in s.params:
+            default = self.param_defaults.get(s.function or "", {}).get(name)
+            base = _base_name(default) if default is not None else None
+            return f"{{{name}}}|{base}" if base else f"{{{name}}}"
+        if (None, name) in self.local_paths or (None, name) in self.local_heads:
+            return self.local_paths.get((None, name))
+        constant = self.string_constants.get(name)
+        return _base_name(constant) if constant is not None else None
 
     def path_head(self, expr: cst.BaseExpression, depth: int = 0) -> tuple[str, bool] | None:
         """The literal start of the path an expression evaluates to and whether that is all

@@ -24,6 +24,7 @@ from operator import add, attrgetter
 
 from cs_audit.extract.messages import argument_uses, format_kinds
 from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, function_context, resolve
+from cs_audit.extract.scripts import NAMES_FILE
 from cs_audit.model import (
     DEFAULT_ON,
     HANDED,
@@ -153,6 +154,8 @@ class ModuleIndex:
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
     host_arguments: tuple[HostArguments, ...] = ()
+    #: (function, name, names it is built from) of the paths built from other names
+    path_values: tuple[tuple[str | None, str, tuple[str, ...]], ...] = ()
 
     def hash_bodies(self, qualnames: set[str]) -> tuple[FunctionDef, ...]:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
@@ -630,6 +633,70 @@ def _starts_as_path(value: ast.expr | None, names: Callable[[str], bool]) -> boo
                 return False
         else:
             return False
+    return False
+
+
+_MAX_PATH_DEPTH = 8
+
+
+def _builds_path(value: ast.expr) -> bool:
+    """Whether a value is a path built from parts: a path join or conversion (`os.path.join`,
+    `Path(...)`, `str(p)`), `/` of paths, an f-string, or `+` with a string."""
+    cls = value.__class__
+    if cls is ast.JoinedStr:
+        return True
+    if cls is ast.BinOp:
+        op = value.op.__class__  # type: ignore[attr-defined]
+        return op is ast.Div or op is ast.Add and any(
+            s.__class__ is ast.Constant and isinstance(s.value, str) for s in (value.left, value.right))  # type: ignore[attr-defined]
+    if cls is ast.Call:
+        func = value.func  # type: ignore[attr-defined]
+        name = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
+        if name == "join" and func.__class__ is ast.Attribute and func.value.__class__ is ast.Constant:
+            return False  # `",".join(names)`: a string, not a path
+        return name in _PATH_CALLS or name in _PATH_METHODS
+    return False
+
+
+def _head_names(value: ast.AST, depth: int) -> set[str]:
+    """The names or `self.x` attributes a path starts from: `d` of `os.path.join(d, f"{rank}.json")`,
+    `Path(d) / x`, `f"{d}/x"`, `d or default`; not a name in a later part, which only picks a
+    file under the location."""
+    cls = value.__class__
+    if depth > _MAX_PATH_DEPTH:
+        return set()
+    if cls is ast.Name:
+        return {value.id}  # type: ignore[attr-defined]
+    if cls is ast.Attribute:
+        inner = value.value  # type: ignore[attr-defined]
+        return {"self." + value.attr} if inner.__class__ is ast.Name and inner.id == "self" else set()  # type: ignore[attr-defined]
+    if cls is ast.JoinedStr:
+        first = value.values[0] if value.values else None  # type: ignore[attr-defined]
+        return _head_names(first.value, depth + 1) if first.__class__ is ast.FormattedValue else set()  # type: ignore[union-attr]
+    if cls is ast.BinOp:
+        return _head_names(value.left, depth + 1)  # type: ignore[attr-defined]
+    if cls is ast.BoolOp:
+        return set().union(*(_head_names(v, depth + 1) for v in value.values))  # type: ignore[attr-defined]
+    if cls is ast.IfExp:
+        return _head_names(value.body, depth + 1) | _head_names(value.orelse, depth + 1)  # type: ignore[attr-defined]
+    if cls is ast.Call:
+        func = value.func  # type: ignore[attr-defined]
+        if func.__class__ is ast.Attribute and func.attr in _PATH_METHODS:
+            return _head_names(func.value, depth + 1)
+        args = value.args  # type: ignore[attr-defined]
+        name = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
+        return _head_names(args[0], depth + 1) if name in _PATH_CALLS and args else set()
+    return set()
+
+
+def _names_file(value: ast.expr, constants: dict[str, str]) -> bool:
+    """Whether an assigned value holds a file name of the kinds readers are matched by: a
+    literal, or a module constant (`Path(out) / _HIST_FILE`)."""
+    for n in ast.walk(value):
+        cls = n.__class__
+        text = n.value if cls is ast.Constant else constants.get(n.id) if cls is ast.Name else None  # type: ignore[attr-defined]
+        if isinstance(text, str) and NAMES_FILE.search(text):
+            return True
     return False
 
 
@@ -1187,6 +1254,10 @@ class _Indexer(ast.NodeVisitor):
             # walked for the output path it hands on (`_DUMP = "/tmp/x"` ... `open(_DUMP, "a")`)
             has_tokens = True
             (self.function.path_names if self.function is not None else self.module_path_names).add(target)
+        if not has_tokens and target is not None and node.value is not None and (
+                node.value.__class__ is ast.Constant or _builds_path(node.value)) and _names_file(node.value, self.string_constants):
+            # walked for the file name it hands on (`self.accept_path = Path(out) / "accept.csv"`): the readers join
+            has_tokens = True
         if has_tokens:
             builds_path = bool(target and re.search(r"(?i)(dir|path|root|run|file|out)", target.rsplit(".", 1)[-1]))
             self._snippet(self._source(node), node, assign_target=target, is_return=isinstance(node, ast.Return),
@@ -1534,6 +1605,19 @@ class _Indexer(ast.NodeVisitor):
         self.function = saved
         return tuple(out)
 
+    def path_values(self) -> tuple[tuple[str | None, str, tuple[str, ...]], ...]:
+        """(function, name, the names it is built from) of the assignments of a path built
+        from other names (`path = os.path.join(table_dir, f)`, `p = Path(d) / "x"`,
+        `f"{d}/x.jsonl"`): where a location's value goes once joined further."""
+        out = []
+        for scope, name, value in self.assignments:
+            if not _builds_path(value):
+                continue
+            used = sorted(n for n in _head_names(value, 0) if n != name)
+            if used:
+                out.append((scope.qualname if scope else None, name, tuple(used)))
+        return tuple(out)
+
     def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef]) -> None:
         """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`)."""
         if not active:
@@ -1806,6 +1890,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     messages = tuple(replace(m, path_kind=kind, path_reason=reason) if contexts else m
                      for m, contexts in indexer.built_messages
                      for kind, reason in (resolve(contexts, incremented) if contexts else ("normal", ""),))
+    path_values = indexer.path_values()
     return ModuleIndex(
         built_messages=messages,
         host_arguments=tuple(indexer.host_arguments),
@@ -1826,6 +1911,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         arguments=tuple(indexer.arguments),
         lambdas=tuple(indexer.lambdas),
         derived=derived,
+        path_values=path_values,
     )
 
 

@@ -134,6 +134,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         built_messages=index.built_messages,
         host_arguments=index.host_arguments,
         touches_device=rs.device_re is None or rs.device_re.search(text) is not None,
+        path_values=index.path_values,
     )
 
 

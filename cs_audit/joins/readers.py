@@ -81,6 +81,7 @@ def _at_call_sites(model: TreeModel, rs: RuleSet, key: tuple[str, str], pattern:
             index = params.index(param) if param in params else -1
             value = edge.site.literal_args[index] if 0 <= index < len(edge.site.literal_args) else None
             filled = filled.replace(name, value if value else "*")
+        filled = filled.rsplit("/", 1)[-1]  # a parameter that holds a whole path (`dump(x, "/tmp/a.jsonl")`)
         switches = [edge.switch.text] if edge.switch and edge.switch.kind in _NAMED else []
         for switch in dict.fromkeys(switches + inner):
             if _stem(filled):
