@@ -48,21 +48,29 @@ def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
     switch: an entry gate (`if not _ENABLED: return None`) or a `return nullcontext()` under
     a gate. Most called first."""
     out: list[CheapPath] = []
+    by_file: dict[str, tuple[set[str | None], dict[str | None, list[CallSite | PlainCall]]]] = {}
     for key, freq in model.freq_default.items():
         if freq in ("once", "unknown"):
             continue
         f = model.functions.get(key)
         ff = model.facts.get(key[0])
-        if f is None or ff is None or any(r.function == key[1] and r.per_call for r in ff.env_reads):
+        if f is None or ff is None:
+            continue
+        per_file = by_file.get(key[0])
+        if per_file is None:  # each file's reads and `return nullcontext()` sites, by function, once
+            per_file = by_file[key[0]] = ({r.function for r in ff.env_reads if r.per_call}, _nullcontext_returns(ff.calls))
+        reading, returns = per_file
+        if key[1] in reading:
             continue
         how, switches = "", []
+        nullcontexts = returns.get(key[1], ())
         # a check that reads the env (or calls a helper that may) is a per-call cost of its own
         if f.entry_gates and all(g.kind in ("name", "flag") for g in f.entry_gates):
             switches = gate_switches(model, key[0], key[1], f.entry_gates, rs)
-            how = "returns nullcontext()" if any(_returns_nullcontext(site, key[1]) for site in ff.calls) else "returns at entry"
+            how = "returns nullcontext()" if nullcontexts else "returns at entry"
         if not switches:
-            for site in ff.calls:
-                if _returns_nullcontext(site, key[1]) and site.gates:
+            for site in nullcontexts:
+                if site.gates:
                     gates = tuple(g for g in site.gates if not g.active_when_set and g.kind in ("name", "flag"))
                     switches = gate_switches(model, key[0], key[1], gates, rs) if gates else []
                     how = "returns nullcontext()"
@@ -79,6 +87,10 @@ def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
     return tuple(out)
 
 
-def _returns_nullcontext(site: object, function: str) -> bool:
-    return (isinstance(site, (CallSite, PlainCall)) and site.function == function and site.returned
-            and site.callee.rsplit(".", 1)[-1] == "nullcontext")
+def _nullcontext_returns(calls: tuple[CallSite | PlainCall, ...]) -> dict[str | None, list[CallSite | PlainCall]]:
+    """The `return nullcontext()` call sites of a file, by function."""
+    out: dict[str | None, list[CallSite | PlainCall]] = defaultdict(list)
+    for site in calls:
+        if site.returned and site.callee.rsplit(".", 1)[-1] == "nullcontext":
+            out[site.function].append(site)
+    return out
