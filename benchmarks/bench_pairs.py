@@ -11,7 +11,8 @@ when other work shares the cores):
                middle statement of its largest Python file
 A checkout is run as ``python -m cs_audit`` with ``PYTHONPATH`` at it (its own ``rules/`` must
 be importable as ``cs_audit.rules``, as in a checkout with a ``cs_audit/rules`` link or an
-installed copy).  Prints the median wall seconds per measure and version, and whether the JSON
+installed copy); its bytecode is written first, as installing a wheel does (with
+``PYTHONDONTWRITEBYTECODE`` set, a checkout would otherwise be compiled on every run).  Prints the median wall seconds per measure and version, and whether the JSON
 reports of A and B were identical.
 """
 
@@ -30,6 +31,12 @@ from pathlib import Path
 
 CORPORA = Path(os.environ.get("CS_AUDIT_CORPORA", Path.home() / ".cache" / "cs-audit-corpora"))
 TREES = {"vllm": CORPORA / "vllm-0.33.0" / "vllm", "sglang": CORPORA / "sglang-0.5.23" / "sglang"}
+
+
+def precompile(code: Path) -> None:
+    import compileall
+
+    compileall.compile_dir(str(code / "cs_audit"), quiet=1)
 
 
 def _children_cpu() -> float:
@@ -85,6 +92,8 @@ def main() -> None:
     ap.add_argument("--trees", default="vllm,sglang")
     ap.add_argument("--edit-only", action="store_true", help="measure only the call-added edit (skip cold and warm)")
     args = ap.parse_args()
+    for code in (args.a, args.b):
+        precompile(code.resolve())
     for name in args.trees.split(","):
         tree = TREES[name]
         results: dict[str, dict[str, list[tuple[float, float]]]] = {"A": {}, "B": {}}

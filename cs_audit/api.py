@@ -380,15 +380,19 @@ def selection_of(config: AuditConfig, rs: RuleSet) -> RuleSelection:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def _collector_paused(ending: bool = False) -> Iterator[None]:
     """The cyclic garbage collector off for the scan: facts are acyclic and freed by reference
-    counting, and each full collection would traverse every fact held so far."""
+    counting, and each full collection would traverse every fact held so far.  ``ending``
+    (the process ends soon after, holding the scan's objects): they are moved out of the
+    collector's sight before it is on again, else its next collection traverses them all."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if ending:
+                gc.freeze()
             gc.enable()
 
 
@@ -398,7 +402,7 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
     ``keep``: the scan's facts and joined model are appended to it instead of being freed
     when it returns (a process that exits without freeing memory, the CLI, saves the time
     freeing a tree's worth of objects takes, a good part of a warm scan)."""
-    with _collector_paused():
+    with _collector_paused(ending=keep is not None):
         try:
             return _run_audit(config, rs, progress, memo, keep)
         finally:
