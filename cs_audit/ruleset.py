@@ -372,12 +372,24 @@ def read_rule_texts() -> dict[str, str]:
 
 def load_ruleset(texts: dict[str, str] | None = None) -> RuleSet:
     texts = read_rule_texts() if texts is None else texts
+    key = tuple(sorted(texts.items()))
+    known = _LOADED.get(key)
+    if known is not None:  # the same texts parse to the same (frozen) rule set
+        return known
     try:
-        return _load_ruleset(texts)
+        rs = _load_ruleset(texts)
     except RuleDataError:
         raise
     except (KeyError, TypeError, AttributeError, ValueError, re.error) as exc:
         raise RuleDataError(f"malformed rule data: {type(exc).__name__}: {exc}") from None
+    if len(_LOADED) >= 8:
+        _LOADED.clear()
+    _LOADED[key] = rs
+    return rs
+
+
+#: rule sets loaded in this process, by their texts (a command loads the shipped ones more than once)
+_LOADED: dict[tuple[tuple[str, str], ...], RuleSet] = {}
 
 
 def _load_ruleset(texts: dict[str, str]) -> RuleSet:

@@ -11,6 +11,7 @@ Each decision keeps its evidence as ``file:line`` reasons.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -59,7 +60,8 @@ def name_kind(name: str, kinds: SwitchKinds) -> str | None:
     return None
 
 
-def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: _Evidence) -> None:
+def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: _Evidence,
+          call_lines: dict[str, list[int]] | None = None) -> None:
     """Where the value of each read goes: the calls around the read, and the calls that name
     the local, ``self.x`` attribute or module constant it is stored in."""
     kinds = rs.switch_kinds
@@ -105,9 +107,20 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
         joined_uses: dict[str, _Evidence] = defaultdict(_Evidence)
         patterns = [(re.compile(rf"(?<![\w.]){re.escape(n)}(?!\w)"), scope, n if further else "")
                     for further, names in ((False, targets), (True, joined)) for n, scope in names]
-        for call in facts.calls:
+        calls = facts.calls
+        first = min((w[0] for w in wraps), default=0)
+        last = max((w[1] for w in wraps), default=-1)
+        if not patterns:
+            # only the calls around a read can hit: a slice of the file's calls (sorted by line)
+            lines = call_lines.get(path) if call_lines is not None else None
+            if lines is None:
+                lines = [c.line for c in calls]
+                if call_lines is not None:
+                    call_lines[path] = lines
+            calls = calls[bisect_left(lines, first):bisect_right(lines, last)]
+        for call in calls:
             code = call.code
-            hit = any(start <= call.line <= end and text and text in code for start, end, text in wraps)
+            hit = first <= call.line <= last and any(start <= call.line <= end and text and text in code for start, end, text in wraps)
             further = ""
             if not hit:
                 for pattern, scope, joined_name in patterns:
@@ -307,9 +320,10 @@ def categorize(
     assert kinds is not None
     gated = _gated(model, rs)
     out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    call_lines: dict[str, list[int]] = {}  # path -> the line of each of its calls, made once
     for var, var_reads in reads.items():
         ev = gated.get(var) or _Evidence()
-        _uses(model, rs, var_reads, var, ev)
+        _uses(model, rs, var_reads, var, ev, call_lines)
         gated_sites = tuple(sites.get(var, ()))
         # sites in functions reached only under the switch observe too (emitters, dumps, syncs)
         seen = {o.rsplit(" ", 1)[0] for o in ev.observe}

@@ -126,9 +126,15 @@ def _host_only_files(model: TreeModel) -> set[str]:
     if not candidates:
         return set()
     resolver = model.resolver
+    modules: dict[str, list[str]] = {}  # origin -> the files of its longest module prefix
     for path, ff in model.facts.items():
         for _, origin in ff.aliases:
-            for target in _imported_files(resolver, origin, path):
+            paths = modules.get(origin)
+            if paths is None:
+                paths = modules[origin] = _module_files(resolver, origin)
+            if not any(unit_of.get(p) in candidates for p in paths):
+                continue  # the copy closest to this file is one of them
+            for target in resolver._closest(paths, path):
                 if unit_of.get(target) in candidates and unit_of[target] != unit_of[path]:  # type: ignore[operator]
                     candidates.discard(unit_of[target])
     return {path for path, unit in unit_of.items() if unit in candidates}
@@ -144,12 +150,12 @@ def _unit(path: str, packages: set[str]) -> str | None:
     return folder + "/"
 
 
-def _imported_files(resolver: Any, origin: str, near: str) -> list[str]:
-    """The files an import of ``origin`` (`vllm.compaction.index_map.IndexMap`) from ``near``
-    loads: the longest module prefix of it the tree holds, the copy closest to ``near``."""
+def _module_files(resolver: Any, origin: str) -> list[str]:
+    """The files of the longest module prefix of ``origin`` (`vllm.compaction.index_map.IndexMap`)
+    the tree holds; an import from a file loads the copy closest to it (``Resolver._closest``)."""
     parts = origin.split(".")
     for end in range(len(parts), 0, -1):
         paths = resolver.by_module.get(".".join(parts[:end]))
         if paths:
-            return resolver._closest(paths, near)
+            return paths
     return []
