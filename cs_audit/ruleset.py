@@ -201,6 +201,8 @@ class RuleSet:
     host_name_re: re.Pattern[str] | None = None
     #: what a file handling device memory names (``device_apis``); None: every file may
     device_re: re.Pattern[str] | None = None
+    #: the patterns ``device_re`` joins, each on its own (``extract.python.touches_device``)
+    device_apis: tuple[str, ...] = ()
 
     def __getitem__(self, rule_id: str) -> RuleSpec:
         return self.rules[rule_id]
@@ -464,6 +466,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         not_tensor_receivers=frozenset(sync["not_tensor_receivers"]),
         host_name_re=re.compile(sync["host_names"]) if sync.get("host_names") else None,
         device_re=re.compile("|".join(f"(?:{p})" for p in sync["device_apis"])) if sync.get("device_apis") else None,
+        device_apis=tuple(str(p) for p in sync.get("device_apis") or ()),
         hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         event_loop_steps=frozenset(str(name).lstrip("_") for name in hot["event_loops"]["step_calls"]),

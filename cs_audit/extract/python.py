@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import re
 import tokenize
 from collections import defaultdict
 from dataclasses import replace
@@ -133,9 +134,47 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         derived=index.derived,
         built_messages=index.built_messages,
         host_arguments=index.host_arguments,
-        touches_device=rs.device_re is None or rs.device_re.search(text) is not None,
+        touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
     )
+
+
+#: ``RuleSet.device_apis`` -> (each pattern, and the same without a leading `\b` or None)
+_DEVICE_SEARCHES: dict[tuple[str, ...], tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...]] = {}
+
+
+def touches_device(text: str, rs: RuleSet) -> bool:
+    """Whether ``rs.device_re`` matches somewhere in ``text``, found one pattern at a time:
+    a pattern starting with `\\b` defeats the regex engine's literal-prefix scan, so its
+    rest is searched (fast) and `\\b` checked only where the rest matches."""
+    searches = _DEVICE_SEARCHES.get(rs.device_apis)
+    if searches is None:
+        searches = _DEVICE_SEARCHES[rs.device_apis] = tuple(_device_search(p) for p in rs.device_apis)
+    if not searches:  # a rule set made without the patterns
+        return rs.device_re is not None and rs.device_re.search(text) is not None
+    for exact, rest in searches:
+        if rest is None:
+            if exact.search(text) is not None:
+                return True
+            continue
+        # every match of `\bR` at i is a match of R at i: try the matches of R in order
+        found = rest.search(text)
+        while found is not None:
+            start = found.start()
+            if exact.match(text, start) is not None:
+                return True
+            found = rest.search(text, start + 1)
+    return False
+
+
+def _device_search(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    exact = re.compile(pattern)
+    if pattern.startswith("\\b"):
+        try:
+            return exact, re.compile(pattern[2:])
+        except re.error:
+            pass
+    return exact, None
 
 
 def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
