@@ -435,6 +435,17 @@ def _host_value(node: ast.expr, host: frozenset[str], aliases: dict[str, str], n
             return raw is not None and (raw in host or names is not None and names.search(raw.rpartition(".")[2]) is not None)
 
 
+def _target_names(target: ast.expr) -> list[str]:
+    """The ids of the ``ast.Name`` nodes in an assignment target (`self.x` holds `self`):
+    a name or an attribute chain, the common targets, without a walk."""
+    node = target
+    while node.__class__ is ast.Attribute:
+        node = node.value  # type: ignore[attr-defined]
+    if node.__class__ is ast.Name:
+        return [node.id]  # type: ignore[attr-defined]
+    return [n.id for n in _nodes(target) if n.__class__ is ast.Name]  # type: ignore[attr-defined]
+
+
 def _falsy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and not node.value
 
@@ -1271,7 +1282,8 @@ class _Indexer(ast.NodeVisitor):
         if node.__class__ in (ast.Assign, ast.AugAssign, ast.AnnAssign) and self.function is not None and self.function.params:
             scope = self.function
             targets = node.targets if node.__class__ is ast.Assign else [node.target]  # type: ignore[attr-defined]
-            rebound = {n.id for t in targets for n in ast.walk(t) if n.__class__ is ast.Name and n.id in scope.params}  # type: ignore[attr-defined]
+            params = scope.params
+            rebound = {name for t in targets for name in _target_names(t) if name in params}
             if rebound - scope.rebound:
                 scope.rebound = scope.rebound | rebound
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
