@@ -19,8 +19,8 @@ from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
-from cs_audit.extract.types import source_head, type_facts
-from cs_audit.model import HANDED, CallSite, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
+from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
+from cs_audit.model import HANDED, Binding, CallSite, ClassFacts, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 
@@ -128,7 +128,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
                     for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=_first_of_each(literal_paths),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
-        types=used_types(type_facts(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas), calls),
+        types=used_bindings(*type_bindings(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas), calls),
         event_loops=event_loops(tree, text, rs.event_loop_steps, rs.stop_flag_re),
         gated_effects=index.effects,
         derived=index.derived,
@@ -177,10 +177,13 @@ def _device_search(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str] | Non
     return exact, None
 
 
-def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
-    """``types`` without the locals no call of the file can depend on: a local is kept when
+def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str, str | None], list[str]],
+                  calls: list[CallSite]) -> TypeFacts:
+    """The type facts of the bindings ``types.type_bindings`` gives (grouped by owner, name
+    and function), without the locals no call of the file can depend on: a local is kept when
     a call of its function (or of a function nested in it) starts with it, or a kept
-    binding's source does (`x = self.a` then `y = x.b` then `y.run()`)."""
+    binding's source does (`x = self.a` then `y = x.b` then `y.run()`).  Whether a binding is
+    kept depends on its key only, so a key is kept whole."""
     needed: dict[str, set[str]] = defaultdict(set)
     head_of = CALLEE_HEAD.match
     seen: set[tuple[str, str]] = set()
@@ -196,38 +199,51 @@ def used_types(types: TypeFacts, calls: list[CallSite]) -> TypeFacts:
             if not sep:
                 break
             function = outer
-    bindings = types.bindings
-    kept = [False] * len(bindings)
-    #: (function, local) -> the indices of its bindings not kept yet
-    pending: dict[tuple[str, str], list[int]] = defaultdict(list)
+    keys = list(grouped)
+    kept = [False] * len(keys)
+    #: (function, local) -> the index of its key when not kept yet (a `def:` owner's function is its own)
+    pending: dict[tuple[str, str], int] = {}
     work: list[int] = []
     no_names: frozenset[str] = frozenset()
-    for i, (owner, name, _, _) in enumerate(bindings):
+    for i, (owner, name, _) in enumerate(keys):
         if owner[:4] == "def:" and name != "<return>" and name not in needed.get(owner[4:], no_names):
-            pending[(owner[4:], name)].append(i)
+            pending[(owner[4:], name)] = i
         else:
             work.append(i)
+    heads: dict[str, str] = {}
     while work:
         i = work.pop()
         kept[i] = True
-        function = bindings[i][2]
-        if function is None:
+        key = keys[i]
+        function = key[2]
+        if function is None or not pending:
             continue
-        head = source_head(bindings[i][3])
-        if head and (function, head) in pending:
-            needed[function].add(head)
-            work.extend(pending.pop((function, head)))
-    bindings = tuple(b for b, keep in zip(bindings, kept) if keep)
-    # arguments are left out: whether one matters depends on the tree (``Resolver.tables_digest``)
-    digest = hashlib.blake2b(repr((types.classes, [b for b in bindings if b[0][:4] != "arg:"])).encode("utf-8", "surrogateescape"),
-                             digest_size=16).hexdigest()
+        for source in grouped[key][:MAX_SOURCES]:
+            head = heads.get(source)
+            if head is None:
+                head = heads[source] = source_head(source)
+            if head:
+                j = pending.pop((function, head), None)
+                if j is not None:
+                    work.append(j)
+    bindings: list[Binding] = []
+    #: the bindings of names (the arguments are left out: whether one matters depends on the tree, ``Resolver.tables_digest``)
+    named: list[Binding] = []
     groups: dict[tuple[str | None, str], list[tuple[str, str]]] = {}
-    for owner, name, function, source in bindings:
-        if owner[:4] == "arg:":
-            groups.setdefault((function, owner[4:]), []).append((name, source))
+    for key, keep in zip(keys, kept):
+        if keep:
+            owner, name, function = key
+            sources = grouped[key][:MAX_SOURCES]
+            made = [(owner, name, function, s) for s in sources]
+            bindings.extend(made)
+            if owner[:4] == "arg:":
+                groups.setdefault((function, owner[4:]), []).extend([(name, s) for s in sources])
+            else:
+                named.extend(made)
+    digest = hashlib.blake2b(repr((classes, named)).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
     arguments = tuple((function, callee, hashlib.blake2b(repr(passed).encode("utf-8", "surrogateescape"), digest_size=8).digest())
                       for (function, callee), passed in groups.items())
-    return TypeFacts(types.classes, bindings, tuple(sorted({b[1] for b in bindings})), digest, arguments)
+    return TypeFacts(classes, tuple(bindings), tuple(sorted({b[1] for b in bindings})), digest, arguments)
 
 
 def _first_of_each(paths: list[tuple[int, str, int, int]]) -> tuple[tuple[int, str, int, int], ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from cs_audit.extract.index import dotted, local_names
-from cs_audit.model import Binding, ClassFacts, TypeFacts
+from cs_audit.model import ClassFacts
 
 #: generic containers whose (last) type argument is the element type
 _CONTAINERS = frozenset({
@@ -39,11 +39,14 @@ _PLAIN_DECORATORS = frozenset({
 _MAX_STRING_ANNOTATION = 200
 
 
-def type_facts(tree: ast.Module, aliases: dict[str, str],
-               comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = (),
-               arguments: tuple[tuple[str | None, str, ast.Call], ...] = (),
-               lambdas: tuple[tuple[ast.Lambda, str], ...] = ()) -> TypeFacts:
-    """``comprehensions``: (function, target, iterable) of comprehension loops, ``arguments``:
+def type_bindings(tree: ast.Module, aliases: dict[str, str],
+                  comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = (),
+                  arguments: tuple[tuple[str | None, str, ast.Call], ...] = (),
+                  lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
+                  ) -> tuple[tuple[ClassFacts, ...], dict[tuple[str, str, str | None], list[str]]]:
+    """The classes of a module and its bindings, grouped: (owner, name, function) -> sources
+    (the first ``MAX_SOURCES`` of each are ``Binding``s), in the order they come in.
+    ``comprehensions``: (function, target, iterable) of comprehension loops, ``arguments``:
     (function, callee, call) of calls with arguments (the edges pass of ``extract.index``
     finds both as it walks expressions; this walk does not).  An argument is bound as
     ``arg:<callee>`` / slot (its position, or its keyword) in the calling function."""
@@ -63,11 +66,7 @@ def type_facts(tree: ast.Module, aliases: dict[str, str],
         for keyword in call.keywords[:MAX_ARGUMENTS]:
             if keyword.arg is not None:
                 walker.bind(owner, keyword.arg, function, walker.sources(keyword.value))
-    bindings: list[Binding] = []
-    for key, sources in walker.bindings.items():
-        owner, name, function = key
-        bindings.extend((owner, name, function, s) for s in sources[:MAX_SOURCES])
-    return TypeFacts(tuple(walker.classes), tuple(bindings))
+    return tuple(walker.classes), walker.bindings
 
 
 class _Walker:
