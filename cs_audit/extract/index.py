@@ -497,12 +497,6 @@ def _arg_text(node: ast.expr) -> str:
     return ""
 
 
-def int_args(args: list[ast.expr]) -> tuple[int | None, ...]:
-    """``CallSite.int_args``: int literals among the arguments, () when there is none."""
-    values = tuple(a.value if a.__class__ is ast.Constant and type(a.value) is int else None for a in args)  # type: ignore[attr-defined]
-    return values if any(v is not None for v in values) else ()
-
-
 def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ...]) -> str:
     """``GateRef.level`` of an operand compared by ``op`` with ``right``, for the code that
     runs when the comparison is ``active`` (holds) or not: the least value it runs at, when
@@ -1469,17 +1463,22 @@ class _Indexer(ast.NodeVisitor):
             if gates is None:
                 gates = self._gates_now()
             line = lines[call.lineno - 1]
-            if call.end_lineno == call.lineno and line.isascii():  # ``_source`` of the common case
+            end_line = call.end_lineno or call.lineno
+            if end_line == call.lineno and line.isascii():  # ``_source`` and ``_column`` of the common case
                 source = line[call.col_offset:call.end_col_offset]
+                col, end_col = call.col_offset, call.end_col_offset or 0
             else:
                 source = self._source(call)
+                col, end_col = self._column(call.lineno, call.col_offset), self._column(end_line, call.end_col_offset or 0)
+            # the fields after the callee, the same for the call and each function handed to it
+            rest = self._plain_fields(function, call, end_line, gates, source, col, end_col)
             if lands:
                 if call.args or call.keywords:
                     self.arguments.append((function, callee, call))
                     self._note_host_arguments(callee, call)
-                self._plain_call(callee, function, call, gates, source)
+                self.calls.append(PlainCall((callee, *rest)))
             for target in handed:
-                self._plain_call(f"{callee}{HANDED}{target}", function, call, gates, source)
+                self.calls.append(PlainCall((f"{callee}{HANDED}{target}", *rest)))
 
     def _callee(self, call: ast.Call) -> tuple[str | None, bool]:
         """A call's callee text (its first name through the imports) and whether it may land
@@ -1529,18 +1528,28 @@ class _Indexer(ast.NodeVisitor):
                     out.append(self.aliases.get(head, head) + text[len(head):])
         return out
 
-    def _plain_call(self, callee: str, function: str | None, call: ast.Call, gates: tuple[GateRef, ...], source: str) -> None:
+    def _plain_fields(self, function: str | None, call: ast.Call, end_line: int, gates: tuple[GateRef, ...], source: str,
+                      col: int, end_col: int) -> tuple[object, ...]:
+        """A plain call edge's fields after its callee, in PLAIN_FIELDS order; its literal
+        arguments are the string literals among the first four positional arguments."""
         args = call.args
-        # a plain call edge, in PLAIN_FIELDS order; its literal arguments are the string
-        # literals among the first four positional arguments
-        self.calls.append(PlainCall((
-            callee, function, call.lineno, call.end_lineno or call.lineno, gates, self.loop_depth,
-            tuple([a.value if a.__class__ is ast.Constant and a.value.__class__ is str else None for a in args[:4]]) if args else (),
+        literals: tuple[str | None, ...] = ()
+        ints: tuple[int | None, ...] = ()
+        if args:
+            strs: list[str | None] = []
+            numbers: list[int | None] = []
+            for a in args[:4]:
+                value = a.value if a.__class__ is ast.Constant else None  # type: ignore[attr-defined]
+                strs.append(value if value.__class__ is str else None)
+                numbers.append(value if value.__class__ is int else None)
+            literals = tuple(strs)
+            if any(v is not None for v in numbers):  # ``CallSite.int_args``: () when there is none
+                ints = tuple(numbers)
+        return (
+            function, call.lineno, end_line, gates, self.loop_depth, literals,
             None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
-            self.loop_iters[-1] if self.loop_iters else "",
-            self._column(call.lineno, call.col_offset), self._column(call.end_lineno or call.lineno, call.end_col_offset or 0),
-            int_args(args[:4]),
-        )))
+            self.loop_iters[-1] if self.loop_iters else "", col, end_col, ints,
+        )
 
     # ------------------------------------------------------------ gate operands
     def gate_refs(self, expr: ast.AST, active: bool) -> list[GateRef]:
