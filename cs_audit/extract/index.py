@@ -41,7 +41,6 @@ from cs_audit.model import (
 from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
 from cs_audit.pyast import child_fields as _child_fields
 from cs_audit.pyast import nodes as _nodes
-from cs_audit.pyast import scope_nodes
 from cs_audit.ruleset import RuleSet
 
 #: functions shorter than this are too small to call a duplicated helper
@@ -187,6 +186,12 @@ def resolve_relative(module: str, is_package: bool, level: int, target: str | No
 
 def dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
     """`a.b.c` with the first name resolved through the import aliases."""
+    cls = node.__class__
+    if cls is ast.Name:  # the common cases first: `a`, `a.b`
+        return aliases.get(node.id, node.id)  # type: ignore[attr-defined]
+    if cls is ast.Attribute and node.value.__class__ is ast.Name:  # type: ignore[attr-defined]
+        head = node.value.id  # type: ignore[attr-defined]
+        return f"{aliases.get(head, head)}.{node.attr}"  # type: ignore[attr-defined]
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -229,11 +234,35 @@ def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     for extra in (func.args.vararg, func.args.kwarg):
         if extra:
             names.add(extra.arg)
-    Name, Store = ast.Name, ast.Store
-    for node in _nodes(func):
-        if node.__class__ is Name and node.ctx.__class__ is Store:  # type: ignore[attr-defined]
-            names.add(node.id)  # type: ignore[attr-defined]
+    names.update(_name_ids(func, stored_only=True))
     return names
+
+
+def _name_ids(root: ast.AST, stored_only: bool = False) -> set[str]:
+    """The ids of the ``ast.Name`` nodes under ``root`` (the nodes ``pyast.nodes`` gives),
+    only those stored to when ``stored_only``, collected as the walk goes."""
+    out: set[str] = set()
+    add = out.add
+    stack: list[ast.AST] = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    fields_of, AST, Name, Store = _CHILD_FIELDS, ast.AST, ast.Name, ast.Store
+    while stack:
+        node = pop()
+        cls = node.__class__
+        if cls is Name:  # no children
+            if not stored_only or node.ctx.__class__ is Store:  # type: ignore[attr-defined]
+                add(node.id)  # type: ignore[attr-defined]
+            continue
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = _child_fields(cls)
+        for name in fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                extend([v for v in value if isinstance(v, AST)])  # type: ignore[union-attr]
+            elif isinstance(value, AST):
+                push(value)
+    return out
 
 
 def _walk_count_below(nodes: list[ast.stmt], limit: int) -> bool:
@@ -580,20 +609,7 @@ class _Scope:
         if self.locals is None:
             if self.node is None:
                 return False
-            declared: set[str] = set()
-            global_names: set[str] = set()
-            stored: set[str] = set()
-            Name, Load, Global, Nonlocal = ast.Name, ast.Load, ast.Global, ast.Nonlocal
-            for x in scope_nodes(self.node.body):
-                cls = x.__class__
-                if cls is Name:
-                    if x.ctx.__class__ is not Load:  # type: ignore[attr-defined]
-                        stored.add(x.id)  # type: ignore[attr-defined]
-                elif cls is Global:
-                    global_names.update(x.names)  # type: ignore[attr-defined]
-                    declared.update(x.names)  # type: ignore[attr-defined]
-                elif cls is Nonlocal:
-                    declared.update(x.names)  # type: ignore[attr-defined]
+            stored, global_names, declared = _own_scope_names(self.node.body)
             self.globals = frozenset(global_names)
             args = self.node.args
             params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
@@ -603,6 +619,47 @@ class _Scope:
     host: frozenset[str] = frozenset()
     #: its parameters assigned a value before the statement being walked (``Snippet.rebound``)
     rebound: frozenset[str] = frozenset()
+
+
+_OWN_SCOPE_STOPS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+
+
+def _own_scope_names(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
+    """The names ``body`` stores, declares `global`, and declares `global` or `nonlocal`, in
+    its own scope (the nodes ``pyast.scope_nodes`` gives), collected as the walk goes."""
+    stored: set[str] = set()
+    global_names: set[str] = set()
+    declared: set[str] = set()
+    stack: list[ast.AST] = list(body)
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    fields_of, AST, stops = _CHILD_FIELDS, ast.AST, _OWN_SCOPE_STOPS
+    Name, Load, Global, Nonlocal = ast.Name, ast.Load, ast.Global, ast.Nonlocal
+    while stack:
+        node = pop()
+        cls = node.__class__
+        if cls is Name:  # no children
+            if node.ctx.__class__ is not Load:  # type: ignore[attr-defined]
+                stored.add(node.id)  # type: ignore[attr-defined]
+            continue
+        if cls is Global:
+            global_names.update(node.names)  # type: ignore[attr-defined]
+            declared.update(node.names)  # type: ignore[attr-defined]
+            continue
+        if cls is Nonlocal:
+            declared.update(node.names)  # type: ignore[attr-defined]
+            continue
+        if cls in stops:
+            continue
+        fields = fields_of.get(cls)
+        if fields is None:
+            fields = _child_fields(cls)
+        for name in fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                extend([v for v in value if isinstance(v, AST)])  # type: ignore[union-attr]
+            elif isinstance(value, AST):
+                push(value)
+    return stored, global_names, declared
 
 
 #: last names of the calls and methods a path is built through (``_starts_as_path``)
@@ -907,7 +964,7 @@ class _Indexer(ast.NodeVisitor):
                 enclosing.append(outer)
         scope.binds("")  # works out its globals
         # every name it uses: the ones it assigns are its own unless declared `nonlocal`
-        used = {n.id for n in _nodes(scope.node) if n.__class__ is ast.Name}  # type: ignore[attr-defined]
+        used = _name_ids(scope.node)
         for name in sorted(used):
             if scope.binds(name) or name in scope.globals:
                 continue
@@ -1216,7 +1273,7 @@ class _Indexer(ast.NodeVisitor):
                 if value.__class__ is ast.Name:
                     scope.returned.add(value.id)  # type: ignore[attr-defined]
                 else:
-                    scope.returned.update(x.id for x in _nodes(value) if x.__class__ is ast.Name)  # type: ignore[attr-defined]
+                    scope.returned.update(_name_ids(value))
         if node.__class__ is ast.Expr and node.value.__class__ is ast.Constant:  # type: ignore[attr-defined]
             # a docstring or a bare literal: no call, no read, whatever words it holds
             # (docstrings had been a sizeable part of the statement text given to libcst)
@@ -1322,12 +1379,20 @@ class _Indexer(ast.NodeVisitor):
         scope = self.function
         host, aliases, names = scope.host if scope else frozenset(), self.aliases, self.rs.host_name_re
         positions = []
+        Name, Constant = ast.Name, ast.Constant
         for index, arg in enumerate(call.args):
-            if arg.__class__ is ast.Starred:
+            cls = arg.__class__
+            if cls is ast.Starred:
                 break  # the positions after it are not known
-            if _host_value(arg, host, aliases, names):
+            if cls is Constant:
+                continue
+            if cls is Name:  # ``_host_value`` of a name, inline: most arguments are names
+                if arg.id in host or names is not None and names.search(arg.id) is not None:  # type: ignore[attr-defined]
+                    positions.append(index)
+            elif _host_value(arg, host, aliases, names):
                 positions.append(index)
-        keywords = tuple(k.arg for k in call.keywords if k.arg is not None and _host_value(k.value, host, aliases, names))
+        keywords = tuple(k.arg for k in call.keywords
+                         if k.arg is not None and k.value.__class__ is not Constant and _host_value(k.value, host, aliases, names))
         if positions or keywords:
             self.host_arguments.append(HostArguments(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
                                                      tuple(positions), keywords))
