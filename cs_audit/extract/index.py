@@ -853,6 +853,8 @@ class _Indexer(ast.NodeVisitor):
         self.host_arguments: list[HostArguments] = []
         #: messages formatted into locals only calls read, each with its path contexts
         self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
+        #: each callee and code text of the plain calls made so far, by itself
+        self.shared: dict[str, str] = {}
 
     # ------------------------------------------------------------ context
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -1334,9 +1336,10 @@ class _Indexer(ast.NodeVisitor):
             scope = self.function
             targets = node.targets if node.__class__ is ast.Assign else [node.target]  # type: ignore[attr-defined]
             params = scope.params
-            rebound = {name for t in targets for name in _target_names(t) if name in params}
-            if rebound - scope.rebound:
-                scope.rebound = scope.rebound | rebound
+            for t in targets:
+                for name in _target_names(t):
+                    if name in params and name not in scope.rebound:
+                        scope.rebound = scope.rebound | {name}
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
 
     def _note_message(self, node: ast.stmt, name: str, value: ast.expr) -> None:
@@ -1516,7 +1519,7 @@ class _Indexer(ast.NodeVisitor):
         call is handed that it may run itself (``_handed``)."""
         scope = self.function
         function = scope.qualname if scope else None
-        lines = self.lines
+        lines, shared = self.lines, self.shared
         gates = None  # worked out for the first edge: that may settle pending gate groups
         for call in calls:
             callee, lands = self._callee(call)
@@ -1537,13 +1540,16 @@ class _Indexer(ast.NodeVisitor):
                 col, end_col = self._column(call.lineno, call.col_offset), self._column(end_line, call.end_col_offset or 0)
             # the fields after the callee, the same for the call and each function handed to it
             rest = self._plain_fields(function, call, end_line, gates, source, col, end_col)
+            # one object per distinct callee text in the file: a pickle writes it once
+            callee = shared.setdefault(callee, callee)
             if lands:
                 if call.args or call.keywords:
                     self.arguments.append((function, callee, call))
                     self._note_host_arguments(callee, call)
                 self.calls.append(PlainCall((callee, *rest)))
             for target in handed:
-                self.calls.append(PlainCall((f"{callee}{HANDED}{target}", *rest)))
+                handed_callee = f"{callee}{HANDED}{target}"
+                self.calls.append(PlainCall((shared.setdefault(handed_callee, handed_callee), *rest)))
 
     def _callee(self, call: ast.Call) -> tuple[str | None, bool]:
         """A call's callee text (its first name through the imports) and whether it may land
@@ -1598,6 +1604,8 @@ class _Indexer(ast.NodeVisitor):
         """A plain call edge's fields after its callee, in PLAIN_FIELDS order; its literal
         arguments are the string literals among the first four positional arguments."""
         args = call.args
+        shared = self.shared
+        code = " ".join(source.split())[:160]
         literals: tuple[str | None, ...] = ()
         ints: tuple[int | None, ...] = ()
         if args:
@@ -1612,7 +1620,7 @@ class _Indexer(ast.NodeVisitor):
                 ints = tuple(numbers)
         return (
             function, call.lineno, end_line, gates, self.loop_depth, literals,
-            None, "exact", False, None, None, False, False, None, " ".join(source.split())[:160], False,
+            None, "exact", False, None, None, False, False, None, shared.setdefault(code, code), False,
             self.loop_iters[-1] if self.loop_iters else "", col, end_col, ints,
         )
 
