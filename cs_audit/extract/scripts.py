@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 
 from cs_audit.model import ScriptFacts
 from cs_audit.pyast import dotted_name
@@ -147,7 +148,7 @@ def _launchers(tree: ast.Module) -> dict[str, str]:
     """The names that start another program here: module name as imported -> module
     (`import subprocess as sp`), and `=name` -> module for a function imported by name."""
     names: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in ("subprocess", "os", "asyncio"):
@@ -157,6 +158,26 @@ def _launchers(tree: ast.Module) -> dict[str, str]:
                 if _launches(node.module, alias.name):
                     names["=" + (alias.asname or alias.name)] = node.module
     return names
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.Module) -> list[ast.AST]:
+    """The statements of ``tree`` (with the handlers and cases holding some) in the order
+    ``ast.walk`` yields them: breadth first, fields in order; no expression holds a
+    statement, so leaving expressions out keeps their order (and an import is a statement)."""
+    out: list[ast.AST] = []
+    todo = deque([tree])
+    blocks = _BLOCKS
+    while todo:
+        node = todo.popleft()
+        out.append(node)
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list and value and isinstance(value[0], blocks):
+                todo.extend(value)
+    return out
 
 
 def _launches(module: str, function: str) -> bool:
