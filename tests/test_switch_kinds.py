@@ -403,3 +403,23 @@ def test_a_value_that_computes_is_a_feature_whatever_the_name() -> None:
     assert s["ENG_PROFILER_NOTE"].category == "instrumentation"
     assert s["ENG_JIT_CACHE_DEBUG"].category == "instrumentation"  # it picks the level of a line
 
+
+
+def test_a_read_handed_straight_to_a_writer_is_an_output_location() -> None:
+    # the value is never named: only the calls on the read's own lines say what it is for
+    source = (
+        "import os\n"
+        "def dump(rows):\n"
+        '    with open(os.environ["ENG_DUMP_FILE"], "w") as f:\n'
+        "        f.write(str(rows))\n"
+        "def spill(rows):\n"
+        "    with open(\n"
+        '        os.environ["ENG_SPILL_FILE"],\n'
+        '        "a",\n'
+        "    ) as f:\n"
+        "        f.write(str(rows))\n"
+    )
+    _, s = _switches({"engine.py": source})
+    assert s["ENG_DUMP_FILE"].category == "output-path"
+    assert any("engine.py:3 open(w)" in r for r in s["ENG_DUMP_FILE"].reasons)
+    assert s["ENG_SPILL_FILE"].category == "output-path"
