@@ -238,14 +238,17 @@ def entry_point(name: str) -> str:
     return str(script) if script.is_file() and os.access(script, os.X_OK) else name
 
 
-def precompile_cs_audit() -> None:
-    """Write cs-audit's bytecode, as ``pip install`` of a wheel does: an editable install
-    compiles on first import, or on every run when ``PYTHONDONTWRITEBYTECODE`` is set."""
+def precompile_cs_audit(package: Path | None = None) -> None:
+    """Write the bytecode of cs-audit (the imported one, or the ``package`` folder of a
+    checkout), as ``pip install`` of a wheel does: an editable install compiles on first
+    import, or on every run when ``PYTHONDONTWRITEBYTECODE`` is set."""
     import compileall
 
-    import cs_audit
+    if package is None:
+        import cs_audit
 
-    compileall.compile_dir(str(Path(cs_audit.__file__).parent), quiet=1)
+        package = Path(cs_audit.__file__).parent
+    compileall.compile_dir(str(package), quiet=1)
 
 
 def _cs_audit_cmd(root: Path, jobs: int, output: str = os.devnull) -> list[str]:

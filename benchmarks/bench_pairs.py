@@ -29,14 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import precompile_cs_audit  # this folder's bench.py (run as a script, it is on the path)
+
 CORPORA = Path(os.environ.get("CS_AUDIT_CORPORA", Path.home() / ".cache" / "cs-audit-corpora"))
 TREES = {"vllm": CORPORA / "vllm-0.33.0" / "vllm", "sglang": CORPORA / "sglang-0.5.23" / "sglang"}
-
-
-def precompile(code: Path) -> None:
-    import compileall
-
-    compileall.compile_dir(str(code / "cs_audit"), quiet=1)
 
 
 def _children_cpu() -> float:
@@ -93,7 +89,7 @@ def main() -> None:
     ap.add_argument("--edit-only", action="store_true", help="measure only the call-added edit (skip cold and warm)")
     args = ap.parse_args()
     for code in (args.a, args.b):
-        precompile(code.resolve())
+        precompile_cs_audit(code.resolve() / "cs_audit")
     for name in args.trees.split(","):
         tree = TREES[name]
         results: dict[str, dict[str, list[tuple[float, float]]]] = {"A": {}, "B": {}}

@@ -42,7 +42,8 @@ _LEAF_FIELDS: dict[type, frozenset[str]] = {
 _SKIP_FIELDS = frozenset({"ctx", "type_comment"})
 #: node class -> the fields that may hold child nodes (filled on first use)
 CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+#: the nodes that open a scope of their own
+SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
@@ -61,7 +62,7 @@ def nodes(root: ast.AST) -> list[ast.AST]:
 def scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
     """The nodes of ``body`` in its own scope, any order: the functions, lambdas and classes
     defined in it are there, their insides are not (their names are theirs)."""
-    return _walk(list(body), _SCOPES)
+    return _walk(list(body), SCOPES)
 
 
 def _walk(stack: list[ast.AST], stop: frozenset[type]) -> list[ast.AST]:

@@ -39,6 +39,7 @@ from cs_audit.model import (
     closure_arg,
 )
 from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
+from cs_audit.pyast import SCOPES
 from cs_audit.pyast import child_fields as _child_fields
 from cs_audit.pyast import nodes as _nodes
 from cs_audit.ruleset import RuleSet
@@ -621,9 +622,6 @@ class _Scope:
     rebound: frozenset[str] = frozenset()
 
 
-_OWN_SCOPE_STOPS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
-
-
 def _own_scope_names(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
     """The names ``body`` stores, declares `global`, and declares `global` or `nonlocal`, in
     its own scope (the nodes ``pyast.scope_nodes`` gives), collected as the walk goes."""
@@ -632,7 +630,7 @@ def _own_scope_names(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]
     declared: set[str] = set()
     stack: list[ast.AST] = list(body)
     pop, push, extend = stack.pop, stack.append, stack.extend
-    fields_of, AST, stops = _CHILD_FIELDS, ast.AST, _OWN_SCOPE_STOPS
+    fields_of, AST, stops = _CHILD_FIELDS, ast.AST, SCOPES
     Name, Load, Global, Nonlocal = ast.Name, ast.Load, ast.Global, ast.Nonlocal
     while stack:
         node = pop()
