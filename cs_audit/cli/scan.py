@@ -11,6 +11,7 @@ import difflib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
@@ -113,32 +114,48 @@ def scan(
         check_writable(target)
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
                        cache=False if no_cache else None, **state.selection_overrides(select, extend_select, ignore))
-    result = state.run_with_progress(config, rs, quiet=quiet)
-    warn_unmatched_roots(config, result)
-    started = time.perf_counter()
-    if terminal:
-        from cs_audit.render.markdown import render_markdown
-
-        assert target is not None
-        write_output(target, render_markdown(result, rs, report_name(path), None if out else tree_digest(path)))
-        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-        if not quiet:
-            _print_terminal(path, result, rs, str(target), verbose, full=format == "full", statistics=statistics)
-        elif verbose:
-            say(phases_line(result))
-    else:
-        text = render_format(format, result, rs, max_annotations, path)
+    if not terminal:
+        report = state.run_with_progress(config, rs, quiet=quiet, report=(
+            lambda result: _report(format, result, rs, config, max_annotations, path),
+            repr((format, max_annotations, str(path), os.path.realpath(path)))))
+        for line in report.warnings:
+            say(line)
         if out:
-            write_output(out, text)
+            write_output(out, report.text)
         else:
-            sys.stdout.write(text)
-        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
+            sys.stdout.write(report.text)
         if verbose:
-            say(phases_line(result))
+            say(phases_line(report.timings))
+        if strict and report.skipped:
+            raise typer.Exit(2)
+        if exit_non_zero and report.reported:
+            raise typer.Exit(1)
+        return
+    result = state.run_with_progress(config, rs, quiet=quiet)
+    for line in unmatched_root_warnings(config, result):
+        say(line)
+    started = time.perf_counter()
+    from cs_audit.render.markdown import render_markdown
+
+    assert target is not None
+    write_output(target, render_markdown(result, rs, report_name(path), None if out else tree_digest(path)))
+    result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
+    if not quiet:
+        _print_terminal(path, result, rs, str(target), verbose, full=format == "full", statistics=statistics)
+    elif verbose:
+        say(phases_line(result.timings))
     if strict and result.errors:
         raise typer.Exit(2)
     if exit_non_zero and _reported(result):
         raise typer.Exit(1)
+
+
+def _report(format: str, result, rs, config, max_annotations: int | None, path: Path):
+    """``result`` rendered in ``format`` (not a terminal one), with what ``scan`` decides from it."""
+    from cs_audit.api import Report
+
+    return Report(render_format(format, result, rs, max_annotations, path), _reported(result), bool(result.errors),
+                  tuple(unmatched_root_warnings(config, result)))
 
 
 def _print_terminal(path: Path, result, rs, written_to: str, verbose: bool, full: bool, statistics: bool) -> None:
@@ -225,7 +242,7 @@ def _report_target(path: Path) -> Path:
     return target
 
 
-def warn_unmatched_roots(config, result) -> None:
+def unmatched_root_warnings(config, result) -> Iterator[str]:
     """One warning line per hot root of the project's configuration that matches no
     function of the tree (a typo, or a root an earlier rule already matches)."""
     if result.roots is None:
@@ -233,12 +250,12 @@ def warn_unmatched_roots(config, result) -> None:
     for i, (entry, match) in enumerate(zip(config.hot_roots, result.roots.rules)):
         if not match.functions:
             shown = ", ".join(f"{k} = {v!r}" for k, v in entry.items())
-            say(state.plain(f"cs-audit: warning: {config.config_source}: hot_roots[{i}] {{{shown}}} matches no function "
-                            "of this tree (none so named, or an earlier root matches them)"))
+            yield state.plain(f"cs-audit: warning: {config.config_source}: hot_roots[{i}] {{{shown}}} matches no function "
+                              "of this tree (none so named, or an earlier root matches them)")
 
 
-def phases_line(result) -> str:
-    return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)
+def phases_line(timings) -> str:
+    return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in timings)
 
 
 def _reported(result) -> bool:
