@@ -516,6 +516,9 @@ class Report:
     skipped: bool
     #: warning lines on the configuration (a hot root that matches nothing)
     warnings: tuple[str, ...] = ()
+    #: for the terminal: the summary's (text, style) lines, and one line per finding (or per rule)
+    summary: tuple[tuple[str, str], ...] = ()
+    details: tuple[str, ...] = ()
     #: the phases of the run that gave it (never stored)
     timings: tuple[tuple[str, float], ...] = ()
 

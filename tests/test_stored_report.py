@@ -46,6 +46,28 @@ def test_an_unchanged_tree_serves_the_report_it_rendered(tmp_path: Path) -> None
     assert _scan(root, out, "--no-history", "--no-cache")[1] == cold
 
 
+@pytest.mark.parametrize("options", [["--format", "text"], ["--format", "full"], ["--format", "concise", "--statistics"]],
+                         ids=lambda o: " ".join(o))
+def test_the_terminal_formats_print_what_they_printed(tmp_path: Path, options: list[str]) -> None:
+    root = write_tree(tmp_path / "tree", FILES)
+    out = tmp_path / "out.md"
+    args = ["scan", str(root), "-o", str(out), "-j", "1", "--no-history", *options]
+    cold = runner.invoke(app, args)
+    markdown = out.read_text(encoding="utf-8")
+    warm = runner.invoke(app, [*args, "-v"])
+    assert cold.exit_code == warm.exit_code == 0, cold.output + warm.output
+    assert "phases: discover" in warm.stdout and "stored report" in warm.stdout
+    without_phases = [line for line in warm.stdout.splitlines() if not line.startswith("phases: ")]
+    assert without_phases == cold.stdout.splitlines()
+    assert "engine/runner.py:" in cold.stdout or "default-on-emitter" in cold.stdout
+    assert out.read_text(encoding="utf-8") == markdown
+    fresh = runner.invoke(app, [*args, "--no-cache"])
+    assert fresh.stdout == cold.stdout and out.read_text(encoding="utf-8") == markdown
+    toggled = [*args[:-1]] if args[-1] == "--statistics" else [*args, "--statistics"]
+    other = runner.invoke(app, toggled)
+    assert other.stdout != cold.stdout and other.stdout == runner.invoke(app, [*toggled, "--no-cache"]).stdout
+
+
 def _edit_a_file(root: Path) -> list[str]:
     with open(root / "engine" / "runner.py", "a", encoding="utf-8") as handle:
         handle.write("\n\ndef _late(x):\n    logger.warning(f'late {x}')\n")
