@@ -43,6 +43,8 @@ def test_an_unchanged_tree_serves_the_report_it_rendered(tmp_path: Path) -> None
     code_warm, warm, phases, _ = _scan(root, out, "--no-history")
     assert phases == ["discover", "stored report"]
     assert warm == cold and code_warm == code
+    _, elsewhere, phases, _ = _scan(root, tmp_path / "elsewhere.json", "--no-history")
+    assert phases == ["discover", "stored report"] and elsewhere == cold
     assert _scan(root, out, "--no-history", "--no-cache")[1] == cold
 
 

@@ -112,7 +112,8 @@ def scan(
         check_writable(target)
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
                        cache=False if no_cache else None, **state.selection_overrides(select, extend_select, ignore))
-    render_id = repr((format, max_annotations, statistics, str(path), os.path.realpath(path), str(target), out is None))
+    # what the rendering reads besides the audit (the output file's name is only printed)
+    render_id = repr((format, max_annotations, statistics, str(path), os.path.realpath(path), out is None))
     report = state.run_with_progress(config, rs, quiet=quiet, report=(
         lambda result: _report(format, result, rs, config, max_annotations, path, out is None, statistics), render_id))
     for line in report.warnings:
