@@ -17,16 +17,7 @@ from typing import TYPE_CHECKING
 
 from cs_audit.analysis.disposition import apply_dispositions
 from cs_audit.analysis.selection import RuleSelection, rule_selection, selected, unknown_rules
-from cs_audit.config import (
-    DECISIONS_FILE,
-    RULE_LISTS,
-    AuditConfig,
-    ConfigError,
-    Decision,
-    DecisionsError,
-    load_decisions,
-    root_package,
-)
+from cs_audit.config import DECISIONS_FILE, RULE_LISTS, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
 from cs_audit.extract.discover import discover, discover_tree, display_path, git_head
 from cs_audit.incremental import cache
 from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
@@ -50,7 +41,7 @@ from cs_audit.model import (
 from cs_audit.ruleset import RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
 
 if TYPE_CHECKING:
-    from cs_audit.joins.callgraph import Resolutions
+    from cs_audit.joins.callgraph import Resolutions, SiteGates
 
 # The parser, joins, analysis, pool and git modules are imported where they are used: a
 # warm scan (one stored whole-tree result) needs none of them, and their import is a
@@ -272,11 +263,13 @@ class Joins:
 
 
 def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run: _Run,
-           earlier: Resolutions | None = None, unchanged: set[str] | None = None, package: str | None = None) -> Joins:
+           earlier: Resolutions | None = None, unchanged: set[str] | None = None, package: str | None = None,
+           gates: tuple[SiteGates, set[str]] | None = None) -> Joins:
     """The call-graph model, findings and duplicate groups of ``facts`` (pure functions of the
     facts and the rules): the memo's when both are equal to those it holds.  ``earlier``:
     call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
-    memo's, for the files whose facts are the objects it holds)."""
+    memo's, for the files whose facts are the objects it holds).  ``gates``: the site gates
+    of an earlier model, and the files whose facts are those they were worked out from."""
     from cs_audit.analysis.duplicate_helper import duplicate_groups
     from cs_audit.analysis.roots import hot_roots
     from cs_audit.analysis.rules import analyse
@@ -293,7 +286,8 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         earlier = last.model.resolutions  # type: ignore[attr-defined]
         before = dict(last.facts)
         unchanged = {path for path, ff in items if before.get(path) is ff}
-    model = build_model(facts, rs, earlier, unchanged, package, whole=False)
+    gates_earlier, gates_unchanged = gates or (None, frozenset())
+    model = build_model(facts, rs, earlier, unchanged, package, whole=False, gates=gates_earlier, gates_unchanged=gates_unchanged)
     run.resolved = model.resolved_files
     run.lap("joins")
     findings = tuple(analyse(model, rs))
@@ -317,8 +311,6 @@ class _Run:
         self.analysed: list[str] = []
         self.result = "analysed"
         self.resolved: tuple[str, ...] = ()
-        #: nothing transient shaped the result (a timeout, a failed blame): it may be stored
-        self.settled = True
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -421,23 +413,10 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
                 memo.end_scan()
 
 
-@dataclass
-class _Tree:
-    """What a scan knows of its tree before analysing it: the files and repositories found,
-    the rule set with the tree's registries, each file's cache key, the decisions file."""
+def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
+               keep: list[object] | None = None) -> AuditResult:
+    run = _Run()
 
-    rs: RuleSet
-    root: Path
-    sources: list[SourceFile]
-    errors: list[FileError]
-    repos: list[Repository]
-    cache_dir: str | None
-    keys: list[str | None]
-    decisions: dict[str, Decision]
-    decisions_error: FileError | None
-
-
-def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, run: _Run) -> _Tree:
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
     sources, errors, repos = discover_tree(root, config.exclude)
@@ -445,45 +424,23 @@ def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, 
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
     keys = _source_keys(sources, config, cache_dir, memo)
-    decisions_error = None
+    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep)
+    findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
+    commit, history_note = None, HISTORY_SKIPPED
+    if config.history:
+        switches, commit, history_note = _with_history(root, repos, switches, config)
+    else:
+        commit = git_head(root)
+        switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
+    repositories = ((".", commit),) if commit else ()
+    repositories += tuple((r.path, git_head(root / r.path)) for r in repos)
+    run.lap("history")
     try:
         decisions = load_decisions(root)
     except DecisionsError as exc:
-        decisions, decisions_error = {}, FileError(DECISIONS_FILE, "io", str(exc))
-    return _Tree(rs, root, sources, list(errors), list(repos), cache_dir, keys, decisions, decisions_error)
-
-
-def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
-               keep: list[object] | None = None) -> AuditResult:
-    run = _Run()
-    return _audit(_discovered(config, rs, memo, run), config, progress, memo, run, keep)
-
-
-def _heads(tree: _Tree) -> tuple[str | None, tuple[tuple[str, str | None], ...]]:
-    """The commit at HEAD of the tree's work tree, and of each repository inside it."""
-    return git_head(tree.root), tuple((r.path, git_head(tree.root / r.path)) for r in tree.repos)
-
-
-def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: ScanMemo | None, run: _Run,
-           keep: list[object] | None = None, heads: tuple[str | None, tuple[tuple[str, str | None], ...]] | None = None,
-           ) -> AuditResult:
-    """The audit of a discovered tree.  ``heads``: ``_heads(tree)`` when the caller has it."""
-    rs, root, sources, repos = tree.rs, tree.root, tree.sources, tree.repos
-    analysis = _tree_analysis(sources, tree.errors, rs, config, progress, tree.cache_dir, tree.keys, memo, run, keep)
-    findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
-    run.settled = analysis.cacheable
-    commit, history_note = None, HISTORY_SKIPPED
-    if config.history:
-        switches, commit, history_note = _with_history(root, repos, switches, config, run)
-    else:
-        commit = heads[0] if heads is not None else git_head(root)
-        switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
-    repositories = ((".", commit),) if commit else ()
-    repositories += heads[1] if heads is not None else tuple((r.path, git_head(root / r.path)) for r in repos)
-    run.lap("history")
-    if tree.decisions_error is not None:
-        errors.append(tree.decisions_error)
-    switches, overridden = apply_dispositions(switches, rs, tree.decisions, config.aside)
+        errors.append(FileError(DECISIONS_FILE, "io", str(exc)))
+        decisions = {}
+    switches, overridden = apply_dispositions(switches, rs, decisions, config.aside)
     reported, suppressions = selected(findings, analysis.suppressions, selection_of(config, rs))
     return AuditResult(
         root=display_path(config.root),
@@ -503,54 +460,6 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )
-
-
-@dataclass(frozen=True)
-class Report:
-    """A rendered audit, and what a command decides from the audit besides the text."""
-
-    text: str
-    #: a finding no comment in the code suppresses (``--exit-non-zero-on-findings``)
-    reported: bool
-    #: a file was skipped (``--strict``)
-    skipped: bool
-    #: warning lines on the configuration (a hot root that matches nothing)
-    warnings: tuple[str, ...] = ()
-    #: for the terminal: the summary's (text, style) lines, and one line per finding (or per rule)
-    summary: tuple[tuple[str, str], ...] = ()
-    details: tuple[str, ...] = ()
-    #: the phases of the run that gave it (never stored)
-    timings: tuple[tuple[str, float], ...] = ()
-
-
-def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], render_id: str, rs: RuleSet | None = None,
-                 progress: Progress | None = None, keep: list[object] | None = None) -> Report:
-    """``render(run_audit(config, rs))``, served whole from the cache when everything it
-    depends on is what it was when it was stored: each file's key, the rules and cs-audit's
-    code (the cache's version directory), the configuration, the commit at HEAD of each
-    repository, the decisions file, and ``render_id`` (whatever else ``render`` reads).
-    A report is stored only from an audit that nothing transient shaped (a file that timed
-    out, a blame that failed)."""
-    with _collector_paused(ending=keep is not None):
-        run = _Run()
-        tree = _discovered(config, rs, None, run)
-        key, heads = None, None
-        if tree.cache_dir is not None and all(k is not None for k in tree.keys):
-            heads = _heads(tree)
-            key = cache.report_key(
-                [(s.path, k) for s, k in zip(tree.sources, tree.keys)],  # type: ignore[misc]
-                repr((_result_context(config, tree.errors), replace(config, jobs=0), heads,
-                      sorted(tree.decisions.items()), tree.decisions_error, render_id)))
-            stored = cache.load_report(tree.cache_dir, key)
-            if isinstance(stored, Report):
-                run.lap("stored report")
-                return replace(stored, timings=tuple(run.timings))
-        result = _audit(tree, config, progress, None, run, keep, heads)
-        report = render(result)
-        run.lap("render")
-        if key is not None and run.settled:
-            cache.store_report(tree.cache_dir, key, replace(report, timings=()))  # type: ignore[arg-type]
-        return replace(report, timings=tuple(run.timings))
 
 
 def _source_keys(sources: list[SourceFile], config: AuditConfig, cache_dir: str | None,
@@ -720,13 +629,14 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     # memo (``report --range``, whose temporary root is new each run) from the memo's joins
     on_disk = cache_dir if memo is None else None
     earlier, unchanged = _earlier_resolutions(on_disk, config, sources, keys, facts)
-    joins = _joins(facts, rs, memo, run, earlier, unchanged, root_package(config))
+    gates = _earlier_site_gates(on_disk, config, sources, keys, facts)
+    joins = _joins(facts, rs, memo, run, earlier, unchanged, root_package(config), gates)
     model, findings = joins.model, list(joins.findings)
     resolutions = model.resolutions  # type: ignore[attr-defined]
+    key_of = {s.path: k for s, k in zip(sources, keys)}
+    fact_keys = {path: key_of[path] for path in facts if key_of.get(path)}
     if on_disk is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
-        key_of = {s.path: k for s, k in zip(sources, keys)}
-        cache.store_resolutions(on_disk, os.path.abspath(config.root), resolutions,
-                                {path: key_of[path] for path in facts if key_of.get(path)})  # type: ignore[misc]
+        cache.store_resolutions(on_disk, os.path.abspath(config.root), resolutions, fact_keys)  # type: ignore[arg-type]
     setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
     written = writers(model, rs)  # type: ignore[arg-type]
     files: dict[str, list[str]] = {}
@@ -735,6 +645,13 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     switches = build_switches(
         model, findings, rs, setters, readers(model, rs, written, scripts), files,  # type: ignore[arg-type]
     )
+    if on_disk is not None:
+        # after the analysis: its rules ask the gates of sites the joins did not
+        from cs_audit.joins.callgraph import site_gates
+
+        stored = site_gates(model, *(gates or ()))  # type: ignore[arg-type]
+        if stored is not None:
+            cache.store_site_gates(on_disk, os.path.abspath(config.root), stored, fact_keys)  # type: ignore[arg-type]
     run.lap("analysis")
     if keep is not None:
         keep.append((facts, scripts, joins))
@@ -760,6 +677,21 @@ def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: li
     return resolutions, unchanged
 
 
+def _earlier_site_gates(cache_dir: str | None, config: AuditConfig, sources: list[SourceFile], keys: list[str | None],
+                        facts: dict[str, FileFacts]) -> tuple[SiteGates, set[str]] | None:
+    """The site gates stored by the last full analysis of this root, and the files whose
+    entry key (so whose facts) is the same now as then."""
+    stored = cache.load_site_gates(cache_dir, os.path.abspath(config.root)) if cache_dir is not None else None
+    if stored is None:
+        return None
+    gates, their_keys = stored
+    from cs_audit.joins.callgraph import SiteGates
+
+    if not isinstance(gates, SiteGates):
+        return None
+    return gates, {s.path for s, k in zip(sources, keys) if k is not None and s.path in facts and their_keys.get(s.path) == k}
+
+
 #: what ``added_in`` says when history was not asked for
 HISTORY_SKIPPED = "history skipped (--no-history)"
 
@@ -773,7 +705,7 @@ def _repository_of(path: str, repos: Sequence[Repository]) -> tuple[str, str]:
 
 
 def _with_history(root: Path, repos: Sequence[Repository], switches: list[Switch],
-                  config: AuditConfig, run: _Run | None = None) -> tuple[list[Switch], str | None, str | None]:
+                  config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
     """`added_in` for each switch: the oldest answer among the repositories holding its reads,
     each asked of its own history: the first commit whose code reads the name (the history
     pass), else the oldest blame of its reads (answers cached on disk, per HEAD)."""
@@ -806,15 +738,11 @@ def _with_history(root: Path, repos: Sequence[Repository], switches: list[Switch
                 answers.setdefault(i, []).append((info, note))
         except (ValueError, OSError) as exc:  # a broken repository (a missing object): the audit stands
             note = f"history skipped: {exc}"
-            if run is not None:
-                run.settled = False
             for i in where.get(repo, {}):
                 answers.setdefault(i, []).append((None, note))
             if not repo:
                 reason = note
         finally:
-            if run is not None and not getattr(history, "settled", True):
-                run.settled = False  # a blame failed: its answers are not stored either
             close = getattr(history, "close", None)
             if close:
                 close()

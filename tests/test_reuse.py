@@ -5,6 +5,7 @@ changed goes through the full analysis.  No timings are asserted."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -302,3 +303,103 @@ def test_a_corrupt_resolutions_record_means_every_file_is_resolved(tree: Path, t
     assert len(fresh.resolved) > 1 and stats.resolved == fresh.resolved
     assert after == uncached
     assert record.read_bytes() != b"csa-resolutions" + b"\x80not a pickle"  # stored again
+
+
+# ------------------------------------------------------------------ site gates per root
+GATED_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/flags.py": '''import os
+
+
+def trace_on():
+    return os.getenv("PKG_TRACE") == "1"
+
+
+DUMP_DIR = os.getenv("PKG_DUMP_DIR")
+
+
+class Breakdown:
+    @classmethod
+    def get(cls):
+        if not _BREAKDOWN_ON:
+            return None
+        return cls()
+
+    def record(self, name):
+        print(f"breakdown {name}")
+
+
+_BREAKDOWN_ON = os.getenv("PKG_BREAKDOWN") == "1"
+''',
+    "pkg/engine.py": '''import logging
+
+from pkg import flags
+from pkg.flags import Breakdown, trace_on
+
+logger = logging.getLogger(__name__)
+
+
+class Engine:
+    def step(self, batch):
+        if trace_on():
+            logger.info(f"step {len(batch)}")
+            print(batch.sum().item())
+        if flags.DUMP_DIR:
+            with open(f"{flags.DUMP_DIR}/dump.jsonl", "a") as fh:
+                fh.write(str(batch))
+        bd = Breakdown.get()
+        if bd is not None:
+            bd.record("step")
+        return batch
+''',
+    "pkg/other.py": "def helper(x):\n    return x + 1\n",
+}
+
+
+@pytest.fixture
+def gated_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "gated"
+    for name, text in GATED_TREE.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def _edit(root: Path, name: str, old: str, new: str) -> None:
+    path = root / name
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+# what another file defines decides the switch of a gate in a file that did not change: the
+# gates of the unchanged file are taken from the last scan only while none of that changed
+@pytest.mark.parametrize("name, old, new", [
+    ("pkg/flags.py", '"PKG_TRACE"', '"PKG_TRACE_ON"'),  # the env helper reads another variable
+    ("pkg/flags.py", 'return os.getenv("PKG_TRACE") == "1"', "return False"),  # no longer an env helper
+    ("pkg/flags.py", 'os.getenv("PKG_DUMP_DIR")', 'os.getenv("PKG_OUT_DIR")'),  # a module constant reads another
+    ("pkg/flags.py", "if not _BREAKDOWN_ON:", "if not _PROFILE_ON:"),  # an entry gate tests another name
+    ("pkg/flags.py", "def trace_on():", "def trace_enabled():"),  # the helper is gone
+    ("pkg/engine.py", "if trace_on():", "if not trace_on():"),  # a gate of the changed file itself
+    ("pkg/engine.py", "        return batch\n", "        if trace_on():\n            self.dump(batch)\n        return batch\n"),  # a new gated call
+    ("pkg/other.py", "    return x + 1", "    print(x)\n    return x + 1"),  # nothing a gate reads
+])
+def test_site_gates_after_an_edit_are_those_of_an_uncached_scan(gated_tree: Path, tmp_path: Path, name: str, old: str, new: str) -> None:
+    cache_root = tmp_path / "cache"
+    before = _scan(gated_tree, cache_root)
+    _edit(gated_tree, name, old, new)
+    after, stats = _scan_stats(gated_tree, cache_root)
+    assert stats.result == "analysed"
+    assert after == _scan(gated_tree, None)
+    if name == "pkg/flags.py":
+        assert after != before
+
+
+def test_a_gate_of_an_unchanged_file_follows_the_helper_another_file_changed(gated_tree: Path, tmp_path: Path) -> None:
+    cache_root = tmp_path / "cache"
+    assert "pkg/engine.py:12 info()" in _scan(gated_tree, cache_root)
+    _edit(gated_tree, "pkg/flags.py", '"PKG_TRACE"', '"PKG_TRACE_ON"')
+    after = _scan(gated_tree, cache_root)
+    assert after == _scan(gated_tree, None)
+    switch = next(s for s in json.loads(after)["switches"] if s["name"] == "PKG_TRACE_ON")
+    assert any("pkg/engine.py:12 info()" in reason for reason in switch["reasons"])

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from operator import attrgetter
 
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
@@ -116,6 +117,15 @@ class TreeModel:
     void_helpers: frozenset[FuncKey] = frozenset()
     #: the env helpers whose reads are reported at their call sites only
     accessors: frozenset[FuncKey] = frozenset()
+    #: ``gates_digest`` of this model: what a site's gates resolve against besides the site
+    gates_digest: str = ""
+    #: the part of each file in it (``_file_gates_digest``)
+    file_gates_digests: dict[str, str] = field(default_factory=dict)
+    #: a gate was asked while another it leads to was being resolved (a cycle through several
+    #: gates): answers may depend on the order they were asked in
+    gate_cycles: bool = False
+    #: the gates being resolved, innermost last
+    gates_resolving: list[tuple[str, str | None, GateRef]] = field(default_factory=list)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -142,6 +152,20 @@ class Resolutions:
     #: per file: digest of the typed questions its calls asked, and whether an answer read a
     #: parameter (``_asked_of``)
     asked: dict[str, tuple[str, bool]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SiteGates:
+    """The switches of the sites' gates of a model (``_site_gates``), kept for a later build:
+    a file's row holds while its facts and the ``gates_digest`` are the same, since an answer
+    depends on nothing else.  Each row numbers the answers of the file's ``site_gate_keys``
+    (-1: not asked) in one table of answers."""
+
+    digest: str
+    answers: tuple[tuple[tuple[SwitchRef, ...], SwitchRef | None], ...]
+    files: dict[str, tuple[int, ...]]
+    #: each file's part of the digest (``_file_gates_digest``)
+    file_digests: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -756,12 +780,15 @@ def function_at(ff: FileFacts, line: int) -> FunctionDef | None:
 # ---------------------------------------------------------------- building the model
 def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions | None = None,
                 unchanged: AbstractSet[str] | None = None, package: str | None = None,
-                whole: bool = True) -> TreeModel:
+                whole: bool = True, gates: SiteGates | None = None,
+                gates_unchanged: AbstractSet[str] = frozenset()) -> TreeModel:
     """The joined model of ``facts``.  ``earlier``: the ``resolutions`` of an earlier model,
     taken for the files in ``unchanged`` (the caller vouches their facts are those of then)
     when the resolution tables are the same as then.  ``whole``: every call through the
     types (``callgraph``, ``why``); else only the calls of functions a hot root reaches,
-    the others by name, as Jarvis resolves on demand from its entry functions."""
+    the others by name, as Jarvis resolves on demand from its entry functions.
+    ``gates``: the site gates of an earlier model, taken for the files in ``gates_unchanged``
+    (same facts) when the ``gates_digest`` is the same as then."""
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
     resolver = Resolver(facts, functions, package)
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
@@ -809,7 +836,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     if reuse and (any(asked[path] != earlier.asked.get(path) and (asked[path][1] or earlier.asked.get(path, ("", True))[1])  # type: ignore[union-attr]
                       for path in resolved_here)
                   or (typed is not None and _flat_demand(facts, functions, by_file, targets, roots) != typed)):
-        return build_model(facts, rs, None, None, package, whole)
+        return build_model(facts, rs, None, None, package, whole, gates, gates_unchanged)
     for path in sorted(facts):
         calls = facts[path].calls
         flat = by_file[path]
@@ -844,6 +871,9 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model.void_helpers = frozenset(void)
     model.env_helpers.update(void)
     model.accessors = accessors(model, model.void_helpers)
+    model.gates_digest, model.file_gates_digests = gates_digest(model, gates, gates_unchanged)
+    if gates is not None and gates.digest == model.gates_digest:
+        _take_site_gates(model, gates, gates_unchanged)
     edges, callers = model.edges, model.callers
     start = 0
     for path, count in edge_counts:
@@ -1138,6 +1168,8 @@ def _env_helpers(
 
 #: not in ``TreeModel.gate_cache`` yet (None is a cached answer: no switch)
 _UNRESOLVED = object()
+#: in ``TreeModel.gate_cache`` while the gate is being resolved
+_RESOLVING = object()
 
 
 def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
@@ -1145,8 +1177,16 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     key = (path, function, gate)
     switch = model.gate_cache.get(key, _UNRESOLVED)
     if switch is _UNRESOLVED:
-        model.gate_cache[key] = None  # a gate that leads back to itself (through a helper's) has no switch
+        model.gate_cache[key] = _RESOLVING
+        model.gates_resolving.append(key)
         switch = model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
+        model.gates_resolving.pop()
+    elif switch is _RESOLVING:
+        # a gate that leads back to itself (through a helper's) has no switch; when through
+        # other gates, what those resolve to depends on which of them was asked first
+        if model.gates_resolving[-1] != key:
+            model.gate_cycles = True
+        return None
     return switch  # type: ignore[return-value]
 
 
@@ -1308,6 +1348,114 @@ def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[
     if not gates:
         return None
     return _site_gates(model, path, function, gates, rs)[1]
+
+
+_SITE_GATES = attrgetter("function", "gates")
+#: a gate's fields as a plain tuple, whose repr is the interpreter's own code
+_GATE_FIELDS = attrgetter(*(f.name for f in fields(GateRef)))
+
+
+def _plain(gates: tuple[GateRef, ...]) -> tuple[tuple, ...]:
+    return tuple(map(_GATE_FIELDS, gates))
+
+
+def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
+                 unchanged: AbstractSet[str] = frozenset()) -> tuple[str, dict[str, str]]:
+    """Digest of everything a gate's switch depends on besides the gate and where it is
+    (``_resolve_gate`` and what it calls): the resolution tables and what flows into
+    parameters, the env helpers with their parameters and defaults, the names that hold an
+    env value, and each file's part (``_file_gates_digest``), taken from ``earlier`` for the
+    files in ``unchanged``; with the digest of each file's part.  The rules are the cache's
+    own key."""
+    h = hashlib.blake2b(digest_size=16)
+    resolutions = model.resolutions
+    assert resolutions is not None
+    functions = model.functions
+    helpers = sorted(model.env_helpers.items())
+    for part in (
+        resolutions.digest, resolutions.parameters, helpers, sorted(model.void_helpers),
+        [(functions[key].params, functions[key].param_defaults) for key, _ in helpers],
+        sorted(model.constants.items()),
+    ):
+        h.update(repr(part).encode("utf-8", "surrogateescape") + b"\0")
+    known = earlier.file_digests if earlier is not None else {}
+    files: dict[str, str] = {}
+    for path in sorted(model.facts):
+        digest = known.get(path) if path in unchanged else None
+        if digest is None:
+            digest = _file_gates_digest(model.facts[path])
+        files[path] = digest
+        h.update(f"{path}\0{digest}\0".encode("utf-8", "surrogateescape"))
+    return h.hexdigest(), files
+
+
+def _file_gates_digest(ff: FileFacts) -> str:
+    """Digest of what of one file any gate's switch may read: the gates of the values of the
+    names it assigns (``FileFacts.derived``) and the entry gates of its functions."""
+    part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived],
+            [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates])
+    return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def site_gate_keys(path: str, ff: FileFacts) -> dict[tuple[str, str | None, tuple[GateRef, ...]], None]:
+    """The ``TreeModel.switch_cache`` keys of a file's sites, each once, in an order that
+    depends on its facts alone: calls, env reads, messages built into locals, gated effects."""
+    # sites share gate tuples: those seen are skipped by identity before the keys hash them
+    by_identity = {(function, id(gates)): gates for rows in (ff.calls, ff.env_reads, ff.built_messages)
+                   for function, gates in map(_SITE_GATES, rows) if gates}
+    keys = {(path, function, gates): None for (function, _), gates in by_identity.items()}
+    for _, function, gates, _ in ff.gated_effects:
+        if gates:
+            keys[(path, function, gates)] = None
+    return keys
+
+
+def _take_site_gates(model: TreeModel, gates: SiteGates, unchanged: AbstractSet[str]) -> None:
+    """Fill ``switch_cache`` with the answers of ``gates`` for the files in ``unchanged``."""
+    cache = model.switch_cache
+    answers = gates.answers
+    for path in unchanged:
+        row = gates.files.get(path)
+        ff = model.facts.get(path)
+        if row is None or ff is None:
+            continue
+        keys = site_gate_keys(path, ff)
+        if len(keys) != len(row):
+            continue
+        for key, n in zip(keys, row):
+            if n >= 0:
+                cache[key] = answers[n]
+
+
+def site_gates(model: TreeModel, earlier: SiteGates | None = None,
+               unchanged: AbstractSet[str] = frozenset()) -> SiteGates | None:
+    """The ``SiteGates`` of ``model`` as asked so far (the rows of ``earlier`` for the files
+    in ``unchanged`` when its digest is this model's); None when a gate cycle made answers
+    depend on the order they were asked in."""
+    if model.gate_cycles:
+        return None
+    carried = earlier is not None and earlier.digest == model.gates_digest
+    table: list[tuple[tuple[SwitchRef, ...], SwitchRef | None]] = list(earlier.answers) if carried else []  # type: ignore[union-attr]
+    number = {answer: n for n, answer in enumerate(table)}
+    cache = model.switch_cache
+    files: dict[str, tuple[int, ...]] = {}
+    for path, ff in model.facts.items():
+        row = earlier.files.get(path) if carried and path in unchanged else None  # type: ignore[union-attr]
+        if row is None:
+            numbers = []
+            for key in site_gate_keys(path, ff):
+                answer = cache.get(key)
+                if answer is None:
+                    numbers.append(-1)
+                    continue
+                n = number.get(answer)
+                if n is None:
+                    n = number[answer] = len(table)
+                    table.append(answer)
+                numbers.append(n)
+            row = tuple(numbers)
+        files[path] = row
+    return SiteGates(model.gates_digest, tuple(table), files, model.file_gates_digests)
 
 
 def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
