@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING
 
 from cs_audit.analysis.disposition import apply_dispositions
 from cs_audit.analysis.selection import RuleSelection, rule_selection, selected, unknown_rules
-from cs_audit.config import DECISIONS_FILE, RULE_LISTS, AuditConfig, ConfigError, DecisionsError, load_decisions, root_package
+from cs_audit.config import (
+    DECISIONS_FILE,
+    RULE_LISTS,
+    AuditConfig,
+    ConfigError,
+    Decision,
+    DecisionsError,
+    load_decisions,
+    root_package,
+)
 from cs_audit.extract.discover import discover, discover_tree, display_path, git_head
 from cs_audit.incremental import cache
 from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
@@ -311,6 +320,8 @@ class _Run:
         self.analysed: list[str] = []
         self.result = "analysed"
         self.resolved: tuple[str, ...] = ()
+        #: nothing transient shaped the result (a timeout, a failed blame): it may be stored
+        self.settled = True
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -413,10 +424,23 @@ def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress
                 memo.end_scan()
 
 
-def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
-               keep: list[object] | None = None) -> AuditResult:
-    run = _Run()
+@dataclass
+class _Tree:
+    """What a scan knows of its tree before analysing it: the files and repositories found,
+    the rule set with the tree's registries, each file's cache key, the decisions file."""
 
+    rs: RuleSet
+    root: Path
+    sources: list[SourceFile]
+    errors: list[FileError]
+    repos: list[Repository]
+    cache_dir: str | None
+    keys: list[str | None]
+    decisions: dict[str, Decision]
+    decisions_error: FileError | None
+
+
+def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, run: _Run) -> _Tree:
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
     sources, errors, repos = discover_tree(root, config.exclude)
@@ -424,23 +448,45 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
     keys = _source_keys(sources, config, cache_dir, memo)
-    analysis = _tree_analysis(sources, errors, rs, config, progress, cache_dir, keys, memo, run, keep)
-    findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
-    commit, history_note = None, HISTORY_SKIPPED
-    if config.history:
-        switches, commit, history_note = _with_history(root, repos, switches, config)
-    else:
-        commit = git_head(root)
-        switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
-    repositories = ((".", commit),) if commit else ()
-    repositories += tuple((r.path, git_head(root / r.path)) for r in repos)
-    run.lap("history")
+    decisions_error = None
     try:
         decisions = load_decisions(root)
     except DecisionsError as exc:
-        errors.append(FileError(DECISIONS_FILE, "io", str(exc)))
-        decisions = {}
-    switches, overridden = apply_dispositions(switches, rs, decisions, config.aside)
+        decisions, decisions_error = {}, FileError(DECISIONS_FILE, "io", str(exc))
+    return _Tree(rs, root, sources, list(errors), list(repos), cache_dir, keys, decisions, decisions_error)
+
+
+def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
+               keep: list[object] | None = None) -> AuditResult:
+    run = _Run()
+    return _audit(_discovered(config, rs, memo, run), config, progress, memo, run, keep)
+
+
+def _heads(tree: _Tree) -> tuple[str | None, tuple[tuple[str, str | None], ...]]:
+    """The commit at HEAD of the tree's work tree, and of each repository inside it."""
+    return git_head(tree.root), tuple((r.path, git_head(tree.root / r.path)) for r in tree.repos)
+
+
+def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: ScanMemo | None, run: _Run,
+           keep: list[object] | None = None, heads: tuple[str | None, tuple[tuple[str, str | None], ...]] | None = None,
+           ) -> AuditResult:
+    """The audit of a discovered tree.  ``heads``: ``_heads(tree)`` when the caller has it."""
+    rs, root, sources, repos = tree.rs, tree.root, tree.sources, tree.repos
+    analysis = _tree_analysis(sources, tree.errors, rs, config, progress, tree.cache_dir, tree.keys, memo, run, keep)
+    findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
+    run.settled = analysis.cacheable
+    commit, history_note = None, HISTORY_SKIPPED
+    if config.history:
+        switches, commit, history_note = _with_history(root, repos, switches, config, run)
+    else:
+        commit = heads[0] if heads is not None else git_head(root)
+        switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
+    repositories = ((".", commit),) if commit else ()
+    repositories += heads[1] if heads is not None else tuple((r.path, git_head(root / r.path)) for r in repos)
+    run.lap("history")
+    if tree.decisions_error is not None:
+        errors.append(tree.decisions_error)
+    switches, overridden = apply_dispositions(switches, rs, tree.decisions, config.aside)
     reported, suppressions = selected(findings, analysis.suppressions, selection_of(config, rs))
     return AuditResult(
         root=display_path(config.root),
@@ -460,6 +506,54 @@ def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | Non
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rendered audit, and what a command decides from the audit besides the text."""
+
+    text: str
+    #: a finding no comment in the code suppresses (``--exit-non-zero-on-findings``)
+    reported: bool
+    #: a file was skipped (``--strict``)
+    skipped: bool
+    #: warning lines on the configuration (a hot root that matches nothing)
+    warnings: tuple[str, ...] = ()
+    #: for the terminal: the summary's (text, style) lines, and one line per finding (or per rule)
+    summary: tuple[tuple[str, str], ...] = ()
+    details: tuple[str, ...] = ()
+    #: the phases of the run that gave it (never stored)
+    timings: tuple[tuple[str, float], ...] = ()
+
+
+def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], render_id: str, rs: RuleSet | None = None,
+                 progress: Progress | None = None, keep: list[object] | None = None) -> Report:
+    """``render(run_audit(config, rs))``, served whole from the cache when everything it
+    depends on is what it was when it was stored: each file's key, the rules and cs-audit's
+    code (the cache's version directory), the configuration, the commit at HEAD of each
+    repository, the decisions file, and ``render_id`` (whatever else ``render`` reads).
+    A report is stored only from an audit that nothing transient shaped (a file that timed
+    out, a blame that failed)."""
+    with _collector_paused(ending=keep is not None):
+        run = _Run()
+        tree = _discovered(config, rs, None, run)
+        key, heads = None, None
+        if tree.cache_dir is not None and all(k is not None for k in tree.keys):
+            heads = _heads(tree)
+            key = cache.report_key(
+                [(s.path, k) for s, k in zip(tree.sources, tree.keys)],  # type: ignore[misc]
+                repr((_result_context(config, tree.errors), replace(config, jobs=0), heads,
+                      sorted(tree.decisions.items()), tree.decisions_error, render_id)))
+            stored = cache.load_report(tree.cache_dir, key)
+            if isinstance(stored, Report):
+                run.lap("stored report")
+                return replace(stored, timings=tuple(run.timings))
+        result = _audit(tree, config, progress, None, run, keep, heads)
+        report = render(result)
+        run.lap("render")
+        if key is not None and run.settled:
+            cache.store_report(tree.cache_dir, key, replace(report, timings=()))  # type: ignore[arg-type]
+        return replace(report, timings=tuple(run.timings))
 
 
 def _source_keys(sources: list[SourceFile], config: AuditConfig, cache_dir: str | None,
@@ -705,7 +799,7 @@ def _repository_of(path: str, repos: Sequence[Repository]) -> tuple[str, str]:
 
 
 def _with_history(root: Path, repos: Sequence[Repository], switches: list[Switch],
-                  config: AuditConfig) -> tuple[list[Switch], str | None, str | None]:
+                  config: AuditConfig, run: _Run | None = None) -> tuple[list[Switch], str | None, str | None]:
     """`added_in` for each switch: the oldest answer among the repositories holding its reads,
     each asked of its own history: the first commit whose code reads the name (the history
     pass), else the oldest blame of its reads (answers cached on disk, per HEAD)."""
@@ -738,11 +832,15 @@ def _with_history(root: Path, repos: Sequence[Repository], switches: list[Switch
                 answers.setdefault(i, []).append((info, note))
         except (ValueError, OSError) as exc:  # a broken repository (a missing object): the audit stands
             note = f"history skipped: {exc}"
+            if run is not None:
+                run.settled = False
             for i in where.get(repo, {}):
                 answers.setdefault(i, []).append((None, note))
             if not repo:
                 reason = note
         finally:
+            if run is not None and not getattr(history, "settled", True):
+                run.settled = False  # a blame failed: its answers are not stored either
             close = getattr(history, "close", None)
             if close:
                 close()

@@ -158,8 +158,11 @@ def test_verbose_prints_each_phase_and_a_warm_run_loads_the_stored_result(tmp_pa
     first = out.read_text()
     warm = runner.invoke(app, args)
     assert warm.exit_code == 0, warm.output
-    assert phases(warm.output) == ["discover", "cached result", "history", "render"]
+    assert phases(warm.output) == ["discover", "stored report"]  # the report rendered by the cold run
     assert out.read_text() == first
+    other = runner.invoke(app, [*args, "--format", "sarif"])  # another report of the same audit
+    assert other.exit_code == 0, other.output
+    assert phases(other.output) == ["discover", "cached result", "history", "render"]
 
 
 #: the environment of the subprocesses below: stdout block-buffered into a pipe, as it is

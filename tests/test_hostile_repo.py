@@ -438,7 +438,7 @@ def test_an_internal_error_is_one_line_and_a_traceback_file(tmp_path: Path) -> N
         "import cs_audit.api\n"
         "def boom(*a, **k):\n"
         "    raise RuntimeError('boom\\nsecond line')\n"
-        "cs_audit.api.run_audit = boom\n"
+        "cs_audit.api.run_audit = cs_audit.api.audit_report = boom\n"
         f"sys.argv = ['cs-audit', 'scan', {str(tmp_path)!r}, '--no-history', '-f', 'json']\n"
         "import cs_audit.cli\n"
         "cs_audit.cli.main()\n"

@@ -83,23 +83,30 @@ PROGRESS_MIN_FILES = 200
 PROGRESS_EVERY = 5.0
 
 
-def run_with_progress(config, rs, quiet: bool, keep: bool = True):
+def run_with_progress(config, rs, quiet: bool, keep: bool = True, report=None):
     """``run_audit`` with progress on stderr: a bar on a terminal, a line every few seconds
     otherwise, nothing when ``quiet``.  ``keep``: the scan's objects are kept, not freed,
-    for a process that ends soon after (``KEPT``)."""
-    from cs_audit.api import run_audit
+    for a process that ends soon after (``KEPT``).  ``report``: (render, render_id): the
+    rendered ``api.Report`` instead of the audit (``api.audit_report``: stored when nothing changed)."""
+    from cs_audit.api import audit_report, run_audit
 
     kept = KEPT if keep else None
+
+    def audit(progress=None):
+        if report is None:
+            return run_audit(config, rs, progress, keep=kept)
+        return audit_report(config, report[0], report[1], rs, progress, keep=kept)
+
     if kept is not None:
         # the process ends soon without freeing memory: the cyclic collector stays off from
         # here (``run_audit`` pauses it for the scan only), as switching it back on would have
         # its next collection traverse everything the scan kept (a noticeable part of a one-file run)
         gc.disable()
     if quiet:
-        return run_audit(config, rs, keep=kept)
+        return audit()
     if not sys.stderr.isatty():
         with _ProgressLines() as lines:
-            return run_audit(config, rs, lines.files, keep=kept)
+            return audit(lines.files)
     # imported here: a run without a terminal (CI, scripts, benchmarks) never draws a bar
     from rich.console import Console
     from rich.progress import (
@@ -118,7 +125,7 @@ def run_with_progress(config, rs, quiet: bool, keep: bool = True):
             if total >= PROGRESS_MIN_FILES:
                 bar.update(task, completed=done, total=total)
 
-        return run_audit(config, rs, progress, keep=kept)
+        return audit(progress)
 
 
 class _ProgressLines:

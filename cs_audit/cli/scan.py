@@ -10,8 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-import time
-from dataclasses import replace
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
@@ -113,53 +112,64 @@ def scan(
         check_writable(target)
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
                        cache=False if no_cache else None, **state.selection_overrides(select, extend_select, ignore))
-    result = state.run_with_progress(config, rs, quiet=quiet)
-    warn_unmatched_roots(config, result)
-    started = time.perf_counter()
-    if terminal:
-        from cs_audit.render.markdown import render_markdown
-
-        assert target is not None
-        write_output(target, render_markdown(result, rs, report_name(path), None if out else tree_digest(path)))
-        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-        if not quiet:
-            _print_terminal(path, result, rs, str(target), verbose, full=format == "full", statistics=statistics)
-        elif verbose:
-            say(phases_line(result))
+    # what the rendering reads besides the audit (the output file's name is only printed)
+    render_id = repr((format, max_annotations, statistics, str(path), os.path.realpath(path), out is None))
+    report = state.run_with_progress(config, rs, quiet=quiet, report=(
+        lambda result: _report(format, result, rs, config, max_annotations, path, out is None, statistics), render_id))
+    for line in report.warnings:
+        say(line)
+    if target is not None:
+        write_output(target, report.text)
     else:
-        text = render_format(format, result, rs, max_annotations, path)
-        if out:
-            write_output(out, text)
-        else:
-            sys.stdout.write(text)
-        result = replace(result, timings=(*result.timings, ("render", time.perf_counter() - started)))
-        if verbose:
-            say(phases_line(result))
-    if strict and result.errors:
+        sys.stdout.write(report.text)
+    if terminal and not quiet:
+        _print_terminal(report, str(target), verbose)
+    elif verbose:
+        say(phases_line(report.timings))
+    if strict and report.skipped:
         raise typer.Exit(2)
-    if exit_non_zero and _reported(result):
+    if exit_non_zero and report.reported:
         raise typer.Exit(1)
 
 
-def _print_terminal(path: Path, result, rs, written_to: str, verbose: bool, full: bool, statistics: bool) -> None:
+def _report(format: str, result, rs, config, max_annotations: int | None, path: Path, under_reports: bool, statistics: bool):
+    """``result`` rendered in ``format``, with what ``scan`` decides from it; for the terminal
+    formats, the markdown report and the lines of the terminal (``_print_terminal``)."""
+    from cs_audit.api import Report
+    from cs_audit.ci.gate import context_for
+
+    kept = list(context_for(result).suppressed.kept)
+    decided = {"reported": bool(kept), "skipped": bool(result.errors), "warnings": tuple(unmatched_root_warnings(config, result))}
+    if format not in TERMINAL_FORMATS:
+        return Report(render_format(format, result, rs, max_annotations, path), **decided)
+    from cs_audit.render.console import finding_lines, statistics_lines, summary_lines
+    from cs_audit.render.markdown import render_markdown
+
+    markdown = render_markdown(result, rs, report_name(path), tree_digest(path) if under_reports else None)
+    if statistics:
+        details = statistics_lines(kept, rs)
+    else:
+        base = path if path.is_dir() else path.parent
+        full = format == "full"
+        details = finding_lines(kept, str(result.root) if path.is_dir() else str(base), _source_lines(base, kept, full), full)
+    return Report(markdown, **decided, summary=tuple(summary_lines(result, rs, None)), details=tuple(details))
+
+
+def _print_terminal(report, written_to: str, verbose: bool) -> None:
     """The summary, then one line per finding no comment suppresses (or their counts)."""
     from rich.console import Console
 
-    from cs_audit.ci.gate import context_for
-    from cs_audit.render.console import finding_lines, print_lines, statistics_lines, summary_lines
+    from cs_audit.render.console import print_lines
 
     console = Console(highlight=False)
-    print_lines(console, summary_lines(result, rs, written_to, verbose))
-    kept = list(context_for(result).suppressed.kept)
-    if not kept:
-        return
-    console.print()
-    if statistics:
-        lines = statistics_lines(kept, rs)
-    else:
-        base = path if path.is_dir() else path.parent
-        lines = finding_lines(kept, str(result.root) if path.is_dir() else str(base), _source_lines(base, kept, full), full)
-    print_lines(console, [(line, "") for line in lines])
+    lines = list(report.summary)
+    if verbose:
+        lines.append((phases_line(report.timings), ""))
+    lines.append((state.plain(f"report written to {written_to}"), "green"))
+    print_lines(console, lines)
+    if report.details:
+        console.print()
+        print_lines(console, [(line, "") for line in report.details])
 
 
 def _source_lines(base: Path, findings, full: bool) -> dict[tuple[str, int], str]:
@@ -225,7 +235,7 @@ def _report_target(path: Path) -> Path:
     return target
 
 
-def warn_unmatched_roots(config, result) -> None:
+def unmatched_root_warnings(config, result) -> Iterator[str]:
     """One warning line per hot root of the project's configuration that matches no
     function of the tree (a typo, or a root an earlier rule already matches)."""
     if result.roots is None:
@@ -233,19 +243,12 @@ def warn_unmatched_roots(config, result) -> None:
     for i, (entry, match) in enumerate(zip(config.hot_roots, result.roots.rules)):
         if not match.functions:
             shown = ", ".join(f"{k} = {v!r}" for k, v in entry.items())
-            say(state.plain(f"cs-audit: warning: {config.config_source}: hot_roots[{i}] {{{shown}}} matches no function "
-                            "of this tree (none so named, or an earlier root matches them)"))
+            yield state.plain(f"cs-audit: warning: {config.config_source}: hot_roots[{i}] {{{shown}}} matches no function "
+                              "of this tree (none so named, or an earlier root matches them)")
 
 
-def phases_line(result) -> str:
-    return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings)
-
-
-def _reported(result) -> bool:
-    """Whether the scan reports a finding that no comment in the code suppresses."""
-    from cs_audit.ci.gate import context_for
-
-    return bool(context_for(result).suppressed.kept)
+def phases_line(timings) -> str:
+    return "phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in timings)
 
 
 @app.command()

@@ -769,6 +769,12 @@ class GitHistory:
                              SHALLOW_MAY_BE_OLDER if a.boundary else None)
         return out
 
+    @property
+    def settled(self) -> bool:
+        """Whether every answer so far is one the history gives again (no blame and no
+        history pass failed: a timeout, a git error)."""
+        return not self._failed and "<history pass>" not in self.skipped
+
     def close(self) -> None:
         """Write the disk cache, remove the temporary commit-graph and release
         GitPython's cached processes (safe to call twice)."""

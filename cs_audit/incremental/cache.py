@@ -337,14 +337,13 @@ def _settled(signature: tuple[int, int, int, int], hashed_at_ns: int) -> bool:
 
 
 def _write_stat_memo(path: str, root: str, memo: StatMemo) -> None:
-    if _write_entry(path, _STAT_MAGIC, root, memo):
-        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+    _store_recent(path, _STAT_MAGIC, root, memo, KEEP_STAT_MEMOS)
 
 
-# --------------------------------------------------------------------------- whole-tree results
-#: whole-tree results kept per version directory (most recently used first)
+# --------------------------------------------------------------------------- whole-tree results and reports
+#: whole-tree results, and rendered reports, kept per version directory (most recently used first)
 KEEP_RESULTS = 16
-_RESULT_MAGIC = b"csa-result"
+KEEP_REPORTS = 16
 
 
 def tree_key(file_keys: list[tuple[str, str]], context: str) -> str:
@@ -357,24 +356,45 @@ def tree_key(file_keys: list[tuple[str, str]], context: str) -> str:
     return h.hexdigest()
 
 
-def _result_path(cache_dir: str, key: str) -> str:
-    return os.path.join(cache_dir, "results", key + ".pkl")
+def report_key(file_keys: list[tuple[str, str]], context: str) -> str:
+    """Key of a rendered report: every file's (path, entry key) and ``context`` (the rest
+    of what the report depends on, ``api.audit_report``)."""
+    return tree_key(file_keys, "report\0" + context)
 
 
-def load_result(cache_dir: str, key: str) -> object | None:
-    """A stored whole-tree result for ``key``, or None (missing, corrupt, foreign)."""
-    path = _result_path(cache_dir, key)
-    value = _read_entry(path, _RESULT_MAGIC, key)
-    if value is not None:
-        with contextlib.suppress(OSError):
-            os.utime(path)  # most recently used
-    return value
+@dataclass(frozen=True)
+class _Shelf:
+    """Values stored whole by key in one folder of a version directory, of which the
+    ``keep`` most recently used are kept."""
+
+    folder: str
+    magic: bytes
+    keep: int
+
+    def load(self, cache_dir: str, key: str) -> object | None:
+        """The value stored for ``key``, or None (missing, corrupt, foreign)."""
+        path = os.path.join(cache_dir, self.folder, key + ".pkl")
+        value = _read_entry(path, self.magic, key)
+        if value is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # most recently used
+        return value
+
+    def store(self, cache_dir: str, key: str, value: object) -> None:
+        """Write the value of ``key`` atomically."""
+        _store_recent(os.path.join(cache_dir, self.folder, key + ".pkl"), self.magic, key, value, self.keep)
 
 
-def store_result(cache_dir: str, key: str, value: object) -> None:
-    """Write a whole-tree result atomically and keep the ``KEEP_RESULTS`` most recent."""
-    if _write_entry(_result_path(cache_dir, key), _RESULT_MAGIC, key, value):
-        _keep_newest(os.path.join(cache_dir, "results"), KEEP_RESULTS)
+_RESULTS = _Shelf("results", b"csa-result", KEEP_RESULTS)
+_REPORTS = _Shelf("reports", b"csa-report", KEEP_REPORTS)
+load_result, store_result = _RESULTS.load, _RESULTS.store
+load_report, store_report = _REPORTS.load, _REPORTS.store
+
+
+def _store_recent(path: str, magic: bytes, key: str, value: object, keep: int) -> None:
+    """Write an entry atomically; its directory keeps the ``keep`` most recently used."""
+    if _write_entry(path, magic, key, value):
+        _keep_newest(os.path.dirname(path), keep)
 
 
 # --------------------------------------------------------------------------- last tree per root
@@ -398,9 +418,7 @@ def load_tree_record(cache_dir: str, root: str) -> TreeRecord | None:
 
 
 def store_tree_record(cache_dir: str, root: str, record: TreeRecord) -> None:
-    path = _root_record_path(cache_dir, "trees", root)
-    if _write_entry(path, _TREE_MAGIC, root, record):
-        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+    _store_recent(_root_record_path(cache_dir, "trees", root), _TREE_MAGIC, root, record, KEEP_STAT_MEMOS)
 
 
 # --------------------------------------------------------------------------- call resolutions per root
@@ -425,9 +443,7 @@ def _load_with_keys(cache_dir: str, kind: str, magic: bytes, root: str) -> tuple
 
 
 def _store_with_keys(cache_dir: str, kind: str, magic: bytes, root: str, value: object, keys: dict[str, str]) -> None:
-    path = _root_record_path(cache_dir, kind, root)
-    if _write_entry(path, magic, root, (value, keys)):
-        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+    _store_recent(_root_record_path(cache_dir, kind, root), magic, root, (value, keys), KEEP_STAT_MEMOS)
 
 
 # --------------------------------------------------------------------------- site gates per root
@@ -473,9 +489,7 @@ def load_registry_memo(directory: str, root: str) -> dict[str, tuple[tuple[int, 
 
 
 def store_registry_memo(directory: str, root: str, memo: dict[str, tuple[tuple[int, int, int, int], int, tuple]]) -> None:
-    path = _root_record_path(directory, "roots", root)
-    if _write_entry(path, _REGISTRIES_MAGIC, root, memo):
-        _keep_newest(os.path.dirname(path), KEEP_STAT_MEMOS)
+    _store_recent(_root_record_path(directory, "roots", root), _REGISTRIES_MAGIC, root, memo, KEEP_STAT_MEMOS)
 
 
 def stat_signature(path: str) -> tuple[int, int, int, int] | None:
