@@ -345,7 +345,8 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     return rs
 
 
-def tree_ruleset(rs: RuleSet, sources: list[SourceFile], config: AuditConfig) -> RuleSet:
+def tree_ruleset(rs: RuleSet, sources: list[SourceFile], config: AuditConfig,
+                 stats: dict[str, os.stat_result] | None = None) -> RuleSet:
     """``rs`` with the env registries the tree's own files define (``extract.registries``):
     found by shape, under any module name; idempotent.  What each file defines is kept
     between scans by its stat signature, so a warm scan reads only the files that changed."""
@@ -359,7 +360,7 @@ def tree_ruleset(rs: RuleSet, sources: list[SourceFile], config: AuditConfig) ->
     for source in sources:
         if source.kind != "python":
             continue
-        signature = cache.stat_signature(source.abspath)
+        signature = cache.stat_signature(source.abspath, stats)
         old = memo.get(source.path)
         if signature is not None and old is not None and old[0] == signature and cache.vouches(signature, old[1]):
             found = old[2]
@@ -443,11 +444,12 @@ class _Tree:
 def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, run: _Run) -> _Tree:
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
-    sources, errors, repos = discover_tree(root, config.exclude)
-    rs = tree_ruleset(rs, sources, config)
+    stats: dict[str, os.stat_result] = {}  # each file's, taken once for the memos below
+    sources, errors, repos = discover_tree(root, config.exclude, stats)
+    rs = tree_ruleset(rs, sources, config, stats)
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
-    keys = _source_keys(sources, config, cache_dir, memo)
+    keys = _source_keys(sources, config, cache_dir, memo, stats)
     decisions_error = None
     try:
         decisions = load_decisions(root)
@@ -557,10 +559,10 @@ def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], r
 
 
 def _source_keys(sources: list[SourceFile], config: AuditConfig, cache_dir: str | None,
-                 memo: ScanMemo | None = None) -> list[str | None]:
+                 memo: ScanMemo | None = None, stats: dict[str, os.stat_result] | None = None) -> list[str | None]:
     """Each source's key in the facts cache (and the memo), None without either."""
     if cache_dir is not None:
-        return cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root))  # type: ignore[return-value]
+        return cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root), stats)  # type: ignore[return-value]
     if memo is not None:
         return [cache.source_key(s, config.max_file_bytes) for s in sources]
     return [None] * len(sources)

@@ -152,15 +152,18 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
     return files, errors
 
 
-def discover_tree(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[FileError], list[Repository]]:
-    """As :func:`discover`, with the sub-repositories entered (by path from ``root``)."""
+def discover_tree(root: Path, excludes: tuple[str, ...] = (), stats: dict[str, os.stat_result] | None = None,
+                  ) -> tuple[list[SourceFile], list[FileError], list[Repository]]:
+    """As :func:`discover`, with the sub-repositories entered (by path from ``root``).
+    ``stats``: filled with the ``lstat`` of each file found, by its ``abspath`` (a regular
+    file's: what ``stat`` gives), so that the scan does not ask again."""
     errors: list[FileError] = []
     if root.is_file():
         kind = file_kind(root.name, _head(root))
         return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors, []
     files: list[SourceFile] = []
     repos: list[Repository] = []
-    _discover_into(root, "", excludes, files, errors, repos, 0)
+    _discover_into(root, "", excludes, files, errors, repos, 0, {} if stats is None else stats)
     files.sort(key=lambda f: f.path)
     repos.sort(key=lambda r: r.path)
     return files, errors, repos
@@ -180,7 +183,7 @@ def _is_gitlink(root: Path, rel: str) -> bool:
 
 
 def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list[SourceFile],
-                   errors: list[FileError], repos: list[Repository], depth: int) -> None:
+                   errors: list[FileError], repos: list[Repository], depth: int, stats: dict[str, os.stat_result]) -> None:
     """List the files of ``root`` (shown as ``base`` + their path) into ``files``; recurse
     into the sub-repositories it holds."""
     top = os.fspath(root)
@@ -205,12 +208,13 @@ def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list
                     errors.append(FileError(display_path(base + link), "symlink", "symbolic link: not followed"))
                 continue
         try:
-            mode = os.lstat(full).st_mode
+            st = os.lstat(full)
         except FileNotFoundError:
             continue  # listed by git's index but gone from the work tree: nothing to scan
         except OSError as exc:
             errors.append(FileError(shown, "io", f"cannot stat: {exc.strerror or exc}"))
             continue
+        mode = st.st_mode
         if stat.S_ISLNK(mode):
             if rel not in links:
                 links.add(rel)
@@ -230,13 +234,14 @@ def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list
                 errors.append(FileError(shown, "io", "repository nested too deep: not entered"))
                 continue
             repos.append(Repository(shown, kind))
-            _discover_into(Path(full), shown + "/", excludes, files, errors, repos, depth + 1)
+            _discover_into(Path(full), shown + "/", excludes, files, errors, repos, depth + 1, stats)
             continue
         if not stat.S_ISREG(mode):
             if _candidate_name(rel):
                 what = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
                 errors.append(FileError(shown, "io", f"{what}, not a regular file: skipped"))
             continue
+        stats[full] = st
         if rel.endswith(".py"):
             files.append(SourceFile(shown, full, "python"))
             continue

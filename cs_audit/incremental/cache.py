@@ -288,12 +288,14 @@ def _root_record_path(cache_dir: str, kind: str, root: str) -> str:
     return os.path.join(cache_dir, kind, name + ".pkl")
 
 
-def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root: str) -> list[str | None]:
+def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root: str,
+                stats: dict[str, os.stat_result] | None = None) -> list[str | None]:
     """``source_key`` of every source, without reading the files whose size, mtime, ctime
     and inode are those recorded when they were last hashed (git's index does the same).
     The record is one file per scanned ``root`` (its absolute path: a relative and an absolute
     spelling share it) in the cache directory; a file changed within ``RACY_NS`` of being
-    hashed is not trusted from the record."""
+    hashed is not trusted from the record.  ``stats``: each file's stat by ``abspath``,
+    when the caller has it (``discover_tree``)."""
     path = _root_record_path(cache_dir, "stats", root)
     stored = _read_entry(path, _STAT_MAGIC, root)
     memo: StatMemo = stored if isinstance(stored, dict) else {}
@@ -301,11 +303,13 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
     keys: list[str | None] = []
     for source in sources:
         ident = (source.kind, source.path)
-        try:
-            st = os.stat(source.abspath)
-        except OSError:
-            keys.append(None)
-            continue
+        st = stats.get(source.abspath) if stats else None
+        if st is None:
+            try:
+                st = os.stat(source.abspath)
+            except OSError:
+                keys.append(None)
+                continue
         if st.st_size > max_bytes:
             keys.append(None)  # what ``source_key`` says of it, whatever the record holds
             continue
@@ -492,8 +496,12 @@ def store_registry_memo(directory: str, root: str, memo: dict[str, tuple[tuple[i
     _store_recent(_root_record_path(directory, "roots", root), _REGISTRIES_MAGIC, root, memo, KEEP_STAT_MEMOS)
 
 
-def stat_signature(path: str) -> tuple[int, int, int, int] | None:
-    """The (size, mtime, ctime, inode) a file is recognised by between scans, or None."""
+def stat_signature(path: str, stats: dict[str, os.stat_result] | None = None) -> tuple[int, int, int, int] | None:
+    """The (size, mtime, ctime, inode) a file is recognised by between scans, or None
+    (``stats``: the stat of files by path, when the caller has it)."""
+    known = stats.get(path) if stats else None
+    if known is not None:
+        return _signature(known)
     try:
         return _signature(os.stat(path))
     except OSError:
