@@ -152,7 +152,7 @@ def _report(format: str, result, rs, config, max_annotations: int | None, path: 
         base = path if path.is_dir() else path.parent
         full = format == "full"
         details = finding_lines(kept, str(result.root) if path.is_dir() else str(base), _source_lines(base, kept, full), full)
-    return Report(markdown, **decided, summary=tuple(summary_lines(result, rs, None)), details=tuple(details))
+    return Report(markdown, **decided, summary=tuple(summary_lines(result, rs)), details=tuple(details))
 
 
 def _print_terminal(report, written_to: str, verbose: bool) -> None:

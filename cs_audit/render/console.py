@@ -36,9 +36,9 @@ def _columns(rows: list[tuple[str, ...]], right: frozenset[int] = frozenset()) -
             for row in rows]
 
 
-def summary_lines(result: AuditResult, rs: RuleSet, written_to: str | None, verbose: bool = False) -> list[Line]:
+def summary_lines(result: AuditResult, rs: RuleSet) -> list[Line]:
     """The terminal summary: counts, hot roots, findings per rule, the top default-ON sites,
-    skipped files."""
+    skipped files (the command adds the phases and where the report went)."""
     counts = Counter(f.rule for f in result.findings)
     out: list[Line] = [(f"cs-audit: {plural(result.files_scanned, 'file')}, {plural(len(result.switches), 'switch')}, "
                         f"{plural(len(result.findings), 'finding')}, {len(result.errors)} skipped", "bold")]
@@ -69,10 +69,6 @@ def summary_lines(result: AuditResult, rs: RuleSet, written_to: str | None, verb
     if result.errors:
         out += [("", ""), (f"{plural(len(result.errors), 'file')} skipped (see the report's errors / Skipped files)", "yellow")]
         out += [(plain(f"  {e.path}: {e.kind}: {e.message}"), "") for e in result.errors[:5]]
-    if verbose and result.timings:
-        out.append(("phases: " + ", ".join(f"{name} {secs:.2f}s" for name, secs in result.timings), ""))
-    if written_to:
-        out.append((plain(f"report written to {written_to}"), "green"))
     return out
 
 
