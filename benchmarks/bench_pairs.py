@@ -19,6 +19,7 @@ reports of A and B were identical.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import resource
 import shutil
@@ -101,10 +102,13 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as work:
                     times = measure(code.resolve(), tree, Path(work), args.edit_only)
                     reports[label] = (Path(work) / "report.json").read_bytes()
+                    # cold and warm must give the same bytes (the cache never changes the output)
+                    digests = {name: hashlib.md5((Path(work) / name).read_bytes()).hexdigest()[:12]
+                               for name in ("report.json", "warm.json") if (Path(work) / name).exists()}
                 for key, value in times.items():
                     results[label].setdefault(key, []).append(value)
-                print(f"{name} pair {pair + 1} {label}: " + ", ".join(f"{k} {w:.2f}s (cpu {c:.2f}s)" for k, (w, c) in times.items()),
-                      flush=True)
+                print(f"{name} pair {pair + 1} {label}: " + ", ".join(f"{k} {w:.2f}s (cpu {c:.2f}s)" for k, (w, c) in times.items())
+                      + f"; JSON md5 {digests}", flush=True)
             identical = identical and reports["A"] == reports["B"]
         print(f"\n{name}: median of {args.pairs} (JSON of A and B identical: {identical})")
         for key in results["A"]:
