@@ -403,3 +403,51 @@ def test_a_gate_of_an_unchanged_file_follows_the_helper_another_file_changed(gat
     assert after == _scan(gated_tree, None)
     switch = next(s for s in json.loads(after)["switches"] if s["name"] == "PKG_TRACE_ON")
     assert any("pkg/engine.py:12 info()" in reason for reason in switch["reasons"])
+
+
+TYPED_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/engine.py": '''from pkg import helpers
+
+
+class Engine:
+    def __init__(self):
+        self.proc = helpers.make()
+
+    def step(self, batch):
+        return self.proc.run(batch)
+''',
+    "pkg/helpers.py": '''import os
+
+
+class Plain:
+    def run(self, batch):
+        return batch
+
+
+class Checked:
+    def run(self, batch):
+        if os.getenv("PKG_CHECK"):
+            print(len(batch))
+        return batch
+
+
+def make():
+    return Plain()
+''',
+}
+
+
+def test_a_call_of_an_unchanged_file_follows_what_another_file_now_returns(tmp_path: Path) -> None:
+    """The resolution tables are digested per file and kept: the changed file's part is worked
+    out again, so the unchanged caller's stored resolution is not taken."""
+    root = tmp_path / "typed"
+    for name, text in TYPED_TREE.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    cache_root = tmp_path / "cache"
+    assert "env-read-hot" not in _scan(root, cache_root)
+    _edit(root, "pkg/helpers.py", "return Plain()", "return Checked()")
+    after, stats = _scan_stats(root, cache_root)
+    assert "pkg/engine.py" in stats.resolved
+    assert after == _scan(root, None) and "env-read-hot" in after

@@ -152,6 +152,10 @@ class Resolutions:
     #: per file: digest of the typed questions its calls asked, and whether an answer read a
     #: parameter (``_asked_of``)
     asked: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    #: each file's part of ``digest`` (``Resolver.tables_digests``), and the digest of the names
+    #: those parts read
+    file_digests: dict[str, str] = field(default_factory=dict)
+    lands_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -280,23 +284,44 @@ class Resolver:
         self._facts = facts
 
     def tables_digest(self) -> str:
+        """``tables_digests``' digest."""
+        return self.tables_digests()[0]
+
+    def tables_digests(self, earlier: Resolutions | None = None,
+                       unchanged: AbstractSet[str] = frozenset()) -> tuple[str, dict[str, str], str]:
         """Digest of everything an answer of ``resolve_how`` depends on besides the call site
         itself: each file's path, module, function qualnames (a function's name and whether
         it is a method follow from its qualname) and decorators, type facts, and a
-        package's imports."""
+        package's imports; with each file's part of it, and the digest of the names that
+        decide which calls may land.  A file's part is taken from ``earlier`` for the files in
+        ``unchanged`` while those names are the same as then (its part reads them)."""
+        lands_digest = hashlib.blake2b(repr((sorted(self.names), sorted(self.param_names))).encode("utf-8", "surrogateescape"),
+                                       digest_size=16).hexdigest()
+        known = earlier.file_digests if earlier is not None and earlier.lands_digest == lands_digest else {}
         h = hashlib.blake2b(digest_size=16)
-        lands = self._lands
         h.update(repr(self.package).encode("utf-8", "surrogateescape"))
+        files: dict[str, str] = {}
         for path in sorted(self.qualnames):
-            h.update(f"{path}\0{self.modules[path]}\0".encode("utf-8", "surrogateescape"))
-            h.update("\0".join(self.qualnames[path]).encode("utf-8", "surrogateescape") + b"\n")
-            # the typed resolution reads every file's classes, bindings and decorators, and a
-            # package's imports (the names it re-exports, ``Types.module_name``)
-            exports = sorted(self.types.aliases.get(path, {}).items()) if path.endswith("__init__.py") else None
-            h.update(repr((self.types_digests[path], exports, self.types.star_imports.get(path))).encode("utf-8", "surrogateescape"))
-            h.update(repr([(f.decorators, f.params) for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
-            # the arguments of calls that may land in the tree (the others flow nowhere)
-            h.update(repr([g for g in self._facts[path].types.arguments if lands[g[1]]]).encode("utf-8", "surrogateescape"))
+            digest = known.get(path) if path in unchanged else None
+            if digest is None:
+                digest = self._file_tables_digest(path)
+            files[path] = digest
+            h.update(f"{path}\0{digest}\0".encode("utf-8", "surrogateescape"))
+        return h.hexdigest(), files, lands_digest
+
+    def _file_tables_digest(self, path: str) -> str:
+        """One file's part of ``tables_digests``."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{path}\0{self.modules[path]}\0".encode("utf-8", "surrogateescape"))
+        h.update("\0".join(self.qualnames[path]).encode("utf-8", "surrogateescape") + b"\n")
+        # the typed resolution reads every file's classes, bindings and decorators, and a
+        # package's imports (the names it re-exports, ``Types.module_name``)
+        exports = sorted(self.types.aliases.get(path, {}).items()) if path.endswith("__init__.py") else None
+        h.update(repr((self.types_digests[path], exports, self.types.star_imports.get(path))).encode("utf-8", "surrogateescape"))
+        h.update(repr([(f.decorators, f.params) for f in self.qualnames[path].values()]).encode("utf-8", "surrogateescape"))
+        # the arguments of calls that may land in the tree (the others flow nowhere)
+        lands = self._lands
+        h.update(repr([g for g in self._facts[path].types.arguments if lands[g[1]]]).encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
     # ------------------------------------------------------------ arguments into parameters
@@ -793,7 +818,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     resolver = Resolver(facts, functions, package)
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
     raw_edges: list[tuple[str, CallSite, FuncKey, str]] = []
-    digest = resolver.tables_digest()
+    digest, file_digests, lands_digest = resolver.tables_digests(earlier, unchanged or frozenset())
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged) and earlier.whole == whole
     roots = root_functions(facts, functions, rs)
     typed: Demand | None = None
@@ -863,7 +888,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
         constants=constants, derived=derived, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked),
+        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
+                                file_digests, lands_digest),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
         resolved_files=tuple(resolved_here),
     )
