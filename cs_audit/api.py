@@ -745,9 +745,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
         # after the analysis: its rules ask the gates of sites the joins did not
         from cs_audit.joins.callgraph import site_gates
 
-        stored = site_gates(model, *(gates or ()))  # type: ignore[arg-type]
-        if stored is not None:
-            cache.store_site_gates(on_disk, os.path.abspath(config.root), stored, fact_keys)  # type: ignore[arg-type]
+        cache.store_site_gates(on_disk, os.path.abspath(config.root), site_gates(model, *(gates or ())), fact_keys)  # type: ignore[arg-type]
     run.lap("analysis")
     if keep is not None:
         keep.append((facts, scripts, joins))

@@ -5,8 +5,9 @@ Facts cross process boundaries (worker to parent) and land in the cache by the h
 thousand.  The default pickling of a slotted dataclass calls ``dataclasses.fields()`` and
 ``object.__setattr__`` per field of every object on load.  A restorable class pickles as
 ``restore(cls, values)``: the object is made as a plain class with the same slots (the same
-layout, no frozen ``__setattr__``), its slots filled by ``setattr`` in C, then given its
-class (``obj.__class__ = cls``, allowed between classes of one layout).
+layout, no frozen ``__setattr__``), its slots filled by one unpacking assignment in a function
+made for the class, then given its class (``obj.__class__ = cls``, allowed between classes of
+one layout).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ T = TypeVar("T", bound=type)
 
 #: restorable class -> (the plain class with its slots, or None to fill through its descriptors; field names)
 _FILLERS: dict[type, tuple[type | None, tuple[str, ...]]] = {}
+#: restorable class -> the function making one from its field values (``_maker``)
+_MAKERS: dict[type, Callable[[tuple[Any, ...]], Any]] = {}
 
 
 def restorable(cls: T) -> T:
@@ -31,6 +34,7 @@ def restorable(cls: T) -> T:
         raise TypeError(f"@restorable: {cls.__name__} has a __post_init__ or a field outside __init__")
     names = tuple(f.name for f in fields)
     _FILLERS[cls] = (_slot_filler(cls), names)
+    _MAKERS[cls] = _maker(cls)
     getter: Callable[[Any], tuple[Any, ...]] = (
         operator.attrgetter(*names) if len(names) > 1 else (lambda obj, name=names[0]: (getattr(obj, name),))
     )
@@ -60,14 +64,23 @@ _object_setattr = object.__setattr__
 
 
 def restore(cls: type, values: tuple[Any, ...]) -> Any:
+    return _MAKERS[cls](values)
+
+
+def _maker(cls: type) -> Callable[[tuple[Any, ...]], Any]:
+    """A function making an object of ``cls`` from its field values: a plain object of its
+    slot filler class, its slots stored by one unpacking assignment, then switched to ``cls``
+    (through the frozen class's descriptors where the switch is refused)."""
     filler, names = _FILLERS[cls]
     if filler is None:
-        obj = _new(cls)
-        for name, value in zip(names, values):
-            _object_setattr(obj, name, value)
-        return obj
-    obj = _new(filler)
-    for name, value in zip(names, values):
-        setattr(obj, name, value)
-    _set_class(obj, cls)
-    return obj
+        def make_slow(values: tuple[Any, ...]) -> Any:
+            obj = _new(cls)
+            for name, value in zip(names, values):
+                _object_setattr(obj, name, value)
+            return obj
+        return make_slow
+    targets = ", ".join(f"obj.{name}" for name in names)
+    source = f"def make(values):\n    obj = _new(filler)\n    {targets}, = values\n    _set_class(obj, cls)\n    return obj\n"
+    namespace: dict[str, Any] = {"_new": _new, "filler": filler, "_set_class": _set_class, "cls": cls}
+    exec(source, namespace)  # noqa: S102 - field names of our own dataclasses
+    return namespace["make"]

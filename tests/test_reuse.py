@@ -451,3 +451,43 @@ def test_a_call_of_an_unchanged_file_follows_what_another_file_now_returns(tmp_p
     after, stats = _scan_stats(root, cache_root)
     assert "pkg/engine.py" in stats.resolved
     assert after == _scan(root, None) and "env-read-hot" in after
+
+
+CYCLE_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/flags.py": '''import os
+
+DUMP = None
+TRACE = object() if DUMP else None
+DUMP = object() if TRACE else None
+TRACE = object() if os.getenv("PKG_TRACE") else None
+''',
+    "pkg/engine.py": '''from pkg import flags
+
+
+def step(batch):
+    if flags.TRACE:
+        print(batch)
+    if flags.DUMP:
+        print(len(batch))
+    return batch
+''',
+    "pkg/other.py": "def helper(x):\n    return x + 1\n",
+}
+
+
+@pytest.mark.parametrize("name, old, new", [
+    ("pkg/other.py", "    return x + 1", "    print(x)\n    return x + 1"),
+    ("pkg/flags.py", "if DUMP else None", "if DUMP and os.getenv('PKG_DUMP') else None"),
+])
+def test_gates_on_a_cycle_of_names_after_an_edit_are_those_of_an_uncached_scan(tmp_path: Path, name: str, old: str, new: str) -> None:
+    """Names whose assignments are gated by each other: what such a gate resolves to may depend
+    on which was asked first, so those answers are not kept; the report is the uncached one."""
+    root = tmp_path / "cycle"
+    for path, text in CYCLE_TREE.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    cache_root = tmp_path / "cache"
+    _scan(root, cache_root)
+    _edit(root, name, old, new)
+    assert _scan(root, cache_root) == _scan(root, None)

@@ -121,11 +121,14 @@ class TreeModel:
     gates_digest: str = ""
     #: the part of each file in it (``_file_gates_digest``)
     file_gates_digests: dict[str, str] = field(default_factory=dict)
-    #: a gate was asked while another it leads to was being resolved (a cycle through several
-    #: gates): answers may depend on the order they were asked in
-    gate_cycles: bool = False
     #: the gates being resolved, innermost last
     gates_resolving: list[tuple[str, str | None, GateRef]] = field(default_factory=list)
+    #: counts the gates met while another they lead to was being resolved (a cycle through
+    #: several gates), and the answers read that such a cycle shaped (``_Shaped``): an answer
+    #: worked out while it grew may depend on the order gates were asked in
+    gate_cycles: int = 0
+    #: the ``switch_cache`` keys whose answer a cycle shaped (not kept for a later build)
+    shaped_sites: set[tuple[str, str | None, tuple[GateRef, ...]]] = field(default_factory=set)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -1198,6 +1201,13 @@ _UNRESOLVED = object()
 _RESOLVING = object()
 
 
+@dataclass(frozen=True, slots=True)
+class _Shaped:
+    """A ``TreeModel.gate_cache`` answer a gate cycle shaped (``TreeModel.gate_cycles``)."""
+
+    switch: SwitchRef | None
+
+
 def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     """The switch a gate operand stands for, when the guarded code runs only with it set."""
     key = (path, function, gate)
@@ -1205,14 +1215,19 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     if switch is _UNRESOLVED:
         model.gate_cache[key] = _RESOLVING
         model.gates_resolving.append(key)
-        switch = model.gate_cache[key] = _resolve_gate(model, path, function, gate, rs)
+        cycles = model.gate_cycles
+        switch = _resolve_gate(model, path, function, gate, rs)
         model.gates_resolving.pop()
+        model.gate_cache[key] = switch if model.gate_cycles == cycles else _Shaped(switch)
     elif switch is _RESOLVING:
         # a gate that leads back to itself (through a helper's) has no switch; when through
         # other gates, what those resolve to depends on which of them was asked first
         if model.gates_resolving[-1] != key:
-            model.gate_cycles = True
+            model.gate_cycles += 1
         return None
+    elif switch.__class__ is _Shaped:
+        model.gate_cycles += 1
+        return switch.switch  # type: ignore[union-attr]
     return switch  # type: ignore[return-value]
 
 
@@ -1354,7 +1369,10 @@ def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[
     hit = model.switch_cache.get(key)
     if hit is not None:
         return hit
+    cycles = model.gate_cycles
     out = gate_switches(model, path, function, gates, rs)
+    if model.gate_cycles != cycles:
+        model.shaped_sites.add(key)
     inner: SwitchRef | None = None
     if out:
         env = [s for s in out if s.kind in ("env", "dynamic")]
@@ -1454,16 +1472,15 @@ def _take_site_gates(model: TreeModel, gates: SiteGates, unchanged: AbstractSet[
 
 
 def site_gates(model: TreeModel, earlier: SiteGates | None = None,
-               unchanged: AbstractSet[str] = frozenset()) -> SiteGates | None:
+               unchanged: AbstractSet[str] = frozenset()) -> SiteGates:
     """The ``SiteGates`` of ``model`` as asked so far (the rows of ``earlier`` for the files
-    in ``unchanged`` when its digest is this model's); None when a gate cycle made answers
-    depend on the order they were asked in."""
-    if model.gate_cycles:
-        return None
+    in ``unchanged`` when its digest is this model's), but for the answers a gate cycle
+    shaped (``TreeModel.shaped_sites``: they may depend on the order gates were asked in)."""
     carried = earlier is not None and earlier.digest == model.gates_digest
     table: list[tuple[tuple[SwitchRef, ...], SwitchRef | None]] = list(earlier.answers) if carried else []  # type: ignore[union-attr]
     number = {answer: n for n, answer in enumerate(table)}
     cache = model.switch_cache
+    shaped = model.shaped_sites
     files: dict[str, tuple[int, ...]] = {}
     for path, ff in model.facts.items():
         row = earlier.files.get(path) if carried and path in unchanged else None  # type: ignore[union-attr]
@@ -1471,7 +1488,7 @@ def site_gates(model: TreeModel, earlier: SiteGates | None = None,
             numbers = []
             for key in site_gate_keys(path, ff):
                 answer = cache.get(key)
-                if answer is None:
+                if answer is None or key in shaped:
                     numbers.append(-1)
                     continue
                 n = number.get(answer)
