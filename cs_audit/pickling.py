@@ -21,8 +21,18 @@ T = TypeVar("T", bound=type)
 
 #: restorable class -> (the plain class with its slots, or None to fill through its descriptors; field names)
 _FILLERS: dict[type, tuple[type | None, tuple[str, ...]]] = {}
-#: restorable class -> the function making one from its field values (``_maker``)
-_MAKERS: dict[type, Callable[[tuple[Any, ...]], Any]] = {}
+
+
+class _Makers(dict):  # type: ignore[type-arg]
+    """Restorable class -> the function making one from its field values (``_maker``), made
+    when the class is first restored: a process that restores none (a warm scan) compiles none."""
+
+    def __missing__(self, cls: type) -> Callable[[tuple[Any, ...]], Any]:
+        make = self[cls] = _maker(cls)
+        return make
+
+
+_MAKERS = _Makers()
 
 
 def restorable(cls: T) -> T:
@@ -34,7 +44,6 @@ def restorable(cls: T) -> T:
         raise TypeError(f"@restorable: {cls.__name__} has a __post_init__ or a field outside __init__")
     names = tuple(f.name for f in fields)
     _FILLERS[cls] = (_slot_filler(cls), names)
-    _MAKERS[cls] = _maker(cls)
     getter: Callable[[Any], tuple[Any, ...]] = (
         operator.attrgetter(*names) if len(names) > 1 else (lambda obj, name=names[0]: (getattr(obj, name),))
     )
