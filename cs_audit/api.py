@@ -455,7 +455,7 @@ def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, 
         decisions = load_decisions(root)
     except DecisionsError as exc:
         decisions, decisions_error = {}, FileError(DECISIONS_FILE, "io", str(exc))
-    return _Tree(rs, root, sources, list(errors), list(repos), cache_dir, keys, decisions, decisions_error)
+    return _Tree(rs, root, sources, errors, repos, cache_dir, keys, decisions, decisions_error)
 
 
 def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,

@@ -136,9 +136,9 @@ def _report(format: str, result, rs, config, max_annotations: int | None, path: 
     """``result`` rendered in ``format``, with what ``scan`` decides from it; for the terminal
     formats, the markdown report and the lines of the terminal (``_print_terminal``)."""
     from cs_audit.api import Report
-    from cs_audit.ci.gate import context_for
+    from cs_audit.ci.suppress import apply_suppressions
 
-    kept = list(context_for(result).suppressed.kept)
+    kept = list(apply_suppressions(result).kept)  # no repository prefix needed: no git call
     decided = {"reported": bool(kept), "skipped": bool(result.errors), "warnings": tuple(unmatched_root_warnings(config, result))}
     if format not in TERMINAL_FORMATS:
         return Report(render_format(format, result, rs, max_annotations, path), **decided)
