@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cs_audit.analysis.disposition import apply_dispositions
 from cs_audit.analysis.selection import RuleSelection, rule_selection, selected, unknown_rules
 from cs_audit.config import (
     DECISIONS_FILE,
@@ -29,38 +28,34 @@ from cs_audit.config import (
 )
 from cs_audit.extract.discover import discover, discover_tree, display_path, git_head
 from cs_audit.incremental import cache
-from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
-from cs_audit.model import (
-    AuditResult,
-    BlameInfo,
-    DuplicateGroup,
-    DuplicateSite,
-    EnvSetter,
-    FileError,
-    FileFacts,
-    Finding,
-    HotRoots,
-    Repository,
-    ScanStats,
-    ScriptFacts,
-    SourceFile,
-    Suppression,
-    Switch,
-)
 from cs_audit.ruleset import RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
+from cs_audit.sources import FileError, Repository, SourceFile
 
 if TYPE_CHECKING:
     from cs_audit.joins.callgraph import Resolutions, SiteGates
+    from cs_audit.model import (
+        AuditResult,
+        BlameInfo,
+        DuplicateGroup,
+        EnvSetter,
+        FileFacts,
+        Finding,
+        HotRoots,
+        ScriptFacts,
+        Suppression,
+        Switch,
+    )
 
-# The parser, joins, analysis, pool and git modules are imported where they are used: a
-# warm scan (one stored whole-tree result) needs none of them, and their import is a
-# good part of its time.
+    FileResult = FileFacts | FileError | ScriptFacts
+
+# The model, parser, joins, analysis, pool and git modules are imported where they are
+# used: a scan served from a stored report needs none of them, and their import is a good
+# part of its time.
 
 Progress = Callable[[int, int], None]
 #: below this many files the pool costs more than it saves
 POOL_MIN_FILES = 64
 
-FileResult = FileFacts | FileError | ScriptFacts
 def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None,
                  packed: bool = False) -> FileResult | bytes:
     """Facts for one file; any failure is a ``FileError`` for this file only.
@@ -283,6 +278,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
     from cs_audit.analysis.roots import hot_roots
     from cs_audit.analysis.rules import analyse
     from cs_audit.joins.callgraph import build_model
+    from cs_audit.model import DuplicateGroup, DuplicateSite
 
     items = tuple(facts.items())
     last = memo.joins if memo is not None else None
@@ -488,6 +484,9 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
     run.lap("history")
     if tree.decisions_error is not None:
         errors.append(tree.decisions_error)
+    from cs_audit.analysis.disposition import apply_dispositions
+    from cs_audit.model import AuditResult, ScanStats
+
     switches, overridden = apply_dispositions(switches, rs, tree.decisions, config.aside)
     reported, suppressions = selected(findings, analysis.suppressions, selection_of(config, rs))
     return AuditResult(
@@ -642,6 +641,9 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     (comments, blank lines, docstrings: the result with those lines moved, ``reuse``).
     None when that does not hold, with the results of the changed files computed on the way
     and of the other files loaded while they were (by path), for the full analysis that follows."""
+    from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
+    from cs_audit.model import FileFacts
+
     record = cache.load_tree_record(cache_dir, os.path.abspath(config.root))
     if record is None or record.context != context or len(record.files) != len(sources):
         return None, {}
@@ -707,6 +709,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
                   keep: list[object] | None = None) -> TreeAnalysis:
     from cs_audit.analysis.switches import build_switches
     from cs_audit.joins.readers import readers, writers
+    from cs_audit.model import FileFacts
 
     facts: dict[str, FileFacts] = {}
     scripts: dict[str, ScriptFacts] = {}
@@ -862,6 +865,7 @@ def tree_model(config: AuditConfig, rs: RuleSet | None = None, progress: Progres
     files that could not be analysed: what ``callgraph`` and ``why`` read.  The per-file
     facts come from the cache as a scan's do."""
     from cs_audit.joins.callgraph import build_model
+    from cs_audit.model import FileFacts
 
     with _collector_paused():
         run = _Run()
@@ -888,6 +892,8 @@ def fix_inputs(config: AuditConfig, rs: RuleSet | None = None, progress: Progres
     """What ``cs-audit fix`` works from: the audit of ``config.root``, every Python file's
     facts (from the cache as the scan's are) and each file's (size, mtime_ns) taken before
     the scan read it, so a file that changes meanwhile is not rewritten from stale findings."""
+    from cs_audit.model import FileFacts
+
     rs = prepare_ruleset(config, rs)
     sources, _ = discover(Path(config.root), config.exclude)
     rs = tree_ruleset(rs, sources, config)

@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from operator import itemgetter
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cs_audit.pickling import restorable
+
+if TYPE_CHECKING:
+    from cs_audit.sources import FileError
 
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 #: a function this short (lines, `def` to end) that only wraps gated emitters is itself one;
@@ -32,10 +35,6 @@ GateKind = Literal["env", "call", "name", "level", "flag"]
 Resolution = Literal["exact", "heuristic"]
 SetterKind = Literal["set", "passthrough", "commented", "off"]
 SetterSource = Literal["shell", "dotenv", "docker", "make", "ci", "python"]
-ErrorKind = Literal[
-    "syntax", "encoding", "binary", "too-large", "io", "symlink",
-    "parser-crash", "timeout", "internal", "submodule",
-]
 
 
 SwitchKind = Literal["env", "level", "flag", "dynamic"]
@@ -98,34 +97,6 @@ def env_switch(name: str) -> SwitchRef:
 def by_text(switch: SwitchRef | None) -> str:
     """Sort key of switches: their report spelling."""
     return "" if switch is None else switch.text
-
-
-@restorable
-@dataclass(frozen=True, slots=True)
-class SourceFile:
-    """One file found by discovery; ``path`` is POSIX and relative to the root."""
-
-    path: str
-    abspath: str
-    kind: str  # "python" | "shell" | "dotenv" | "docker" | "make" | "ci"
-
-
-@restorable
-@dataclass(frozen=True, slots=True)
-class FileError:
-    path: str
-    kind: ErrorKind
-    message: str
-
-
-@restorable
-@dataclass(frozen=True, slots=True)
-class Repository:
-    """A git repository inside the scanned tree whose files discovery listed with its own
-    ``git ls-files``: ``path`` from the scanned root, ``kind`` ``submodule`` or ``nested``."""
-
-    path: str
-    kind: str
 
 
 @restorable

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Generic, TypeVar
 
-from cs_audit.model import FileError, SourceFile
+from cs_audit.sources import FileError, SourceFile
 
 #: per-file CPU-time limit in seconds (the wall-clock stop is twice this)
 TIMEOUT_S: float = 60.0

@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from cs_audit.model import Frequency
+if TYPE_CHECKING:
+    from cs_audit.model import Frequency
 
 MAX_RULE_FILE_BYTES = 1 << 20
 

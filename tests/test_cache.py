@@ -17,9 +17,10 @@ from cs_audit.api import analyse_file, prepare_ruleset, run_audit
 from cs_audit.config import AuditConfig, load_config
 from cs_audit.extract.discover import discover
 from cs_audit.incremental import cache
-from cs_audit.model import FileError, FileFacts
+from cs_audit.model import FileFacts
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
+from cs_audit.sources import FileError
 
 PROJECT = Path(__file__).resolve().parent.parent
 TREE = PROJECT / "fixtures" / "compressspec"
@@ -347,8 +348,8 @@ def test_a_worker_lost_on_a_file_costs_only_that_file(tree: Path, tmp_path: Path
     assert read == []
 
 
-def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
-    # a stored whole-tree result is all a warm scan needs: the parsers, the joins and
+def test_warm_scan_imports_no_parser_model_or_git(tree: Path, tmp_path: Path) -> None:
+    # a stored report is all a warm scan needs: the parsers, the model, the joins and
     # GitPython stay unimported (their import is a good part of a warm scan's time)
     import subprocess
     import sys
@@ -356,7 +357,8 @@ def test_warm_scan_imports_no_parser_or_git(tree: Path, tmp_path: Path) -> None:
     probe = (
         "import sys\nfrom cs_audit.cli import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('libcst', 'git', 'cs_audit.joins.callgraph', 'cs_audit.extract.index', 'cs_audit.pool') if m in sys.modules))\n"
+        "print(sorted(m for m in ('libcst', 'git', 'cs_audit.model', 'cs_audit.joins.callgraph', 'cs_audit.extract.index',"
+        " 'cs_audit.pool') if m in sys.modules))\n"
     )
     args = ["scan", str(tree), "--format", "json", "--no-history", "-j", "1", "-o", str(tmp_path / "r.json")]
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}

@@ -32,11 +32,12 @@ from cs_audit import api
 from cs_audit.api import analyse_file, run_audit
 from cs_audit.config import AuditConfig
 from cs_audit.extract.discover import discover
-from cs_audit.model import FileError, FileFacts
+from cs_audit.model import FileFacts
 from cs_audit.pool import map_files
 from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown
 from cs_audit.ruleset import load_ruleset
+from cs_audit.sources import FileError
 
 LARGE = bool(os.environ.get("CS_AUDIT_FUZZ_LARGE"))
 #: every file parsed for real, never served from a facts cache (where the engine has one)

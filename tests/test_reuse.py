@@ -200,7 +200,7 @@ def test_records_are_shared_by_the_relative_and_absolute_root(tree: Path, tmp_pa
 def test_a_changed_file_is_analysed_once_when_the_tree_is_analysed_again(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A result that cannot be cached (an internal error, a timeout) is not computed a second
     time by the full analysis that follows the comparison."""
-    from cs_audit.model import FileError
+    from cs_audit.sources import FileError
 
     cache_root = tmp_path / "cache"
     _scan(tree, cache_root)

@@ -27,11 +27,11 @@ from cs_audit.cli import app
 from cs_audit.config import AuditConfig
 from cs_audit.extract import python as extract
 from cs_audit.extract.discover import discover
-from cs_audit.model import FileError, SourceFile
 from cs_audit.pool import Failure, map_files, map_isolated
 from cs_audit.render.json import render_json
 from cs_audit.render.markdown import render_markdown
 from cs_audit.ruleset import load_ruleset
+from cs_audit.sources import FileError, SourceFile
 from cs_audit.testing import write_tree
 from tests.gitrepo import git
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from cs_audit.extract.discover import setter_file_kind
 from cs_audit.extract.setters import (
     count_setters,
-    setter_file_kind,
     setters_in_ci_yaml,
     setters_in_dockerfile,
     setters_in_dotenv,

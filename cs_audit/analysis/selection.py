@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
-from cs_audit.model import Finding, Suppression
+if TYPE_CHECKING:
+    from cs_audit.model import Finding, Suppression
+
 
 ALL = "ALL"
 

@@ -34,8 +34,9 @@ from cs_audit import api
 from cs_audit.config import AuditConfig, load_config
 from cs_audit.extract.discover import display_path
 from cs_audit.git.repo import SHORT_SHA, BlobReader, GitRepo, TreeEntry, safe_parts
-from cs_audit.model import AuditResult, BlameInfo, FileError
+from cs_audit.model import AuditResult, BlameInfo
 from cs_audit.ruleset import RuleSet, load_ruleset
+from cs_audit.sources import FileError
 
 #: blobs larger than this are written truncated: nothing cs-audit reads needs more
 #: (a file over ``max_file_bytes`` is skipped as too large from its first bytes alone)

@@ -25,9 +25,8 @@ import stat
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from cs_audit.extract.setters import setter_file_kind
 from cs_audit.git import runner
-from cs_audit.model import FileError, Repository, SourceFile
+from cs_audit.sources import FileError, Repository, SourceFile
 
 SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".venv", "node_modules", ".hg", ".svn"})
 
@@ -140,6 +139,73 @@ _SPECIAL = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_IS
             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+# which setter parser reads a file that is not Python
+_SHEBANG_RE = re.compile(r"^#!\s*(?P<interp>\S+)(?P<args>.*)$")
+_SHELL_INTERPRETERS = frozenset({"sh", "bash", "zsh"})
+_YAML_SUFFIXES = (".yml", ".yaml")
+
+
+def _shebang_is_shell(head: bytes) -> bool:
+    first_line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
+    match = _SHEBANG_RE.match(first_line)
+    if match is None:
+        return False
+    interpreter = match.group("interp").rsplit("/", 1)[-1]
+    if interpreter == "env":
+        arguments = [
+            arg for arg in match.group("args").split() if not arg.startswith("-")
+        ]
+        if not arguments:
+            return False
+        interpreter = arguments[0].rsplit("/", 1)[-1]
+    return interpreter in _SHELL_INTERPRETERS
+
+
+def setter_file_kind(relpath: str, head: bytes) -> str | None:
+    """Which setter parser reads ``relpath`` ("shell", "dotenv", "docker", "make", "ci"), or None.
+
+    ``head`` is the first bytes of the file (only its first line is used, for the
+    shebang of extension-less scripts).  Python launchers are not classified here.
+    """
+    parts = [
+        part for part in relpath.replace("\\", "/").split("/") if part not in ("", ".")
+    ]
+    if not parts:
+        return None
+    basename = parts[-1]
+    lower = basename.lower()
+    parent = parts[-2] if len(parts) >= 2 else ""
+    grandparent = parts[-3] if len(parts) >= 3 else ""
+
+    if lower.endswith((".sh", ".bash")):
+        return "shell"
+    if basename == ".env" or basename.endswith(".env") or basename.startswith(".env."):
+        return "dotenv"
+    if (
+        lower == "dockerfile"
+        or lower.startswith("dockerfile.")
+        or lower.endswith(".dockerfile")
+    ):
+        return "docker"
+    if basename in ("Makefile", "makefile", "GNUmakefile") or lower.endswith(".mk"):
+        return "make"
+    if lower.endswith(_YAML_SUFFIXES):
+        if parent == "workflows" and grandparent == ".github":
+            return "ci"
+        if lower in (
+            ".gitlab-ci.yml",
+            ".gitlab-ci.yaml",
+            "azure-pipelines.yml",
+            "azure-pipelines.yaml",
+        ):
+            return "ci"
+        if parent in (".circleci", ".buildkite"):
+            return "ci"
+    if "." not in basename and _shebang_is_shell(head):
+        return "shell"
+    return None
+
+
 def file_kind(relpath: str, head: bytes) -> str | None:
     if relpath.endswith(".py"):
         return "python"
@@ -186,7 +252,7 @@ def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list
                    errors: list[FileError], repos: list[Repository], depth: int, stats: dict[str, os.stat_result]) -> None:
     """List the files of ``root`` (shown as ``base`` + their path) into ``files``; recurse
     into the sub-repositories it holds."""
-    top = os.fspath(root)
+    top = os.path.join(os.fspath(root), "")  # a file's path is ``top + rel``
     listed = _git_files(root)
     relpaths = listed if listed is not None else _walk(root, errors)
     linked: dict[str, bool] = {}
@@ -195,11 +261,11 @@ def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list
         directory = rel.endswith("/")
         rel = rel.rstrip("/")
         shown = display_path(base + rel)
-        if any(part in SKIP_DIRS for part in rel.split("/")[:-1]):
+        if "/" in rel and not SKIP_DIRS.isdisjoint(rel.split("/")[:-1]):
             continue
-        if any(fnmatchcase(shown, pattern) or fnmatchcase(shown, pattern.rstrip("/") + "/*") for pattern in excludes):
+        if excludes and any(fnmatchcase(shown, pattern) or fnmatchcase(shown, pattern.rstrip("/") + "/*") for pattern in excludes):
             continue
-        full = os.path.join(top, rel)
+        full = top + rel
         if listed is not None:
             link = _symlinked_parent(root, rel, linked)
             if link is not None:

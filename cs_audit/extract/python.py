@@ -20,9 +20,10 @@ from typing import TypeVar
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
-from cs_audit.model import HANDED, Binding, CallSite, ClassFacts, EnvRead, FileError, FileFacts, PlainCall, TypeFacts, holds_fact
+from cs_audit.model import HANDED, Binding, CallSite, ClassFacts, EnvRead, FileFacts, PlainCall, TypeFacts, holds_fact
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
+from cs_audit.sources import FileError
 
 
 def decode_source(data: bytes) -> str:

@@ -87,7 +87,6 @@ from cs_audit.pyast import parse_quietly
 
 __all__ = [
     "count_setters",
-    "setter_file_kind",
     "setters_in_ci_yaml",
     "setters_in_dockerfile",
     "setters_in_dotenv",
@@ -211,78 +210,8 @@ def _is_whole_line_comment(line_text: str, column: int) -> bool:
     return line_text[:column].strip() == ""
 
 
-# --------------------------------------------------------------------------- #
-# file kinds
-# --------------------------------------------------------------------------- #
-
-_SHEBANG_RE = re.compile(r"^#!\s*(?P<interp>\S+)(?P<args>.*)$")
-_SHELL_INTERPRETERS = frozenset({"sh", "bash", "zsh"})
-_YAML_SUFFIXES = (".yml", ".yaml")
-
-
-def _shebang_is_shell(head: bytes) -> bool:
-    first_line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
-    match = _SHEBANG_RE.match(first_line)
-    if match is None:
-        return False
-    interpreter = match.group("interp").rsplit("/", 1)[-1]
-    if interpreter == "env":
-        arguments = [
-            arg for arg in match.group("args").split() if not arg.startswith("-")
-        ]
-        if not arguments:
-            return False
-        interpreter = arguments[0].rsplit("/", 1)[-1]
-    return interpreter in _SHELL_INTERPRETERS
-
-
-def setter_file_kind(relpath: str, head: bytes) -> str | None:
-    """Which setter parser reads ``relpath`` ("shell", "dotenv", "docker", "make", "ci"), or None.
-
-    ``head`` is the first bytes of the file (only its first line is used, for the
-    shebang of extension-less scripts).  Python launchers are not classified here.
-    """
-    parts = [
-        part for part in relpath.replace("\\", "/").split("/") if part not in ("", ".")
-    ]
-    if not parts:
-        return None
-    basename = parts[-1]
-    lower = basename.lower()
-    parent = parts[-2] if len(parts) >= 2 else ""
-    grandparent = parts[-3] if len(parts) >= 3 else ""
-
-    if lower.endswith((".sh", ".bash")):
-        return "shell"
-    if basename == ".env" or basename.endswith(".env") or basename.startswith(".env."):
-        return "dotenv"
-    if (
-        lower == "dockerfile"
-        or lower.startswith("dockerfile.")
-        or lower.endswith(".dockerfile")
-    ):
-        return "docker"
-    if basename in ("Makefile", "makefile", "GNUmakefile") or lower.endswith(".mk"):
-        return "make"
-    if lower.endswith(_YAML_SUFFIXES):
-        if parent == "workflows" and grandparent == ".github":
-            return "ci"
-        if lower in (
-            ".gitlab-ci.yml",
-            ".gitlab-ci.yaml",
-            "azure-pipelines.yml",
-            "azure-pipelines.yaml",
-        ):
-            return "ci"
-        if parent in (".circleci", ".buildkite"):
-            return "ci"
-    if "." not in basename and _shebang_is_shell(head):
-        return "shell"
-    return None
-
-
 def setters_in_file(path: str, text: str, kind: str) -> list[EnvSetter]:
-    """Dispatch on ``kind`` (as returned by ``setter_file_kind``, or "python"); unknown kinds -> []."""
+    """Dispatch on ``kind`` (as ``cs_audit.extract.discover.file_kind`` names it); unknown kinds -> []."""
     reader = _READERS.get(kind)
     return reader(path, text) if reader is not None else []
 

@@ -38,10 +38,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cs_audit.files import keep_newest, try_write_atomically
-from cs_audit.model import FileError, FileFacts, ScriptFacts, SourceFile
 from cs_audit.pickling import restore
+from cs_audit.sources import FileError, SourceFile
+
+if TYPE_CHECKING:
+    from cs_audit.model import FileFacts, ScriptFacts
+
+    CachedResult = FileFacts | ScriptFacts | FileError
 
 #: bump when the entry layout changes
 CACHE_FORMAT = 5
@@ -51,7 +57,6 @@ _MAGIC = b"csa-facts"
 #: errors that are a function of the bytes (others may be transient: internal, timeout, crash)
 _CACHEABLE_ERRORS = frozenset({"syntax", "encoding", "binary"})
 
-CachedResult = FileFacts | ScriptFacts | FileError
 
 
 def _dumps(value: object) -> bytes:
@@ -185,6 +190,8 @@ def unpack(packed: bytes) -> CachedResult | None:
         result = _loads(payload)
     except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
         return None
+    from cs_audit.model import FileFacts, ScriptFacts  # here: a warm scan unpacks no facts
+
     return result if isinstance(result, (FileFacts, ScriptFacts, FileError)) else None
 
 

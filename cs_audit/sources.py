@@ -1,0 +1,43 @@
+"""What discovery finds in a scanned tree: its files, the repositories it holds, and the
+files it could not read.  Kept apart from ``cs_audit.model``: a scan served from the cache
+needs these and nothing else of the model, whose import is a good part of a warm scan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from cs_audit.pickling import restorable
+
+ErrorKind = Literal[
+    "syntax", "encoding", "binary", "too-large", "io", "symlink",
+    "parser-crash", "timeout", "internal", "submodule",
+]
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file found by discovery; ``path`` is POSIX and relative to the root."""
+
+    path: str
+    abspath: str
+    kind: str  # "python" | "shell" | "dotenv" | "docker" | "make" | "ci"
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class FileError:
+    path: str
+    kind: ErrorKind
+    message: str
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """A git repository inside the scanned tree whose files discovery listed with its own
+    ``git ls-files``: ``path`` from the scanned root, ``kind`` ``submodule`` or ``nested``."""
+
+    path: str
+    kind: str
