@@ -389,10 +389,10 @@ def test_facts_pickle_through_the_slot_restorers(rs) -> None:
 def _slotted_model_classes() -> list[type]:
     import dataclasses
 
-    from cs_audit import model
+    from cs_audit import model, sources
 
-    return [c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
-            and c.__module__ == model.__name__ and getattr(c, "__slots__", None)]
+    return [c for module in (model, sources) for c in vars(module).values() if isinstance(c, type)
+            and dataclasses.is_dataclass(c) and c.__module__ == module.__name__ and getattr(c, "__slots__", None)]
 
 
 @pytest.mark.parametrize("cls", _slotted_model_classes(), ids=lambda c: c.__name__)
