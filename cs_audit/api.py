@@ -631,6 +631,8 @@ def _store_tree_result(cache_dir: str, config: AuditConfig, sources: list[Source
 
 #: more changed files than this since the last stored tree: analyse the tree, do not compare
 MAX_COMPARED_FILES = POOL_MIN_FILES
+#: files loaded between two looks at whether the changed files' worker has answered
+READY_EVERY = 16
 
 
 def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: str, rs: RuleSet, config: AuditConfig,
@@ -672,7 +674,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     for i in range(len(sources)):
         if i in changed_set:
             continue
-        if computing.ready():
+        if i % READY_EVERY == 0 and computing.ready():  # two system calls: asked now and then
             break
         hit = cache.load(cache_dir, keys[i])
         if hit is not None and _holds(hit):

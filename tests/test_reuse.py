@@ -405,6 +405,46 @@ def test_a_gate_of_an_unchanged_file_follows_the_helper_another_file_changed(gat
     assert any("pkg/engine.py:12 info()" in reason for reason in switch["reasons"])
 
 
+
+EDGE_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/flags.py": 'import os\n\n\ndef trace_on():\n    return os.getenv("PKG_TRACE") == "1"\n',
+    "pkg/engine.py": '''from pkg.flags import trace_on
+
+
+class Engine:
+    def step(self, batch):
+        if trace_on():
+            self._trace(batch)
+        return batch
+
+    def _trace(self, batch):
+        print(batch.sum().item())
+''',
+    "pkg/other.py": "def helper(x):\n    return x + 1\n",
+}
+
+
+# an edge's switch is taken by the index of its call while the gates digest holds: an edit
+# elsewhere that changes it (the helper reads no variable now), or one of the edge's own gate
+@pytest.mark.parametrize("name, old, new", [
+    ("pkg/flags.py", 'return os.getenv("PKG_TRACE") == "1"', "return False"),
+    ("pkg/engine.py", "if trace_on():", "if not trace_on():"),
+    ("pkg/other.py", "    return x + 1", "    print(x)\n    return x + 1"),
+])
+def test_the_switch_of_an_edge_after_an_edit_is_that_of_an_uncached_scan(tmp_path: Path, name: str, old: str, new: str) -> None:
+    root = tmp_path / "edges"
+    for path, text in EDGE_TREE.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    cache_root = tmp_path / "cache"
+    assert "default-on-emitter" not in _scan(root, cache_root)  # the print runs only with PKG_TRACE set
+    _edit(root, name, old, new)
+    after = _scan(root, cache_root)
+    assert after == _scan(root, None)
+    assert ("default-on-emitter" in after) == (name != "pkg/other.py")
+
+
 TYPED_TREE = {
     "pkg/__init__.py": "",
     "pkg/engine.py": '''from pkg import helpers

@@ -246,38 +246,51 @@ def _sink(rs: RuleSet, where: str, callee: str, role: str | None, mode: str | No
 
 def _gated(model: TreeModel, rs: RuleSet) -> dict[str, _Evidence]:
     """switch -> what the calls it gates directly do (an emitter's own arguments left out)."""
+    out: dict[str, _Evidence] = defaultdict(_Evidence)
+    # a file's rows are a function of its facts, the rules and its sites' answers, so they are
+    # kept with those answers (``SiteGates.rows``) and hold while they do
+    kept = model.gate_rows
+    for path in sorted(model.facts):
+        rows = kept.get(path)
+        if rows is None:
+            rows = kept[path] = _gated_rows(model, rs, path)
+        for text, kind, where in rows:
+            getattr(out[text], kind).append(where)
+    return out
+
+
+def _gated_rows(model: TreeModel, rs: RuleSet, path: str) -> tuple[tuple[str, str, str], ...]:
+    """(switch, ``_Evidence`` field, file:line and what) of what one file's gated calls do, in order."""
     kinds = rs.switch_kinds
     assert kinds is not None
-    out: dict[str, _Evidence] = defaultdict(_Evidence)
-    for path in sorted(model.facts):
-        for call in model.facts[path].calls:
-            if not call.gates or call.in_emitter_args:
-                continue
-            switch = site_switch(model, path, call.function, call.gates, rs)
-            if switch is None or switch.kind != "env":
-                continue
-            ev = out[switch.text]
-            last = _last(call.callee)
-            where = f"{path}:{call.line} {last}()"
-            if kinds.inject.search(last):
-                ev.inject.append(where)
-            elif kinds.compute.search(last):
-                ev.compute.append(where)
-            elif call.role not in _OBSERVE_ROLES and (
-                    kinds.location_check.search(last)
-                    or (kinds.generic.search(last) and not _observing_receiver(call.callee, rs))):
-                continue
-            elif call.role in _OBSERVE_ROLES or kinds.observe.search(last) or rs.debug_name_re.search(last):
-                ev.observe.append(where)
-                if call.role not in ("log", "print") and not kinds.announce.search(last):
-                    ev.strong.append(where)
-            elif not kinds.neutral.search(last):
-                ev.compute.append(where)
-        for line, function, gates, what in model.facts[path].gated_effects:
-            switch = site_switch(model, path, function, gates, rs)
-            if switch is not None and switch.kind == "env":
-                out[switch.text].compute.append(f"{path}:{line} {what}")
-    return out
+    rows: list[tuple[str, str, str]] = []
+    for call in model.facts[path].calls:
+        if not call.gates or call.in_emitter_args:
+            continue
+        switch = site_switch(model, path, call.function, call.gates, rs)
+        if switch is None or switch.kind != "env":
+            continue
+        last = _last(call.callee)
+        where = f"{path}:{call.line} {last}()"
+        if kinds.inject.search(last):
+            rows.append((switch.text, "inject", where))
+        elif kinds.compute.search(last):
+            rows.append((switch.text, "compute", where))
+        elif call.role not in _OBSERVE_ROLES and (
+                kinds.location_check.search(last)
+                or (kinds.generic.search(last) and not _observing_receiver(call.callee, rs))):
+            continue
+        elif call.role in _OBSERVE_ROLES or kinds.observe.search(last) or rs.debug_name_re.search(last):
+            rows.append((switch.text, "observe", where))
+            if call.role not in ("log", "print") and not kinds.announce.search(last):
+                rows.append((switch.text, "strong", where))
+        elif not kinds.neutral.search(last):
+            rows.append((switch.text, "compute", where))
+    for line, function, gates, what in model.facts[path].gated_effects:
+        switch = site_switch(model, path, function, gates, rs)
+        if switch is not None and switch.kind == "env":
+            rows.append((switch.text, "compute", f"{path}:{line} {what}"))
+    return tuple(rows)
 
 
 def _observing_receiver(callee: str, rs: RuleSet) -> bool:

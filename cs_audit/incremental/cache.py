@@ -150,14 +150,23 @@ class _Unpickler(pickle.Unpickler):
     """Loads only what cs-audit stores: its own classes and restore function, and plain
     builtins; a corrupt or planted entry that names anything else is refused."""
 
+    #: (module, name) -> what ``find_class`` allowed: entries name the same few, once per entry
+    _allowed: dict[tuple[str, str], object] = {}
+
     def find_class(self, module: str, name: str) -> object:
+        found = self._allowed.get((module, name))
+        if found is not None:
+            return found
         if module == "builtins" and name in _BUILTINS:
-            return super().find_class(module, name)
-        if (module == "cs_audit" or module.startswith("cs_audit.")) and not name.startswith("__"):
             found = super().find_class(module, name)
-            if isinstance(found, type) or found is restore:
-                return found
-        raise pickle.UnpicklingError(f"a cache entry names {module}.{name}")
+        elif (module == "cs_audit" or module.startswith("cs_audit.")) and not name.startswith("__"):
+            found = super().find_class(module, name)
+            if not (isinstance(found, type) or found is restore):
+                found = None
+        if found is None:
+            raise pickle.UnpicklingError(f"a cache entry names {module}.{name}")
+        self._allowed[(module, name)] = found
+        return found
 
 
 def _loads(data: bytes) -> object:

@@ -7,6 +7,7 @@ Everything here is a pure function of ``FileFacts`` and the ``RuleSet``.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
@@ -129,6 +130,17 @@ class TreeModel:
     gate_cycles: int = 0
     #: the ``switch_cache`` keys whose answer a cycle shaped (not kept for a later build)
     shaped_sites: set[tuple[str, str | None, tuple[GateRef, ...]]] = field(default_factory=set)
+    #: the earlier ``SiteGates`` taken for the files whose rows hold (``_take_site_gates``):
+    #: each file's answers go into ``switch_cache`` when one of its sites is first asked
+    taken_gates: SiteGates | None = None
+    pending_gates: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the taken ``SiteGates.calls`` of the files whose rows hold, as arrays
+    call_answers: dict[str, array] = field(default_factory=dict)
+    #: per such file, made when first asked: (function, id of gates) of its calls -> answer number
+    call_numbers: dict[str, dict[tuple[str | None, int], int]] = field(default_factory=dict)
+    #: per file, what an analysis derived from the file's facts and its sites' answers alone
+    #: (``analysis.categories``): taken from ``taken_gates`` or worked out, and kept with them
+    gate_rows: dict[str, tuple] = field(default_factory=dict)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -173,6 +185,12 @@ class SiteGates:
     files: dict[str, tuple[int, ...]]
     #: each file's part of the digest (``_file_gates_digest``)
     file_digests: dict[str, str] = field(default_factory=dict)
+    #: per file, the answer of each of its calls by index in ``FileFacts.calls`` (``array('i')``
+    #: bytes, -1: no gates or not asked): an edge's switch without hashing its gates
+    calls: dict[str, bytes] = field(default_factory=dict)
+    #: per file, the rows an analysis derived from the file's facts and its sites' answers
+    #: alone (``TreeModel.gate_rows``), kept only where no answer of the file was shaped
+    rows: dict[str, tuple] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -848,6 +866,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     by_file: dict[str, FileResolutions] = {}
     edge_sites: dict[str, list[CallSite]] = {}
     edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
+    edge_calls: list[int] = []  # the index in its file's calls of each edge's site
     resolved_here: list[str] = []
     asked = dict(earlier.asked) if reuse else {}  # type: ignore[union-attr]
     for path in sorted(facts):
@@ -880,6 +899,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
                 last = index
             site_targets.append(target)
             raw_edges.append((path, site, target, HOWS[flat[i + 2]]))
+            edge_calls.append(index)
         if sites_here:
             edge_sites[path] = sites_here
             edge_counts.append((path, len(flat) // 3))
@@ -907,8 +927,9 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     start = 0
     for path, count in edge_counts:
         these = raw_edges[start:start + count]
+        switches = _edge_switches(model, path, these, rs, edge_calls[start:start + count])
         start += count
-        for (_, site, target, how), switch in zip(these, _edge_switches(model, path, these, rs)):
+        for (_, site, target, how), switch in zip(these, switches):
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
             edges.append(edge)
             callers[target].append(edge)
@@ -920,14 +941,18 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
 
 def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey, str]],
-                   rs: RuleSet) -> tuple[SwitchRef | None, ...]:
-    """The switch of each of one file's edges (``site_switch``; a site's edges are consecutive)."""
+                   rs: RuleSet, indexes: list[int]) -> tuple[SwitchRef | None, ...]:
+    """The switch of each of one file's edges (``site_switch``; a site's edges are consecutive),
+    from the taken answer of its call (``indexes``: each edge's call in the file) where there is one."""
     out: list[SwitchRef | None] = []
     last: CallSite | None = None
     switch: SwitchRef | None = None
-    for _, site, _, _ in edges:
+    taken = model.call_answers.get(path)
+    answers = model.taken_gates.answers if taken is not None else ()  # type: ignore[union-attr]
+    for (_, site, _, _), index in zip(edges, indexes):
         if site is not last:
-            switch = site_switch(model, path, site.function, site.gates, rs)
+            n = taken[index] if taken is not None else -1
+            switch = answers[n][1] if n >= 0 else site_switch(model, path, site.function, site.gates, rs)
             last = site
         out.append(switch)
     return tuple(out)
@@ -1365,10 +1390,24 @@ def gate_switches(model: TreeModel, path: str, function: str | None, gates: tupl
 def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
                 rs: RuleSet) -> tuple[tuple[SwitchRef, ...], SwitchRef | None]:
     """(switches, innermost switch) of a site's gates, computed once per gates."""
+    if path in model.call_answers:
+        # a call's own gates object, in a file whose answers were taken: found by identity
+        # (no hash of its gates; the facts hold every such object, so no other has its id)
+        calls = model.call_numbers.get(path)
+        if calls is None:
+            calls = model.call_numbers[path] = _call_numbers(model, path)
+        n = calls.get((function, id(gates)), -1)
+        if n >= 0:
+            return model.taken_gates.answers[n]  # type: ignore[union-attr]
     key = (path, function, gates)
     hit = model.switch_cache.get(key)
     if hit is not None:
         return hit
+    if path in model.pending_gates:
+        _fill_site_gates(model, path)
+        hit = model.switch_cache.get(key)
+        if hit is not None:
+            return hit
     cycles = model.gate_cycles
     out = gate_switches(model, path, function, gates, rs)
     if model.gate_cycles != cycles:
@@ -1441,64 +1480,108 @@ def _file_gates_digest(ff: FileFacts) -> str:
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
-def site_gate_keys(path: str, ff: FileFacts) -> dict[tuple[str, str | None, tuple[GateRef, ...]], None]:
-    """The ``TreeModel.switch_cache`` keys of a file's sites, each once, in an order that
-    depends on its facts alone: calls, env reads, messages built into locals, gated effects."""
+def site_gate_keys(path: str, ff: FileFacts,
+                   positions: dict[tuple[str | None, int], int] | None = None,
+                   ) -> dict[tuple[str, str | None, tuple[GateRef, ...]], int]:
+    """The ``TreeModel.switch_cache`` keys of a file's sites, each once and numbered, in an
+    order that depends on its facts alone: calls, env reads, messages built into locals, gated
+    effects.  ``positions``: filled with the number of each (function, id of gates) of them."""
     # sites share gate tuples: those seen are skipped by identity before the keys hash them
     by_identity = {(function, id(gates)): gates for rows in (ff.calls, ff.env_reads, ff.built_messages)
                    for function, gates in map(_SITE_GATES, rows) if gates}
-    keys = {(path, function, gates): None for (function, _), gates in by_identity.items()}
+    keys: dict[tuple[str, str | None, tuple[GateRef, ...]], int] = {}
+    for (function, ident), gates in by_identity.items():
+        n = keys.setdefault((path, function, gates), len(keys))
+        if positions is not None:
+            positions[(function, ident)] = n
     for _, function, gates, _ in ff.gated_effects:
         if gates:
-            keys[(path, function, gates)] = None
+            keys.setdefault((path, function, gates), len(keys))
     return keys
 
 
 def _take_site_gates(model: TreeModel, gates: SiteGates, unchanged: AbstractSet[str]) -> None:
-    """Fill ``switch_cache`` with the answers of ``gates`` for the files in ``unchanged``."""
-    cache = model.switch_cache
-    answers = gates.answers
+    """Take the answers of ``gates`` for the files in ``unchanged``: each file's go into
+    ``switch_cache`` when one of its sites is first asked (``_fill_site_gates``); the answers
+    of its calls and its ``gate_rows`` are taken as they are."""
+    model.taken_gates = gates
+    pending = model.pending_gates
     for path in unchanged:
         row = gates.files.get(path)
-        ff = model.facts.get(path)
-        if row is None or ff is None:
+        if row is None or path not in model.facts:
             continue
-        keys = site_gate_keys(path, ff)
-        if len(keys) != len(row):
-            continue
-        for key, n in zip(keys, row):
-            if n >= 0:
-                cache[key] = answers[n]
+        pending[path] = row
+        calls = gates.calls.get(path)
+        if calls is not None:
+            answers = array("i")
+            answers.frombytes(calls)
+            if len(answers) == len(model.facts[path].calls):
+                model.call_answers[path] = answers
+        rows = gates.rows.get(path)
+        if rows is not None:
+            model.gate_rows[path] = rows
+
+
+def _call_numbers(model: TreeModel, path: str) -> dict[tuple[str | None, int], int]:
+    """(function, id of gates) -> the taken answer's number, of each call of ``path`` with gates."""
+    return {(function, id(gates)): n for (function, gates), n in zip(map(_SITE_GATES, model.facts[path].calls),
+                                                                      model.call_answers[path]) if gates}
+
+
+def _fill_site_gates(model: TreeModel, path: str) -> None:
+    """Put the taken answers of ``path``'s sites into ``switch_cache``."""
+    row = model.pending_gates.pop(path)
+    keys = site_gate_keys(path, model.facts[path])
+    if len(keys) != len(row):
+        return
+    cache = model.switch_cache
+    answers = model.taken_gates.answers  # type: ignore[union-attr]
+    for key, n in zip(keys, row):
+        if n >= 0:
+            cache[key] = answers[n]
 
 
 def site_gates(model: TreeModel, earlier: SiteGates | None = None,
                unchanged: AbstractSet[str] = frozenset()) -> SiteGates:
     """The ``SiteGates`` of ``model`` as asked so far (the rows of ``earlier`` for the files
     in ``unchanged`` when its digest is this model's), but for the answers a gate cycle
-    shaped (``TreeModel.shaped_sites``: they may depend on the order gates were asked in)."""
+    shaped (``TreeModel.shaped_sites``: they may depend on the order gates were asked in);
+    a file's ``gate_rows`` only when none of its answers was shaped."""
     carried = earlier is not None and earlier.digest == model.gates_digest
     table: list[tuple[tuple[SwitchRef, ...], SwitchRef | None]] = list(earlier.answers) if carried else []  # type: ignore[union-attr]
     number = {answer: n for n, answer in enumerate(table)}
     cache = model.switch_cache
     shaped = model.shaped_sites
     files: dict[str, tuple[int, ...]] = {}
+    calls: dict[str, bytes] = {}
+    rows: dict[str, tuple] = {}
     for path, ff in model.facts.items():
-        row = earlier.files.get(path) if carried and path in unchanged else None  # type: ignore[union-attr]
-        if row is None:
-            numbers = []
-            for key in site_gate_keys(path, ff):
-                answer = cache.get(key)
-                if answer is None or key in shaped:
-                    numbers.append(-1)
-                    continue
-                n = number.get(answer)
-                if n is None:
-                    n = number[answer] = len(table)
-                    table.append(answer)
-                numbers.append(n)
-            row = tuple(numbers)
-        files[path] = row
-    return SiteGates(model.gates_digest, tuple(table), files, model.file_gates_digests)
+        if carried and path in unchanged and path in earlier.files:  # type: ignore[union-attr, operator]
+            files[path] = earlier.files[path]  # type: ignore[union-attr]
+            for kept, theirs in ((calls, earlier.calls), (rows, earlier.rows)):  # type: ignore[union-attr]
+                if path in theirs:
+                    kept[path] = theirs[path]
+            continue
+        numbers = []
+        positions: dict[tuple[str | None, int], int] = {}
+        none_shaped = True
+        for key in site_gate_keys(path, ff, positions):
+            answer = cache.get(key)
+            if answer is None or key in shaped:
+                none_shaped = none_shaped and key not in shaped
+                numbers.append(-1)
+                continue
+            n = number.get(answer)
+            if n is None:
+                n = number[answer] = len(table)
+                table.append(answer)
+            numbers.append(n)
+        files[path] = tuple(numbers)
+        calls[path] = array("i", [numbers[positions[(function, id(gates))]] if gates else -1
+                                  for function, gates in map(_SITE_GATES, ff.calls)]).tobytes()
+        if none_shaped and path in model.gate_rows:
+            rows[path] = model.gate_rows[path]
+    return SiteGates(model.gates_digest, tuple(table), files, model.file_gates_digests, calls, rows)
 
 
 def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
