@@ -445,6 +445,38 @@ def test_the_switch_of_an_edge_after_an_edit_is_that_of_an_uncached_scan(tmp_pat
     assert ("default-on-emitter" in after) == (name != "pkg/other.py")
 
 
+
+USES_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/store.py": 'import os\n\nOUT = os.getenv("PKG_OUT")\n\n\ndef save(x):\n    with open(OUT, "w") as fh:\n        fh.write(x)\n',
+    "pkg/other.py": "def helper(x):\n    return x + 1\n",
+}
+
+
+# where a variable's value goes in a file is taken from the last scan while the file's facts
+# are those of then: the file that reads it now opens it to read (or another file changed)
+@pytest.mark.parametrize("name, old, new, category", [
+    ("pkg/store.py", '"w"', '"r"', "input-path"),
+    ("pkg/other.py", "    return x + 1", "    print(x)\n    return x + 1", "output-path"),
+])
+def test_where_a_value_goes_after_an_edit_is_that_of_an_uncached_scan(tmp_path: Path, name: str, old: str, new: str,
+                                                                      category: str) -> None:
+    root = tmp_path / "uses"
+    for path, text in USES_TREE.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    cache_root = tmp_path / "cache"
+    assert _category(_scan(root, cache_root), "PKG_OUT") == "output-path"
+    _edit(root, name, old, new)
+    after = _scan(root, cache_root)
+    assert after == _scan(root, None)
+    assert _category(after, "PKG_OUT") == category
+
+
+def _category(report: str, name: str) -> str:
+    return next(s["category"] for s in json.loads(report)["switches"] if s["name"] == name)
+
+
 TYPED_TREE = {
     "pkg/__init__.py": "",
     "pkg/engine.py": '''from pkg import helpers

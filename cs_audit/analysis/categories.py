@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switch
-from cs_audit.model import GatedSite, SwitchRead, distinct_levels
+from cs_audit.model import FileFacts, GatedSite, SwitchRead, distinct_levels
 from cs_audit.ruleset import RuleSet, SwitchKinds
 
 CATEGORIES = ("instrumentation", "test-hook", "feature", "output-path", "input-path", "config")
@@ -43,6 +43,9 @@ class _Evidence:
     value: list[str] = field(default_factory=list)
 
 
+_EVIDENCE_FIELDS = tuple(f.name for f in fields(_Evidence))
+
+
 def _last(callee: str) -> str:
     return callee.rsplit(".", 1)[-1]
 
@@ -64,80 +67,98 @@ def _uses(model: TreeModel, rs: RuleSet, reads: list[SwitchRead], var: str, ev: 
           call_lines: dict[str, list[int]] | None = None) -> None:
     """Where the value of each read goes: the calls around the read, and the calls that name
     the local, ``self.x`` attribute or module constant it is stored in."""
+    # a file's rows are a function of its facts, the variable and the rules alone, so they are
+    # kept with the site gates (``SiteGates.uses``) and hold while the file's facts do
+    kept = model.use_rows
+    for path in dict.fromkeys(read.path for read in reads):
+        rows = kept.get((path, var))
+        if rows is None:
+            facts = model.facts.get(path)
+            if facts is None:
+                continue
+            rows = kept[(path, var)] = _file_uses(rs, path, facts, var, call_lines)
+        found, unless_written = rows
+        for name, items in zip(_EVIDENCE_FIELDS, found):
+            if items:
+                getattr(ev, name).extend(items)
+        if unless_written and not ev.write:
+            ev.read.extend(unless_written)
+
+
+def _file_uses(rs: RuleSet, path: str, facts: FileFacts, var: str, call_lines: dict[str, list[int]] | None,
+               ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """``_uses`` in one file: what each ``_Evidence`` field gets (in field order), and the
+    reads that count when no evidence so far writes."""
     kinds = rs.switch_kinds
     assert kinds is not None
-    by_path: dict[str, list] = defaultdict(list)
-    for read in reads:
-        by_path[read.path].append(read)
-    for path in by_path:
-        facts = model.facts.get(path)
-        if facts is None:
+    ev = _Evidence()
+    env = [r for r in facts.env_reads if r.var == var]
+    for r in env:
+        if r.default and r.default.strip().upper() in kinds.log_levels:
+            ev.logconf.append(f"{path}:{r.line} default {r.default.strip()!r}")
+        if r.used_as:
+            _value_use(rs, f"{path}:{r.line}", r.used_as, ev)
+        for depth, callee in enumerate(r.wrapped_by):
+            if _own_method(callee, r.code, rs):
+                break  # `envs.X.copy()`: the value's own method, no place it is handed to
+            if not _sink(rs, f"{path}:{r.line}", callee, None, None, ev) and depth == 0:
+                _handed(rs, f"{path}:{r.line}", callee, ev)
+    targets: list[tuple[str, str | None]] = []  # (name, scope: function, class prefix or None)
+    wraps: list[tuple[int, int, str]] = []
+    for r in env:
+        wraps.append((r.line, r.end_line, r.code))
+        # the statement's target holds the value only through conversions and path joins:
+        # `self.dumper = Dumper(interval=int(getenv(...)))` holds a Dumper, not the value
+        if r.assigned_to and all(_transparent(callee, rs) for callee in r.wrapped_by):
+            name = r.assigned_to
+            if name.startswith("self.") and r.function and "." in r.function:
+                targets.append((name, r.function.rsplit(".", 1)[0] + "."))
+            elif r.function is None:
+                targets.append((name, None))
+            else:
+                targets.append((name, r.function))
+    # a path joined from it further on (`path = os.path.join(table_dir, f)`) counts where the
+    # code both writes and reads it back (a store's file), and its reads where nothing under
+    # the value is written (a model or config folder).  A write alone there says nothing (a
+    # system location such as `TMPDIR` holds stores read back through a function's return),
+    # nor a read beside writes (a test reading what the program it ran wrote to its artifacts)
+    joined = _joined_further(facts.path_values, targets)
+    joined_uses: dict[str, _Evidence] = defaultdict(_Evidence)
+    patterns = [(re.compile(rf"(?<![\w.]){re.escape(n)}(?!\w)"), scope, n if further else "")
+                for further, names in ((False, targets), (True, joined)) for n, scope in names]
+    calls = facts.calls
+    first = min((w[0] for w in wraps), default=0)
+    last = max((w[1] for w in wraps), default=-1)
+    if not patterns:
+        # only the calls around a read can hit: a slice of the file's calls (sorted by line)
+        lines = call_lines.get(path) if call_lines is not None else None
+        if lines is None:
+            lines = [c.line for c in calls]
+            if call_lines is not None:
+                call_lines[path] = lines
+        calls = calls[bisect_left(lines, first):bisect_right(lines, last)]
+    for call in calls:
+        code = call.code
+        hit = first <= call.line <= last and any(start <= call.line <= end and text and text in code for start, end, text in wraps)
+        further = ""
+        if not hit:
+            for pattern, scope, joined_name in patterns:
+                if scope is not None and not (call.function or "").startswith(scope) and call.function != scope:
+                    continue
+                if pattern.search(code):
+                    hit, further = True, joined_name
+                    break
+        if not hit or _own_method(call.callee, "", rs, [p for p, _, _ in patterns], wraps):
             continue
-        env = [r for r in facts.env_reads if r.var == var]
-        for r in env:
-            if r.default and r.default.strip().upper() in kinds.log_levels:
-                ev.logconf.append(f"{path}:{r.line} default {r.default.strip()!r}")
-            if r.used_as:
-                _value_use(rs, f"{path}:{r.line}", r.used_as, ev)
-            for depth, callee in enumerate(r.wrapped_by):
-                if _own_method(callee, r.code, rs):
-                    break  # `envs.X.copy()`: the value's own method, no place it is handed to
-                if not _sink(rs, f"{path}:{r.line}", callee, None, None, ev) and depth == 0:
-                    _handed(rs, f"{path}:{r.line}", callee, ev)
-        targets: list[tuple[str, str | None]] = []  # (name, scope: function, class prefix or None)
-        wraps: list[tuple[int, int, str]] = []
-        for r in env:
-            wraps.append((r.line, r.end_line, r.code))
-            # the statement's target holds the value only through conversions and path joins:
-            # `self.dumper = Dumper(interval=int(getenv(...)))` holds a Dumper, not the value
-            if r.assigned_to and all(_transparent(callee, rs) for callee in r.wrapped_by):
-                name = r.assigned_to
-                if name.startswith("self.") and r.function and "." in r.function:
-                    targets.append((name, r.function.rsplit(".", 1)[0] + "."))
-                elif r.function is None:
-                    targets.append((name, None))
-                else:
-                    targets.append((name, r.function))
-        # a path joined from it further on (`path = os.path.join(table_dir, f)`) counts where the
-        # code both writes and reads it back (a store's file), and its reads where nothing under
-        # the value is written (a model or config folder).  A write alone there says nothing (a
-        # system location such as `TMPDIR` holds stores read back through a function's return),
-        # nor a read beside writes (a test reading what the program it ran wrote to its artifacts)
-        joined = _joined_further(facts.path_values, targets)
-        joined_uses: dict[str, _Evidence] = defaultdict(_Evidence)
-        patterns = [(re.compile(rf"(?<![\w.]){re.escape(n)}(?!\w)"), scope, n if further else "")
-                    for further, names in ((False, targets), (True, joined)) for n, scope in names]
-        calls = facts.calls
-        first = min((w[0] for w in wraps), default=0)
-        last = max((w[1] for w in wraps), default=-1)
-        if not patterns:
-            # only the calls around a read can hit: a slice of the file's calls (sorted by line)
-            lines = call_lines.get(path) if call_lines is not None else None
-            if lines is None:
-                lines = [c.line for c in calls]
-                if call_lines is not None:
-                    call_lines[path] = lines
-            calls = calls[bisect_left(lines, first):bisect_right(lines, last)]
-        for call in calls:
-            code = call.code
-            hit = first <= call.line <= last and any(start <= call.line <= end and text and text in code for start, end, text in wraps)
-            further = ""
-            if not hit:
-                for pattern, scope, joined_name in patterns:
-                    if scope is not None and not (call.function or "").startswith(scope) and call.function != scope:
-                        continue
-                    if pattern.search(code):
-                        hit, further = True, joined_name
-                        break
-            if not hit or _own_method(call.callee, "", rs, [p for p, _, _ in patterns], wraps):
-                continue
-            _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, joined_uses[further] if further else ev)
-        for store in joined_uses.values():
-            if store.write and store.read:
-                ev.write.extend(store.write)
-                ev.read.extend(store.read)
-        if not ev.write and not any(store.write for store in joined_uses.values()):
-            ev.read.extend(read for store in joined_uses.values() for read in store.read)
+        _sink(rs, f"{path}:{call.line}", call.callee, call.role, call.mode, joined_uses[further] if further else ev)
+    for store in joined_uses.values():
+        if store.write and store.read:
+            ev.write.extend(store.write)
+            ev.read.extend(store.read)
+    # the reads of joined names count unless something writes: known once the rows are in
+    unless_written = () if any(store.write for store in joined_uses.values()) else tuple(
+        read for store in joined_uses.values() for read in store.read)
+    return tuple(tuple(getattr(ev, name)) for name in _EVIDENCE_FIELDS), unless_written
 
 
 def _joined_further(path_values, targets: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:

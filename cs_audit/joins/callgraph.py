@@ -141,6 +141,9 @@ class TreeModel:
     #: per file, what an analysis derived from the file's facts and its sites' answers alone
     #: (``analysis.categories``): taken from ``taken_gates`` or worked out, and kept with them
     gate_rows: dict[str, tuple] = field(default_factory=dict)
+    #: (path, variable) -> what an analysis derived from the file's facts alone
+    #: (``analysis.categories``): taken from ``SiteGates.uses`` or worked out, and kept with them
+    use_rows: dict[tuple[str, str], tuple] = field(default_factory=dict)
 
 
 #: the call sites of one file that land in the tree, flat: (index in ``FileFacts.calls``,
@@ -191,6 +194,9 @@ class SiteGates:
     #: per file, the rows an analysis derived from the file's facts and its sites' answers
     #: alone (``TreeModel.gate_rows``), kept only where no answer of the file was shaped
     rows: dict[str, tuple] = field(default_factory=dict)
+    #: per file, what an analysis derived from the file's facts alone, by variable
+    #: (``TreeModel.use_rows``): holds while the file's facts do, whatever the digest
+    uses: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- resolution
@@ -921,8 +927,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model.env_helpers.update(void)
     model.accessors = accessors(model, model.void_helpers)
     model.gates_digest, model.file_gates_digests = gates_digest(model, gates, gates_unchanged)
-    if gates is not None and gates.digest == model.gates_digest:
-        _take_site_gates(model, gates, gates_unchanged)
+    if gates is not None:
+        if gates.digest == model.gates_digest:
+            _take_site_gates(model, gates, gates_unchanged)
+        for path in gates_unchanged:
+            model.use_rows.update(((path, var), rows) for var, rows in gates.uses.get(path, {}).items())
     edges, callers = model.edges, model.callers
     start = 0
     for path, count in edge_counts:
@@ -1581,7 +1590,10 @@ def site_gates(model: TreeModel, earlier: SiteGates | None = None,
                                   for function, gates in map(_SITE_GATES, ff.calls)]).tobytes()
         if none_shaped and path in model.gate_rows:
             rows[path] = model.gate_rows[path]
-    return SiteGates(model.gates_digest, tuple(table), files, model.file_gates_digests, calls, rows)
+    uses: dict[str, dict[str, tuple]] = {}
+    for (path, var), found in model.use_rows.items():
+        uses.setdefault(path, {})[var] = found
+    return SiteGates(model.gates_digest, tuple(table), files, model.file_gates_digests, calls, rows, uses)
 
 
 def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
