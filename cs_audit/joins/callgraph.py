@@ -666,7 +666,7 @@ class Resolver:
         else:
             base = "module"
         out: list[tuple[FuncKey, str]] = []
-        for value in sorted(values, key=repr):
+        for value in sorted(values, key=repr) if len(values) > 1 else values:
             for target, how in types.targets(value):
                 item = (target, how or base)
                 if item not in out:
@@ -678,8 +678,11 @@ class Resolver:
         return f.params if f is not None else ()
 
     def _named(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]:
+        found = self.resolve(path, caller, callee)
+        if not found:
+            return _NOTHING_HOW
         how = "fallback" if callee.partition(".")[0] in ("self", "cls") else "name"
-        return [(target, how) for target in self.resolve(path, caller, callee)]
+        return [(target, how) for target in found]
 
     def _closest(self, paths: list[str], near: str) -> list[str]:
         if len(paths) <= 1:
@@ -809,6 +812,7 @@ MAX_FLOW_ROUNDS = 4
 MAX_ARGUMENT_SOURCES = 8
 #: the answer for callees no function of the tree is named after (shared: callers only read it)
 _NOTHING: list[FuncKey] = []
+_NOTHING_HOW: list[tuple[FuncKey, str]] = []
 
 
 def _class_of(qualname: str | None) -> str | None:
@@ -994,9 +998,6 @@ class Demand:
     #: the names of env-reading helpers
     names: frozenset[str]
 
-    def wants(self, path: str, site: CallSite) -> bool:
-        return (path, site.function) in self.functions or _last_name(site.callee) in self.names
-
 
 def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef],
             roots: list[FuncKey]) -> Demand:
@@ -1106,13 +1107,15 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
     types when ``typed`` is None or wants the site, else by name.  ``asked``: gets the
     (caller, callee) of each question put to the types (``_asked_of``)."""
     lands, resolve, named = resolver._lands, resolver.resolve_how, resolver._named
+    wanted, wanted_names = (typed.functions, typed.names) if typed is not None else ((), ())
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
             continue
         if not lands[callee]:
             continue  # no function nor name of the tree is so named: nothing to resolve
-        through_types = typed is None or typed.wants(path, site)
+        # wanted: in a function a root reaches, or named like an env-reading helper
+        through_types = typed is None or (path, function) in wanted or _last_name(callee) in wanted_names
         if through_types and asked is not None:
             outer, handed, inner = callee.partition(HANDED)
             asked.add((function, outer))

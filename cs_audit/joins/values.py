@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from functools import lru_cache
 
 from cs_audit.model import ClassFacts, FileFacts, FunctionDef
 
@@ -89,7 +90,10 @@ class _Bindings:
         return table
 
     def get(self, key: tuple[str, str, str], default=None):
-        return self._table(key[0]).get((key[1], key[2]), default)
+        table = self._tables.get(key[0])
+        if table is None:
+            table = self._table(key[0])
+        return table.get((key[1], key[2]), default)
 
     def binds(self, path: str, name: str) -> bool:
         """Whether anything in ``path`` binds ``name`` (without making the file's table)."""
@@ -317,23 +321,13 @@ class Types:
     def _dotted(self, path: str, function: str | None, name: str) -> frozenset:
         """The values of a callee text: a name chain (`a.b.c`, module paths included), then
         what calls (`()`), subscripts (`[]`) and attributes after it give (`make().run`)."""
-        cut = len(name)
-        for mark in ("(", "["):
-            at = name.find(mark)
-            if at != -1 and at < cut:
-                cut = at
-        chain, tail = name[:cut], name[cut:]
-        parts = chain.split(".")
-        head = parts[0]
-        rest: list[str]
-        if head == "super" and tail.startswith("()."):  # `super().m...`
-            attr, _, tail = tail[3:].partition(".")
-            cut = min((i for i in (attr.find("("), attr.find("[")) if i != -1), default=len(attr))
-            tail = attr[cut:] + ("." + tail if tail else "")
-            values = self._super(path, function, attr[:cut])
-            rest = []
+        parts, ops, super_attr = _callee_steps(name)
+        rest: list[str] | tuple[str, ...]
+        if super_attr is not None:  # `super().m...`
+            values = self._super(path, function, super_attr)
+            rest = ()
         else:
-            values = self.name(path, function, head)
+            values = self.name(path, function, parts[0])
             rest = parts[1:]
             if not values:
                 for split in range(len(parts), 0, -1):
@@ -346,7 +340,7 @@ class Types:
             if not values:
                 return _NONE
             values = self._each(values, lambda value, attr=attr: self.attribute(value, attr))
-        for op in _OPS.findall(tail):
+        for op in ops:
             if not values:
                 return _NONE
             if op == "()":
@@ -675,6 +669,26 @@ class Types:
             self._subclasses = subs
         return self._subclasses.get(cls, [])
 
+
+
+@lru_cache(maxsize=1 << 16)  # the same callee texts are asked of from many functions
+def _callee_steps(name: str) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """A callee text taken apart: its name chain's parts, the steps after it (`()`, `[]`,
+    `.attr`), and for `super().m...` the attribute looked up through the MRO (the parts
+    are then unused)."""
+    cut = len(name)
+    for mark in ("(", "["):
+        at = name.find(mark)
+        if at != -1 and at < cut:
+            cut = at
+    chain, tail = name[:cut], name[cut:]
+    parts = tuple(chain.split("."))
+    if parts[0] == "super" and tail.startswith("()."):
+        attr, _, tail = tail[3:].partition(".")
+        cut = min((i for i in (attr.find("("), attr.find("[")) if i != -1), default=len(attr))
+        tail = attr[cut:] + ("." + tail if tail else "")
+        return parts, tuple(_OPS.findall(tail)), attr[:cut]
+    return parts, tuple(_OPS.findall(tail)), None
 
 
 class ReplayMismatch(AssertionError):
