@@ -563,3 +563,43 @@ def test_gates_on_a_cycle_of_names_after_an_edit_are_those_of_an_uncached_scan(t
     _scan(root, cache_root)
     _edit(root, name, old, new)
     assert _scan(root, cache_root) == _scan(root, None)
+
+
+ORDER_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/flags.py": '''import os
+
+DUMP = None
+TRACE = object() if DUMP else None
+DUMP = object() if TRACE and os.getenv("PKG_DUMP") else None
+TRACE = object() if os.getenv("PKG_TRACE") else None
+''',
+    "pkg/engine.py": '''from pkg import flags
+
+
+def step(batch):
+    if flags.TRACE:
+        print(batch)
+    if flags.DUMP:
+        print(len(batch))
+    return batch
+''',
+    "pkg/aaa.py": "from pkg import flags\n\n\ndef helper(x):\n    return x + 1\n",
+}
+
+
+def test_an_answer_a_gate_cycle_shaped_is_not_kept_for_an_unchanged_file(tmp_path: Path) -> None:
+    """TRACE and DUMP gate each other: which switch the engine's sites get depends on which
+    name is asked first.  A gated site added in a file asked before the engine's turns the
+    order around; the engine's file is unchanged, yet its stored answers must not be taken."""
+    root = tmp_path / "order"
+    for path, text in ORDER_TREE.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    cache_root = tmp_path / "cache"
+    before = {s["name"]: s["gated_sites"] for s in json.loads(_scan(root, cache_root))["switches"]}
+    _edit(root, "pkg/aaa.py", "    return x + 1", "    if flags.DUMP:\n        print(x)\n    return x + 1")
+    after = _scan(root, cache_root)
+    assert after == _scan(root, None)
+    # the edit did turn the order around (else this test would check nothing)
+    assert {s["name"]: s["gated_sites"] for s in json.loads(after)["switches"]} != before
