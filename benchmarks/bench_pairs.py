@@ -6,9 +6,11 @@ Each pair runs A then B (B then A on odd pairs), so both see the same machine mi
 (wall seconds, and CPU seconds: user+sys of the run's whole process tree, the figure to compare
 when other work shares the cores):
   cold         an empty cache (``XDG_CACHE_HOME`` a fresh temp dir), history off, ``-j 2``
-  warm         the same command again
+  warm         the same command again (median of ``--repeats`` runs: the first one right after a
+               long cold scan is the noisiest)
   call added   on a temp copy of the tree, primed, then a ``print(...)`` inserted before the
-               middle statement of its largest Python file
+               middle statement of its largest Python file and scanned (median of ``--repeats``
+               rounds, each adding one more call)
 A checkout is run as ``python -m cs_audit`` with ``PYTHONPATH`` at it (its own ``rules/`` must
 be importable as ``cs_audit.rules``, as in a checkout with a ``cs_audit/rules`` link or an
 installed copy); its bytecode is written first, as installing a wheel does (with
@@ -62,18 +64,27 @@ def add_call(root: Path) -> None:
     largest.write_text("\n".join(lines), encoding="utf-8")
 
 
-def measure(code: Path, tree: Path, work: Path, edit_only: bool = False) -> dict[str, tuple[float, float]]:
+def _median_run(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The run of median wall time (its CPU with it), of an odd or even number of runs."""
+    return sorted(runs)[(len(runs) - 1) // 2]
+
+
+def measure(code: Path, tree: Path, work: Path, edit_only: bool = False, repeats: int = 1) -> dict[str, tuple[float, float]]:
     cache = Path(tempfile.mkdtemp(dir=work))
     out = work / "report.json"
     times: dict[str, tuple[float, float]] = {}
     if not edit_only:
-        times = {"cold": run(code, tree, cache, out), "warm": run(code, tree, cache, work / "warm.json")}
+        times["cold"] = run(code, tree, cache, out)
+        times["warm"] = _median_run([run(code, tree, cache, work / "warm.json") for _ in range(repeats)])
     copy = work / "copy"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(tree, copy)
     run(code, copy, cache, work / "primed.json")
-    add_call(copy)
-    times["call added"] = run(code, copy, cache, work / "edited.json")
+    edits = []
+    for _ in range(repeats):
+        add_call(copy)
+        edits.append(run(code, copy, cache, work / "edited.json"))
+    times["call added"] = _median_run(edits)
     if edit_only:
         shutil.copy(work / "edited.json", out)
     shutil.rmtree(cache, ignore_errors=True)
@@ -88,6 +99,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--trees", default="vllm,sglang")
     ap.add_argument("--edit-only", action="store_true", help="measure only the call-added edit (skip cold and warm)")
+    ap.add_argument("--repeats", type=int, default=3, help="warm runs and call-added rounds per pair (their median is kept)")
     args = ap.parse_args()
     for code in (args.a, args.b):
         precompile_cs_audit(code.resolve() / "cs_audit")
@@ -100,7 +112,7 @@ def main() -> None:
             reports = {}
             for label, code in order:
                 with tempfile.TemporaryDirectory() as work:
-                    times = measure(code.resolve(), tree, Path(work), args.edit_only)
+                    times = measure(code.resolve(), tree, Path(work), args.edit_only, args.repeats)
                     reports[label] = (Path(work) / "report.json").read_bytes()
                     # cold and warm must give the same bytes (the cache never changes the output)
                     digests = {name: hashlib.md5((Path(work) / name).read_bytes()).hexdigest()[:12]
