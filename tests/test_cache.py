@@ -122,6 +122,23 @@ def test_corrupt_entry_is_ignored_and_rewritten(tree: Path, rs, tmp_path: Path) 
         assert cache.load(cache_dir, entry.stem) is not None
 
 
+def test_an_entry_with_a_bit_flipped_in_a_name_it_holds_is_a_miss(tree: Path, rs, tmp_path: Path) -> None:
+    # the flipped entry still unpickles (a path one letter off): only the checksum tells
+    cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
+    assert cache_dir is not None
+    _analyse_all(tree, rs, cache_dir)
+    for entry in _entries(Path(cache_dir)):
+        facts = cache.load(cache_dir, entry.stem)
+        blob = entry.read_bytes()
+        at = blob.rfind(facts.path.encode()) if isinstance(facts, FileFacts) else -1
+        if at > 0:
+            break
+    else:
+        raise AssertionError("no entry names its path")
+    entry.write_bytes(blob[:at] + bytes([blob[at] ^ 0x01]) + blob[at + 1:])
+    assert cache.load(cache_dir, entry.stem) is None
+
+
 def test_entry_under_another_key_is_a_miss(tree: Path, rs, tmp_path: Path) -> None:
     cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
     assert cache_dir is not None

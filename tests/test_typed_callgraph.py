@@ -261,3 +261,36 @@ def test_answers_a_cycle_shaped_are_replayed_as_working_them_out_again_gives_the
     assert model.resolver.types.replays > 0  # replays were checked (a mismatch raises ReplayMismatch)
     assert _edges(root) == plain
     assert ("eng.core.Engine.step", "eng.nodes.Peer.run", "attribute") in plain
+
+
+def test_a_base_class_named_at_module_level_is_not_a_class_or_local_binding_of_that_name(tmp_path: Path) -> None:
+    # a class's bases are looked up among the module-level bindings alone
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Real:
+                def run(self):
+                    return 1
+
+            class Decoy:
+                def run(self):
+                    return 2
+
+            Base = Real
+
+            def make():
+                Base = Decoy
+                return Base
+
+            class Holder:
+                Base = Decoy
+
+            class Child(Base):
+                pass
+
+            def use(child: Child):
+                return child.run()
+        """,
+    })
+    edges = _edges(root)
+    assert ("m.use", "m.Real.run", "inherited") in edges
+    assert not any(callee == "m.Decoy.run" for _, callee, _ in edges)

@@ -36,6 +36,7 @@ import os
 import pickle
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     CachedResult = FileFacts | ScriptFacts | FileError
 
 #: bump when the entry layout changes
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 #: version directories kept (most recently used first); older ones are deleted
 KEEP_VERSIONS = 4
 _MAGIC = b"csa-facts"
@@ -143,7 +144,9 @@ def _entry_path(cache_dir: str, key: str) -> str:
 #: builtins a cache entry may name (containers and scalars: nothing that calls out)
 _BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytes", "bytearray", "str", "int", "float",
                        "bool", "complex", "slice", "range"})
-_DIGEST_BYTES = 16
+#: the CRC-32 of an entry's payload, before it: a check against corruption (a torn or
+#: flipped entry), not against forgery (the unpickler refuses what cs-audit never stores)
+_DIGEST_BYTES = 4
 
 
 class _Unpickler(pickle.Unpickler):
@@ -175,13 +178,13 @@ def _loads(data: bytes) -> object:
 
 def _sealed(payload: bytes) -> bytes:
     """``payload`` after its checksum: a bit flipped anywhere in it makes it a miss."""
-    return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).digest() + payload
+    return zlib.crc32(payload).to_bytes(_DIGEST_BYTES, "little") + payload
 
 
 def _opened(blob: bytes) -> bytes | None:
     """The payload of ``_sealed`` bytes, or None when the checksum does not match."""
-    digest, payload = blob[:_DIGEST_BYTES], blob[_DIGEST_BYTES:]
-    return payload if hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).digest() == digest else None
+    payload = blob[_DIGEST_BYTES:]
+    return payload if len(blob) >= _DIGEST_BYTES and zlib.crc32(payload) == int.from_bytes(blob[:_DIGEST_BYTES], "little") else None
 
 
 def pack(result: CachedResult) -> bytes:
@@ -216,7 +219,7 @@ def load(cache_dir: str, key: str) -> CachedResult | None:
     except OSError:
         return None
     header = _entry_header(key)
-    return unpack(blob[len(header):]) if blob.startswith(header) else None
+    return unpack(memoryview(blob)[len(header):]) if blob.startswith(header) else None  # type: ignore[arg-type]
 
 
 def cacheable(result: CachedResult) -> bool:

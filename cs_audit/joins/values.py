@@ -71,11 +71,15 @@ def _names_a_type(source: str) -> bool:
 
 class _Bindings:
     """(path, owner, name) -> [(function, source)]: each file's table made the first time
-    a lookup reaches that file (a one-file scan's queries reach a few hundred files)."""
+    a lookup reaches that file (a one-file scan's queries reach a few hundred files).  A
+    module-level name (owner "") is looked up in a table of the file's module-level
+    bindings alone: the MROs of every class of the tree (``Types.subclasses``) ask only
+    those, of most files, and few of a file's bindings are module-level."""
 
     def __init__(self, facts: dict[str, FileFacts]) -> None:
         self._facts = facts
         self._tables: dict[str, dict[tuple[str, str], list[tuple[str | None, str]]]] = {}
+        self._module_tables: dict[str, dict[str, list[tuple[str | None, str]]]] = {}
         self._names: dict[str, frozenset[str]] = {}
 
     def _table(self, path: str) -> dict[tuple[str, str], list[tuple[str | None, str]]]:
@@ -89,7 +93,26 @@ class _Bindings:
             table.default_factory = None
         return table
 
+    def _module_table(self, path: str) -> dict[str, list[tuple[str | None, str]]]:
+        """``_table``'s entries of owner "" (the same lists, in the same order), by name."""
+        table: dict[str, list[tuple[str | None, str]]] = {}
+        self._module_tables[path] = table
+        ff = self._facts.get(path)
+        if ff is not None:
+            for _, name, function, source in [b for b in ff.types.bindings if b[0] == ""]:
+                found = table.get(name)
+                if found is None:
+                    table[name] = [(function, source)]
+                else:
+                    found.append((function, source))
+        return table
+
     def get(self, key: tuple[str, str, str], default=None):
+        if key[1] == "":
+            module = self._module_tables.get(key[0])
+            if module is None:
+                module = self._module_table(key[0])
+            return module.get(key[2], default)
         table = self._tables.get(key[0])
         if table is None:
             table = self._table(key[0])
@@ -104,7 +127,7 @@ class _Bindings:
         return name in names
 
     def __contains__(self, key: tuple[str, str, str]) -> bool:
-        return (key[1], key[2]) in self._table(key[0])
+        return self.get(key) is not None
 
 
 class Types:
