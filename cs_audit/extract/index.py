@@ -16,7 +16,7 @@ import builtins
 import hashlib
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate, count
@@ -81,6 +81,9 @@ def snippet_literals(api: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, bool]
     return _TOKEN_LITERALS + tuple((literal, True) for literal in sorted(extra))
 
 
+#: what a comprehension or an assignment expression writes: without one on its lines, an
+#: expression stores no name (``StoredNames``)
+_STORING_LITERALS = (("for", True), (":=", True))
 _CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
@@ -140,6 +143,8 @@ class ModuleIndex:
     shadowed: frozenset[str] = frozenset()
     #: (qualname, line) -> its ast node (for ``hash_bodies``)
     function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    #: the names its functions store (``hash_bodies`` and the type walk ask)
+    stores: StoredNames | None = None
     #: (function, target name, iterable) of the comprehensions in call-holding statements
     comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = ()
     #: (function, callee, call) of the calls with arguments that may land in the tree: what
@@ -147,6 +152,8 @@ class ModuleIndex:
     arguments: tuple[tuple[str | None, str, ast.Call], ...] = ()
     #: (ast.Lambda, its qualname) of the lambdas in call-holding statements
     lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
+    #: (each `while` of a function, not of a class body in it, the function's qualname): ``extract.loops``
+    whiles: tuple[tuple[ast.While, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     #: (function, name, gates of the value) of the assignments to names a gate tests
@@ -161,7 +168,7 @@ class ModuleIndex:
         """``functions`` with ``body_hash`` set for ``qualnames`` (the functions that hold
         facts: only they can be duplicated helpers, and hashing a body is not free)."""
         return tuple(
-            replace(f, body_hash=body_hash(self.function_nodes[(f.qualname, f.line)])) if f.qualname in qualnames else f
+            replace(f, body_hash=body_hash(self.function_nodes[(f.qualname, f.line)], self.stores)) if f.qualname in qualnames else f
             for f in self.functions
         )
 
@@ -230,21 +237,92 @@ def raw_dotted(node: ast.AST) -> str | None:
 MAX_DUPLICATE_LINES = 200
 
 
-def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+def local_names(func: ast.FunctionDef | ast.AsyncFunctionDef, stores: StoredNames | None = None) -> set[str]:
+    """Its parameters and the names stored anywhere in it (nested functions included);
+    ``stores``: the module's ``StoredNames``, which skips the expressions that store nothing."""
     names = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
     for extra in (func.args.vararg, func.args.kwarg):
         if extra:
             names.add(extra.arg)
-    names.update(_name_ids(func, stored_only=True))
+    names.update(_name_ids(func, stored_only=True) if stores is None else stores.stored_in([func], own_scope=False)[0])
     return names
+
+
+#: the fields of a statement whose expressions are assigned to (their names are stored)
+_TARGET_FIELDS = frozenset({"targets", "target", "optional_vars"})
+
+
+class StoredNames:
+    """The names a function stores, found through its statements: outside an assignment's
+    targets an expression stores a name only in a comprehension (`for`) or an assignment
+    expression (`:=`), so the expressions whose lines hold neither are not walked (most of
+    a function's nodes).  ``storing_lines``: prefix counts of the lines holding either."""
+
+    def __init__(self, storing_lines: Callable[[], list[int]]) -> None:
+        self._make_prefix = storing_lines
+        self._prefix: list[int] | None = None
+        #: id of a function node -> ``local_names`` of it (the type walk and the body hashes ask again)
+        self._local: dict[int, set[str]] = {}
+
+    def local_names(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+        names = self._local.get(id(func))
+        if names is None:
+            names = self._local[id(func)] = local_names(func, self)
+        return names
+
+    def stored_in(self, body: list[ast.stmt], own_scope: bool) -> tuple[set[str], set[str], set[str]]:
+        """``_own_scope_names(body)`` when ``own_scope``; else the names ``_name_ids(..., stored_only=True)``
+        finds under each of ``body`` (first of the three sets; the others empty)."""
+        prefix = self._prefix
+        if prefix is None:
+            prefix = self._prefix = self._make_prefix()
+        walked: list[ast.expr] = []
+        global_names: set[str] = set()
+        declared: set[str] = set()
+        stack: list[ast.AST] = list(body)
+        pop, push, keep = stack.pop, stack.append, walked.append
+        fields_of, AST, expr, targets = _CHILD_FIELDS, ast.AST, ast.expr, _TARGET_FIELDS
+        Global, Nonlocal, stops = ast.Global, ast.Nonlocal, SCOPES
+        while stack:
+            node = pop()
+            cls = node.__class__
+            if own_scope:
+                if cls is Global:
+                    global_names.update(node.names)  # type: ignore[attr-defined]
+                    declared.update(node.names)  # type: ignore[attr-defined]
+                    continue
+                if cls is Nonlocal:
+                    declared.update(node.names)  # type: ignore[attr-defined]
+                    continue
+                if cls in stops:
+                    continue
+            fields = fields_of.get(cls)
+            if fields is None:
+                fields = _child_fields(cls)
+            for name in fields:
+                value = getattr(node, name, None)
+                for item in value if value.__class__ is list else (value,):  # type: ignore[union-attr]
+                    if isinstance(item, expr):
+                        if name in targets or prefix[item.end_lineno] > prefix[item.lineno - 1]:  # type: ignore[index]
+                            keep(item)
+                    elif isinstance(item, AST):
+                        push(item)
+        if own_scope:
+            return _own_scope_names(walked)[0], global_names, declared
+        return _name_ids_of(walked, stored_only=True), global_names, declared
 
 
 def _name_ids(root: ast.AST, stored_only: bool = False) -> set[str]:
     """The ids of the ``ast.Name`` nodes under ``root`` (the nodes ``pyast.nodes`` gives),
     only those stored to when ``stored_only``, collected as the walk goes."""
+    return _name_ids_of([root], stored_only)
+
+
+def _name_ids_of(roots: list[ast.AST], stored_only: bool) -> set[str]:
+    """``_name_ids`` of each of ``roots``, together."""
     out: set[str] = set()
     add = out.add
-    stack: list[ast.AST] = [root]
+    stack: list[ast.AST] = list(roots)
     pop, push, extend = stack.pop, stack.append, stack.extend
     fields_of, AST, Name, Store = _CHILD_FIELDS, ast.AST, ast.Name, ast.Store
     while stack:
@@ -317,7 +395,7 @@ def _shape(node: ast.AST, rename: dict[str, str], local_names: set[str], out: li
 _SHAPE_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef, stores: StoredNames | None = None) -> str:
     """Hash of the body identical up to renamed params/locals; "" for bodies too small or too large."""
     body = list(func.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
@@ -326,7 +404,7 @@ def body_hash(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         return ""
     if len(body) < MIN_DUPLICATE_STATEMENTS and _walk_count_below(body, 25):
         return ""
-    own_names = local_names(func)
+    own_names = local_names(func) if stores is None else stores.local_names(func)
     rename: dict[str, str] = {}
     out: list[str] = []
     _shape(func.args, rename, own_names, out)
@@ -595,6 +673,8 @@ class _Scope:
     global_names: set[str] = field(default_factory=set)
     #: its assignments of formatted strings to plain names (``_Indexer._note_message``)
     messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] | None = None
+    #: the module's ``StoredNames`` (``locals`` is worked out through it)
+    stores: StoredNames | None = None
 
     def persistent(self, name: str) -> bool:
         """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
@@ -610,7 +690,8 @@ class _Scope:
         if self.locals is None:
             if self.node is None:
                 return False
-            stored, global_names, declared = _own_scope_names(self.node.body)
+            body = self.node.body
+            stored, global_names, declared = _own_scope_names(body) if self.stores is None else self.stores.stored_in(body, True)
             self.globals = frozenset(global_names)
             args = self.node.args
             params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
@@ -622,7 +703,7 @@ class _Scope:
     rebound: frozenset[str] = frozenset()
 
 
-def _own_scope_names(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
+def _own_scope_names(body: Sequence[ast.AST]) -> tuple[set[str], set[str], set[str]]:
     """The names ``body`` stores, declares `global`, and declares `global` or `nonlocal`, in
     its own scope (the nodes ``pyast.scope_nodes`` gives), collected as the walk goes."""
     stored: set[str] = set()
@@ -823,6 +904,7 @@ class _Indexer(ast.NodeVisitor):
         self.token_prefix = self._line_prefix(SNIPPET_TOKENS, snippet_literals(rs.api_literals))
         self.alias_names: set[str] = set()
         self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.stores = StoredNames(lambda: self._line_prefix(SNIPPET_TOKENS, _STORING_LITERALS))
         #: function name -> whether it matches the rules' debug-name pattern
         self.debug_names: dict[str, bool] = {}
         #: builtin names this module binds itself (calls to them are edges)
@@ -841,6 +923,8 @@ class _Indexer(ast.NodeVisitor):
         #: (each ast.Lambda, its qualname), and how many lambdas each scope has so far
         self.lambdas: list[tuple[ast.Lambda, str]] = []
         self.lambda_numbers: dict[str, int] = {}
+        #: (each `while` directly in a function's statements, the function's qualname)
+        self.whiles: list[tuple[ast.While, str]] = []
         #: the path contexts (``extract.paths``) around the current statement, outermost first
         self.path_contexts: tuple[PathContext, ...] = ()
         #: names the module increments (`self.n += 1`): counters
@@ -1074,7 +1158,7 @@ class _Indexer(ast.NodeVisitor):
             self._decorator_edges(node)
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
-        scope = _Scope("def", node.name, qualname, params, once, node=node)
+        scope = _Scope("def", node.name, qualname, params, once, node=node, stores=self.stores)
         scope.path_names.update(name for name, default in param_defaults if default.startswith(("/", ".")))
         self.scopes.append(scope)
         if ".<locals>." in qualname:
@@ -1189,6 +1273,8 @@ class _Indexer(ast.NodeVisitor):
             scope.host = after_body & scope.host
 
     def visit_While(self, node: ast.While) -> None:
+        if self.scopes and self.scopes[-1].kind == "def":
+            self.whiles.append((node, self.scopes[-1].qualname))
         self._header(node.test)
         self.loop_depth += 1
         self.loop_iters.append("while")
@@ -1999,9 +2085,11 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         statements=indexer.statements,
         shadowed=indexer.shadowed,
         function_nodes=indexer.function_nodes,
+        stores=indexer.stores,
         comprehensions=tuple(indexer.comprehensions),
         arguments=tuple(indexer.arguments),
         lambdas=tuple(indexer.lambdas),
+        whiles=tuple(indexer.whiles),
         derived=derived,
         path_values=path_values,
     )

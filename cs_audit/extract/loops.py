@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 
 from cs_audit.extract.index import raw_dotted
 from cs_audit.model import EventLoop
@@ -27,41 +28,15 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-def event_loops(tree: ast.Module, text: str, step_calls: frozenset[str], stop_flags: re.Pattern[str]) -> tuple[EventLoop, ...]:
-    """The event loops of a module, in file order (empty without a `while` in ``text``)."""
-    if "while" not in text or not step_calls:
+def event_loops(whiles: Sequence[tuple[ast.While, str]], step_calls: frozenset[str],
+                stop_flags: re.Pattern[str]) -> tuple[EventLoop, ...]:
+    """The event loops among ``whiles`` (each `while` of a function with the function's
+    qualname: the index meets them as it walks the statements), in file order."""
+    if not whiles or not step_calls:
         return ()
-    found: list[EventLoop] = []
-    _walk(tree.body, None, "", step_calls, stop_flags, found)
+    found = [loop for loop in (_event_loop(stmt, function, step_calls, stop_flags) for stmt, function in whiles) if loop is not None]
     found.sort(key=lambda loop: (loop.line, loop.function))
     return tuple(found)
-
-
-def _walk(body: list[ast.stmt], function: str | None, prefix: str, step_calls: frozenset[str],
-          stop_flags: re.Pattern[str], found: list[EventLoop]) -> None:
-    """Every `while` of ``body`` and the blocks under it; ``prefix``: the qualname a definition
-    here gets before its name (``C.`` in a class, ``f.<locals>.`` in a function), as the index names them."""
-    for stmt in body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            qualname = prefix + stmt.name
-            _walk(stmt.body, qualname, f"{qualname}.<locals>.", step_calls, stop_flags, found)
-            continue
-        if isinstance(stmt, ast.ClassDef):
-            _walk(stmt.body, None, f"{prefix}{stmt.name}.", step_calls, stop_flags, found)
-            continue
-        if isinstance(stmt, ast.While) and function is not None:
-            loop = _event_loop(stmt, function, step_calls, stop_flags)
-            if loop is not None:
-                found.append(loop)
-        for block in _blocks(stmt):
-            _walk(block, function, prefix, step_calls, stop_flags, found)
-
-
-def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    """The statement lists a compound statement holds (bodies, `else`, handlers, cases)."""
-    blocks = [getattr(stmt, name, None) or [] for name in ("body", "orelse", "finalbody")]
-    blocks.extend(part.body for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())))
-    return [block for block in blocks if block and isinstance(block[0], ast.stmt)]
 
 
 def _event_loop(loop: ast.While, function: str, step_calls: frozenset[str], stop_flags: re.Pattern[str]) -> EventLoop | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from cs_audit.extract.index import dotted, local_names
+from cs_audit.extract.index import StoredNames, dotted, local_names
 from cs_audit.model import ClassFacts
 
 #: generic containers whose (last) type argument is the element type
@@ -42,15 +42,18 @@ _MAX_STRING_ANNOTATION = 200
 def type_bindings(tree: ast.Module, aliases: dict[str, str],
                   comprehensions: tuple[tuple[str | None, str, ast.expr], ...] = (),
                   arguments: tuple[tuple[str | None, str, ast.Call], ...] = (),
-                  lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
+                  lambdas: tuple[tuple[ast.Lambda, str], ...] = (),
+                  stores: StoredNames | None = None,
                   ) -> tuple[tuple[ClassFacts, ...], dict[tuple[str, str, str | None], list[str]]]:
     """The classes of a module and its bindings, grouped: (owner, name, function) -> sources
     (the first ``MAX_SOURCES`` of each are ``Binding``s), in the order they come in.
     ``comprehensions``: (function, target, iterable) of comprehension loops, ``arguments``:
     (function, callee, call) of calls with arguments (the edges pass of ``extract.index``
     finds both as it walks expressions; this walk does not).  An argument is bound as
-    ``arg:<callee>`` / slot (its position, or its keyword) in the calling function."""
+    ``arg:<callee>`` / slot (its position, or its keyword) in the calling function.
+    ``stores``: the index's ``StoredNames`` (a function's locals, shared with the body hashes)."""
     walker = _Walker(aliases)
+    walker.stores = stores
     walker.lambda_names = {id(node): qualname for node, qualname in lambdas}
     for node, qualname in lambdas:
         walker.bind(f"def:{qualname}", "<return>", qualname, walker.sources(node.body))
@@ -80,6 +83,7 @@ class _Walker:
         #: id of an ast.Lambda -> its qualname (``extract.index`` numbers them)
         self.lambda_names: dict[int, str] = {}
         self._locals: dict[str, set[str]] = {}
+        self.stores: StoredNames | None = None
         #: each owner and source string made so far, by itself
         self.shared: dict[str, str] = {}
 
@@ -88,7 +92,8 @@ class _Walker:
         names = self._locals.get(function)
         if names is None:
             node = self.function_nodes.get(function)
-            names = self._locals[function] = local_names(node) if node is not None else set()
+            names = self._locals[function] = (set() if node is None else local_names(node) if self.stores is None
+                                              else self.stores.local_names(node))
         return names
 
     def bind(self, owner: str, name: str, function: str | None, sources: list[str]) -> None:
