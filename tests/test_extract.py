@@ -288,3 +288,22 @@ def test_code_from_the_snippet_text_equals_generated_code(monkeypatch: pytest.Mo
             generated = facts_module.collect_facts(*args)
         assert (sliced.env_reads, sliced.calls) == (generated.env_reads, generated.calls), name
     assert shortcuts >= 20
+
+
+def test_indexing_a_module_leaves_nothing_for_the_collector() -> None:
+    """The workers extract with the garbage collector off: what indexing a module makes must
+    be freed when its result is dropped, so it must hold no reference cycle (an index that
+    kept its tree alive would keep every file's tree of the scan)."""
+    import gc
+
+    text = "def run(batch, cache=None):\n    if cache is None:\n        cache = {}\n    return [r.step() for r in batch]\n"
+    rs = load_ruleset()
+    gc.collect()
+    gc.disable()
+    try:
+        index = index_module(ast.parse(text), text, "m.py", rs)
+        assert index.functions and index.stores is not None
+        del index
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

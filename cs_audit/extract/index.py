@@ -258,8 +258,10 @@ class StoredNames:
     expression (`:=`), so the expressions whose lines hold neither are not walked (most of
     a function's nodes).  ``storing_lines``: prefix counts of the lines holding either."""
 
-    def __init__(self, storing_lines: Callable[[], list[int]]) -> None:
-        self._make_prefix = storing_lines
+    def __init__(self, lines: list[str], text: str, line_starts: list[int]) -> None:
+        # the file's lines, not the indexer: a reference back to it would make a cycle, and the
+        # workers run with the collector off
+        self._lines, self._text, self._starts = lines, text, line_starts
         self._prefix: list[int] | None = None
         #: id of a function node -> ``local_names`` of it (the type walk and the body hashes ask again)
         self._local: dict[int, set[str]] = {}
@@ -275,7 +277,7 @@ class StoredNames:
         finds under each of ``body`` (first of the three sets; the others empty)."""
         prefix = self._prefix
         if prefix is None:
-            prefix = self._prefix = self._make_prefix()
+            prefix = self._prefix = line_prefix(self._lines, self._text, self._starts, SNIPPET_TOKENS, _STORING_LITERALS)
         walked: list[ast.expr] = []
         global_names: set[str] = set()
         declared: set[str] = set()
@@ -904,7 +906,7 @@ class _Indexer(ast.NodeVisitor):
         self.token_prefix = self._line_prefix(SNIPPET_TOKENS, snippet_literals(rs.api_literals))
         self.alias_names: set[str] = set()
         self.function_nodes: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.stores = StoredNames(lambda: self._line_prefix(SNIPPET_TOKENS, _STORING_LITERALS))
+        self.stores = StoredNames(self.lines, text, self.line_starts)
         #: function name -> whether it matches the rules' debug-name pattern
         self.debug_names: dict[str, bool] = {}
         #: builtin names this module binds itself (calls to them are edges)
@@ -1065,30 +1067,7 @@ class _Indexer(ast.NodeVisitor):
         return _char_offset(self.lines[line - 1], byte_offset)
 
     def _line_prefix(self, pattern: re.Pattern[str], literals: tuple[tuple[str, bool], ...]) -> list[int]:
-        """prefix[i]: how many of the first i lines hold a match of ``pattern``.  Every match
-        holds one of ``literals`` (found with ``str.find``, much faster than the pattern's
-        scan); a line holding a literal marked False is confirmed with the pattern."""
-        lines, text, starts = self.lines, self.text, self.line_starts
-        n = len(lines)
-        flags = bytearray(n)
-        checked = bytearray(n)
-        search = pattern.search
-        for literal, exact in literals:
-            find = text.find
-            pos = find(literal)
-            while pos != -1:
-                line = bisect_right(starts, pos) - 1
-                if not flags[line]:
-                    if exact:
-                        flags[line] = 1
-                    elif not checked[line]:
-                        checked[line] = 1
-                        if search(lines[line]) is not None:
-                            flags[line] = 1
-                if line + 1 >= n:
-                    break
-                pos = find(literal, starts[line + 1])
-        return list(accumulate(flags, initial=0))
+        return line_prefix(self.lines, self.text, self.line_starts, pattern, literals)
 
     def _has_tokens(self, node: ast.AST) -> bool:
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
@@ -2057,6 +2036,34 @@ def _builtins_bound_by(module: ast.Module) -> frozenset[str]:
                 else:
                     bound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     return frozenset(bound & _BUILTINS)
+
+
+def line_prefix(lines: list[str], text: str, starts: list[int], pattern: re.Pattern[str],
+                literals: tuple[tuple[str, bool], ...]) -> list[int]:
+    """prefix[i]: how many of the first i ``lines`` (of ``text``, starting at ``starts``) hold a
+    match of ``pattern``.  Every match holds one of ``literals`` (found with ``str.find``, much
+    faster than the pattern's scan); a line holding a literal marked False is confirmed with
+    the pattern."""
+    n = len(lines)
+    flags = bytearray(n)
+    checked = bytearray(n)
+    search = pattern.search
+    for literal, exact in literals:
+        find = text.find
+        pos = find(literal)
+        while pos != -1:
+            line = bisect_right(starts, pos) - 1
+            if not flags[line]:
+                if exact:
+                    flags[line] = 1
+                elif not checked[line]:
+                    checked[line] = 1
+                    if search(lines[line]) is not None:
+                        flags[line] = 1
+            if line + 1 >= n:
+                break
+            pos = find(literal, starts[line + 1])
+    return list(accumulate(flags, initial=0))
 
 
 def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
