@@ -3,10 +3,11 @@
     python benchmarks/hot_fraction.py LABELS.md TREE [--missing]
 
 LABELS.md: a table of ``benchmarks/labels/`` (its second column is the qualname of a
-function that runs every step, relative to TREE).  Runs the cs-audit on the import path
-(point PYTHONPATH at another checkout to measure that one) and counts the labelled functions
-the call graph reaches from a hot root through default-on calls (``freq_default``), and
-through any call (``freq_any``).  ``--missing`` lists the labelled functions not reached.
+function that runs every step, relative to TREE; a nested function as `outer.inner`).  Runs
+the cs-audit on the import path (point PYTHONPATH at another checkout to measure that one)
+and counts the labelled functions the call graph reaches from a hot root through default-on
+calls (``freq_default``), and through any call (``freq_any``).  ``--missing`` lists the
+labelled functions not reached.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def main() -> int:
 
     def name(key: tuple[str, str]) -> str:
         module = facts[key[0]].module
-        return f"{module}.{key[1]}" if module != "__init__" else key[1]
+        qualname = key[1].replace(".<locals>.", ".")  # the labels write nested functions `outer.inner`
+        return f"{module}.{qualname}" if module != "__init__" else qualname
 
     default = {name(k) for k in model.freq_default}
     reached = {name(k) for k in model.freq_any}

@@ -32,7 +32,11 @@ DEBUG_CATEGORIES = ("instrumentation", "test-hook", "output-path")
 #: what kind of path a site is on: see ``cs_audit.extract.paths``
 PathKind = Literal["normal", "error", "rare"]
 GateKind = Literal["env", "call", "name", "level", "flag"]
-Resolution = Literal["exact", "heuristic"]
+#: how extraction saw a call site: ``read`` is an attribute read (`req.num_tokens`), kept as
+#: a site because reading a property runs its getter; the joins give it an edge only to one
+Resolution = Literal["exact", "heuristic", "read"]
+#: decorators that make a method a property (a read of the attribute calls it)
+PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
 SetterKind = Literal["set", "passthrough", "commented", "off"]
 SetterSource = Literal["shell", "dotenv", "docker", "make", "ci", "python"]
 

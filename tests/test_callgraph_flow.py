@@ -351,3 +351,67 @@ def test_a_project_names_its_own_callback_apis(tmp_path: Path) -> None:
     assert ("m.step", "m.tick") not in _edges(write_tree(tmp_path / "plain", files))
     files["pyproject.toml"] = '[tool.cs-audit.call_graph]\ncallback_calls = ["every_step"]\n'
     assert _edges(write_tree(tmp_path / "configured", files)).get(("m.step", "m.tick")) == "callback"
+
+
+def test_a_property_read_runs_its_getter(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "batch.py": """
+            import functools
+
+            class Batch:
+                def __init__(self):
+                    self.reqs = []
+
+                @property
+                def num_reqs(self) -> int:
+                    return len(self.reqs)
+
+                @functools.cached_property
+                def layout(self):
+                    return 1
+
+                def reset(self):
+                    self.reqs = []
+
+            class Base:
+                @property
+                def size(self):
+                    return 0
+
+            class Grown(Base):
+                @property
+                def size(self):
+                    return 1
+
+            class Plain:
+                def __init__(self):
+                    self.num_reqs = 0
+        """,
+        "engine.py": """
+            from batch import Base, Batch, Grown, Plain
+
+            class Engine:
+                def __init__(self):
+                    self.batch = Batch()
+                    self.plain = Plain()
+
+                def step(self, base: Base, grown: Grown):
+                    n = self.batch.num_reqs + self.batch.layout
+                    if base.size and grown.size:
+                        pass
+                    return n
+
+                def other(self, anything):
+                    callback = self.batch.reset
+                    return self.plain.num_reqs, anything.num_reqs, callback
+        """,
+    })
+    edges = _edges(root)
+    step = "engine.Engine.step"
+    assert edges.get((step, "batch.Batch.num_reqs")) == "property"  # through `self.batch = Batch()`
+    assert edges.get((step, "batch.Batch.layout")) == "property"  # a cached_property
+    # a base-typed receiver may be any class built on it: each getter, as a method's overrides
+    assert {(step, "batch.Base.size"), (step, "batch.Grown.size")} <= set(edges)
+    # a bound method read is no call; a plain attribute named like a property is no property;
+    # an untyped receiver is not resolved by name
+    assert not any(caller == "engine.Engine.other" for caller, _ in edges)

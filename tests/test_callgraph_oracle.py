@@ -384,12 +384,7 @@ def test_every_program_has_its_shapes_listed() -> None:
 
 #: observed edges the static graph does not have yet, each with the reason: the test fails
 #: when one of them appears (update the list) and when any other edge is missing
-KNOWN_GAPS: dict[str, dict[tuple[str, str], str]] = {
-    "engine_core": {
-        ("minivllm.scheduler.Scheduler.update", "minivllm.request.Req.finished"):
-            "a property read (`if r.finished:`) is no call site: attribute reads are not extracted",
-    },
-}
+KNOWN_GAPS: dict[str, dict[tuple[str, str], str]] = {}
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

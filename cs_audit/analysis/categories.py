@@ -138,6 +138,8 @@ def _file_uses(rs: RuleSet, path: str, facts: FileFacts, var: str, call_lines: d
                 call_lines[path] = lines
         calls = calls[bisect_left(lines, first):bisect_right(lines, last)]
     for call in calls:
+        if call.resolution == "read":
+            continue  # an attribute read, kept for the call graph (a property's getter)
         code = call.code
         hit = first <= call.line <= last and any(start <= call.line <= end and text and text in code for start, end, text in wraps)
         further = ""
@@ -286,7 +288,7 @@ def _gated_rows(model: TreeModel, rs: RuleSet, path: str) -> tuple[tuple[str, st
     assert kinds is not None
     rows: list[tuple[str, str, str]] = []
     for call in model.facts[path].calls:
-        if not call.gates or call.in_emitter_args:
+        if not call.gates or call.in_emitter_args or call.resolution == "read":
             continue
         switch = site_switch(model, path, call.function, call.gates, rs)
         if switch is None or switch.kind != "env":

@@ -73,7 +73,8 @@ def _message_locals(model: TreeModel, rs: RuleSet, out: Findings, path: str) -> 
     the building statement is not under, a gated emitter helper."""
     calls: dict[tuple[str | None, int, int], list[CallSite | PlainCall]] = {}
     for site in model.facts[path].calls:
-        calls.setdefault((site.function, site.line, site.end_line), []).append(site)
+        if site.resolution != "read":
+            calls.setdefault((site.function, site.line, site.end_line), []).append(site)
     for built in model.facts[path].built_messages:
         own = set(site_switches(model, path, built.function, built.gates, rs))
         emitters = [_dropped_by(model, rs, path, built, own, calls.get((built.function, use.line, use.end_line), []), use.method)

@@ -130,6 +130,10 @@ class ModuleIndex:
     string_constants: dict[str, str]
     functions: tuple[FunctionDef, ...]
     calls: tuple[CallSite, ...]
+    #: attribute reads that may run a property getter (``_Indexer._note_reads``), and the
+    #: attribute names the file stores
+    reads: tuple[PlainCall, ...]
+    stored_attributes: frozenset[str]
     snippets: tuple[Snippet, ...]
     #: function -> names its `return` expressions use (the result depends on them)
     returned_names: dict[str | None, frozenset[str]]
@@ -419,11 +423,12 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def _calls_in(root: ast.AST, comprehensions: list[ast.comprehension] | None = None,
-              lambdas: list[ast.Lambda] | None = None) -> list[ast.Call]:
+              lambdas: list[ast.Lambda] | None = None, reads: list[ast.Attribute] | None = None) -> list[ast.Call]:
     """Every Call under ``root`` (a stack loop over the fields that can hold children; names
     and constants, a large share of all nodes, are never pushed).  Calls, attribute chains and keyword
     arguments, the commonest nodes, are taken apart inline; the order calls are found in (it
-    breaks ties of the final sort) is that of the plain stack walk."""
+    breaks ties of the final sort) is that of the plain stack walk.  ``reads``: gets each
+    outermost attribute chain (`x.a.b` read or stored, the receiver `x.a` of a call `x.a.f()`)."""
     out: list[ast.Call] = []
     stack = [root]
     pop, push, append = stack.pop, stack.append, out.append
@@ -431,12 +436,16 @@ def _calls_in(root: ast.AST, comprehensions: list[ast.comprehension] | None = No
     while stack:
         node = pop()
         cls = node.__class__
+        if cls is Attribute and reads is not None:
+            reads.append(node)  # type: ignore[arg-type]
         while cls is Attribute:  # `a.b.c`: only the head can hold a call
             node = node.value  # type: ignore[attr-defined]
             cls = node.__class__
         if cls is Call:
             append(node)  # type: ignore[arg-type]
             func = node.func  # type: ignore[attr-defined]
+            if reads is not None and func.__class__ is Attribute:
+                func = func.value  # `x.a.f()` reads `x.a`, and calls what `f` holds
             if func.__class__ not in leaves:
                 push(func)
             for arg in node.args:  # type: ignore[attr-defined]
@@ -476,6 +485,7 @@ _POSITION = attrgetter("lineno", "col_offset")
 
 #: node classes without children that can hold a call
 _LEAF_NODES = frozenset({ast.Name, ast.Constant})
+_LOAD = ast.Load
 
 
 #: statement fields that hold statements (the bodies of compound statements)
@@ -875,6 +885,11 @@ class _Indexer(ast.NodeVisitor):
         self.module_path_names: set[str] = set()
         self.functions: list[FunctionDef] = []
         self.calls: list[PlainCall] = []
+        #: attribute reads (``_note_reads``), and the (function, chain, gates) of each
+        self.reads: list[PlainCall] = []
+        self.read_keys: set[tuple[str | None, str, tuple[GateRef, ...]]] = set()
+        #: the attribute names the file stores (`x.a = v`): plain attributes, no properties
+        self.stored_attributes: set[str] = set()
         self.snippets: list[Snippet] = []
         self.scopes: list[_Scope] = []
         #: the innermost enclosing def scope (a class body inside a def keeps the def's), None at module level
@@ -1017,6 +1032,8 @@ class _Indexer(ast.NodeVisitor):
         scope = self.function
         if "(" in text:
             self._snippet_arguments(node)
+        elif "." in text:
+            self._reads_only(node)
         self.snippets.append(
             Snippet(
                 text=text, line=node.lineno, end_line=node.end_lineno or node.lineno,
@@ -1512,12 +1529,16 @@ class _Indexer(ast.NodeVisitor):
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
         start, end = self.line_starts[first], self.line_starts[last] if last < len(self.line_starts) else len(self.text)
         if not implicit and self.text.find("(", start, end) == -1 and self.text.find("lambda", start, end) == -1:
+            if self.text.find(".", start, end) != -1:
+                self._reads_only(node)
             return
         scope = self.function
         function = scope.qualname if scope else None
         generators: list[ast.comprehension] = []
         lambdas: list[ast.Lambda] = []
-        calls = _calls_in(node, generators, lambdas)
+        reads: list[ast.Attribute] = []
+        calls = _calls_in(node, generators, lambdas, reads)
+        self._note_reads(reads)
         if implicit:
             calls = sorted([*calls, *implicit], key=_POSITION)
         for generator in generators:  # `sum(r.tokens() for r in batch.reqs)`: r is an element
@@ -1558,7 +1579,9 @@ class _Indexer(ast.NodeVisitor):
         saved_iters, self.loop_iters = self.loop_iters, []
         generators: list[ast.comprehension] = []
         lambdas: list[ast.Lambda] = []
-        calls = _calls_in(node.body, generators, lambdas)
+        reads: list[ast.Attribute] = []
+        calls = _calls_in(node.body, generators, lambdas, reads)
+        self._note_reads(reads)
         for generator in generators:
             if generator.target.__class__ is ast.Name:
                 self.comprehensions.append((qualname, generator.target.id, generator.iter))  # type: ignore[attr-defined]
@@ -1614,6 +1637,56 @@ class _Indexer(ast.NodeVisitor):
                 handed_callee = f"{callee}{HANDED}{target}"
                 self.calls.append(PlainCall((shared.setdefault(handed_callee, handed_callee), *rest)))
 
+    def _reads_only(self, node: ast.AST) -> None:
+        """The attribute reads of a statement that makes no call."""
+        reads: list[ast.Attribute] = []
+        _calls_in(node, reads=reads)
+        self._note_reads(reads)
+
+    def _note_reads(self, reads: list[ast.Attribute]) -> None:
+        """A read site (``Resolution`` "read") per attribute chain read on a name that is not a
+        module's (`req.num_tokens`, `self.batch.size`), once per function, chain and gates:
+        when the attribute is a property, reading it runs the getter.  ``extract_parsed``
+        drops those whose last name the file's classes assign or define as a plain method."""
+        if not reads:
+            return
+        scope = self.function
+        function = scope.qualname if scope else None
+        aliases, shadowed, shared, seen = self.aliases, self.shadowed, self.shared, self.read_keys
+        gates = None
+        for node in reads:
+            if node.ctx.__class__ is not _LOAD:
+                self.stored_attributes.add(node.attr)  # `x.a.b = v` stores `b`, reads `x.a`
+                node = node.value  # type: ignore[assignment]
+                if node.__class__ is not ast.Attribute:
+                    continue
+            attr = node.attr
+            if attr[:2] == "__" or attr.isupper():
+                continue
+            chain = raw_dotted(node)
+            if chain is None:
+                continue  # `f().x`, `a[0].x`: a receiver the types do not name
+            head = chain.partition(".")[0]
+            if head in aliases or (head in _BUILTINS and head not in shadowed):
+                continue  # a module's attribute, or a builtin's
+            if gates is None:
+                gates = self._gates_now()
+            key = (function, chain, gates)
+            if key in seen:
+                continue
+            seen.add(key)
+            chain = shared.setdefault(chain, chain)  # callee and code: one object in the pickle
+            end_line = node.end_lineno or node.lineno
+            line = self.lines[node.lineno - 1]
+            if end_line == node.lineno and line.isascii():
+                col, end_col = node.col_offset, node.end_col_offset or 0
+            else:
+                col, end_col = self._column(node.lineno, node.col_offset), self._column(end_line, node.end_col_offset or 0)
+            self.reads.append(PlainCall((
+                chain, function, node.lineno, end_line, gates, self.loop_depth, (), None, "read", False, None, None,
+                False, False, None, chain, False, self.loop_iters[-1] if self.loop_iters else "", col, end_col, (),
+            )))
+
     def _callee(self, call: ast.Call) -> tuple[str | None, bool]:
         """A call's callee text (its first name through the imports) and whether it may land
         in the tree (not a builtin)."""
@@ -1636,7 +1709,10 @@ class _Indexer(ast.NodeVisitor):
         call sites): they flow into parameters as those of the other statements do."""
         scope = self.function
         function = scope.qualname if scope else None
-        for call in _calls_in(node):
+        reads: list[ast.Attribute] = []
+        calls = _calls_in(node, reads=reads)
+        self._note_reads(reads)
+        for call in calls:
             if call.args or call.keywords:
                 callee, lands = self._callee(call)
                 if callee is not None and lands:
@@ -2085,6 +2161,8 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         string_constants=indexer.string_constants,
         functions=tuple(indexer.functions),
         calls=tuple(indexer.calls),
+        reads=tuple(indexer.reads),
+        stored_attributes=frozenset(indexer.stored_attributes),
         snippets=tuple(snippets),
         returned_names=indexer.returned_names,
         env_exporters=frozenset(indexer.env_exporters),

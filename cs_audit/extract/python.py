@@ -20,7 +20,18 @@ from typing import TypeVar
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
-from cs_audit.model import HANDED, Binding, CallSite, ClassFacts, EnvRead, FileFacts, PlainCall, TypeFacts, holds_fact
+from cs_audit.model import (
+    HANDED,
+    PROPERTY_DECORATORS,
+    Binding,
+    CallSite,
+    ClassFacts,
+    EnvRead,
+    FileFacts,
+    PlainCall,
+    TypeFacts,
+    holds_fact,
+)
 from cs_audit.pyast import parse_quietly
 from cs_audit.ruleset import RuleSet
 from cs_audit.sources import FileError
@@ -119,6 +130,9 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         calls.extend(_mark_returned(walker.calls, index))
         literal_paths = walker.literal_paths
     with_facts = {r.function for r in env_reads if r.function} | {c.function for c in calls if c.function and c.role is not None}
+    classes, grouped = type_bindings(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas, index.stores)
+    if index.reads:
+        calls.extend(_mark_returned(_property_reads(index, grouped), index))
     return FileFacts(
         path=path,
         module=module_name(path),
@@ -129,8 +143,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
                     for site in sorted(calls, key=lambda c: (c.line, c.end_line, c.callee))),
         literal_paths=_first_of_each(literal_paths),
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
-        types=used_bindings(*type_bindings(tree, index.aliases, index.comprehensions, index.arguments, index.lambdas,
-                                           index.stores), calls),
+        types=used_bindings(classes, grouped, calls),
         event_loops=event_loops(index.whiles, rs.event_loop_steps, rs.stop_flag_re),
         gated_effects=index.effects,
         derived=index.derived,
@@ -177,6 +190,16 @@ def _device_search(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str] | Non
         except re.error:
             pass
     return exact, None
+
+
+def _property_reads(index: ModuleIndex, grouped: dict[tuple[str, str, str | None], list[str]]) -> list[PlainCall]:
+    """The attribute reads that may be of a property: not of a name the file stores
+    (`self.x = ...`, a class-level field) or defines as a method that is no property.  Most
+    reads are of such plain attributes; the few kept keep the facts small."""
+    plain = {name for owner, name, _ in grouped if owner[:6] == "class:"} | index.stored_attributes
+    plain.update(f.name for f in index.functions
+                 if f.class_name is not None and not any(d in PROPERTY_DECORATORS for d in f.decorators))
+    return [site for site in index.reads if site.callee.rpartition(".")[2] not in plain]
 
 
 def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str, str | None], list[str]],

@@ -24,6 +24,7 @@ from cs_audit.model import (
     HANDED,
     HOT_FREQUENCIES,
     LEVEL_SWITCH,
+    PROPERTY_DECORATORS,
     SMALL_BODY_LINES,
     CallGraph,
     CallSite,
@@ -244,6 +245,9 @@ class Resolver:
         self.by_module: dict[str, list[str]] = defaultdict(list)
         self.qualnames: dict[str, dict[str, FunctionDef]] = {}
         self.methods_by_name: dict[str, list[FuncKey]] = defaultdict(list)
+        #: the getters of properties (a read of the attribute runs one), and their names
+        self.properties: set[FuncKey] = set()
+        self.property_names: set[str] = set()
         self.modules: dict[str, str] = {path: ff.module for path, ff in facts.items()}
         self.types_digests = {path: ff.types.digest for path, ff in facts.items()}
         self._memo: dict[tuple[str, str | None, str], list[FuncKey]] = {}
@@ -278,6 +282,9 @@ class Resolver:
             for f in ff.functions:
                 if f.class_name is not None and "<locals>" not in f.qualname:
                     self.methods_by_name[f.name].append((path, f.qualname))
+                    if f.decorators and not PROPERTY_DECORATORS.isdisjoint(f.decorators):
+                        self.properties.add((path, f.qualname))
+                        self.property_names.add(f.name)
             # a call of a name that holds an object may run its `__call__`/`forward`; a class
             # without methods of its own may inherit its `__init__`
             names.update(ff.types.names)
@@ -633,6 +640,29 @@ class Resolver:
                 self._how_deps[key] = frozenset(self.types.last_deps)
             if not found and not self._holds_data(path, caller, callee):
                 found = self._named(path, caller, callee)
+            self._how_memo[key] = found
+        return found
+
+    def resolve_read(self, path: str, caller: str | None, chain: str) -> list[tuple[FuncKey, str]]:
+        """The property getters reading the attribute chain ``chain`` runs: the attribute of
+        each instance the receiver may hold, found through its MRO and the classes built on
+        it (as a method call's overrides are).  Memoised with ``resolve_how``'s answers (under
+        the chain with ``READ`` after it), so what flows into parameters forgets both alike."""
+        key = (path, caller, chain + READ)
+        found = self._how_memo.get(key)
+        if found is None:
+            types = self.types
+            types.last_deps = types.begin()
+            receiver, _, attr = chain.rpartition(".")
+            found = []
+            values = types.dotted(path, caller, receiver)
+            for value in sorted(values, key=repr) if len(values) > 1 else values:
+                if value[0] == "i":
+                    for target, _ in types.targets(("b", value[1], attr)):
+                        if target in self.properties and (target, "property") not in found:
+                            found.append((target, "property"))
+            if types.last_deps:
+                self._how_deps[key] = frozenset(types.last_deps)
             self._how_memo[key] = found
         return found
 
@@ -1108,6 +1138,7 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
     (caller, callee) of each question put to the types (``_asked_of``)."""
     lands, resolve, named = resolver._lands, resolver.resolve_how, resolver._named
     wanted, wanted_names = (typed.functions, typed.names) if typed is not None else ((), ())
+    property_names = resolver.property_names
     for index, site in enumerate(calls):
         role, callee, function = site.role, site.callee, site.function
         if role is not None and role != "open":
@@ -1116,6 +1147,16 @@ def _typed_sites(resolver: Resolver, path: str, calls, typed: Demand | None, ask
             continue  # no function nor name of the tree is so named: nothing to resolve
         # wanted: in a function a root reaches, or named like an env-reading helper
         through_types = typed is None or (path, function) in wanted or _last_name(callee) in wanted_names
+        if site.resolution == "read":
+            # an attribute read runs a property's getter: through the types alone (reads of
+            # plain attributes so named are many), and to a property alone
+            if through_types and _last_name(callee) in property_names:
+                if asked is not None:
+                    asked.add((function, callee + READ))
+                found = resolver.resolve_read(path, function, callee)
+                if found:
+                    yield index, found
+            continue
         if through_types and asked is not None:
             outer, handed, inner = callee.partition(HANDED)
             asked.add((function, outer))
@@ -1161,7 +1202,9 @@ def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], ta
 
 #: how an edge was found (``Edge.how``), in the order of their codes in ``FileResolutions``
 HOWS = ("name", "fallback", "self", "attribute", "local", "module", "super", "dispatch", "constructor",
-        "__call__", "forward", "inherited", "override", "subclass", "result", "callback")
+        "__call__", "forward", "inherited", "override", "subclass", "result", "callback", "property")
+#: after an attribute chain, the key of its read's answer among the calls' (``resolve_read``)
+READ = "\0read"
 HOW_CODES = {how: code for code, how in enumerate(HOWS)}
 
 
@@ -1645,6 +1688,9 @@ def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
         if caller is not None:
             # an event loop's function runs once: only the calls in its loops' bodies run per step
             if caller in loops and not in_event_loop(loops[caller], edge.site.line, with_test=False):
+                continue
+            # a cached property's getter runs on the first read of each instance, not per read
+            if edge.how == "property" and is_once_function(model.functions.get(edge.callee), rs):
                 continue
             out_edges[caller].append(edge)
 

@@ -110,7 +110,8 @@ def _unresolved_names(model: TreeModel, names: set[str]) -> set[str]:
     for path, ff in model.facts.items():
         for site in ff.calls:
             name = site.callee.rpartition(".")[2]
-            if name in names and name not in found and (path, site.line, site.end_line, site.callee) not in model.resolved_calls:
+            if name in names and name not in found and site.resolution != "read" \
+                    and (path, site.line, site.end_line, site.callee) not in model.resolved_calls:
                 found.add(name)
     return found
 

@@ -23,7 +23,7 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-from cs_audit.model import ClassFacts, FileFacts, FunctionDef
+from cs_audit.model import PROPERTY_DECORATORS, ClassFacts, FileFacts, FunctionDef
 
 FuncKey = tuple[str, str]
 ClassKey = tuple[str, str]
@@ -42,7 +42,6 @@ _DONE, _CUT, _CYCLE, _SPAN = range(4)
 REPLAY_CHECK = False
 #: the steps after a callee's name chain: a call, a subscript, an attribute
 _OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
-_PROPERTIES = ("property", "functools.cached_property", "cached_property")
 
 
 #: a parameter whose values come from more calling functions than this is shared: the
@@ -522,7 +521,7 @@ class Types:
                     if found:
                         # the method itself stays a method of the receiver (overrides included)
                         return frozenset(("b", cls, attr) if kind == "i" and v == ("f", method) else v for v in found)
-                if kind == "i" and any(d in _PROPERTIES or d.endswith(".setter") for d in decorators):
+                if kind == "i" and any(d in PROPERTY_DECORATORS or d.endswith(".setter") for d in decorators):
                     return self.returns(method)
                 if kind == "k" or "staticmethod" in decorators or "classmethod" in decorators:
                     return frozenset({("f", method)})
