@@ -152,8 +152,15 @@ def test_functions_decorated_in_many_places_are_not_merged(tmp_path: Path) -> No
 
 def test_a_decorator_from_outside_the_tree_leaves_the_function_itself(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", {
+        "timing.py": """
+            def timed(fn):
+                def wrapper(*args):
+                    return fn(*args)
+                return wrapper
+        """,
         "m.py": """
             import torch
+            from timing import timed
 
             @torch.inference_mode()
             def forward():
@@ -161,9 +168,22 @@ def test_a_decorator_from_outside_the_tree_leaves_the_function_itself(tmp_path: 
 
             def step():
                 return forward()
+
+            class Runner:
+                @torch.inference_mode()
+                @timed
+                def sample(self):
+                    return 2
+
+                def step(self):
+                    return self.sample()
         """,
     })
-    assert ("m.step", "m.forward") in _edges(root)
+    edges = _edges(root)
+    assert ("m.step", "m.forward") in edges
+    # over a decorator of the tree, it leaves what that one gave: the wrapper, which runs the method
+    assert ("m.Runner.step", "timing.timed.<locals>.wrapper") in edges
+    assert ("timing.timed.<locals>.wrapper", "m.Runner.sample") in edges
 
 
 def test_a_lambda_is_a_function_that_runs_where_it_is_called(tmp_path: Path) -> None:
@@ -415,3 +435,61 @@ def test_a_property_read_runs_its_getter(tmp_path: Path) -> None:
     # a bound method read is no call; a plain attribute named like a property is no property;
     # an untyped receiver is not resolved by name
     assert not any(caller == "engine.Engine.other" for caller, _ in edges)
+
+
+def test_comprehensions_and_copies_hold_their_elements(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Manager:
+                def free(self):
+                    return 1
+
+            class Worker:
+                def run(self):
+                    return 2
+
+            def make(i) -> Manager:
+                return Manager()
+
+            class Coordinator:
+                def __init__(self, n):
+                    self.managers = tuple(make(i) for i in range(n))
+                    self.workers = [Worker() for _ in range(n)]
+                    self.by_name = {str(i): Worker() for i in range(n)}
+
+                def step(self):
+                    for manager in self.managers:
+                        manager.free()
+                    self.workers[0].run()
+                    for worker in sorted(self.by_name.values()):
+                        worker.run()
+
+                def other(self, names):
+                    for name in list(names):
+                        name.free()
+
+                def numbered(self):
+                    for i, manager in enumerate(self.managers):
+                        manager.free()
+
+                def zipped(self):
+                    for manager, worker in zip(self.managers, self.workers):
+                        worker.run()
+
+                def named(self):
+                    for name, worker in self.by_name.items():
+                        worker.run()
+
+                def letters(self):
+                    for i, name in enumerate(["a", "b"]):
+                        name.free()
+        """,
+    })
+    edges = _edges(root)
+    assert ("m.Coordinator.step", "m.Manager.free") in edges  # elements of a tuple() of a generator
+    assert ("m.Coordinator.step", "m.Worker.run") in edges  # a list comprehension's elements
+    assert ("m.Coordinator.other", "m.Manager.free") not in edges  # a copy of an untyped parameter
+    # enumerate, zip and items() pair each name with the elements it walks
+    assert {("m.Coordinator.numbered", "m.Manager.free"), ("m.Coordinator.zipped", "m.Worker.run"),
+            ("m.Coordinator.named", "m.Worker.run")} <= set(edges)
+    assert not any(caller == "m.Coordinator.letters" for caller, _ in edges)

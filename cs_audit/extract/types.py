@@ -25,6 +25,9 @@ _MAPPINGS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "OrderedDict
 _WRAPPERS = frozenset({"Optional", "Annotated", "ClassVar", "Final", "InitVar", "Required", "NotRequired", "ReadOnly"})
 #: calls whose value is their first argument's (`partial(f, x)()` calls f)
 _PASS_THROUGH = frozenset({"functools.partial", "partial", "functools.wraps", "typing.cast", "cast"})
+#: builtins that copy their argument's elements into a new container (the call is not typed)
+_COPIES = frozenset({"list", "tuple", "set", "frozenset", "sorted", "reversed"})
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 #: methods that add their (last) argument to a container
 _ADDERS = frozenset({"append", "appendleft", "add", "insert", "extend", "put", "put_nowait"})
 #: most sources a name keeps (a name assigned in many places: the first ones)
@@ -124,6 +127,8 @@ class _Walker:
                 if stmt.target.__class__ is ast.Name:  # type: ignore[attr-defined]
                     self.bind_name(stmt.target.id, [f"e:{s}" for s in self.sources(stmt.iter)],  # type: ignore[attr-defined]
                                    function, class_body)
+                elif stmt.target.__class__ is ast.Tuple and stmt.iter.__class__ is ast.Call:  # type: ignore[attr-defined]
+                    self.paired(stmt.target.elts, stmt.iter, function, class_body)  # type: ignore[attr-defined]
                 self.body(stmt.body, function, cls, class_body, self_name)  # type: ignore[attr-defined]
                 self.body(stmt.orelse, function, cls, class_body, self_name)  # type: ignore[attr-defined]
             elif kind is ast.With or kind is ast.AsyncWith:
@@ -204,8 +209,7 @@ class _Walker:
         """`@outer @inner def f` binds f to `outer(inner(f))`: each decorator is called with
         what the one below it gave (``arg:<decorator>`` slot 0), the function itself first."""
         value = f"f:{qualname}"
-        wrapped = False
-        last = None
+        applied: list[str] = []  # the decorators' callees, innermost first
         for expr in reversed(node.decorator_list):
             if expr.__class__ is ast.Call:
                 inner = self.name_of(expr.func)  # type: ignore[attr-defined]
@@ -218,11 +222,11 @@ class _Walker:
                 return  # a decorator this walk cannot name: f stays the function it defines
             self.bind(f"arg:{callee}", "0", function, [value])
             value = f"c:{callee}"
-            last = callee
-            wrapped = True
-        if wrapped:
-            # the outermost decorator's result, as ``joins.values`` narrows it
-            self.bind_name(node.name, [f"w:{last}|{qualname}"], function, class_body)
+            applied.append(callee)
+        if applied:
+            # the outermost decorator's result, as ``joins.values`` narrows it (every callee,
+            # outermost first: one from outside the tree leaves what the one below gave)
+            self.bind_name(node.name, [f"w:{'|'.join(reversed(applied))}|{qualname}"], function, class_body)
 
     def assign(self, node: ast.Assign | ast.AnnAssign, function: str | None, cls: str | None,
                class_body: str | None, self_name: str | None) -> None:
@@ -283,6 +287,23 @@ class _Walker:
                 else:
                     self.target(element, None, each, function, cls, class_body, self_name, depth + 1)
 
+    def paired(self, names: list[ast.expr], pairs: ast.Call, function: str | None, class_body: str | None) -> None:
+        """`for i, m in enumerate(ms)`, `for a, b in zip(xs, ys)`, `for k, v in d.items()`:
+        each name bound to the elements of the iterable it walks."""
+        func, args = pairs.func, pairs.args
+        walked: list[ast.expr | None] = []
+        if func.__class__ is ast.Attribute and func.attr == "items" and not args:  # type: ignore[attr-defined]
+            walked = [None, func.value]  # type: ignore[attr-defined]  # a mapping's elements are its values
+        elif func.__class__ is ast.Name and func.id == "enumerate" and args:  # type: ignore[attr-defined]
+            walked = [None, args[0]]
+        elif func.__class__ is ast.Name and func.id == "zip":  # type: ignore[attr-defined]
+            walked = [None if a.__class__ is ast.Starred else a for a in args]
+        if len(walked) != len(names):
+            return
+        for name, iterable in zip(names, walked):
+            if iterable is not None and name.__class__ is ast.Name:
+                self.bind_name(name.id, [f"e:{s}" for s in self.sources(iterable)], function, class_body)  # type: ignore[attr-defined]
+
     def bind_name(self, name: str, sources: list[str], function: str | None, class_body: str | None) -> None:
         if function is not None and name not in self.globals:
             self.bind(f"def:{function}", name, function, sources)
@@ -303,6 +324,9 @@ class _Walker:
                 return []
             if name in _PASS_THROUGH and expr.args:  # type: ignore[attr-defined]
                 return self.sources(expr.args[0], depth + 1)  # type: ignore[attr-defined]
+            if name in _COPIES and expr.args:  # type: ignore[attr-defined]
+                # `tuple(make(i) for i in ...)`: a container of what the argument's elements are
+                return [f"l:e:{s}" for s in self.sources(expr.args[0], depth + 1)]  # type: ignore[attr-defined]
             return [f"c:{name}"]
         if kind is ast.Name or kind is ast.Attribute:
             name = self.name_of(expr)
@@ -322,6 +346,9 @@ class _Walker:
             return [f"l:{s}" for v in expr.values[:MAX_SOURCES] for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
         if kind is ast.List or kind is ast.Tuple or kind is ast.Set:
             return [f"l:{s}" for v in expr.elts[:MAX_SOURCES] for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
+        if kind in _COMPREHENSIONS:  # `[Worker(i) for i in ...]`: a container of what its element is
+            element = expr.value if kind is ast.DictComp else expr.elt  # type: ignore[attr-defined]
+            return [f"l:{s}" for s in self.sources(element, depth + 1)]
         return []
 
     def name_of(self, node: ast.expr) -> str | None:

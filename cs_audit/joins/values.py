@@ -476,18 +476,25 @@ class Types:
         return _NONE
 
     def _decorated(self, path: str, function: str | None, rest: str) -> frozenset:
-        """What `@dec def f` binds f to (``w:<dec callee>|<f's qualname>``): the wrappers the
-        decorator defines (its nested functions) and the instances it makes, else f itself.
+        """What `@dec def f` binds f to (``w:<dec callee>|...|<f's qualname>``, the decorators
+        outermost first): the wrappers the outermost decorator of the tree defines (its
+        nested functions) and the instances it makes, else f itself; a decorator from outside
+        the tree (`@torch.inference_mode()` over `@timed`) leaves what the one below it gave.
         Not other functions its result may hold: a decorator that returns its parameter or a
         `partial` of itself would merge every function it decorates."""
-        callee, _, qualname = rest.rpartition("|")
-        decorators = self.dotted(path, function, callee.partition("(")[0])
-        owners = tuple(f"{v[1][1]}.<locals>." for v in decorators if v[0] == "f")
+        *callees, qualname = rest.split("|")
         out: set = set()
-        for value in sorted(self.dotted(path, function, callee), key=repr):
-            for made in self.result(value):
-                if made[0] == "i" or (made[0] == "f" and made[1][1].startswith(owners)):
-                    out.add(made)
+        for callee in callees:
+            decorators = self.dotted(path, function, callee.partition("(")[0])
+            values = self.dotted(path, function, callee)
+            if not decorators and not values:
+                continue
+            owners = tuple(f"{v[1][1]}.<locals>." for v in decorators if v[0] == "f")
+            for value in sorted(values, key=repr):
+                for made in self.result(value):
+                    if made[0] == "i" or (made[0] == "f" and made[1][1].startswith(owners)):
+                        out.add(made)
+            break
         me = ("f", (path, qualname))
         if qualname and (path, qualname) in self.functions:
             out.add(me)  # a wrapper runs it; a decorator that registers it returns it
