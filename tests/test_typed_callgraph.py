@@ -163,6 +163,36 @@ def test_why_prints_the_chain_and_how_each_call_was_resolved(tmp_path: Path) -> 
     assert runner.invoke(app, ["why", "runner.py", "--no-cache"]).exit_code == 2  # no line
 
 
+def test_why_through_a_property_read_and_a_cached_property(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "runner.py": """
+            import functools
+
+
+            class Stats:
+                @property
+                def load(self):
+                    return 1
+
+                @functools.cached_property
+                def size(self):
+                    return 2
+
+
+            class ModelRunner:
+                def __init__(self):
+                    self.stats = Stats()
+
+                def execute_model(self, batch):
+                    return self.stats.load + self.stats.size
+        """,
+    })
+    hot = runner.invoke(app, ["why", f"{root / 'runner.py'}:7", "--no-cache"]).stdout
+    assert "hot (step) by default" in hot and "`self.stats.load`, property)" in hot
+    cached = runner.invoke(app, ["why", f"{root / 'runner.py'}:11", "--no-cache"]).stdout
+    assert "which no hot root reaches" in cached and "a cached property" in cached and "`self.stats.size`" in cached
+
+
 def test_findings_on_the_call_graph_carry_their_hot_path(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", _WHY_TREE)
     report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)

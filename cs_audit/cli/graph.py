@@ -109,7 +109,7 @@ def why(
         chains = [(s, c) for s, c in chains if c or s == key]
         if not chains:
             print(f"{plain(rel)}:{line} is in {plain(name)}, which {plain(root)} does not reach through default-on calls")
-            _why_not(model, key)
+            _why_not(model, key, rs)
             return
         start, edges = min(chains, key=lambda sc: len(sc[1]))
         _print_chain(model, rel, line, name, start, edges, f"from {function_id(model, start)}")
@@ -125,7 +125,7 @@ def why(
                          f"hot ({reach}) only with {', '.join(dict.fromkeys(gated)) or 'a switch'} set")
             return
         print(f"{plain(rel)}:{line} is in {plain(name)}, which no hot root reaches")
-        _why_not(model, key)
+        _why_not(model, key, rs)
         return
     edges = hot_chain_edges(model, key)
     start = edges[0].caller if edges else key
@@ -145,10 +145,15 @@ def _print_chain(model, rel: str, line: int, name: str, start, edges, verdict: s
               f" {e.how}{gate})")
 
 
-def _why_not(model, key) -> None:
-    from cs_audit.joins.callgraph import function_id, unresolved_calls_of
+def _why_not(model, key, rs) -> None:
+    from cs_audit.joins.callgraph import function_id, is_once_function, unresolved_calls_of
 
     callers = model.callers.get(key, [])
+    if callers and all(e.how == "property" for e in callers) and is_once_function(model.functions.get(key), rs):
+        print("  a cached property: its getter runs on the first read of each instance, not on every read; read at:")
+        for e in callers[:5]:
+            print(f"    {plain(e.path)}:{e.site.line} `{plain(e.site.code)}`")
+        return
     if callers:
         print("  its callers in the graph, none reached from a hot root:")
         for e in callers[:5]:
