@@ -193,6 +193,38 @@ def test_why_through_a_property_read_and_a_cached_property(tmp_path: Path) -> No
     assert "which no hot root reaches" in cached and "a cached property" in cached and "`self.stats.size`" in cached
 
 
+def test_a_property_read_in_a_loop_runs_per_item(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "runner.py": """
+            import logging
+
+            logger = logging.getLogger(__name__)
+
+
+            class Stats:
+                @property
+                def load(self):
+                    logger.info("load")
+                    return 1
+
+
+            class ModelRunner:
+                def __init__(self):
+                    self.stats = Stats()
+
+                def execute_model(self, batch):
+                    total = self.stats.load
+                    for req in batch.requests:
+                        total += self.stats.load
+                    return total
+        """,
+    })
+    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+    found = [f for f in report["findings"] if f["rule"] == "default-on-emitter" and f["line"] == 9]
+    assert [f["frequency"] for f in found] == ["request"]
+    assert found[0]["hot_path"] == ["runner.ModelRunner.execute_model", "runner.Stats.load"]
+
+
 def test_findings_on_the_call_graph_carry_their_hot_path(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", _WHY_TREE)
     report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)

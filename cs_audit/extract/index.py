@@ -887,7 +887,7 @@ class _Indexer(ast.NodeVisitor):
         self.calls: list[PlainCall] = []
         #: attribute reads (``_note_reads``), and the (function, chain, gates) of each
         self.reads: list[PlainCall] = []
-        self.read_keys: set[tuple[str | None, str, tuple[GateRef, ...]]] = set()
+        self.read_keys: set[tuple[str | None, str, tuple[GateRef, ...], int, str]] = set()
         #: the attribute names the file stores (`x.a = v`): plain attributes, no properties
         self.stored_attributes: set[str] = set()
         self.snippets: list[Snippet] = []
@@ -1645,7 +1645,7 @@ class _Indexer(ast.NodeVisitor):
 
     def _note_reads(self, reads: list[ast.Attribute]) -> None:
         """A read site (``Resolution`` "read") per attribute chain read on a name that is not a
-        module's (`req.num_tokens`, `self.batch.size`), once per function, chain and gates:
+        module's (`req.num_tokens`, `self.batch.size`), once per function, chain, gates and loop:
         when the attribute is a property, reading it runs the getter.  ``extract_parsed``
         drops those whose last name the file's classes assign or define as a plain method."""
         if not reads:
@@ -1671,7 +1671,8 @@ class _Indexer(ast.NodeVisitor):
                 continue  # a module's attribute, or a builtin's
             if gates is None:
                 gates = self._gates_now()
-            key = (function, chain, gates)
+            loop_iter = self.loop_iters[-1] if self.loop_iters else ""
+            key = (function, chain, gates, self.loop_depth, loop_iter)  # what decides how often it runs
             if key in seen:
                 continue
             seen.add(key)
@@ -1684,7 +1685,7 @@ class _Indexer(ast.NodeVisitor):
                 col, end_col = self._column(node.lineno, node.col_offset), self._column(end_line, node.end_col_offset or 0)
             self.reads.append(PlainCall((
                 chain, function, node.lineno, end_line, gates, self.loop_depth, (), None, "read", False, None, None,
-                False, False, None, chain, False, self.loop_iters[-1] if self.loop_iters else "", col, end_col, (),
+                False, False, None, chain, False, loop_iter, col, end_col, (),
             )))
 
     def _callee(self, call: ast.Call) -> tuple[str | None, bool]:
