@@ -186,6 +186,51 @@ def test_earlier_resolutions_of_unchanged_files_give_the_same_model(tree: str, w
     assert again.debug_functions == fresh.debug_functions and again.freq_default == fresh.freq_default
 
 
+#: property reads through a parameter that the calls type (`helper(self.stats)`): their
+#: answers are forgotten and asked again as arguments flow
+_PROPERTY_TREE = {
+    "stats.py": '''
+        class Stats:
+            @property
+            def load(self):
+                print("load")
+                return 1
+
+            def plain(self):
+                return 2
+    ''',
+    "runner.py": '''
+        from stats import Stats
+
+        def helper(stats):
+            a = stats.plain()
+            return stats.load + a
+
+        class ModelRunner:
+            def __init__(self):
+                self.stats = Stats()
+
+            def execute_model(self, batch):
+                for req in batch.requests:
+                    helper(self.stats)
+                return self.stats.load
+    ''',
+}
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_property_reads_through_a_typed_parameter_and_reused_resolutions(tmp_path: Path, whole: bool) -> None:
+    facts, rs = _facts_of(_write_tree(tmp_path / "t", _PROPERTY_TREE))
+    fresh = callgraph.build_model(facts, rs, whole=whole)
+    edges = {(e.caller, e.callee, e.how) for e in fresh.edges}
+    assert (("runner.py", "helper"), ("stats.py", "Stats.load"), "property") in edges
+    assert fresh.freq_default[("stats.py", "Stats.load")] == "request"  # read in the helper, per request
+    again = callgraph.build_model(facts, rs, fresh.resolutions, {"stats.py"}, whole=whole)
+    assert again.resolved_files == ("runner.py",)
+    assert _edges(again) == _edges(fresh) and again.freq_default == fresh.freq_default
+    assert again.resolutions == fresh.resolutions
+
+
 _BEFORE = {
     "pkg/__init__.py": "",
     "pkg/util.py": '''

@@ -406,6 +406,26 @@ def test_a_property_read_runs_its_getter(tmp_path: Path) -> None:
             class Plain:
                 def __init__(self):
                     self.num_reqs = 0
+
+            class Switchboard:
+                @property
+                def reset(self):
+                    return 3
+
+            class Knob:
+                def __init__(self):
+                    self.level = 1  # runs the setter: still a property of this file
+
+                @property
+                def level(self):
+                    return self._level
+
+                @level.setter
+                def level(self, value):
+                    self._level = value
+
+            def current(knob: Knob):
+                return knob.level
         """,
         "engine.py": """
             from batch import Base, Batch, Grown, Plain
@@ -430,10 +450,11 @@ def test_a_property_read_runs_its_getter(tmp_path: Path) -> None:
     step = "engine.Engine.step"
     assert edges.get((step, "batch.Batch.num_reqs")) == "property"  # through `self.batch = Batch()`
     assert edges.get((step, "batch.Batch.layout")) == "property"  # a cached_property
+    assert edges.get(("batch.current", "batch.Knob.level")) == "property"  # with a setter, read in its own file
     # a base-typed receiver may be any class built on it: each getter, as a method's overrides
     assert {(step, "batch.Base.size"), (step, "batch.Grown.size")} <= set(edges)
-    # a bound method read is no call; a plain attribute named like a property is no property;
-    # an untyped receiver is not resolved by name
+    # a bound method read is no call (`reset` is a property of another class); a plain
+    # attribute named like a property is no property; an untyped receiver is not resolved by name
     assert not any(caller == "engine.Engine.other" for caller, _ in edges)
 
 

@@ -185,12 +185,24 @@ def test_why_through_a_property_read_and_a_cached_property(tmp_path: Path) -> No
 
                 def execute_model(self, batch):
                     return self.stats.load + self.stats.size
+
+
+            def report(obj):
+                return obj.area
+        """,
+        "shapes.py": """
+            class Shape:
+                def area(self):
+                    return 3
         """,
     })
     hot = runner.invoke(app, ["why", f"{root / 'runner.py'}:7", "--no-cache"]).stdout
     assert "hot (step) by default" in hot and "`self.stats.load`, property)" in hot
     cached = runner.invoke(app, ["why", f"{root / 'runner.py'}:11", "--no-cache"]).stdout
     assert "which no hot root reaches" in cached and "a cached property" in cached and "`self.stats.size`" in cached
+    # a read named like a plain method is no call of it that failed to resolve
+    cold = runner.invoke(app, ["why", f"{root / 'shapes.py'}:3", "--no-cache"]).stdout
+    assert "no caller found" in cold and "obj.area" not in cold
 
 
 def test_a_property_read_in_a_loop_runs_per_item(tmp_path: Path) -> None:

@@ -149,7 +149,8 @@ def _why_not(model, key, rs) -> None:
     from cs_audit.joins.callgraph import function_id, is_once_function, unresolved_calls_of
 
     callers = model.callers.get(key, [])
-    if callers and all(e.how == "property" for e in callers) and is_once_function(model.functions.get(key), rs):
+    if callers and all(e.how == "property" for e in callers) and is_once_function(model.functions.get(key), rs) \
+            and any(e.caller in model.freq_any for e in callers):
         print("  a cached property: its getter runs on the first read of each instance, not on every read; read at:")
         for e in callers[:5]:
             print(f"    {plain(e.path)}:{e.site.line} `{plain(e.site.code)}`")

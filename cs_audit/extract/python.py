@@ -194,11 +194,18 @@ def _device_search(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str] | Non
 
 def _property_reads(index: ModuleIndex, grouped: dict[tuple[str, str, str | None], list[str]]) -> list[PlainCall]:
     """The attribute reads that may be of a property: not of a name the file stores
-    (`self.x = ...`, a class-level field) or defines as a method that is no property.  Most
-    reads are of such plain attributes; the few kept keep the facts small."""
+    (`self.x = ...`, a class-level field) or defines as a method that is no property, unless
+    the file defines a property so named.  Most reads are of such plain attributes; the few
+    kept keep the facts small."""
     plain = {name for owner, name, _ in grouped if owner[:6] == "class:"} | index.stored_attributes
-    plain.update(f.name for f in index.functions
-                 if f.class_name is not None and not any(d in PROPERTY_DECORATORS for d in f.decorators))
+    properties: set[str] = set()
+    for f in index.functions:
+        if f.class_name is not None:
+            if any(d in PROPERTY_DECORATORS or d.endswith((".setter", ".getter", ".deleter")) for d in f.decorators):
+                properties.add(f.name)  # stored or not, a property of the file (`x.load = v` runs its setter)
+            else:
+                plain.add(f.name)
+    plain -= properties
     return [site for site in index.reads if site.callee.rpartition(".")[2] not in plain]
 
 

@@ -451,8 +451,11 @@ class Resolver:
                         del table[key]
             if changed:
                 again = self.use_parameters(table, changed)
-                for key in sorted(again, key=repr):  # asked again now: that may read more parameters
-                    self.resolve_how(*key)
+                for path, caller, callee in sorted(again, key=repr):  # asked again now: that may read more parameters
+                    if callee.endswith(READ):
+                        self.resolve_read(path, caller, callee[:-len(READ)])
+                    else:
+                        self.resolve_how(path, caller, callee)
             dirty = sorted(self._forgotten_groups(state))
             if not changed and len(demanded) == seen_demands:
                 break
@@ -1936,12 +1939,13 @@ def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[
     """Call sites named like ``key``'s function (`….step()`) that the graph resolved to no
     function of the tree: where a caller may be missing."""
     name = key[1].rpartition(".")[2]
+    reads = key in model.resolver.properties  # an attribute read so named may hide a property's caller
     out: list[tuple[str, CallSite]] = []
     for path in sorted(model.facts):
         for site in model.facts[path].calls:
             callee = site.callee
             if callee.rpartition(".")[2] == name and (path, site.line, site.end_line, callee) not in model.resolved_calls \
-                    and (site.role is None or site.role == "open"):
+                    and (site.role is None or site.role == "open") and (reads or site.resolution != "read"):
                 out.append((path, site))
                 if len(out) >= limit:
                     return out
