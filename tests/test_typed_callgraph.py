@@ -237,6 +237,42 @@ def test_a_property_read_in_a_loop_runs_per_item(tmp_path: Path) -> None:
     assert found[0]["hot_path"] == ["runner.ModelRunner.execute_model", "runner.Stats.load"]
 
 
+def test_a_function_returning_a_property_that_reads_the_env_is_a_helper(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "runner.py": """
+            import logging
+            import os
+
+            logger = logging.getLogger(__name__)
+
+
+            class Cfg:
+                @property
+                def trace(self):
+                    return os.environ.get("RUNNER_TRACE") == "1"
+
+
+            def tracing(cfg: Cfg):
+                if cfg.trace:
+                    pass
+                return cfg.trace
+
+
+            class ModelRunner:
+                def __init__(self):
+                    self.cfg = Cfg()
+
+                def execute_model(self, batch):
+                    if tracing(self.cfg):
+                        logger.info("trace %s", batch)
+        """,
+    })
+    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+    logs = [f for f in report["findings"] if f["rule"] == "default-on-emitter"]
+    assert logs == []  # the log line is behind RUNNER_TRACE, read through tracing() and the property
+    assert "RUNNER_TRACE" in {s["name"] for s in report["switches"]}
+
+
 def test_findings_on_the_call_graph_carry_their_hot_path(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", _WHY_TREE)
     report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)

@@ -887,7 +887,9 @@ class _Indexer(ast.NodeVisitor):
         self.calls: list[PlainCall] = []
         #: attribute reads (``_note_reads``), and the (function, chain, gates) of each
         self.reads: list[PlainCall] = []
-        self.read_keys: set[tuple[str | None, str, tuple[GateRef, ...], int, str]] = set()
+        self.read_keys: set[tuple[str | None, str, tuple[GateRef, ...], int, str, str]] = set()
+        #: the statement a read is in, when its value may be returned: "<return>", or the name assigned
+        self._read_context = ""
         #: the attribute names the file stores (`x.a = v`): plain attributes, no properties
         self.stored_attributes: set[str] = set()
         self.snippets: list[Snippet] = []
@@ -1335,6 +1337,12 @@ class _Indexer(ast.NodeVisitor):
 
     def _simple(self, node: ast.stmt) -> None:
         target = None
+        # a read whose value the function may return is kept apart from the same read elsewhere
+        # (``_mark_returned`` marks it by its statement)
+        cls = node.__class__
+        self._read_context = "<return>" if cls is ast.Return else (
+            node.targets[0].id if cls is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name  # type: ignore[attr-defined]
+            else "")
         if node.__class__ is ast.Global and self.function is not None:
             self.function.global_names.update(node.names)  # type: ignore[attr-defined]
         if node.__class__ is ast.AugAssign and node.op.__class__ is ast.Add:  # type: ignore[attr-defined]
@@ -1421,6 +1429,7 @@ class _Indexer(ast.NodeVisitor):
                     if name in params and name not in scope.rebound:
                         scope.rebound = scope.rebound | {name}
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
+        self._read_context = ""
 
     def _note_message(self, node: ast.stmt, name: str, value: ast.expr) -> None:
         """`msg = f"step {i}"`: a formatted string in a local, kept until the function's end
@@ -1672,7 +1681,8 @@ class _Indexer(ast.NodeVisitor):
             if gates is None:
                 gates = self._gates_now()
             loop_iter = self.loop_iters[-1] if self.loop_iters else ""
-            key = (function, chain, gates, self.loop_depth, loop_iter)  # what decides how often it runs
+            # what decides how often it runs, and whether its value may be returned
+            key = (function, chain, gates, self.loop_depth, loop_iter, self._read_context)
             if key in seen:
                 continue
             seen.add(key)
