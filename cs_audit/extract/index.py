@@ -885,7 +885,7 @@ class _Indexer(ast.NodeVisitor):
         self.module_path_names: set[str] = set()
         self.functions: list[FunctionDef] = []
         self.calls: list[PlainCall] = []
-        #: attribute reads (``_note_reads``), and the (function, chain, gates) of each
+        #: attribute reads (``_note_reads``), and what each is kept once for
         self.reads: list[PlainCall] = []
         self.read_keys: set[tuple[str | None, str, tuple[GateRef, ...], int, str, str]] = set()
         #: the statement a read is in, when its value may be returned: "<return>", or the name assigned
@@ -1654,9 +1654,10 @@ class _Indexer(ast.NodeVisitor):
 
     def _note_reads(self, reads: list[ast.Attribute]) -> None:
         """A read site (``Resolution`` "read") per attribute chain read on a name that is not a
-        module's (`req.num_tokens`, `self.batch.size`), once per function, chain, gates and loop:
-        when the attribute is a property, reading it runs the getter.  ``extract_parsed``
-        drops those whose last name the file's classes assign or define as a plain method."""
+        module's (`req.num_tokens`, `self.batch.size`), once per function, chain, gates, loop and
+        returning statement: when the attribute is a property, reading it runs the getter.
+        ``extract_parsed`` drops those whose last name the file stores or defines as a plain
+        method (``_property_reads``)."""
         if not reads:
             return
         scope = self.function
