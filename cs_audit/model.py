@@ -37,6 +37,8 @@ GateKind = Literal["env", "call", "name", "level", "flag"]
 Resolution = Literal["exact", "heuristic", "read"]
 #: decorators that make a method a property (a read of the attribute calls it)
 PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
+#: the endings of a property's other decorators (`@size.setter`)
+PROPERTY_ACCESSORS = (".setter", ".getter", ".deleter")
 SetterKind = Literal["set", "passthrough", "commented", "off"]
 SetterSource = Literal["shell", "dotenv", "docker", "make", "ci", "python"]
 

@@ -25,6 +25,10 @@ def _edges(root: Path) -> set[tuple[str, str, str]]:
     return {(e["caller"], e["callee"], e["how"]) for e in _graph(root)["edges"]}
 
 
+def _report(root: Path) -> dict:
+    return json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+
+
 def test_an_attribute_built_in_init_is_typed_across_files(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", {
         "eng/__init__.py": "",
@@ -231,7 +235,7 @@ def test_a_property_read_in_a_loop_runs_per_item(tmp_path: Path) -> None:
                     return total
         """,
     })
-    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+    report = _report(root)
     found = [f for f in report["findings"] if f["rule"] == "default-on-emitter" and f["line"] == 9]
     assert [f["frequency"] for f in found] == ["request"]
     assert found[0]["hot_path"] == ["runner.ModelRunner.execute_model", "runner.Stats.load"]
@@ -267,7 +271,7 @@ def test_a_function_returning_a_property_that_reads_the_env_is_a_helper(tmp_path
                         logger.info("trace %s", batch)
         """,
     })
-    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+    report = _report(root)
     logs = [f for f in report["findings"] if f["rule"] == "default-on-emitter"]
     assert logs == []  # the log line is behind RUNNER_TRACE, read through tracing() and the property
     assert "RUNNER_TRACE" in {s["name"] for s in report["switches"]}
@@ -275,7 +279,7 @@ def test_a_function_returning_a_property_that_reads_the_env_is_a_helper(tmp_path
 
 def test_findings_on_the_call_graph_carry_their_hot_path(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", _WHY_TREE)
-    report = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+    report = _report(root)
     by_line = {f["line"]: f for f in report["findings"] if f["rule"] == "default-on-emitter"}
     assert by_line[10]["hot_path"] == ["runner.ModelRunner.execute_model", "runner.ModelRunner._prepare"]
     assert all("hot_path" not in f for f in report["findings"] if f["frequency"] in ("once", "unknown"))

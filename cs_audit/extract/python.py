@@ -22,6 +22,7 @@ from cs_audit.extract.loops import event_loops
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
     HANDED,
+    PROPERTY_ACCESSORS,
     PROPERTY_DECORATORS,
     Binding,
     CallSite,
@@ -201,7 +202,7 @@ def _property_reads(index: ModuleIndex, grouped: dict[tuple[str, str, str | None
     properties: set[str] = set()
     for f in index.functions:
         if f.class_name is not None:
-            if any(d in PROPERTY_DECORATORS or d.endswith((".setter", ".getter", ".deleter")) for d in f.decorators):
+            if any(d in PROPERTY_DECORATORS or d.endswith(PROPERTY_ACCESSORS) for d in f.decorators):
                 properties.add(f.name)  # stored or not, a property of the file (`x.load = v` runs its setter)
             else:
                 plain.add(f.name)

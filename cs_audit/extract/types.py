@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from cs_audit.extract.index import StoredNames, dotted, local_names
-from cs_audit.model import ClassFacts
+from cs_audit.model import PROPERTY_ACCESSORS, ClassFacts
 
 #: generic containers whose (last) type argument is the element type
 _CONTAINERS = frozenset({
@@ -216,7 +216,7 @@ class _Walker:
                 callee = f"{inner}()" if inner else None
             else:
                 callee = self.name_of(expr)
-                if callee in _PLAIN_DECORATORS or (callee or "").endswith((".setter", ".getter", ".deleter")):
+                if callee in _PLAIN_DECORATORS or (callee or "").endswith(PROPERTY_ACCESSORS):
                     continue
             if callee is None:
                 return  # a decorator this walk cannot name: f stays the function it defines

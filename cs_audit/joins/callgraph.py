@@ -451,11 +451,8 @@ class Resolver:
                         del table[key]
             if changed:
                 again = self.use_parameters(table, changed)
-                for path, caller, callee in sorted(again, key=repr):  # asked again now: that may read more parameters
-                    if callee.endswith(READ):
-                        self.resolve_read(path, caller, callee[:-len(READ)])
-                    else:
-                        self.resolve_how(path, caller, callee)
+                for key in sorted(again, key=repr):  # asked again now: that may read more parameters
+                    self.resolve_how(*key)
             dirty = sorted(self._forgotten_groups(state))
             if not changed and len(demanded) == seen_demands:
                 break
@@ -638,6 +635,8 @@ class Resolver:
         key = (path, caller, callee)
         found = self._how_memo.get(key)
         if found is None:
+            if callee.endswith(READ):  # a read's answer, asked again (``flow_arguments``)
+                return self.resolve_read(path, caller, callee[:-len(READ)])
             found = self._typed(path, caller, callee)
             if self.types.last_deps:
                 self._how_deps[key] = frozenset(self.types.last_deps)
