@@ -186,6 +186,9 @@ class FunctionDef:
     #: integer defaults of parameters (`def _diag(name, level=1)`): the level a call asks for
     #: when it passes none
     int_defaults: tuple[tuple[str, int], ...] = ()
+    #: its blocks on an error or rare path (``extract.paths``), in the order the walk met them:
+    #: (first line, last line, path kind, why, the guard's line)
+    path_blocks: tuple[tuple[int, int, str, str, int], ...] = ()
 
 
 @restorable
@@ -628,6 +631,22 @@ class Finding:
     path_reason: str = ""
     #: the process side of the root its ``hot_path`` starts at (``HotRoot.process``)
     process: str = ""
+    #: the guard that decided a ``path_kind`` other than normal (``joins.runs``)
+    guard: Guard | None = None
+    #: what an error or rare site would cost per step if it ran every time its chain does
+    #: (the "reachable but not per step" table ranks by it); 0 on a normal path
+    cost_if_every_time_us: float = 0.0
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """Where the guard that makes a site rare or an error path is: ``depth`` 0 in the site's
+    own function, N that many calls up its chain."""
+
+    path: str
+    line: int
+    depth: int
 
 
 @restorable

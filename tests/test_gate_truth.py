@@ -9,7 +9,7 @@ every finding is annotated on the line above it (``# expect:``) and each near mi
 from __future__ import annotations
 
 from cs_audit.model import Gates
-from cs_audit.render.markdown import default_on_rows
+from cs_audit.render.markdown import default_on_rows, demoted_rows
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import check_annotations, scan_files
 
@@ -532,8 +532,11 @@ def test_error_and_rare_sites_of_every_rule_are_not_costed_and_do_not_gate() -> 
         assert rows[(rule, "error")] == (False, False), rule
         assert rows[(rule, "rare")] == (False, False), rule
     assert rows[("per-call-open", "error")] == (False, False)
-    ranked = [f for f in default_on_rows(result, load_ruleset()) if f.rule == "sync-in-debug"]
-    assert [f.path_kind for f in ranked] == ["normal", "error", "rare"]
+    rs = load_ruleset()
+    ranked = [f for f in default_on_rows(result, rs) if f.rule == "sync-in-debug"]
+    assert [f.path_kind for f in ranked] == ["normal"]  # §1 ranks what runs every time
+    apart = [f for f in demoted_rows(result, rs) if f.rule == "sync-in-debug"]
+    assert sorted(f.path_kind for f in apart) == ["error", "rare"] and all(f.guard is not None for f in apart)
 
 
 # ------------------------------------------------------------------ `*_once` records

@@ -6,16 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from cs_audit.analysis.sites import (
-    Findings,
-    frequency,
-    gate_words,
-    outside_event_loop,
-    per_step_cost,
-    syncing_helpers,
-    when_words,
-)
+from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, syncing_helpers, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
+from cs_audit.joins.runs import how_often, outside_event_loop
 from cs_audit.model import CallSite, EmitterDetail, Finding
 from cs_audit.ruleset import RuleSet
 
@@ -34,9 +27,12 @@ def emits_by_default(site: CallSite, rs: RuleSet) -> bool:
 
 
 def emit_event(site: CallSite) -> str:
-    """The cost event (rules/costs.yaml) of one emitted record."""
+    """The cost event (rules/costs.yaml) of one emitted record; a `*_once` record emits once
+    per distinct message and arguments, and costs their formatting and a lookup after that."""
     if site.role in ("write", "dump"):
         return "dump_line_buffered"
+    if site.level == "once":
+        return "log_once_lookup_eager" if site.eager else "log_once_lookup"
     return "log_emitted_eager" if site.eager else "log_emitted"
 
 
@@ -69,12 +65,13 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 continue
             if site_switches(model, path, site.function, site.gates, rs):
                 continue
-            freq = frequency(model, key, site, rs, default_only=True)
+            run = how_often(model, path, site.function, site, rs, None)
+            freq = run.frequency
             gpu_sync = any(site.line <= line <= site.end_line for line in syncs.get(site.function, ())) or _helper_syncs(model, path, site)
             out.add(RULE, path, site.line, site.end_line, site.function, None, freq, gpu_sync, site.code,
                     per_step_cost(rs, emit_event(site), freq), site.eager,
                     detail=EmitterDetail(emitter=site.callee, level=site.level or site.role or ""),
-                    cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
+                    cols=(site.col, site.end_col), run=run)
 
 
 def message(f: Finding) -> str:

@@ -5,8 +5,9 @@ local that only such calls read (`msg = f"..."` ... `if DEBUG: logger.debug(msg)
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run, per_step_cost, syncing_functions
+from cs_audit.analysis.sites import Findings, per_step_cost, syncing_functions
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
+from cs_audit.joins.runs import run_of
 from cs_audit.model import LEVEL_SWITCH, BuiltMessage, CallSite, EmitterDetail, Finding, PlainCall, SwitchRef
 from cs_audit.ruleset import RuleSet
 
@@ -32,7 +33,8 @@ def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: Cal
     decided_before = any(sw != LEVEL_SWITCH for sw in switches) and rs.level_passes(site.level)
     if LEVEL_SWITCH in switches or decided_before:
         return
-    switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+    run = run_of(model, path, site.function, site.gates, site, rs)
+    switch, freq = run.switch, run.frequency
     # the formatting's own share: what an eager record costs over a lazy one
     if rs.level_passes(site.level):
         extra = per_step_cost(rs, "log_emitted_eager", freq) - per_step_cost(rs, "log_emitted", freq)
@@ -40,7 +42,7 @@ def _log_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: Cal
         extra = per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq)
     out.add(RULE, path, site.line, site.end_line, site.function, None if switch == LEVEL_SWITCH else switch, freq,
             False, site.code, extra, site.eager, detail=EmitterDetail(emitter=site.callee, level=site.level or ""),
-            cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
+            cols=(site.col, site.end_col), run=run)
 
 
 def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
@@ -55,7 +57,8 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
     kinds = site.eager + tuple(f"call:{c.rsplit('.', 1)[-1]}" for c in expensive)
     if not kinds:
         return
-    switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+    run = run_of(model, path, site.function, site.gates, site, rs)
+    switch, freq = run.switch, run.frequency
     syncs = any(
         c.rsplit(".", 1)[-1] in rs.sync_methods
         or any(t in syncing_functions(model) for t in model.resolver.resolve(path, site.function, c))
@@ -64,7 +67,7 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
     out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, syncs, site.code,
             per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), kinds,
             detail=EmitterDetail(emitter=helper[1], level="helper"), cols=(site.col, site.end_col),
-            path=(site.path_kind, site.path_reason))
+            run=run)
 
 
 def _message_locals(model: TreeModel, rs: RuleSet, out: Findings, path: str) -> None:
@@ -81,12 +84,13 @@ def _message_locals(model: TreeModel, rs: RuleSet, out: Findings, path: str) -> 
                     for use in built.uses]
         if not emitters or None in emitters:
             continue
-        switch, freq = gated_run(model, path, built.function, built.gates, built, rs)
+        run = run_of(model, path, built.function, built.gates, built, rs)
+        switch, freq = run.switch, run.frequency
         syncs = any(kind.startswith("call:") for kind in built.eager)
         out.add(RULE, path, built.line, built.end_line, built.function, switch, freq, syncs, built.code,
                 per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), built.eager,
                 detail=EmitterDetail(emitter=emitters[0], level="local", local=built.name), cols=(built.col, built.end_col),
-                path=(built.path_kind, built.path_reason))
+                run=run)
 
 
 def _dropped_by(model: TreeModel, rs: RuleSet, path: str, built: BuiltMessage, own: set[SwitchRef],

@@ -3,8 +3,9 @@ read, or at the hot call site of a helper that reads it (``via`` names the helpe
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run, outside_event_loop, per_step_cost, when_words
+from cs_audit.analysis.sites import Findings, per_step_cost, when_words
 from cs_audit.joins.callgraph import TreeModel, helper_switches
+from cs_audit.joins.runs import outside_event_loop, run_of
 from cs_audit.model import EnvReadDetail, Finding
 from cs_audit.ruleset import RuleSet
 
@@ -43,13 +44,14 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 continue  # an accessor's reads are reported at its call sites
             if key not in model.freq_any or outside_event_loop(model, key, read):
                 continue
-            switch, freq = gated_run(model, path, read.function, read.gates, read, rs)
+            run = run_of(model, path, read.function, read.gates, read, rs)
+            switch, freq = run.switch, run.frequency
             event = "env_registry_get" if read.via.startswith("registry") else "env_read"
             after = cached.get(read.via.partition(":")[2], "") if read.via.startswith("registry") else ""
             cost = 0.0 if after else per_step_cost(rs, event, freq)
             out.add(RULE, path, read.line, read.end_line, read.function, switch, freq, False, read.code, cost,
                     detail=EnvReadDetail(var=read.var or "<dynamic>", via=read.via, cached=after),
-                    cols=(read.col, read.end_col), path=(read.path_kind, read.path_reason))
+                    cols=(read.col, read.end_col), run=run)
         for site in model.edge_sites.get(path, ()):  # a site that lands nowhere reads no helper
             if site.role is not None or site.function is None:
                 continue
@@ -62,14 +64,15 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             for target in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()):
                 if target not in model.env_helpers:
                     continue
-                switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+                run = run_of(model, path, site.function, site.gates, site, rs)
+                switch, freq = run.switch, run.frequency
                 reads = helper_switches(model, target, site.literal_args)
                 after = cached_vars[reads[0]] if all(v in cached_vars for v in reads) else ""
                 cost = 0.0 if after else per_step_cost(rs, "env_read_int", freq) * len(reads)
                 out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False,
                         site.code or site.callee, cost,
                         detail=EnvReadDetail(var=",".join(reads), via=f"helper:{target[1]}", cached=after),
-                        cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
+                        cols=(site.col, site.end_col), run=run)
                 break
 
 

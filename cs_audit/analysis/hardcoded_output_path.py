@@ -4,8 +4,9 @@ the configured output root."""
 from __future__ import annotations
 
 from cs_audit.analysis.categories import written_location
-from cs_audit.analysis.sites import Findings, frequency
+from cs_audit.analysis.sites import Findings
 from cs_audit.joins.callgraph import TreeModel, function_at
+from cs_audit.joins.runs import frequency
 from cs_audit.model import Finding, OutputPathDetail
 from cs_audit.ruleset import RuleSet
 

@@ -3,8 +3,9 @@ of reading the run directory its launcher exports (a launcher that exports it is
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run
+from cs_audit.analysis.sites import Findings
 from cs_audit.joins.callgraph import TreeModel
+from cs_audit.joins.runs import run_of
 from cs_audit.model import Finding
 from cs_audit.ruleset import RuleSet
 
@@ -17,7 +18,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
         for site in model.fact_sites[path]:
             if site.role != "timestamp" or not site.builds_path or site.function in exporters:
                 continue
-            switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+            run = run_of(model, path, site.function, site.gates, site, rs)
+            switch, freq = run.switch, run.frequency
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                     cols=(site.col, site.end_col))
 

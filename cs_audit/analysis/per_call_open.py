@@ -3,8 +3,9 @@ through a handle kept open."""
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run, per_step_cost, when_words
+from cs_audit.analysis.sites import Findings, per_step_cost, when_words
 from cs_audit.joins.callgraph import TreeModel, is_once_function
+from cs_audit.joins.runs import run_of
 from cs_audit.model import CallSite, Finding, OpenDetail
 from cs_audit.ruleset import RuleSet
 
@@ -16,10 +17,11 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
         for site in model.fact_sites[path]:
             if site.role != "open" or not _opened_per_call(model, rs, path, site):
                 continue
-            switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+            run = run_of(model, path, site.function, site.gates, site, rs)
+            switch, freq = run.switch, run.frequency
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                     per_step_cost(rs, "open_per_event", freq), detail=OpenDetail(mode=site.mode or ""), cols=(site.col, site.end_col),
-                    path=(site.path_kind, site.path_reason))
+                    run=run)
 
 
 def _opened_per_call(model: TreeModel, rs: RuleSet, path: str, site: CallSite) -> bool:

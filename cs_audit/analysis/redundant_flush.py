@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cs_audit.analysis.sites import Findings, gated_run, per_step_cost
+from cs_audit.analysis.sites import Findings, per_step_cost
 from cs_audit.joins.callgraph import FuncKey, TreeModel
+from cs_audit.joins.runs import run_of
 from cs_audit.model import CallSite, Finding, FlushDetail
 from cs_audit.ruleset import RuleSet
 
@@ -21,11 +22,12 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             handle = site.receiver if site.receiver in buffered else _through_getter(model, getters, path, site)
             if handle is None:
                 continue
-            switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+            run = run_of(model, path, site.function, site.gates, site, rs)
+            switch, freq = run.switch, run.frequency
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, False, site.code,
                     per_step_cost(rs, "dump_flush", freq) - per_step_cost(rs, "dump_block", freq),
                     detail=FlushDetail(handle=handle), cols=(site.col, site.end_col),
-                    path=(site.path_kind, site.path_reason))
+                    run=run)
 
 
 def _getters(model: TreeModel) -> dict[FuncKey, str]:

@@ -1,4 +1,4 @@
-"""What every rule asks of a site: which switch gates it and how often it runs, what an
+"""What every rule shares once ``joins.runs`` has said how often a site runs: what an
 event costs per step, and the words for both.  The rules' findings are collected by
 :class:`Findings`, which numbers repeated sites and words each finding through its rule."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 
-from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
-from cs_audit.joins.roots import in_event_loop
-from cs_audit.model import CallSite, EnvRead, Finding, FindingDetail, Frequency, GateRef, PathKind, SwitchRef, by_text
+from cs_audit.joins.callgraph import FuncKey, TreeModel
+from cs_audit.joins.runs import Run
+from cs_audit.model import Finding, FindingDetail, Frequency, SwitchRef
 from cs_audit.ruleset import RuleSet
 
 FREQ_WORDS = {
@@ -36,46 +36,6 @@ def gate_words(switch: SwitchRef | None) -> str:
 
 def when_words(f: Finding) -> str:
     return FREQ_WORDS.get(f.frequency, f.frequency)
-
-
-def first(values: Iterable[SwitchRef | None] | None) -> SwitchRef | None:
-    """The first switch by its spelling among ``values`` (None when there is none)."""
-    named = sorted((v for v in values or () if v is not None), key=by_text)
-    return named[0] if named else None
-
-
-def outside_event_loop(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None) -> bool:
-    """Whether ``fact`` is in a function that is a root for its event loop but outside the
-    loop (set-up before it, clean-up after it): that part of the function runs once."""
-    loops = model.event_loops.get(key) if key is not None else None
-    return loops is not None and fact is not None and not in_event_loop(loops, fact.line)
-
-
-def frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None, rs: RuleSet,
-              default_only: bool) -> Frequency:
-    """How often a fact runs: its function's frequency (through default-on paths only, or
-    any), raised by the loop it sits in."""
-    if key is None or outside_event_loop(model, key, fact):
-        return "once"
-    table = model.freq_default if default_only else model.freq_any
-    freq = table.get(key)
-    if freq is None:
-        return "once" if is_once_function(model.functions.get(key), rs) else "unknown"
-    if fact is not None and fact.loop_depth > 0:
-        freq = rs.in_loop(freq, fact.loop_iter)
-    return freq
-
-
-def gated_run(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
-              fact: EnvRead | CallSite | None, rs: RuleSet) -> tuple[SwitchRef | None, Frequency]:
-    """Which switch gates a site and how often it runs: its own gates' switch, else (for a
-    function no default-on path reaches) a switch its function is entered through; the
-    frequency of the paths that switch leaves open."""
-    key = (path, function) if function else None
-    switch = site_switch(model, path, function, gates, rs)
-    if switch is None and key is not None and key not in model.freq_default:
-        switch = first(model.entry_switches.get(key))
-    return switch, frequency(model, key, fact, rs, default_only=switch is None)
 
 
 def per_step_cost(rs: RuleSet, event: str, freq: Frequency) -> float:
@@ -114,15 +74,19 @@ class Findings:
     def add(self, rule: str, path_of: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
             freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
             eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None, cols: tuple[int, int] | None = None,
-            path: tuple[PathKind, str] = ("normal", "")) -> None:
+            run: Run | None = None) -> None:
         """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``; -1: not known).
-        ``path``: the site's ``path_kind`` and why; an error or rare path is not costed per step."""
+        ``run``: the site's ``joins.runs.run_of`` answer, for its path; an error or rare path
+        is not costed per step."""
         col, end_col = (cols[0] + 1, max(cols[1] + 1, 0)) if cols is not None else (0, 0)
+        normal = run is None or run.path_kind == "normal"
         self.rows.append(Finding(
             rule=rule, path=path_of, line=line, end_line=end_line, function=function, switch=switch,
             frequency=freq, gpu_sync=gpu_sync, message="", fingerprint="", code=code,
-            cost_us=round(cost_us, 2) if path[0] == "normal" else 0.0, eager_kinds=eager_kinds, detail=detail,
-            col=col, end_col=end_col, path_kind=path[0], path_reason=path[1],
+            cost_us=round(cost_us, 2) if normal else 0.0, eager_kinds=eager_kinds, detail=detail,
+            col=col, end_col=end_col, path_kind=run.path_kind if run is not None else "normal",
+            path_reason=run.reason if run is not None else "", guard=run.guard if run is not None else None,
+            cost_if_every_time_us=0.0 if normal else round(cost_us, 2),
         ))
 
     def finish(self) -> list[Finding]:

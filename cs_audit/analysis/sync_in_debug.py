@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.analysis.sites import Findings, first, frequency, gate_words, gated_run, syncing_helpers, when_words
+from cs_audit.analysis.sites import Findings, gate_words, syncing_helpers, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch, site_switch, site_switches
+from cs_audit.joins.runs import first, how_often, run_of
 from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail
 from cs_audit.ruleset import RuleSet
 
@@ -48,10 +49,11 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 switch = site_switch(model, path, site.function, site.gates, rs) or switch
             if switch == LEVEL_SWITCH:
                 switch = None if not in_args else switch
-            freq = frequency(model, key, site, rs, default_only=switch is None)
+            run = how_often(model, path, site.function, site, rs, switch)
+            freq = run.frequency
             out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
                     rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=site.callee.rsplit(".", 1)[-1]),
-                    cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
+                    cols=(site.col, site.end_col), run=run)
 
 
 def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: CallSite) -> None:
@@ -68,13 +70,14 @@ def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site:
         helper = next((t for t in model.resolver.resolve(path, site.function, callee) if t in syncing), None)
         if helper is None:
             continue
-        switch, freq = gated_run(model, path, site.function, site.gates, site, rs)
+        run = run_of(model, path, site.function, site.gates, site, rs)
+        switch, freq = run.switch, run.frequency
         if freq not in HOT_FREQUENCIES:
             continue
         below, call = syncing[helper]
         out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
                 rs.sync_added_us.get(freq, 0.0), detail=SyncDetail(call=call, helper=HELPER_CHAIN.join((helper[1].rsplit(".", 1)[-1], *below))),
-                cols=(site.col, site.end_col), path=(site.path_kind, site.path_reason))
+                cols=(site.col, site.end_col), run=run)
 
 
 def _debug_gate(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:

@@ -19,7 +19,7 @@ import libcst as cst
 
 from cs_audit.extract.index import HOST_BUILDERS as _HOST_BUILDERS
 from cs_audit.extract.index import Snippet, may_reach_tree
-from cs_audit.extract.paths import ONCE_REASON
+from cs_audit.extract.paths import CONDITIONAL_PROBLEM_REASON, ONCE_REASON, PROBLEM_LEVELS
 from cs_audit.model import CallSite, EnvRead, GateRef, closure_arg
 from cs_audit.ruleset import RuleSet
 
@@ -822,6 +822,8 @@ class StatementFacts(cst.CSTVisitor):
         path_kind, path_reason = s.path_kind, s.path_reason
         if path_kind == "normal" and role == "log" and level == "once" and _constant_message(node):
             path_kind, path_reason = "rare", ONCE_REASON
+        elif path_kind == "normal" and role == "log" and level in PROBLEM_LEVELS and s.in_branch:
+            path_kind, path_reason = "rare", CONDITIONAL_PROBLEM_REASON.format(level)
         self.calls.append(
             CallSite(
                 callee=callee, function=s.function, line=s.line, end_line=s.end_line, gates=self.gates,

@@ -23,7 +23,7 @@ from itertools import accumulate, count
 from operator import add, attrgetter
 
 from cs_audit.extract.messages import argument_uses, format_kinds
-from cs_audit.extract.paths import EXCEPT, PathContext, branch_context, function_context, resolve
+from cs_audit.extract.paths import PathContext, branch_context, except_context, function_context, holds, resolve
 from cs_audit.extract.scripts import NAMES_FILE
 from cs_audit.model import (
     DEFAULT_ON,
@@ -39,7 +39,7 @@ from cs_audit.model import (
     closure_arg,
 )
 from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
-from cs_audit.pyast import SCOPES
+from cs_audit.pyast import SCOPES, dotted_name
 from cs_audit.pyast import child_fields as _child_fields
 from cs_audit.pyast import nodes as _nodes
 from cs_audit.ruleset import RuleSet
@@ -114,6 +114,8 @@ class Snippet:
     path_reason: str = ""
     #: the contexts they come from, resolved in ``index_module`` once the module's counters are known
     path_contexts: tuple[PathContext, ...] = ()
+    #: inside the body of an `if` (or its `else`) of its function: a warning there reports an event
+    in_branch: bool = False
     #: locals and `self.` attributes that hold host data at this statement (`device="cpu"`,
     #: `.cpu()`, `torch.tensor([...])` earlier in the function): their `.item()` does not sync
     host: frozenset[str] = frozenset()
@@ -687,6 +689,8 @@ class _Scope:
     messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] | None = None
     #: the module's ``StoredNames`` (``locals`` is worked out through it)
     stores: StoredNames | None = None
+    #: locals holding what a lookup in a container gave (`v = C.get(k)`: v -> C)
+    lookups: dict[str, str] = field(default_factory=dict)
 
     def persistent(self, name: str) -> bool:
         """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
@@ -904,6 +908,8 @@ class _Indexer(ast.NodeVisitor):
         #: the gates as their interned tuple; None when the groups changed since
         self._gates_tuple: tuple[GateRef, ...] | None = ()
         self.loop_depth = 0
+        #: how many `if` bodies of the current function hold the current statement
+        self.branch_depth = 0
         #: the last disjunction numbered in this file (``GateRef.any_of``)
         self.any_of = 0
         #: names and attributes a gate tests, and the assignments to names and attributes
@@ -946,6 +952,8 @@ class _Indexer(ast.NodeVisitor):
         self.whiles: list[tuple[ast.While, str]] = []
         #: the path contexts (``extract.paths``) around the current statement, outermost first
         self.path_contexts: tuple[PathContext, ...] = ()
+        #: (function, first line, last line, context) of each block on an error or rare path
+        self.path_blocks: list[tuple[str, int, int, PathContext]] = []
         #: names the module increments (`self.n += 1`): counters
         self.incremented: set[str] = set()
         #: (line, function, gates, what) of the gated statements that change state or control flow
@@ -1045,7 +1053,7 @@ class _Indexer(ast.NodeVisitor):
                 loop_iter=self.loop_iters[-1] if self.loop_iters else "",
                 col=self._column(node.lineno, node.col_offset),
                 end_col=self._column(node.end_lineno or node.lineno, node.end_col_offset or 0), prefix=prefix,
-                path_contexts=self.path_contexts,
+                path_contexts=self.path_contexts, in_branch=self.branch_depth > 0,
                 host=scope.host if scope else frozenset(),
                 rebound=scope.rebound if scope else frozenset(),
                 closure=tuple((name, home.qualname) for name, home in self.closure(scope).items()) if scope else (),
@@ -1169,15 +1177,20 @@ class _Indexer(ast.NodeVisitor):
         )
         self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
+        saved_branches, self.branch_depth = self.branch_depth, 0
         saved_iters, self.loop_iters = self.loop_iters, []
-        handler = function_context(node.name)
-        saved_paths, self.path_contexts = self.path_contexts, (handler,) if handler else ()
-        self._block(node.body)
+        handler = function_context(node.name, node.lineno)
+        saved_paths, self.path_contexts = self.path_contexts, ()
+        if handler:
+            self._on_path(handler, node.body)
+        else:
+            self._block(node.body)
         if scope.messages:
             self._message_uses(scope, node)
         self.path_contexts = saved_paths
         self.loop_iters = saved_iters
         self.loop_depth = saved_loops
+        self.branch_depth = saved_branches
         self._restore_gates()
         self.function = saved_function
         self.scopes.pop()
@@ -1209,7 +1222,11 @@ class _Indexer(ast.NodeVisitor):
     def _block(self, body: list[ast.stmt]) -> None:
         pushed = 0
         visitors = _STATEMENT_VISITORS
-        for stmt in body:
+        saved_paths = self.path_contexts
+        scope = self.function
+        for i, stmt in enumerate(body):
+            if scope is not None and stmt.__class__ is ast.Assign:
+                self._note_lookup(scope, stmt)  # type: ignore[arg-type]
             visitor = visitors.get(stmt.__class__)
             if visitor is None:
                 self._simple(stmt)
@@ -1218,24 +1235,57 @@ class _Indexer(ast.NodeVisitor):
             if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body):
                 self._push_gates(stmt.test, active=False)
                 pushed += 1
+                rest = body[i + 1:]
+                # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
+                context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
+                                         rest=True) if rest and scope is not None else None
+                if context is not None:
+                    self._note_block(context, rest)
+                    self.path_contexts = (*self.path_contexts, context)
+        self.path_contexts = saved_paths
         self._pop_gates(pushed)
+
+    @staticmethod
+    def _note_lookup(scope: _Scope, stmt: ast.Assign) -> None:
+        """`v = C.get(k)` / `v = C[k]` / `v = getattr(C, "x", None)`: v holds what C had."""
+        if len(stmt.targets) != 1 or stmt.targets[0].__class__ is not ast.Name:
+            return
+        name, value = stmt.targets[0].id, stmt.value  # type: ignore[attr-defined]
+        owner = None
+        if value.__class__ is ast.Call and value.func.__class__ is ast.Attribute and value.func.attr == "get":  # type: ignore[attr-defined]
+            owner = dotted_name(value.func.value)  # type: ignore[attr-defined]
+        elif value.__class__ is ast.Subscript:
+            owner = dotted_name(value.value)  # type: ignore[attr-defined]
+        if owner:
+            scope.lookups[name] = owner
+        else:
+            scope.lookups.pop(name, None)
+
+    def _note_block(self, context: PathContext, body: list[ast.stmt]) -> None:
+        if self.function is not None and body:
+            self.path_blocks.append((self.function.qualname, body[0].lineno, body[-1].end_lineno or body[-1].lineno, context))
 
     def visit_Module(self, node: ast.Module) -> None:
         self.shadowed = _builtins_bound_by(node)
         self._block(node.body)
 
-    def _gated(self, test: ast.expr, active: bool, body: list[ast.stmt]) -> None:
-        """``body`` under the gates of ``test`` (``active``: the body runs when it is true)."""
+    def _gated(self, test: ast.expr, active: bool, body: list[ast.stmt], loop: bool = False) -> None:
+        """``body`` under the gates of ``test`` (``active``: the body runs when it is true;
+        ``loop``: it is a `while` loop's)."""
         self._push_gates(test, active)
         scope = self.function
-        context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME)
+        context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME, test.lineno,
+                                 scope.lookups if scope is not None else None, self.rs.rare_test_re, loop)
+        self.branch_depth += not loop
         if context is None:
             self._block(body)
         else:
             self._on_path(context, body)
+        self.branch_depth -= not loop
         self._pop_gates(1)
 
     def _on_path(self, context: PathContext, body: list[ast.stmt]) -> None:
+        self._note_block(context, body)
         saved = self.path_contexts
         self.path_contexts = (*saved, context)
         self._block(body)
@@ -1276,7 +1326,7 @@ class _Indexer(ast.NodeVisitor):
         self._header(node.test)
         self.loop_depth += 1
         self.loop_iters.append("while")
-        self._gated(node.test, True, node.body)
+        self._gated(node.test, True, node.body, loop=True)
         self.loop_iters.pop()
         self.loop_depth -= 1
         self._block(node.orelse)
@@ -1317,7 +1367,7 @@ class _Indexer(ast.NodeVisitor):
     def visit_Try(self, node: ast.Try) -> None:
         self._block(node.body)
         for handler in node.handlers:
-            self._on_path(EXCEPT, handler.body)
+            self._on_path(except_context(handler.lineno), handler.body)
         self._block(node.orelse)
         self._block(node.finalbody)
 
@@ -2158,6 +2208,14 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     indexer = _Indexer(path, text, rs)
     indexer.visit(tree)
     incremented = frozenset(indexer.incremented)
+    blocks: dict[str, list[tuple[int, int, str, str, int]]] = {}
+    for qualname, first, last, context in indexer.path_blocks:
+        if holds(context, incremented):
+            blocks.setdefault(qualname, []).append((first, last, context[0], context[1], context[3]))
+    if blocks:
+        indexer.functions = [
+            replace(f, path_blocks=tuple(b for b in blocks[f.qualname] if f.line <= b[0] <= f.end_line))
+            if f.qualname in blocks else f for f in indexer.functions]
     snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
     derived = indexer.derived()
     messages = tuple(replace(m, path_kind=kind, path_reason=reason) if contexts else m

@@ -3,8 +3,9 @@
 ``rare`` (a branch that runs once or seldom: a once-flag, lazy initialisation, a cache miss
 that fills the cache, a counter compared with a constant).  Anything else is ``normal``.
 
-A context is ``(kind, reason, counter)``: ``counter`` names a value the branch is rare by
-only if the module increments it (``self.n += 1``), which is known once the module is read."""
+A context is ``(kind, reason, counter, line)``: ``counter`` names a value the branch is rare by
+only if the module increments it (``self.n += 1``), which is known once the module is read;
+``line`` is the guard's (the test, the ``except``, the ``def``), which reports name."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from typing import Literal
 from cs_audit.pyast import dotted_name, scope_nodes
 
 PathKind = Literal["normal", "error", "rare"]
-PathContext = tuple[str, str, str]
+PathContext = tuple[str, str, str, int]
 
-EXCEPT: PathContext = ("error", "in an `except` block", "")
+
+def except_context(line: int) -> PathContext:
+    return ("error", "in an `except` block", "", line)
 _ERROR_NAME = re.compile(r"(?i)(error|fail|abort)")
 _EXIT_CALLS = frozenset({"sys.exit", "exit", "os._exit", "os.abort", "quit"})
 #: methods that store into a container (a cache filled on a miss, a `seen` set)
@@ -65,28 +68,59 @@ def _reports_a_problem(body: list[ast.stmt]) -> str | None:
     return f"on a branch that only reports a problem (`{records[0]}`)"
 
 
+def _attribute_of(call: ast.expr) -> str | None:
+    """`owner.attr` of `getattr(owner, "attr", ...)` / `hasattr(owner, "attr")` (None otherwise)."""
+    if not (isinstance(call, ast.Call) and dotted_name(call.func) in ("getattr", "hasattr") and 2 <= len(call.args) <= 3):
+        return None
+    owner, attr = dotted_name(call.args[0]), call.args[1]
+    if owner and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+        return f"{owner}.{attr.value}"
+    return None
+
+
+def _name_or_attribute(node: ast.expr) -> str | None:
+    """The value a test reads: a dotted name, or what `getattr(self, "x", d)` reads."""
+    return dotted_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else _attribute_of(node)
+
+
+#: a constant modulus that makes `X % N == 0` a periodic branch
+_PERIODIC_AT_LEAST = 8
+
+
 def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
-    """``(name, shape)`` of the values a branch runs while they are unset: ``flag`` (`not X`),
-    ``lazy`` (`X is None`, `not hasattr(self, "x")`), ``cache`` (`k not in C`: C),
-    ``counter`` (`X == 3`, `X < 3` with X a name)."""
+    """``(name, shape)`` of the values a branch runs while they are unset: ``flag`` (`not X`,
+    `not getattr(self, "x", False)`), ``lazy`` (`X is None`, `not hasattr(self, "x")`),
+    ``cache`` (`k not in C`: C), ``counter`` (`X == 3`, `X < 3` with X a name),
+    ``throttle`` (`now - X >= T`, `now >= X`: X moved on in the branch), ``periodic``
+    (`X % 100 == 0`)."""
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.And) == active:
             return [found for value in test.values for found in _unset_names(value, active)]
         return []
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _unset_names(test.operand, not active)
-    if isinstance(test, (ast.Name, ast.Attribute)):
-        name = dotted_name(test)
+    if isinstance(test, ast.Call) and dotted_name(test.func) == "hasattr":
+        name = _attribute_of(test)
+        return [(name, "lazy")] if name and not active else []
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
+        name = _name_or_attribute(test)
         return [(name, "flag")] if name and not active else []
-    if isinstance(test, ast.Call) and not active and dotted_name(test.func) == "hasattr" and len(test.args) == 2:
-        owner, attr = dotted_name(test.args[0]), test.args[1]
-        if owner and isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-            return [(f"{owner}.{attr.value}", "lazy")]
-        return []
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return []
     op, left, right = test.ops[0], test.left, test.comparators[0]
-    name = dotted_name(left)
+    if active and isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+        moved = [_name_or_attribute(side.right if isinstance(side, ast.BinOp) and isinstance(side.op, ast.Sub) else side)
+                 for side in (left, right)]
+        throttles = [(name, "throttle") for name in moved if name]
+    else:
+        throttles = []
+    if active and isinstance(op, ast.Eq) and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod):
+        modulus = left.right
+        counted = _name_or_attribute(left.left)
+        # a named modulus may be 1 (`flush_every` defaults to every row): only a constant decides
+        if counted and isinstance(modulus, ast.Constant) and type(modulus.value) is int and modulus.value >= _PERIODIC_AT_LEAST:
+            return [(counted, "periodic")]
+    name = _name_or_attribute(left)
     none_right = isinstance(right, ast.Constant) and right.value is None
     if name and none_right and isinstance(op, (ast.Is, ast.IsNot)):
         return [(name, "lazy")] if isinstance(op, ast.Is) == active else []
@@ -96,7 +130,7 @@ def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
     int_right = isinstance(right, ast.Constant) and isinstance(right.value, int) and not isinstance(right.value, bool)
     if name and int_right and active and isinstance(op, (ast.Eq, ast.Lt, ast.LtE)):
         return [(name, "counter")]
-    return []
+    return throttles
 
 
 def _stores(body: list[ast.stmt]) -> tuple[set[str], set[str]]:
@@ -135,27 +169,47 @@ _SHAPE_REASONS = {
     "lazy": "in lazy initialisation (`{}` is set in the branch)",
     "cache": "on a cache miss (the branch stores into `{}`)",
     "counter": "under a counter compared with a constant (`{}`)",
+    "throttle": "under a throttle (`{}` is moved on in the branch)",
+    "periodic": "on every n-th call (`{} % n`)",
 }
 
 
-def branch_context(test: ast.expr, active: bool, body: list[ast.stmt],
-                   persistent: Callable[[str], bool]) -> PathContext | None:
+def _test_names(test: ast.expr) -> list[str]:
+    return [n for n in (dotted_name(node) for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute))) if n]
+
+
+def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persistent: Callable[[str], bool],
+                   line: int = 0, lookups: dict[str, str] | None = None,
+                   event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
-    as a once-flag, a lazily set value or a cache must (a local is unset on every call)."""
+    as a once-flag, a lazily set value or a cache must (a local is unset on every call);
+    ``lookups``: locals that hold what a lookup in a container gave (`v = C.get(k)`: v -> C),
+    so `if v is None:` is a miss of C; ``event_names``: names whose test is an event
+    (a timeout, a warm-up) whatever the branch does; ``loop``: the body of a `while` on the
+    test, which moving a bound on does not make rare; ``rest``: ``body`` is what follows
+    `if <test>: return` in its block (whose warnings are not a branch of their own)."""
     if body:
-        why = _error_exit(body[-1]) or _reports_a_problem(body)
+        why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body))
         if why is not None:
-            return ("error", why, "")
-    candidates = [(name, shape) for name, shape in _unset_names(test, active) if persistent(name)]
-    if not candidates:
-        return None
-    assigned, stored = _stores(body)
-    for name, shape in candidates:
-        if shape == "counter":
-            return ("rare", _SHAPE_REASONS[shape].format(name), name)
-        if (name in stored) if shape == "cache" else (name in assigned):
-            return ("rare", _SHAPE_REASONS[shape].format(name), "")
+            return ("error", why, "", line)
+    found = _unset_names(test, active)
+    if lookups:
+        found = [(lookups[name], "cache") if name in lookups and shape in ("lazy", "flag") else (name, shape)
+                 for name, shape in found]
+    candidates = [(name, shape) for name, shape in found if persistent(name)
+                  and not (loop and shape in ("throttle", "periodic"))]
+    if candidates:
+        assigned, stored = _stores(body)
+        for name, shape in candidates:
+            if shape in ("counter", "periodic"):
+                return ("rare", _SHAPE_REASONS[shape].format(name), name if shape == "counter" else "", line)
+            if (name in stored) if shape == "cache" else (name in assigned):
+                return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
+    if event_names is not None and active and not loop:
+        for name in _test_names(test):
+            if event_names.search(name.rsplit(".", 1)[-1]):
+                return ("rare", f"on an event (`{name}`)", "", line)
     return None
 
 
@@ -164,21 +218,29 @@ _HANDLER_NAME = re.compile(
     r"|^_*(fail|abort)(_|$))")
 
 
-def function_context(name: str) -> PathContext | None:
+def function_context(name: str, line: int = 0) -> PathContext | None:
     """The path kind of a whole function's body by its name: a failure handler
     (`_log_failure`, `handle_error`, `on_exception`) runs when something failed."""
     if _HANDLER_NAME.search(name):
-        return ("error", f"in `{name}`, a failure handler", "")
+        return ("error", f"in `{name}`, a failure handler", "", line)
     return None
 
 
 def resolve(contexts: tuple[PathContext, ...], incremented: frozenset[str]) -> tuple[str, str]:
     """``(path_kind, reason)`` of code under ``contexts`` (outermost first): the innermost
     context that holds (a counter only when the module increments it)."""
-    for kind, reason, counter in reversed(contexts):
+    for kind, reason, counter, _line in reversed(contexts):
         if not counter or counter in incremented:
             return kind, reason
     return "normal", ""
 
 
+def holds(context: PathContext, incremented: frozenset[str]) -> bool:
+    return not context[2] or context[2] in incremented
+
+
 ONCE_REASON = "a `*_once` record with a constant message: logged once per process"
+#: the record levels that report a problem: under an `if`, such a record is logged when
+#: something went wrong (a timeout, a failed transfer, a mismatch), not every time
+PROBLEM_LEVELS = frozenset({"warning", "error", "critical"})
+CONDITIONAL_PROBLEM_REASON = "a {} record under a condition: logged when something goes wrong"

@@ -73,6 +73,10 @@ def _shape(value: Any, lines: list[int]) -> Any:
         elif name in _LINE_PAIRS:
             lines.extend(entry[0] for entry in item)
             item = tuple(entry[1:] for entry in item)
+        elif name == "path_blocks":  # (first line, last line, kind, why, the guard's line)
+            for first, last, _kind, _why, guard in item:
+                lines.extend((first, last, guard))
+            item = tuple(block[2:4] for block in item)
         else:
             item = _shape(item, lines)
         out.append(item)
@@ -125,6 +129,10 @@ def _moved(value: _T, maps: dict[str, dict[int, int]]) -> _T:
                 if item not in mapping:
                     raise _Unmapped(name)
                 changes[name] = mapping[item]
+            elif name in ("path_reason", "message") and ".py:" in item:  # names a guard's `path:line`
+                moved_reason = _moved_cites(item, maps)
+                if moved_reason != item:
+                    changes[name] = moved_reason
         elif name == "readers":  # (path, line, pattern)
             changes[name] = tuple(_moved_reader(r, maps) for r in item)
         elif name in _CITING:

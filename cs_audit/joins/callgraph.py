@@ -13,16 +13,18 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
-from cs_audit.joins.roots import event_loop_roots, in_event_loop
+from cs_audit.joins.reach import Edge as Edge  # re-exported
+from cs_audit.joins.reach import _shortest_chains, propagate
+from cs_audit.joins.reach import rank as rank  # re-exported
 from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
     DEFAULT_ON,
     HANDED,
-    HOT_FREQUENCIES,
     LEVEL_SWITCH,
     PROPERTY_DECORATORS,
     SMALL_BODY_LINES,
@@ -42,27 +44,15 @@ from cs_audit.model import (
 )
 from cs_audit.ruleset import RuleSet
 
+if TYPE_CHECKING:
+    from cs_audit.joins.reach import Demotion
+
 FuncKey = tuple[str, str]  # (path, qualname)
 EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
-_RANK = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
-
-
-def rank(freq: Frequency | None) -> int:
-    return _RANK.get(freq or "", 0)
 
 
 def hotter(a: Frequency | None, b: Frequency | None) -> Frequency | None:
     return a if rank(a) >= rank(b) else b
-
-
-@dataclass(slots=True)
-class Edge:
-    caller: FuncKey | None
-    callee: FuncKey
-    site: CallSite
-    path: str
-    switch: SwitchRef | None  # resolved gate of the call site (None = ungated)
-    how: str = "name"  # how the callee was found (``HOWS``)
 
 
 @dataclass
@@ -111,6 +101,10 @@ class TreeModel:
     #: through default-on edges (``hot_via_default``) or any (``hot_via_any``)
     hot_via_default: dict[FuncKey, Edge] = field(default_factory=dict)
     hot_via_any: dict[FuncKey, Edge] = field(default_factory=dict)
+    #: per function a root reaches only past a guard (a rare or error branch up its chain, a
+    #: memoised function): that guard (``joins.runs``), through default-on edges or any
+    demoted_default: dict[FuncKey, Demotion] = field(default_factory=dict)
+    demoted_any: dict[FuncKey, Demotion] = field(default_factory=dict)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
     entry_gated_names: set[str] | None = None
     #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
@@ -980,7 +974,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             callers[target].append(edge)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
-    _propagate_hotness(model, rs)
+    propagate(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
 
@@ -1672,92 +1666,6 @@ def _gated_emitter_helpers(model: TreeModel, rs: RuleSet) -> set[FuncKey]:
                 helpers.add(caller)
                 work.append(caller)
     return helpers
-
-
-def _propagate_hotness(model: TreeModel, rs: RuleSet) -> None:
-    roots: dict[FuncKey, Frequency] = {}
-    root_names = {r.name for r in rs.hot_roots}
-    for key, f in model.functions.items():
-        root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
-        if root is not None:
-            roots[key] = root.frequency
-    loops = model.event_loops = event_loop_roots(model, rs)
-    for key in loops:
-        roots[key] = "step"
-    out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
-    for edge in model.edges:
-        caller = edge.caller
-        if caller is not None:
-            # an event loop's function runs once: only the calls in its loops' bodies run per step
-            if caller in loops and not in_event_loop(loops[caller], edge.site.line, with_test=False):
-                continue
-            # a cached property's getter runs on the first read of each instance, not per read
-            if edge.how == "property" and is_once_function(model.functions.get(edge.callee), rs):
-                continue
-            out_edges[caller].append(edge)
-
-    def run(only_ungated: bool) -> dict[FuncKey, Frequency]:
-        freq: dict[FuncKey, Frequency] = dict(roots)
-        work = sorted(roots)
-        while work:
-            key = work.pop()
-            for edge in out_edges.get(key, ()):
-                if only_ungated and edge.switch is not None:
-                    continue
-                if edge.callee in roots:
-                    continue  # a root's frequency is declared (an event loop calls `step` per step)
-                new = freq[key]
-                if edge.site.loop_depth > 0:
-                    new = rs.in_loop(new, edge.site.loop_iter)
-                if rank(new) > rank(freq.get(edge.callee)):
-                    freq[edge.callee] = new
-                    work.append(edge.callee)
-        return freq
-
-    model.freq_default = run(True)
-    model.freq_any = run(False)
-    model.roots = roots
-    model.hot_via_default = _shortest_chains(roots, out_edges, only_ungated=True)
-    model.hot_via_any = _shortest_chains(roots, out_edges, only_ungated=False)
-    # switches through which a function is reached when it is not reached by default
-    work = sorted(model.freq_any)
-    seen_pairs: set[tuple[FuncKey, SwitchRef]] = set()
-    while work:
-        key = work.pop()
-        for edge in out_edges.get(key, ()):
-            if edge.callee in model.freq_default:
-                continue
-            incoming: set[SwitchRef] = set()
-            if edge.switch is not None:
-                incoming.add(edge.switch)
-            elif key not in model.freq_default:
-                incoming |= model.entry_switches.get(key, set())
-            for sw in incoming:
-                if (edge.callee, sw) not in seen_pairs:
-                    seen_pairs.add((edge.callee, sw))
-                    model.entry_switches[edge.callee].add(sw)
-                    work.append(edge.callee)
-
-
-def _shortest_chains(roots: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]],
-                     only_ungated: bool) -> dict[FuncKey, Edge]:
-    """Breadth first from every root (in key order): the edge each reached function was
-    first reached by, so following them back gives a shortest chain from a root."""
-    via: dict[FuncKey, Edge] = {}
-    frontier = sorted(roots)
-    seen = set(frontier)
-    while frontier:
-        following: list[FuncKey] = []
-        for key in frontier:
-            for edge in out_edges.get(key, ()):
-                if only_ungated and edge.switch is not None:
-                    continue
-                if edge.callee not in seen:
-                    seen.add(edge.callee)
-                    via[edge.callee] = edge
-                    following.append(edge.callee)
-        frontier = following
-    return via
 
 
 def _edges_back(via: dict[FuncKey, Edge], key: FuncKey) -> list[Edge]:

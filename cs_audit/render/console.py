@@ -10,7 +10,7 @@ from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch
 from cs_audit.render.check import plain, plural
-from cs_audit.render.markdown import default_on_rows, via_words
+from cs_audit.render.markdown import default_on_rows, verdict, via_words
 from cs_audit.ruleset import RuleSet
 
 TOP_SITES = 10
@@ -59,6 +59,8 @@ def summary_lines(result: AuditResult, rs: RuleSet) -> list[Line]:
                 rows.append((rule_id, rs.rules[rule_id].severity, str(counts[rule_id]), str(default_on)))
         out += [("", ""), ("Findings per rule", "bold")]
         out += [("  " + line, "") for line in _columns(rows, frozenset({2, 3}))]
+    if counts:
+        out += [("", ""), (plain(verdict(result, rs).replace("**", "").replace("*", "").replace("`", "")), "")]
     top = default_on_rows(result, rs)[:TOP_SITES]
     if top:
         rows = [("#", "µs/step", "site", "rule", "freq", "via")]

@@ -86,6 +86,9 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     }
     if f.path_reason:
         data["path_reason"] = f.path_reason
+    if f.guard is not None:
+        data["guard"] = {"path": f.guard.path, "line": f.guard.line, "depth": f.guard.depth}
+        data["cost_if_every_time_us"] = f.cost_if_every_time_us
     if f.eager_kinds:
         data["eager_kinds"] = list(f.eager_kinds)
     if f.hot_path:

@@ -174,10 +174,23 @@ def hot_roots_section(roots: HotRoots | None) -> str:
     return "\n".join(lines)
 
 
+def _reached_by_default(result: AuditResult, rs: RuleSet) -> list[Finding]:
+    return [f for f in result.findings if rs.rules[f.rule].default_on_cost and f.switch is None and f.frequency in HOT]
+
+
 def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
-    rows = [f for f in result.findings if rs.rules[f.rule].default_on_cost and f.switch is None and f.frequency in HOT]
-    # sites on error or rare paths are listed after the per-step ones, never ranked above them
-    rows.sort(key=lambda f: (f.path_kind != "normal", -f.cost_us, f.path, f.line, f.rule))
+    """§1's findings: what runs by default every time its hot chain does, the costliest first
+    (a site behind a guard, in its function or up its chain, is in ``demoted_rows``)."""
+    rows = [f for f in _reached_by_default(result, rs) if f.path_kind == "normal"]
+    rows.sort(key=lambda f: (-f.cost_us, f.path, f.line, f.rule))
+    return rows
+
+
+def demoted_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
+    """The default-on sites a hot root reaches that run only past a guard (once per key or
+    process, on an event or an error), by what they would cost if they ran every time."""
+    rows = [f for f in _reached_by_default(result, rs) if f.path_kind != "normal"]
+    rows.sort(key=lambda f: (-f.cost_if_every_time_us, f.path, f.line, f.rule))
     return rows
 
 
@@ -224,7 +237,7 @@ def statements(rows: list[Finding]) -> list[Statement]:
         else:
             groups.append([f])
     out = [Statement(tuple(g)) for g in groups]
-    out.sort(key=lambda s: (s.path_kind != "normal", -s.cost_us, s.first.path, s.span, s.first.rule))
+    out.sort(key=lambda s: (-s.cost_us, s.first.path, s.span, s.first.rule))
     return out
 
 
@@ -376,12 +389,69 @@ def _checked_cheap(result: AuditResult, rows: list[Statement]) -> list[str]:
     return [*lines, ""]
 
 
+#: the demoted sites listed one per row, the costliest first
+MAX_DEMOTED = 15
+
+
+def verdict(result: AuditResult, rs: RuleSet) -> str:
+    """One paragraph, as a hand audit opens: what emits per request or round by default, what
+    syncs, what is µs noise, and how many reachable sites run only past a guard."""
+    rows = statements(default_on_rows(result, rs))
+    demoted = statements(demoted_rows(result, rs))
+    emits = [s for s in rows if any(f.rule == "default-on-emitter" for f in s.findings)]
+    heavy = [s for s in emits if s.frequency in ("request", "round", "layer")]
+    syncs = [s for s in rows if s.gpu_sync]
+    noise = [s for s in rows if s not in emits and not s.gpu_sync]
+    parts = []
+    if heavy:
+        where = ", ".join(code(f"{s.first.path}:{s.span[0]}") for s in heavy[:3])
+        parts.append(f"{len(heavy)} default-ON emitter{'s' if len(heavy) != 1 else ''} run per request, round or layer "
+                     f"(the costliest: {where})")
+    if emits and len(emits) > len(heavy):
+        parts.append(f"{len(emits) - len(heavy)} more emit once per step")
+    if not emits:
+        parts.append("no default-ON emitter runs every step")
+    parts.append(f"{len(syncs)} force a host-device sync by default" if syncs else "no default-ON site forces a host-device sync")
+    if noise:
+        total = sum(s.cost_us for s in noise)
+        parts.append(f"the other {len(noise)} are env reads and formatting, ≈ {total:,.0f} µs/step in all (*estimate*)")
+    text = "**Verdict:** " + "; ".join(parts) + "."
+    if demoted:
+        text += (f" {len(demoted)} more default-ON statement{'s are' if len(demoted) != 1 else ' is'} reachable from a hot root but run{'' if len(demoted) != 1 else 's'} only past a guard "
+                 "(once per key or process, on an event or an error): not costed per step, and listed under "
+                 "*Reachable, not every step* with the guard that decides it.")
+    return text
+
+
+def _demoted_table(result: AuditResult, rs: RuleSet) -> list[str]:
+    rows = statements(demoted_rows(result, rs))
+    if not rows:
+        return []
+    rows.sort(key=lambda s: (-sum(f.cost_if_every_time_us for f in s.findings), s.first.path, s.span))
+    lines = ["### Reachable, not every step", "",
+             f"{len(rows)} default-ON statement{'s' if len(rows) != 1 else ''} a hot root reaches that run only past a guard, in their function or up "
+             "their chain (depth: calls between the guard and the site). Not costed per step; the costliest if they ran "
+             "every time first, so the guard can be checked.", "",
+             "| What | file:line | Would be | Guard | If every time |", "|---|---|---|---|---|"]
+    for s in rows[:MAX_DEMOTED]:
+        f = next((x for x in s.findings if x.path_kind != "normal"), s.first)
+        first_line, last = s.span
+        loc = code(f"{f.path}:{first_line}" if first_line == last else f"{f.path}:{first_line}-{last}")
+        would = sum(x.cost_if_every_time_us for x in s.findings)
+        lines.append(f"| {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} | {f.path_kind}: {cell(f.path_reason)} |"
+                     f" ≈ {would:g} µs/step |")
+    if len(rows) > MAX_DEMOTED:
+        lines += ["", f"… and {len(rows) - MAX_DEMOTED} more (`cs-audit scan --format json`: findings whose `path_kind` "
+                  "is not `normal`)."]
+    return [*lines, ""]
+
+
 def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
     rows = statements(default_on_rows(result, rs))
-    lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", ""]
+    lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", "", verdict(result, rs), ""]
     if not rows:
-        lines += ["Nothing on a hot path runs with no debug env set.", ""]
-        return "\n".join(lines)
+        lines += ["Nothing on a hot path runs every step with no debug env set.", ""]
+        return "\n".join(lines + _demoted_table(result, rs))
     lines += [
         "Freq: **step** = one engine step; **request** = once per request per step; **round** = one verify round "
         "of one request; **layer** = once per layer per step.",
@@ -396,7 +466,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
     if len(sides) == 1:
         side = next(iter(sides))
         lines += [*_side_table(rows, 1), "", _bottom_line(rows, side), ""]
-        return "\n".join(lines + _checked_cheap(result, rows))
+        return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
     order = sorted(sides, key=lambda k: (k == "", -sum(s.cost_us for s in sides[k]), k))
     lines += ["Grouped by process side (the `process` of the hot root each statement is reached from, "
               "`rules/hot_paths.yaml`): each side's per-step figure is paid by its own process, so they are not added up.", ""]
@@ -406,7 +476,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
         lines += [f"### 1.{i} {cell(side) if side else 'no process named'} ({len(members)} statements)", "",
                   *_side_table(members, n), "", _bottom_line(members, side), ""]
         n += min(len(members), RANKED_PER_SIDE)
-    return "\n".join(lines + _checked_cheap(result, rows))
+    return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
 
 
 def _switch_inventory(result: AuditResult) -> str:

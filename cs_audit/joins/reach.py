@@ -1,0 +1,276 @@
+"""Which functions a hot root reaches, how often, and past which guard.
+
+``propagate`` gives every function a hot root reaches its frequency through the calls that
+run every time their caller does, and the functions reached only past a guard (a call on an
+error or rare block of its caller: ``extract.paths``; a memoised callee: ``lru_cache``, or a
+decorator whose wrapper calls it only on a miss) that guard, which their callees inherit one
+call further down. Such a function keeps the frequency it would have; ``joins.runs`` says
+that its sites are not on a normal path."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Protocol
+
+from cs_audit.joins.env_helpers import is_once_function
+from cs_audit.joins.roots import event_loop_roots, in_event_loop
+from cs_audit.model import HOT_FREQUENCIES, CallSite, EventLoop, FileFacts, Frequency, FunctionDef, Guard, PathKind, SwitchRef
+from cs_audit.ruleset import RuleSet
+
+FuncKey = tuple[str, str]  # (path, qualname)
+_RANK = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
+
+
+def rank(freq: Frequency | None) -> int:
+    return _RANK.get(freq or "", 0)
+
+
+@dataclass(slots=True)
+class Edge:
+    caller: FuncKey | None
+    callee: FuncKey
+    site: CallSite
+    path: str
+    switch: SwitchRef | None  # resolved gate of the call site (None = ungated)
+    how: str = "name"  # how the callee was found (``HOWS``)
+
+
+@dataclass(frozen=True, slots=True)
+class Demotion:
+    """Why a function reached from a hot root does not run every time its caller does."""
+
+    kind: PathKind
+    why: str
+    guard: Guard
+
+
+class Joined(Protocol):
+    """What ``propagate`` reads of the joined model (``callgraph.TreeModel``) and fills in."""
+
+    functions: dict[FuncKey, FunctionDef]
+    facts: dict[str, FileFacts]
+    edges: list[Edge]
+    event_loops: dict[FuncKey, tuple[EventLoop, ...]]
+    roots: dict[FuncKey, Frequency]
+    freq_default: dict[FuncKey, Frequency]
+    freq_any: dict[FuncKey, Frequency]
+    hot_via_default: dict[FuncKey, Edge]
+    hot_via_any: dict[FuncKey, Edge]
+    demoted_default: dict[FuncKey, Demotion]
+    demoted_any: dict[FuncKey, Demotion]
+    entry_switches: dict[FuncKey, set[SwitchRef]]
+
+
+def block_at(f: FunctionDef | None, line: int) -> tuple[int, int, str, str, int] | None:
+    """The innermost error or rare block of ``f`` holding ``line`` (blocks nest)."""
+    if f is None or not f.path_blocks:
+        return None
+    found = None
+    for block in f.path_blocks:
+        if block[0] <= line <= block[1] and (found is None or block[1] - block[0] <= found[1] - found[0]):
+            found = block
+    return found
+
+
+def memoised_by(f: FunctionDef | None, rs: RuleSet) -> str | None:
+    """The memoising decorator of ``f`` (`functools.lru_cache`): its body runs once per key."""
+    if f is None:
+        return None
+    return next((d for d in f.decorators if d in rs.once_decorators), None)
+
+
+def memo_wrapper(model: Joined, wrapper: FuncKey) -> tuple[int, str] | None:
+    """(guard line, why) when ``wrapper``, a function nested in a decorator, calls what it
+    wraps (a parameter of the decorator) only on a rare block: a memoising wrapper
+    (`if args not in cache: cache[args] = func(*args)`). None when it calls it every time."""
+    path, qualname = wrapper
+    decorator_name, sep, _ = qualname.rpartition(".<locals>.")
+    f = model.functions.get(wrapper)
+    decorator = model.functions.get((path, decorator_name)) if sep else None
+    if f is None or decorator is None or not f.path_blocks or not decorator.params:
+        return None
+    wrapped = set(decorator.params)
+    calls = [c for c in model.facts[path].calls if c.function == qualname and c.callee in wrapped]
+    blocks = [block_at(f, c.line) for c in calls]
+    if not calls or any(b is None or b[2] != "rare" for b in blocks):
+        return None
+    first_block = blocks[0]
+    assert first_block is not None
+    return first_block[4], f"memoised by `@{decorator.name}`: its wrapper calls it only {first_block[3]}"
+
+
+def _through_wrappers(model: Joined, edges: list[Edge]) -> dict[int, Demotion]:
+    """The demotions of the edges into a decorated function that the same call reaches
+    through a memoising wrapper of its decorator (``memo_wrapper``)."""
+    by_site: dict[tuple, list[Edge]] = defaultdict(list)
+    for edge in edges:
+        by_site[(edge.caller, edge.path, edge.site.line, edge.site.callee)].append(edge)
+    out: dict[int, Demotion] = {}
+    memo: dict[FuncKey, tuple[int, str] | None] = {}
+    for group in by_site.values():
+        if len(group) < 2:
+            continue
+        for edge in group:
+            f = model.functions.get(edge.callee)
+            if f is None or not f.decorators:
+                continue
+            for other in group:
+                if other is edge or ".<locals>." not in other.callee[1]:
+                    continue
+                if other.callee not in memo:
+                    memo[other.callee] = memo_wrapper(model, other.callee)
+                found = memo[other.callee]
+                if found is not None:
+                    out[id(edge)] = Demotion("rare", found[1], Guard(other.callee[0], found[0], 0))
+                    break
+    return out
+
+
+def edge_demotion(model: Joined, edge: Edge, rs: RuleSet) -> Demotion | None:
+    """Why an edge's callee does not run each time the edge's caller does: the call sits on
+    an error or rare block of the caller, or the callee is memoised."""
+    caller = model.functions.get(edge.caller) if edge.caller is not None else None
+    block = block_at(caller, edge.site.line)
+    if block is not None:
+        return Demotion(block[2], block[3], Guard(edge.path, block[4], 1))  # type: ignore[arg-type]
+    if edge.site.path_kind != "normal":
+        return Demotion(edge.site.path_kind, edge.site.path_reason, Guard(edge.path, edge.site.line, 1))
+    callee = model.functions.get(edge.callee)
+    decorator = memoised_by(callee, rs)
+    if decorator is not None and callee is not None:
+        return Demotion("rare", f"memoised by `@{decorator.rsplit('.', 1)[-1]}`: runs once per distinct arguments",
+                        Guard(edge.callee[0], callee.line, 0))
+    return None
+
+
+def propagate(model: Joined, rs: RuleSet) -> None:
+    """The frequency of every function a hot root reaches (``freq_default``: through
+    ungated calls; ``freq_any``: any), the shortest chains, and which of them are reached
+    only through a guard (``demoted_default``/``demoted_any``): such a function keeps the
+    frequency it would have, and its sites are on that guard's path."""
+    roots: dict[FuncKey, Frequency] = {}
+    root_names = {r.name for r in rs.hot_roots}
+    for key, f in model.functions.items():
+        root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
+        if root is not None:
+            roots[key] = root.frequency
+    loops = model.event_loops = event_loop_roots(model, rs)
+    for key in loops:
+        roots[key] = "step"
+    out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
+    plain_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
+    demotions = _through_wrappers(model, model.edges)
+    for edge in model.edges:
+        caller = edge.caller
+        if caller is None:
+            continue
+        # an event loop's function runs once: only the calls in its loops' bodies run per step
+        if caller in loops and not in_event_loop(loops[caller], edge.site.line, with_test=False):
+            continue
+        # a cached property's getter runs on the first read of each instance, not per read
+        if edge.how == "property" and is_once_function(model.functions.get(edge.callee), rs):
+            continue
+        out_edges[caller].append(edge)
+        demotion = demotions.get(id(edge)) or edge_demotion(model, edge, rs)
+        if demotion is None:
+            plain_edges[caller].append(edge)
+        else:
+            demotions[id(edge)] = demotion
+
+    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool) -> dict[FuncKey, Frequency]:
+        freq: dict[FuncKey, Frequency] = dict(roots)
+        work = sorted(roots)
+        while work:
+            key = work.pop()
+            for edge in edges.get(key, ()):
+                if only_ungated and edge.switch is not None:
+                    continue
+                if edge.callee in roots:
+                    continue  # a root's frequency is declared (an event loop calls `step` per step)
+                new = freq[key]
+                if edge.site.loop_depth > 0:
+                    new = rs.in_loop(new, edge.site.loop_iter)
+                if rank(new) > rank(freq.get(edge.callee)):
+                    freq[edge.callee] = new
+                    work.append(edge.callee)
+        return freq
+
+    tables = []
+    for only_ungated in (True, False):
+        every_time = run(plain_edges, only_ungated)
+        via = _shortest_chains(roots, plain_edges, only_ungated)
+        demoted = _demote(every_time, out_edges, demotions, roots, via, only_ungated)
+        would_be = run(out_edges, only_ungated)
+        tables.append(({**{k: would_be[k] for k in demoted}, **every_time}, via, demoted))
+    (model.freq_default, model.hot_via_default, model.demoted_default), (model.freq_any, model.hot_via_any, model.demoted_any) = tables
+    model.roots = roots
+    # switches through which a function is reached when it is not reached by default
+    work = sorted(model.freq_any)
+    seen_pairs: set[tuple[FuncKey, SwitchRef]] = set()
+    while work:
+        key = work.pop()
+        for edge in out_edges.get(key, ()):
+            if edge.callee in model.freq_default:
+                continue
+            incoming: set[SwitchRef] = set()
+            if edge.switch is not None:
+                incoming.add(edge.switch)
+            elif key not in model.freq_default:
+                incoming |= model.entry_switches.get(key, set())
+            for sw in incoming:
+                if (edge.callee, sw) not in seen_pairs:
+                    seen_pairs.add((edge.callee, sw))
+                    model.entry_switches[edge.callee].add(sw)
+                    work.append(edge.callee)
+
+
+def _demote(every_time: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],
+            roots: dict[FuncKey, Frequency], via: dict[FuncKey, Edge], only_ungated: bool) -> dict[FuncKey, Demotion]:
+    """Breadth first from every function reached every time (in key order): the functions
+    reached only past a guard, each with the guard nearest a root on a shortest such chain;
+    ``via`` gets the edge each was first reached by."""
+    demoted: dict[FuncKey, Demotion] = {}
+    frontier = sorted(every_time)
+    while frontier:
+        following: list[FuncKey] = []
+        for key in frontier:
+            above = demoted.get(key)
+            for edge in out_edges.get(key, ()):
+                callee = edge.callee
+                if (only_ungated and edge.switch is not None) or callee in every_time or callee in demoted or callee in roots:
+                    continue
+                if above is not None:
+                    guard = above.guard
+                    demotion = Demotion(above.kind, above.why, Guard(guard.path, guard.line, guard.depth + 1))
+                else:
+                    found = demotions.get(id(edge))
+                    if found is None:
+                        continue
+                    demotion = found
+                demoted[callee] = demotion
+                via[callee] = edge
+                following.append(callee)
+        frontier = following
+    return demoted
+
+
+def _shortest_chains(roots: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]],
+                     only_ungated: bool) -> dict[FuncKey, Edge]:
+    """Breadth first from every root (in key order): the edge each reached function was
+    first reached by, so following them back gives a shortest chain from a root."""
+    via: dict[FuncKey, Edge] = {}
+    frontier = sorted(roots)
+    seen = set(frontier)
+    while frontier:
+        following: list[FuncKey] = []
+        for key in frontier:
+            for edge in out_edges.get(key, ()):
+                if only_ungated and edge.switch is not None:
+                    continue
+                if edge.callee not in seen:
+                    seen.add(edge.callee)
+                    via[edge.callee] = edge
+                    following.append(edge.callee)
+        frontier = following
+    return via

@@ -1,0 +1,92 @@
+"""How often a site runs (``joins.runs``, ``joins.reach``): a guard in the site's function or
+up its chain keeps it out of §1, the report names the guard, and ``why`` shows it.  The
+shapes one by one are the annotated ``fixtures/annotated/toyserve/rarity.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cs_audit.cli import app
+from cs_audit.testing import write_tree
+
+runner = CliRunner()
+
+ENGINE = '''
+import functools
+import logging
+
+logger = logging.getLogger(__name__)
+_KERNELS = {}
+
+
+def get_kernel(key):
+    kernel = _KERNELS.get(key)
+    if kernel is not None:
+        return kernel
+    _KERNELS[key] = kernel = compile_kernel(key)
+    return kernel
+
+
+def compile_kernel(key):
+    return publish(key)
+
+
+def publish(key):
+    logger.info("published kernel %s", key)
+    return key
+
+
+@functools.lru_cache(maxsize=None)
+def tuned_config(n):
+    logger.info("tuned config for %d", n)
+    return n
+
+
+class GPUModelRunner:
+    def execute_model(self, batch):
+        get_kernel(len(batch))
+        tuned_config(len(batch))
+        logger.info("step of %d", len(batch))
+        return batch
+'''
+
+
+def _scan(root: Path) -> dict:
+    return json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"]).stdout)
+
+
+def test_a_guard_two_calls_up_and_a_memoised_function_are_named_and_not_costed(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {"runner.py": ENGINE})
+    found = {f["line"]: f for f in _scan(root)["findings"] if f["rule"] == "default-on-emitter"}
+    published, tuned, step = found[21], found[27], found[35]
+    assert step["path_kind"] == "normal" and step["estimated_cost_us_per_step"] > 0 and "guard" not in step
+    assert published["path_kind"] == "rare" and published["estimated_cost_us_per_step"] == 0
+    assert published["guard"] == {"path": "runner.py", "line": 10, "depth": 2}
+    assert published["path_reason"] == "on a cache miss (the branch stores into `_KERNELS`) (runner.py:10, 2 calls up)"
+    assert published["cost_if_every_time_us"] == step["estimated_cost_us_per_step"]
+    assert tuned["guard"] == {"path": "runner.py", "line": 26, "depth": 0}
+    assert tuned["path_reason"].startswith("memoised by `@lru_cache`")
+
+
+def test_section_1_ranks_only_what_runs_every_time_and_lists_the_rest_with_the_guard(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {"runner.py": ENGINE})
+    out = tmp_path / "audit.md"
+    runner.invoke(app, ["scan", str(root), "-f", "markdown", "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
+    section = out.read_text().split("## 1.", 1)[1].split("\n## ", 1)[0]
+    ranked, _, reachable = section.partition("### Reachable, not every step")
+    assert "**Verdict:**" in ranked and "2 more default-ON statements are reachable" in ranked
+    assert "step of %d" in ranked and "published kernel" not in ranked and "tuned config" not in ranked
+    assert "published kernel" in reachable and "runner.py:10, 2 calls up" in reachable.replace("\\_", "_")
+    assert "tuned config" in reachable
+
+
+def test_why_names_the_guard_up_the_chain(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {"runner.py": ENGINE})
+    rare = runner.invoke(app, ["why", f"{root / 'runner.py'}:21", "--no-cache"]).stdout
+    assert "not every time: rare path, on a cache miss (the branch stores into `_KERNELS`)" in rare
+    assert "runner.py:10, 2 calls up" in rare and "-> runner.publish" in rare
+    hot = runner.invoke(app, ["why", f"{root / 'runner.py'}:35", "--no-cache"]).stdout
+    assert "hot (step) by default" in hot
