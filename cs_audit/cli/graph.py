@@ -129,25 +129,18 @@ def why(
         return
     edges = hot_chain_edges(model, key)
     start = edges[0].caller if edges else key
-    _print_chain(model, rel, line, name, start, edges, _default_verdict(model, key, f, rel, line, freq))
+    _print_chain(model, rel, line, name, start, edges, _default_verdict(model, rel, f.qualname, line, freq))
 
 
-def _default_verdict(model, key, f, rel: str, line: int, freq: str) -> str:
-    """"hot by default", or what keeps the line from running every time its chain does: a
-    guard around it in its function (``joins.runs.block_at``) or up the chain."""
-    from cs_audit.joins.runs import block_at
+def _default_verdict(model, rel: str, function: str, line: int, freq: str) -> str:
+    """"hot by default", or the guard (``joins.runs.path_at``) that keeps the line from running
+    every time its chain does."""
+    from cs_audit.joins.runs import path_at
 
-    block = block_at(f, line)
-    if block is not None:
-        return (f"reached ({freq}) by default, but not every time: {block[2]} path, {plain(block[3])} "
-                f"({plain(rel)}:{block[4]})")
-    demoted = model.demoted_default.get(key)
-    if demoted is not None:
-        g = demoted.guard
-        up = f", {g.depth} call{'s' if g.depth != 1 else ''} up" if g.depth else ""
-        return (f"reached ({freq}) by default, but not every time: {demoted.kind} path, {plain(demoted.why)} "
-                f"({plain(g.path)}:{g.line}{up})")
-    return f"hot ({freq}) by default"
+    kind, reason, _ = path_at(model, rel, function, line)
+    if kind == "normal":
+        return f"hot ({freq}) by default"
+    return f"reached ({freq}) by default, but not every time: {kind} path, {plain(reason)}"
 
 
 def _print_chain(model, rel: str, line: int, name: str, start, edges, verdict: str) -> None:

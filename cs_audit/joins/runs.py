@@ -75,10 +75,25 @@ def how_often(model: TreeModel, path: str, function: str | None, fact: EnvRead |
         guard = Guard(path, block[4] if block is not None and block[3] == fact.path_reason else fact.line, 0)
         return Run(switch, freq, fact.path_kind, _guard_words(fact.path_reason, guard), guard)
     if key is not None:
-        demoted = (model.demoted_default if switch is None else model.demoted_any).get(key)
-        if demoted is not None:
-            return Run(switch, freq, demoted.kind, _guard_words(demoted.why, demoted.guard), demoted.guard)
+        return Run(switch, freq, *_demoted_path(model, key, default_only=switch is None))
     return Run(switch, freq)
+
+
+def path_at(model: TreeModel, path: str, function: str, line: int) -> tuple[PathKind, str, Guard | None]:
+    """The path of a line of ``function`` on default-on paths, for a line that holds no fact
+    (``why``): the error or rare block around it, else its function's guard up the chain."""
+    block = block_at(model.functions.get((path, function)), line)
+    if block is not None:
+        guard = Guard(path, block[4], 0)
+        return block[2], _guard_words(block[3], guard), guard  # type: ignore[return-value]
+    return _demoted_path(model, (path, function), default_only=True)
+
+
+def _demoted_path(model: TreeModel, key: FuncKey, default_only: bool) -> tuple[PathKind, str, Guard | None]:
+    demoted = (model.demoted_default if default_only else model.demoted_any).get(key)
+    if demoted is None:
+        return "normal", "", None
+    return demoted.kind, _guard_words(demoted.why, demoted.guard), demoted.guard
 
 
 def run_of(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
