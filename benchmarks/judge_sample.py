@@ -10,6 +10,10 @@ right / rare / not-default / wrong-claim with file:line evidence.
 
 ``--demoted`` adds sites the report demoted, each with the guard it names: a judge says
 whether the guard really keeps the site from running every step.
+
+``--off`` adds N seeded settings the report says keep hot code off in the default deployment
+(issue #41's ground truth), each with the default it read and a site it gates: a judge says
+whether the code really does not run with the engine's defaults.
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--random", type=int, default=40)
     ap.add_argument("--demoted", type=int, default=0, help="also N seeded sites the report says do not run every step")
+    ap.add_argument("--off", type=int, default=0, help="also N seeded settings the report says keep hot code off")
     args = ap.parse_args()
-    findings = json.load(open(args.report))["findings"]
+    report = json.load(open(args.report))
+    findings = report["findings"]
     rows = statements(costed(findings))
     picked: list[dict] = []
     print("## First rows of §1, by process side\n")
@@ -78,6 +84,15 @@ def main() -> None:
         for i, f in enumerate(picked_demoted, 1):
             print(f"- D-{i}: `{f['path']}:{f['line']}` in `{f.get('function')}`: {f['rule']} "
                   f"`{' '.join(f.get('code', '').split())[:100]}`; said to be {f['path_kind']}: {f.get('path_reason', '')}")
+    if args.off:
+        used = (report.get("deployment") or {}).get("defaults_used") or []
+        picked_off = random.Random(args.seed + 2).sample(used, min(args.off, len(used)))
+        print(f"\n## {len(picked_off)} settings said to keep hot code off with the engine's defaults (seed {args.seed + 2})\n")
+        for i, u in enumerate(picked_off, 1):
+            source = f"declared at `{u['path']}:{u['line']}` with default `{u['value']}`" if u.get("path") else f"platform `{u['value']}`"
+            example = u.get("example") or {}
+            print(f"- O-{i}: `{u['switch']}` turns the code on; {source}; it gates {u['sites']} hot site(s), e.g. "
+                  f"`{example.get('path')}:{example.get('line')}`")
 
 
 if __name__ == "__main__":

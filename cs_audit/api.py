@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cs_audit.model import (
         AuditResult,
         BlameInfo,
+        Deployment,
         DuplicateGroup,
         EnvSetter,
         FileFacts,
@@ -264,6 +265,7 @@ class Joins:
     duplicates: tuple[DuplicateGroup, ...]
     package: str | None = None
     roots: HotRoots | None = None
+    deployment: Deployment | None = None
 
 
 def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run: _Run,
@@ -274,6 +276,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
     call resolutions of an earlier model, valid for the files in ``unchanged`` (else the
     memo's, for the files whose facts are the objects it holds).  ``gates``: the site gates
     of an earlier model, and the files whose facts are those they were worked out from."""
+    from cs_audit.analysis.deployment import deployment
     from cs_audit.analysis.duplicate_helper import duplicate_groups
     from cs_audit.analysis.roots import hot_roots
     from cs_audit.analysis.rules import analyse
@@ -300,7 +303,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
         for name, members in duplicate_groups(model)
     )
-    joins = Joins(items, rs, model, findings, duplicates, package, hot_roots(model, rs))
+    joins = Joins(items, rs, model, findings, duplicates, package, hot_roots(model, rs), deployment(model, rs))
     if memo is not None:
         memo.joins = joins
     return joins
@@ -333,6 +336,13 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     rs = rs or load_ruleset()
     if config.hot_roots:
         rs = rs.with_extra_roots(list(config.hot_roots))
+    if config.deployment is not None:
+        platform, options, env = config.deployment
+        assert rs.defaults is not None
+        known = dict(rs.defaults.platforms)
+        if platform is not None and platform not in known:
+            raise ConfigError(f"{config.config_source}: deployment.platform {platform!r} is none of {', '.join(known)}")
+        rs = rs.with_deployment(platform, dict(options), env)
     if config.default_level:
         if config.default_level not in rs.levels:
             raise ConfigError(f"{config.config_source}: default_level {config.default_level!r} is none of {', '.join(rs.levels)}")
@@ -503,6 +513,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
         overridden=tuple(overridden),
         suppressions=suppressions,
         roots=analysis.roots,
+        deployment=analysis.deployment,
         aside=config.aside,
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
@@ -582,11 +593,13 @@ class TreeAnalysis:
     suppressions: tuple[Suppression, ...] = ()
     #: the hot roots the tree matched and the event loops found in it
     roots: HotRoots | None = None
+    #: the deployment audited and the defaults that decided gates
+    deployment: Deployment | None = None
 
 
 def _result_context(config: AuditConfig, discover_errors: list[FileError]) -> str:
     """What a whole-tree result depends on besides the files, the rules and the code."""
-    return repr((config.hot_roots, config.default_level, config.max_file_bytes, root_package(config),
+    return repr((config.hot_roots, config.default_level, config.max_file_bytes, root_package(config), config.deployment,
                  sorted((e.path, e.kind, e.message) for e in discover_errors)))
 
 
@@ -643,7 +656,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     (comments, blank lines, docstrings: the result with those lines moved, ``reuse``).
     None when that does not hold, with the results of the changed files computed on the way
     and of the other files loaded while they were (by path), for the full analysis that follows."""
-    from cs_audit.incremental.reuse import line_map, moved_results, moved_roots
+    from cs_audit.incremental.reuse import line_map, moved_deployment, moved_results, moved_roots
     from cs_audit.model import FileFacts
 
     record = cache.load_tree_record(cache_dir, os.path.abspath(config.root))
@@ -697,9 +710,11 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     if maps:
         moved = moved_results(stored.findings, stored.switches, stored.duplicates, maps, stored.suppressions)
         roots = moved_roots(stored.roots, maps)
-        if moved is None or roots is None:
+        used = moved_deployment(stored.deployment, maps)
+        if moved is None or roots is None or used is None and stored.deployment is not None:
             return None, known
-        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2], suppressions=moved[3], roots=roots)
+        stored = replace(stored, findings=moved[0], switches=moved[1], duplicates=moved[2], suppressions=moved[3], roots=roots,
+                         deployment=used)
     run.result = "moved" if maps else "stored"
     run.lap("cached result")
     return stored, known
@@ -755,7 +770,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     if keep is not None:
         keep.append((facts, scripts, joins))
     suppressions = tuple(s for path in sorted(facts) for s in facts[path].suppressions)
-    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable, suppressions, joins.roots)
+    return TreeAnalysis(tuple(findings), tuple(switches), joins.duplicates, tuple(errors), cacheable, suppressions, joins.roots, joins.deployment)
 
 
 def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: list[SourceFile], keys: list[str | None],

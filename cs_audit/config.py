@@ -17,7 +17,7 @@ from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 MAX_CONFIG_BYTES = 1 << 20
 #: the largest ``max_file_bytes`` a project may set
 MAX_FILE_BYTES_LIMIT = 1 << 30
-_KEYS = {"hot_roots", "exclude", "aside", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
+_KEYS = {"hot_roots", "deployment", "exclude", "aside", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
          "gate", *EXTENSIBLE}
 #: the keys that list rule ids (checked against the rule set in ``api.prepare_ruleset``)
 RULE_LISTS = ("select", "extend_select", "ignore")
@@ -61,6 +61,9 @@ class AuditConfig:
     #: folders of tests, benchmarks and examples (`tests/`, `benchmark*/`): their findings are
     #: summarised apart in the report, and a switch read only there is not removed
     aside: tuple[str, ...] = ASIDE_DEFAULT
+    #: the deployment audited (``[tool.cs-audit] deployment``): its platform (None: the rules'
+    #: default), the options it sets, the env vars it sets; every gate is decided with them
+    deployment: tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...]] | None = None
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -237,6 +240,32 @@ def _check_selection(table: dict[str, Any], source: str | None, overrides: dict[
     }
 
 
+_DEPLOYMENT_KEYS = {"platform", "options", "env"}
+
+
+def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...]] | None:
+    """``deployment``: a table ``{platform = "rocm", options = {enable_eplb = true}, env =
+    ["VLLM_X"]}``: what the audited deployment runs on and sets."""
+    if value is None:
+        return None
+    example = 'deployment = {platform = "cuda", options = {enable_eplb = true}, env = ["MY_TRACE"]}'
+    if not isinstance(value, dict) or set(value) - _DEPLOYMENT_KEYS:
+        raise ConfigError(f"{source}: deployment must be a table with keys {sorted(_DEPLOYMENT_KEYS)}, like {example}")
+    platform = value.get("platform")
+    if platform is not None and not (isinstance(platform, str) and platform.isidentifier()):
+        raise ConfigError(f"{source}: deployment.platform must be a platform name, like \"cuda\" or \"rocm\"")
+    options = value.get("options", {})
+    if not isinstance(options, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and (v is None or isinstance(v, (bool, int, float, str))) for k, v in options.items()):
+        raise ConfigError(f"{source}: deployment.options must be a table of option name -> true, a number or a string, like {example}")
+    env = value.get("env", [])
+    if isinstance(env, dict):
+        env = [k for k, v in env.items() if v not in (None, "", "0", False)]
+    if not isinstance(env, list) or not all(isinstance(e, str) and e for e in env):
+        raise ConfigError(f"{source}: deployment.env must be a list of the env vars the deployment sets, like {example}")
+    return platform, tuple(sorted(options.items())), tuple(sorted(set(env)))
+
+
 def load_config(root: str, config_file: Path | None = None, **overrides: Any) -> AuditConfig:
     """The configuration of a scan of ``root``: the project's table (``config_file`` or
     the nearest, see ``_read_project_table``), every key checked, under ``overrides``."""
@@ -260,6 +289,7 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
         if key in table and not isinstance(table[key], dict):
             raise ConfigError(f"{source}: {key} must be a table keyed like rules/{key}.yaml")
     selection = _check_selection(table, source, overrides)
+    deployment = _check_deployment(table.get("deployment"), source)
     gate = table.get("gate", {})
     if not isinstance(gate, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in gate.items()):
         raise ConfigError(f"{source}: gate must be a table of rule id -> hot, default, any or off, like {{\"eager-format\" = \"any\"}}")
@@ -267,7 +297,7 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
         **selection, "root": root, "exclude": exclude, "hot_roots": roots, "aside": tuple(aside),
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
-        "gate": tuple(sorted(gate.items())),
+        "gate": tuple(sorted(gate.items())), "deployment": deployment,
     }
     if "max_file_bytes" in table:
         size = table["max_file_bytes"]

@@ -43,7 +43,7 @@ SetterKind = Literal["set", "passthrough", "commented", "off"]
 SetterSource = Literal["shell", "dotenv", "docker", "make", "ci", "python"]
 
 
-SwitchKind = Literal["env", "level", "flag", "dynamic"]
+SwitchKind = Literal["env", "level", "flag", "dynamic", "option"]
 
 
 #: joins a call's callee and a function handed to it in a plain call site's callee
@@ -71,7 +71,9 @@ class SwitchRef:
     """What decides whether a gated site runs: an env var (``env``, its name), a log-level
     check (``level``: `logger.isEnabledFor(DEBUG)`), a debug-looking config flag that is no
     env read (``flag``, its dotted name), or an env var whose name is not known statically
-    (``dynamic``)."""
+    (``dynamic``), or an engine option or platform whose default (``joins.defaults``) turns the
+    code off (``option``: the setting that turns it on, `enable_eplb`, `platform=rocm`,
+    `kv_cache_dtype=='fp8'`)."""
 
     kind: SwitchKind
     name: str = ""
@@ -83,6 +85,8 @@ class SwitchRef:
             return self.name
         if self.kind == "flag":
             return f"flag:{self.name}"
+        if self.kind == "option":
+            return f"option:{self.name}"
         return "<log level>" if self.kind == "level" else "<dynamic>"
 
     @property
@@ -189,6 +193,9 @@ class FunctionDef:
     #: its blocks on an error or rare path (``extract.paths``), in the order the walk met them:
     #: (first line, last line, path kind, why, the guard's line)
     path_blocks: tuple[tuple[int, int, str, str, int], ...] = ()
+    #: a predicate's one `return <test>`: the gates of the test (the code a call of it guards
+    #: runs only when they hold)
+    returned_test: tuple[GateRef, ...] = ()
 
 
 @restorable
@@ -481,6 +488,11 @@ class FileFacts:
     #: (function, name, the names it is built from) of each assignment of a path built from
     #: other names (`path = os.path.join(table_dir, f)`): where a location goes once joined
     path_values: tuple[tuple[str | None, str, tuple[str, ...]], ...] = ()
+    #: the options it declares with their defaults (``extract.options``)
+    options: tuple[OptionDefault, ...] = ()
+    #: the attribute names it assigns on objects other than `self` (`cfg.x = ...`): an option
+    #: one of them names is worked out at run time
+    foreign_stores: tuple[str, ...] = ()
 
 
 @restorable
@@ -636,6 +648,65 @@ class Finding:
     #: what an error or rare site would cost per step if it ran every time its chain does
     #: (the "reachable but not per step" table ranks by it); 0 on a normal path
     cost_if_every_time_us: float = 0.0
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class OptionDefault:
+    """An option a file declares with its default (``extract.options``): a field of a settings
+    class (`enable_eplb: bool = False`) or a command-line argument (`--enable-eplb`,
+    `store_true`)."""
+
+    #: the option's attribute name (`enable_eplb`)
+    name: str
+    #: the class that declares it, or ``--option`` for a command-line argument
+    owner: str
+    #: the default as Python source (`False`, `None`, `'auto'`); "" when not a literal
+    value: str
+    path: str
+    line: int
+    #: a dotted name the default is copied from (`ParallelConfig.enable_eplb`): the same option
+    copied: bool = False
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class Place:
+    path: str
+    line: int
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class DefaultUsed:
+    """A setting of the audited deployment that turned hot code off: an option at its default
+    (or as the deployment states it), or the platform."""
+
+    #: the setting that would turn the code on (`enable_eplb`, `platform=rocm`)
+    switch: str
+    #: the value the deployment runs with (`False`, `None`, `cuda`)
+    value: str
+    #: where that value comes from: the option's declaration, or "" (the platform, the deployment)
+    path: str
+    line: int
+    #: the sites reached from a hot root that it keeps from running
+    sites: int
+    #: the first of them
+    example: Place | None = None
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """The deployment a report audits: the platform, what the project stated, and the
+    defaults that decided gates (``analysis.deployment``)."""
+
+    platform: str
+    #: the project stated it (``[tool.cs-audit] deployment``); else every option at its default
+    stated: bool
+    options: tuple[tuple[str, str], ...] = ()
+    env: tuple[str, ...] = ()
+    used: tuple[DefaultUsed, ...] = ()
 
 
 @restorable
@@ -855,6 +926,8 @@ class AuditResult:
     #: (path from the scanned root, HEAD commit) of each repository holding scanned files:
     #: "." for the one holding the root (when in git), then the sub-repositories
     repositories: tuple[tuple[str, str | None], ...] = ()
+    #: the deployment audited, with the defaults that decided gates (None: not worked out)
+    deployment: Deployment | None = None
 
 
 @restorable

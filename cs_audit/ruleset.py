@@ -35,6 +35,9 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
+    "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
+                      "option_module_paths", "field_calls", "argument_calls",
+                      "platform", "platforms", "platform_paths"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -106,6 +109,50 @@ class DispositionRule:
     disposition: str
     merge_into: str | None
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """Where a tree declares its options (``rules/defaults.yaml``) and what the audited
+    deployment runs with: its platform, and the options and env vars it sets (``[tool.cs-audit]
+    deployment``; none: every option at its default)."""
+
+    class_names: re.Pattern[str]
+    class_decorators: frozenset[str]
+    class_bases: frozenset[str]
+    #: decorators and bases of a record class: its fields are options in a settings module
+    class_records: frozenset[str]
+    module_paths: re.Pattern[str]
+    field_calls: frozenset[str]
+    argument_calls: frozenset[str]
+    #: platform -> the test true on it (matched in full against a call's last name or a tested name)
+    platforms: tuple[tuple[str, re.Pattern[str]], ...]
+    #: platform -> the paths of the modules written for it alone (searched)
+    platform_paths: tuple[tuple[str, re.Pattern[str]], ...]
+    platform: str
+    #: option -> the value the deployment gives it (a Python literal)
+    options: tuple[tuple[str, object], ...] = ()
+    #: env vars the deployment sets
+    env: frozenset[str] = frozenset()
+    #: whether a project stated the deployment (the report says which it audits)
+    stated: bool = False
+
+    def module_platform(self, path: str) -> str | None:
+        """The platform a module is written for alone, by its path; None for any platform or
+        the deployment's own."""
+        for platform, pattern in self.platform_paths:
+            if pattern.search(path):
+                return None if platform == self.platform else platform
+        return None
+
+    def platform_of(self, ref: str, called: bool) -> str | None:
+        """The platform a test is true on: ``ref`` a call's callee (its last name is
+        matched) or a tested name (matched whole); None when it is no platform test."""
+        name = ref.rsplit(".", 1)[-1] if called else ref
+        for platform, pattern in self.platforms:
+            if pattern.fullmatch(name):
+                return platform
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +247,7 @@ class RuleSet:
     #: pre-filter walks the statements that hold one, so an API added to the YAML is seen
     api_literals: tuple[tuple[str, ...], ...] = ()
     switch_kinds: SwitchKinds | None = None
+    defaults: Defaults | None = None
     #: the last part of a name that holds host data (`seq_lens_cpu`); None: no such names
     host_name_re: re.Pattern[str] | None = None
     #: what a file handling device memory names (``device_apis``); None: every file may
@@ -253,6 +301,19 @@ class RuleSet:
             return self
         digest = hashlib.sha256(f"{self.digest}\0{found!r}".encode()).hexdigest()[:16]
         return replace(self, registries=self.registries + found, digest=digest)
+
+    def with_deployment(self, platform: str | None, options: dict[str, object], env: tuple[str, ...]) -> RuleSet:
+        """With the deployment a project states: the platform, the options it sets and the env
+        vars it sets (checked by ``config``); the digest covers it."""
+        from dataclasses import replace
+
+        assert self.defaults is not None
+        defaults = replace(self.defaults, platform=platform or self.defaults.platform, options=tuple(sorted(options.items())),
+                           env=frozenset(env), stated=True)
+        if defaults == self.defaults:
+            return self
+        digest = hashlib.sha256(f"{self.digest}\0{defaults.platform}\0{defaults.options!r}\0{sorted(defaults.env)!r}".encode()).hexdigest()[:16]
+        return replace(self, defaults=defaults, digest=digest)
 
     def with_extra_roots(self, roots: list[dict[str, Any]]) -> RuleSet:
         from dataclasses import replace
@@ -323,7 +384,7 @@ def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
 
 
 #: the rule files a project's configuration may extend, by the key it uses (the file's stem)
-EXTENSIBLE = ("emitters", "env_apis", "gpu_syncs", "hot_paths", "costs", "call_graph")
+EXTENSIBLE = ("emitters", "env_apis", "gpu_syncs", "hot_paths", "costs", "call_graph", "defaults")
 
 
 def extend_rule_texts(texts: dict[str, str], tables: Mapping[str, Any], source: str) -> dict[str, str]:
@@ -486,8 +547,27 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         callback_calls=frozenset(str(name) for name in data["call_graph.yaml"]["callback_calls"]),
         digest=digest,
         switch_kinds=_switch_kinds(data["switch_kinds.yaml"]),
+        defaults=_defaults(data["defaults.yaml"]),
     )
     return replace(rs, api_literals=api_literals(rs))
+
+
+def _defaults(data: dict[str, Any]) -> Defaults:
+    platforms = tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platforms") or {}).items())
+    platform = str(data.get("platform", "cuda"))
+    if platform not in dict(platforms):
+        raise RuleDataError(f"defaults.yaml: platform {platform!r} is none of platforms ({', '.join(dict(platforms))})")
+    return Defaults(
+        class_names=re.compile(data["option_class_names"]),
+        class_decorators=frozenset(map(str, data.get("option_class_decorators") or ())),
+        class_bases=frozenset(map(str, data.get("option_class_bases") or ())),
+        class_records=frozenset(map(str, data.get("option_class_records") or ())),
+        module_paths=re.compile(data["option_module_paths"]),
+        field_calls=frozenset(map(str, data.get("field_calls") or ())),
+        argument_calls=frozenset(map(str, data.get("argument_calls") or ())),
+        platforms=platforms, platform=platform,
+        platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
+    )
 
 
 def _switch_kinds(data: dict[str, Any]) -> SwitchKinds:

@@ -31,6 +31,8 @@ def gate_words(switch: SwitchRef | None) -> str:
         return f"only when the flag `{switch.name}` is on"
     if switch.kind == "env":
         return f"only when `{switch.name}` is set"
+    if switch.kind == "option":
+        return f"only with the option `{switch.name}` (off in the audited deployment)"
     return "behind a log-level check"
 
 

@@ -122,6 +122,7 @@ class StatementFacts(cst.CSTVisitor):
         self.calls: list[CallSite] = []
         self.literal_paths: list[tuple[int, str]] = []
         self.snippet: Snippet | None = None
+        self.discarded: cst.CSTNode | None = None
         #: the expression the current statement ends in, and the nodes before it (see ``_code``)
         self.final_expression: tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None = None
         self.pending: list[_Pending] = []
@@ -150,6 +151,9 @@ class StatementFacts(cst.CSTVisitor):
 
     def walk(self, statement: cst.CSTNode, snippet: Snippet) -> None:
         self.snippet = snippet
+        body = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+        #: the call a statement is made of, its value discarded (`os.environ.pop("X", None)`)
+        self.discarded = body[0].value if len(body) == 1 and isinstance(body[0], cst.Expr) else None
         self.final_expression = _final_expression(statement, snippet)
         self.pending.clear()
         self.around.clear()
@@ -560,6 +564,8 @@ class StatementFacts(cst.CSTVisitor):
 
     def _env_call(self, node: cst.Call, callee: str) -> bool:
         via = self.rs.env_calls.get(callee)
+        if via is not None and callee.endswith(".pop") and node is self.discarded:
+            return True  # removes the variable: a write whose value no one reads
         if via is not None:
             key = node.args[0].value if node.args and node.args[0].keyword is None else None
             default = node.args[1].value if len(node.args) > 1 and node.args[1].keyword is None else None
@@ -588,6 +594,12 @@ class StatementFacts(cst.CSTVisitor):
         if isinstance(index, cst.Index):
             var, var_param = self._env_key(index.value)
             self._add_env_read(node, var, var_param, "os.environ[]", None)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        targets = [e.value for e in node.target.elements] if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+        for target in targets:
+            if isinstance(target, cst.Subscript):
+                self.skip_nodes.add(id(target))  # del os.environ["X"] removes, not reads
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         if isinstance(node.target, cst.Subscript):
@@ -704,7 +716,7 @@ class StatementFacts(cst.CSTVisitor):
         rs = self.rs
         receiver, _, method = callee.rpartition(".")
         raw_receiver = self.raw_dotted(node.func.value) if isinstance(node.func, cst.Attribute) else None
-        if method in rs.log_methods and receiver:
+        if method in rs.log_methods and receiver and not (self.snippet is not None and raw_receiver in self.snippet.loop_bound):
             exact = (receiver in rs.logging_modules or raw_receiver in self.logger_names
                      or receiver.removesuffix("()") in rs.logger_factories and receiver.endswith("()"))
             if exact or raw_receiver in rs.logger_receivers or (raw_receiver or "").lower().endswith("logger"):

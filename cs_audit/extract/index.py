@@ -123,6 +123,9 @@ class Snippet:
     closure: tuple[tuple[str, str], ...] = ()
     #: parameters assigned before this statement: they no longer hold what the caller passed
     rebound: frozenset[str] = frozenset()
+    #: names an enclosing `for` binds to its items (`for logger in self.stat_loggers:`): they
+    #: hold those items, not the module's logger
+    loop_bound: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -644,6 +647,10 @@ def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ..
     return f"{base}+1" if base.startswith("param:") else str(int(base) + 1)
 
 
+def _is_none(node: ast.AST) -> bool:
+    return node.__class__ is ast.Constant and node.value is None  # type: ignore[attr-defined]
+
+
 def _literal(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)) or (
         isinstance(node, ast.Constant) and node.value is None
@@ -917,7 +924,8 @@ class _Indexer(ast.NodeVisitor):
         self.gate_names: set[str] = set()
         #: (scope, name, holds host data) of the assignment being walked (``_Scope.host``)
         self._host_after: tuple[_Scope, str, bool] | None = None
-        self.assignments: list[tuple[_Scope | None, str, ast.expr]] = []
+        #: (scope, name, value, the gate groups around it) of each assignment
+        self.assignments: list[tuple[_Scope | None, str, ast.expr, tuple[_GateGroup, ...]]] = []
         self.loop_iters: list[str] = []
         self.returned_names: dict[str | None, frozenset[str]] = {}
         self.env_exporters: set[str | None] = set()
@@ -934,6 +942,8 @@ class _Indexer(ast.NodeVisitor):
         self.debug_names: dict[str, bool] = {}
         #: builtin names this module binds itself (calls to them are edges)
         self.shadowed: frozenset[str] = frozenset()
+        #: names the enclosing `for` loops bind (``Snippet.loop_bound``)
+        self.loop_bound: frozenset[str] = frozenset()
         #: last name of each logger factory (`getLogger`, `init_logger`): a cheap first check
         self.factory_names = {f.rsplit(".", 1)[-1] for f in rs.logger_factories}
         #: literals a compared value is "off" at (`x == "0"`, `x is None`)
@@ -1057,6 +1067,7 @@ class _Indexer(ast.NodeVisitor):
                 host=scope.host if scope else frozenset(),
                 rebound=scope.rebound if scope else frozenset(),
                 closure=tuple((name, home.qualname) for name, home in self.closure(scope).items()) if scope else (),
+                loop_bound=self.loop_bound,
             )
         )
 
@@ -1175,6 +1186,10 @@ class _Indexer(ast.NodeVisitor):
             if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body)
             for ref in self.gate_refs(stmt.test, active=False)
         )
+        # a predicate (`def _eplb_on(self): return self.args.enable_eplb and ...`): what its value tests
+        body = [stmt for stmt in node.body if not (stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Constant)]  # type: ignore[attr-defined]
+        returned_test = tuple(self.gate_refs(body[0].value, active=True)) if (
+            len(body) == 1 and body[0].__class__ is ast.Return and body[0].value.__class__ in _TEST_VALUES) else ()  # type: ignore[attr-defined]
         self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
         saved_branches, self.branch_depth = self.branch_depth, 0
@@ -1205,7 +1220,7 @@ class _Indexer(ast.NodeVisitor):
                 body_lines=end - node.lineno + 1, decorators=decorators,
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
-                int_defaults=int_defaults,
+                int_defaults=int_defaults, returned_test=returned_test,
             )
         )
 
@@ -1337,6 +1352,9 @@ class _Indexer(ast.NodeVisitor):
             self._call_edges(_protocol_calls(node.iter, ("__iter__", "__next__")))
         self.loop_depth += 1
         self.loop_iters.append(" ".join(self._source(node.iter).split())[:80])
+        outer_bound = self.loop_bound
+        if node.target.__class__ is ast.Name:
+            self.loop_bound = outer_bound | {node.target.id}  # type: ignore[attr-defined]
         scope = self.function
         if scope is not None and scope.host:
             # the loop's target holds its items, and the body may run no time at all
@@ -1346,6 +1364,7 @@ class _Indexer(ast.NodeVisitor):
             scope.host = scope.host & before
         else:
             self._block(node.body)
+        self.loop_bound = outer_bound
         self.loop_iters.pop()
         self.loop_depth -= 1
         self._block(node.orelse)
@@ -1438,7 +1457,7 @@ class _Indexer(ast.NodeVisitor):
                         "." not in target or self.function is not None and target.startswith("self.") and target.count(".") == 1):
                     # a nested function setting a `nonlocal` name or the enclosing `self.`: the enclosing function's
                     owner = self.closure(self.function).get(target.split(".", 1)[0], self.function) if self.function else None
-                    self.assignments.append((owner, target, node.value))
+                    self.assignments.append((owner, target, node.value, tuple(self.gate_groups)))
                 value = node.value
                 conversion = ""
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CONVERSIONS and value.args:
@@ -1886,7 +1905,7 @@ class _Indexer(ast.NodeVisitor):
         (`TRACE_ON = env_flag("X")` in flags.py, `from .flags import TRACE_ON`)."""
         out: list[tuple[str | None, str, tuple[GateRef, ...]]] = []
         saved = self.function
-        for scope, name, value in self.assignments:
+        for scope, name, value, groups in self.assignments:
             if _falsy(value):  # a falsy value adds no way to be true
                 continue
             tested = name in self.gate_names
@@ -1896,16 +1915,26 @@ class _Indexer(ast.NodeVisitor):
             refs = tuple(self.gate_refs(value, True))
             if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
                 continue
-            out.append((scope.qualname if scope else None, name, refs))
+            out.append((scope.qualname if scope else None, name, refs + self._condition_refs(groups)))
         self.function = saved
         return tuple(out)
+
+    def _condition_refs(self, groups: tuple[_GateGroup, ...]) -> tuple[GateRef, ...]:
+        """The gates around an assignment: a value set only under a condition holds only when
+        it does (`if cfg.enable_x: self.tracer = Tracer()`), an optional component."""
+        refs: list[GateRef] = []
+        for group in groups:
+            if group.refs is None:
+                self._settle(group)
+            refs.extend(r for r in group.refs or () if r != DEFAULT_ON)
+        return tuple(refs)
 
     def path_values(self) -> tuple[tuple[str | None, str, tuple[str, ...]], ...]:
         """(function, name, the names it is built from) of the assignments of a path built
         from other names (`path = os.path.join(table_dir, f)`, `p = Path(d) / "x"`,
         `f"{d}/x.jsonl"`): where a location's value goes once joined further."""
         out = []
-        for scope, name, value in self.assignments:
+        for scope, name, value, _ in self.assignments:
             if not _builds_path(value):
                 continue
             used = sorted(n for n in _head_names(value, 0) if n != name)
@@ -1988,8 +2017,19 @@ class _Indexer(ast.NodeVisitor):
             level = level_of(mirrored(), expr.left, active, self._params()) if single and mirrored else ""
             if level:  # `2 <= LEVEL`
                 out[middle:] = [replace(r, level=level) for r in out[middle:]]
-        # a name compared with something is an operand (`x not in seen`), never a bare flag
-        out[start:] = [as_operand(r) if r.kind == "name" else r for r in out[start:]]
+        none_test = single and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and _is_none(right)
+        if none_test and isinstance(expr.left, (ast.Name, ast.Attribute)):
+            # `x is not None` tests what `x` holds for truth: an object or None (its polarity
+            # is already in the ref, as for `not x`)
+            return
+        # a name compared with something is an operand (`x not in seen`), never a bare flag; a
+        # comparison with a literal keeps what it holds for (`cmp:==:'fp8'`), for an option's default
+        marker = ()
+        if single and isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant) and isinstance(
+                expr.left, (ast.Name, ast.Attribute)) and len(repr(right.value)) <= 80:
+            marker = (f"cmp:{'==' if isinstance(op, ast.Eq) == active else '!='}:{right.value!r}",)
+        out[start:] = [replace(as_operand(r), args=(*as_operand(r).args, *marker)) if r.kind == "name" and marker
+                       else as_operand(r) if r.kind == "name" else r for r in out[start:]]
 
     def _params(self) -> tuple[str, ...]:
         return self.function.params if self.function is not None else ()
@@ -2053,6 +2093,12 @@ class _Indexer(ast.NodeVisitor):
                     out.append(GateRef("env", expr.attr, (), active))
                     return
         raw = raw_dotted(expr)
+        if raw is None and isinstance(expr, ast.Attribute):
+            # an attribute of what a call returns (`get_server_args().enable_x`): an option, maybe
+            called = dotted(expr, self.aliases)
+            if called is not None:
+                out.append(GateRef("name", called, (), active))
+            return
         if raw is None or raw in ("True", "False", "None"):
             return
         self.gate_names.add(raw)
@@ -2074,6 +2120,9 @@ _STATEMENT_VISITORS = {
     cls: vars(_Indexer)[f"visit_{cls.__name__}"] for cls in ast.stmt.__subclasses__() if f"visit_{cls.__name__}" in vars(_Indexer)
 }
 
+
+#: the returned values that make a function a predicate (``FunctionDef.returned_test``)
+_TEST_VALUES = frozenset({ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name})
 
 #: the values of a module name that may stand for a switch (a call, a test of one)
 _SWITCH_VALUES = frozenset({ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp})

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
+from cs_audit.extract.options import declared_options, foreign_stores
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
     HANDED,
@@ -152,6 +153,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         host_arguments=index.host_arguments,
         touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
+        options=declared_options(tree, text, path, rs.defaults),
+        foreign_stores=foreign_stores(text) if rs.defaults is not None else (),
     )
 
 

@@ -24,6 +24,7 @@ from cs_audit.model import (
     ACCESSOR_BODY_LINES,
     PLAIN_FIELDS,
     SMALL_BODY_LINES,
+    Deployment,
     DuplicateGroup,
     FileFacts,
     Finding,
@@ -192,6 +193,17 @@ def moved_roots(roots: HotRoots | None, maps: dict[str, dict[int, int]]) -> HotR
         return None
     try:
         return _moved(roots, maps)
+    except _Unmapped:
+        return None
+
+
+def moved_deployment(deployment: Deployment | None, maps: dict[str, dict[int, int]]) -> Deployment | None:
+    """The deployment with the lines of the declarations it cites moved; None when one is not
+    in its file's map (or there is none to move)."""
+    if deployment is None:
+        return None
+    try:
+        return _moved(deployment, maps)
     except _Unmapped:
         return None
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, option_gate
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
@@ -105,6 +106,10 @@ class TreeModel:
     #: memoised function): that guard (``joins.runs``), through default-on edges or any
     demoted_default: dict[FuncKey, Demotion] = field(default_factory=dict)
     demoted_any: dict[FuncKey, Demotion] = field(default_factory=dict)
+    #: per file, the platform switch of a module written for another platform (``_module_switch``)
+    module_switches: dict[str, SwitchRef | None] = field(default_factory=dict)
+    #: the options the tree declares, with their defaults (``joins.defaults``)
+    options: OptionTable = field(default_factory=OptionTable)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
     entry_gated_names: set[str] | None = None
     #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
@@ -950,7 +955,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
-        resolved_files=tuple(resolved_here),
+        resolved_files=tuple(resolved_here), options=OptionTable.of((o for ff in facts.values() for o in ff.options),
+                                                                    (n for ff in facts.values() for n in ff.foreign_stores)),
     )
     void = void_env_helpers(model, rs)
     model.void_helpers = frozenset(void)
@@ -968,7 +974,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         these = raw_edges[start:start + count]
         switches = _edge_switches(model, path, these, rs, edge_calls[start:start + count])
         start += count
+        # a module of another platform calls nothing in this deployment
+        elsewhere = _module_switch(model, path, rs)
         for (_, site, target, how), switch in zip(these, switches):
+            if switch is None and elsewhere is not None:
+                switch = elsewhere
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
             edges.append(edge)
             callers[target].append(edge)
@@ -1308,14 +1318,26 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
 
 
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    option = option_gate(model.options, rs.defaults, gate)
+    if option is not NOT_OPTION:
+        return option
     if not gate.active_when_set:
         return None
     if gate.kind == "env":
-        return None if gate.ref.startswith("param:") or gate.ref == "?" else env_switch(gate.ref)
+        if gate.ref.startswith("param:") or gate.ref == "?" or rs.defaults is not None and gate.ref in rs.defaults.env:
+            return None  # (an env var the deployment sets: its code runs)
+        return env_switch(gate.ref)
     if gate.kind == "level":
         return LEVEL_SWITCH
     if gate.kind == "call":
         for target in model.resolver.resolve(path, function, gate.ref):
+            predicate = model.functions.get(target)
+            if predicate is not None and predicate.returned_test:
+                # a predicate over options (`_elastic_enabled()`): the option its test needs
+                option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
+                               if s.kind == "option"), None)
+                if option is not None:
+                    return option
             if target in model.env_helpers and target not in model.void_helpers:
                 switches = helper_switches(model, target, gate.args)
                 debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
@@ -1472,16 +1494,28 @@ def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[
 
 
 def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
-    if not gates:
-        return []
-    return list(_site_gates(model, path, function, gates, rs)[0])
+    """The switches gating a site: its gates', else its module's platform when that is not
+    the deployment's."""
+    found = list(_site_gates(model, path, function, gates, rs)[0]) if gates else []
+    if not found:
+        elsewhere = _module_switch(model, path, rs)
+        if elsewhere is not None:
+            found.append(elsewhere)
+    return found
 
 
 def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
-    """The innermost env switch gating a site (a level gate or flag when no env var does)."""
-    if not gates:
-        return None
-    return _site_gates(model, path, function, gates, rs)[1]
+    """The innermost env switch gating a site (a level gate or flag when no env var does; the
+    module's platform when nothing does)."""
+    inner = _site_gates(model, path, function, gates, rs)[1] if gates else None
+    return inner if inner is not None else _module_switch(model, path, rs)
+
+
+def _module_switch(model: TreeModel, path: str, rs: RuleSet) -> SwitchRef | None:
+    known = model.module_switches
+    if path not in known:
+        known[path] = module_switch(rs.defaults, path)
+    return known[path]
 
 
 _SITE_GATES = attrgetter("function", "gates")
@@ -1510,6 +1544,7 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
         resolutions.digest, resolutions.parameters, helpers, sorted(model.void_helpers),
         [(functions[key].params, functions[key].param_defaults) for key, _ in helpers],
         sorted(model.constants.items()),
+        sorted((name, [o.value for o in found]) for name, found in model.options.declared.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogateescape") + b"\0")
     known = earlier.file_digests if earlier is not None else {}
@@ -1525,9 +1560,12 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
 
 def _file_gates_digest(ff: FileFacts) -> str:
     """Digest of what of one file any gate's switch may read: the gates of the values of the
-    names it assigns (``FileFacts.derived``) and the entry gates of its functions."""
+    names it assigns (``FileFacts.derived``), the entry gates and returned tests of its
+    functions, and the options it declares and stores."""
     part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived],
-            [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates])
+            [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
+            [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
+            sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores)
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 

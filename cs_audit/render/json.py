@@ -8,7 +8,7 @@ import math
 from json.encoder import encode_basestring
 from typing import Any
 
-from cs_audit.model import AuditResult, Finding, HotRoots, Notification, Switch, root_notes
+from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, Notification, Switch, root_notes
 
 SCHEMA_VERSION = 1
 
@@ -212,6 +212,16 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
         "errors": [{"path": e.path, "message": e.message, "kind": e.kind} for e in result.errors],
         "repositories": [{"path": path, "commit": commit} for path, commit in result.repositories],
         **roots,
+        **({"deployment": deployment_dict(result.deployment)} if result.deployment is not None else {}),
+    }
+
+
+def deployment_dict(d: Deployment) -> dict[str, Any]:
+    return {
+        "platform": d.platform, "stated": d.stated, "options": dict(d.options), "env": list(d.env),
+        "defaults_used": [{"switch": u.switch, "value": u.value, "path": u.path or None, "line": u.line or None, "sites": u.sites,
+                           "example": {"path": u.example.path, "line": u.example.line} if u.example else None}
+                          for u in d.used],
     }
 
 

@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import is_level_knob, minimal_names
-from cs_audit.model import AuditResult, Finding, HotRoots, RootMatch, SwitchRef, is_aside
+from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, RootMatch, SwitchRef, is_aside
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import RuleSet
 
@@ -603,6 +603,8 @@ def _assumptions(rs: RuleSet, result: AuditResult) -> str:
         "- Syncs are costed by frequency from the H200 decode-step table (lost overlap, not the idle sync time).",
         "- Hot paths come from the roots in `rules/hot_paths.yaml` (plus project config) propagated through calls "
         "the tree resolves statically; calls through dynamic dispatch are not followed.",
+        "- Per-layer Python in a `forward` runs on eager forwards; a CUDA-graph replay runs none of it.",
+        *_deployment_lines(result.deployment),
         "",
         "### Not verified",
         "",
@@ -615,6 +617,35 @@ def _assumptions(rs: RuleSet, result: AuditResult) -> str:
           if any(detail_fields(f).get("var", "").startswith("<dynamic") for f in result.findings) else []),
         "",
     ])
+
+
+#: the defaults listed in the assumptions, the most sites first
+MAX_DEFAULTS_LISTED = 25
+
+
+def _deployment_lines(d: Deployment | None) -> list[str]:
+    """What the report assumed of the deployment: its platform and settings, and the defaults
+    that kept hot code out of §1, each with where its value comes from."""
+    if d is None:
+        return []
+    if d.stated:
+        settings = [f"{code(k)} = {code(v)}" for k, v in d.options] + [f"{code(e)} set" for e in d.env]
+        head = (f"- Deployment audited (as the project states it): platform {code(d.platform)}"
+                + (f"; {', '.join(settings)}" if settings else "") + "; every other option at its default.")
+    else:
+        head = (f"- Deployment audited: platform {code(d.platform)}, every option at its default and no env var set "
+                "(state another in `[tool.cs-audit] deployment`).")
+    lines = [head]
+    if d.used:
+        lines += ["", "### Defaults that decided gates", "",
+                  "Code behind these settings is left out of §1: it runs only with the setting changed.", "",
+                  "| turns the code on | value audited | from | hot sites kept off |", "|---|---|---|---|"]
+        for u in d.used[:MAX_DEFAULTS_LISTED]:
+            source = code(f"{u.path}:{u.line}") if u.path else ("the platform" if u.switch.startswith("platform") else "the deployment")
+            lines.append(f"| {code(u.switch)} | {code(u.value)} | {source} | {u.sites} |")
+        if len(d.used) > MAX_DEFAULTS_LISTED:
+            lines.append(f"| … {len(d.used) - MAX_DEFAULTS_LISTED} more in the JSON report | | | |")
+    return lines
 
 
 # ------------------------------------------------------------------ §2–§4 (the full audit)

@@ -1,0 +1,45 @@
+"""The deployment a report audits, and the defaults that decided its gates: for each option
+or platform that keeps hot code from running, how many sites it keeps off and where its
+value comes from (the report's assumptions name them, as a hand-written audit names the
+defaults it assumed)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from cs_audit.joins.callgraph import TreeModel
+from cs_audit.joins.defaults import option_name
+from cs_audit.joins.runs import run_of
+from cs_audit.model import DefaultUsed, Deployment, Place
+from cs_audit.ruleset import RuleSet
+
+
+def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
+    defaults = rs.defaults
+    if defaults is None:
+        return None
+    counts: Counter[str] = Counter()
+    first: dict[str, Place] = {}
+    for path, sites in model.fact_sites.items():
+        for site in sites:
+            if site.function is None or (path, site.function) not in model.freq_any:
+                continue
+            switch = run_of(model, path, site.function, site.gates, site, rs).switch
+            if switch is not None and switch.kind == "option":
+                counts[switch.name] += 1
+                first.setdefault(switch.name, Place(path, site.line))
+    stated = dict(defaults.options)
+    used = []
+    for switch, sites in counts.items():
+        name = option_name(switch)
+        if name == "platform":
+            used.append(DefaultUsed(switch, defaults.platform, "", 0, sites, first[switch]))
+        elif name in stated:
+            used.append(DefaultUsed(switch, repr(stated[name]), "", 0, sites, first[switch]))
+        else:
+            where = model.options.where(name)
+            if where is not None:
+                used.append(DefaultUsed(switch, where.value, where.path, where.line, sites, first[switch]))
+    used.sort(key=lambda d: (-d.sites, d.switch))
+    return Deployment(defaults.platform, defaults.stated, tuple((k, repr(v)) for k, v in defaults.options),
+                      tuple(sorted(defaults.env)), tuple(used))

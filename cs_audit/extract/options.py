@@ -1,0 +1,180 @@
+"""The options a file declares, with their defaults: the annotated fields of settings classes
+(dataclasses, pydantic and attrs models, classes named like `ParallelConfig`/`ServerArgs`) and
+command-line arguments (`parser.add_argument("--enable-eplb", action="store_true")`).
+
+Only what the source states is kept: a literal default, an empty `default_factory`, or a
+dotted name the default is copied from (`enable_eplb: bool = ParallelConfig.enable_eplb`,
+the same option declared again). ``joins.defaults`` decides gates with them."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from cs_audit.model import OptionDefault
+from cs_audit.pyast import dotted_name
+from cs_audit.ruleset import Defaults
+
+#: a `default_factory` that makes an empty (falsy) value
+_EMPTY_FACTORIES = {"list": "[]", "dict": "{}", "set": "set()", "tuple": "()", "str": "''", "int": "0", "float": "0.0", "bool": "False"}
+#: the longest default kept as written (a longer literal is a table, not a switch value)
+_MAX_VALUE = 80
+
+
+def declared_options(tree: ast.Module, text: str, path: str,
+                     defaults: Defaults | None) -> tuple[OptionDefault, ...]:
+    """The options ``tree`` (of source ``text``) declares, in file order."""
+    if defaults is None:
+        return ()
+    out: list[OptionDefault] = []
+    settings_module = defaults.module_paths.search(path) is not None
+    # settings classes: at module level, under a module-level `if`/`try`, or nested in a class
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.ClassDef):
+            if _settings_class(node, defaults, settings_module):
+                out.extend(_fields(node, path, defaults))
+            statements.extend(node.body)
+        elif isinstance(node, (ast.If, ast.Try)):
+            statements.extend(node.body)
+            statements.extend(node.orelse)
+    if any(name in text for name in defaults.argument_calls):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in defaults.argument_calls:
+                option = _argument(node, path)
+                if option is not None:
+                    out.append(option)
+    return tuple(sorted(out, key=lambda o: (o.line, o.name)))
+
+
+#: an attribute store on another object (`cfg.async_scheduling = False`): the owner's field is
+#: worked out at run time, whatever its default
+_FOREIGN_STORE = re.compile(r"\b(\w+)\.(\w+)\s*(?:[-+*/|&]?=)(?!=)")
+
+
+def foreign_stores(text: str) -> tuple[str, ...]:
+    """The attribute names ``text`` assigns on an object other than `self`, sorted."""
+    return tuple(sorted({m.group(2) for m in _FOREIGN_STORE.finditer(text) if m.group(1) != "self"}))
+
+
+def _last(name: str | None) -> str:
+    return (name or "").rsplit(".", 1)[-1]
+
+
+def _settings_class(node: ast.ClassDef, defaults: Defaults, settings_module: bool) -> bool:
+    if defaults.class_names.search(node.name):
+        return True
+    decorators = {_last(dotted_name(d.func if isinstance(d, ast.Call) else d)) for d in node.decorator_list}
+    bases = {_last(dotted_name(base)) for base in node.bases}
+    if decorators & defaults.class_decorators or bases & defaults.class_bases:
+        return True
+    return settings_module and bool((decorators | bases) & defaults.class_records)
+
+
+def _fields(node: ast.ClassDef, path: str, defaults: Defaults) -> list[OptionDefault]:
+    out = []
+    resolved = _assigned_by_methods(node)
+    for statement in node.body:
+        if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.target, ast.Name) or statement.value is None:
+            continue
+        if statement.target.id in resolved:
+            continue  # the class works its value out (`__post_init__`): the default is not what runs
+        annotation = statement.annotation
+        annotation_name = dotted_name(annotation.value if isinstance(annotation, ast.Subscript) else annotation) or ""
+        if _last(annotation_name) == "ClassVar":
+            continue
+        value, copied = _default(statement.value, defaults)
+        if value is not None:
+            out.append(OptionDefault(statement.target.id, node.name, value, path, statement.lineno, copied))
+    return out
+
+
+def _assigned_by_methods(node: ast.ClassDef) -> set[str]:
+    """The attributes the class's own methods assign (`self.x = ...`, `object.__setattr__(self, "x", ...)`)."""
+    out: set[str] = set()
+    for statement in node.body:
+        if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(statement):
+            targets: list[ast.expr] = []
+            if isinstance(inner, ast.Assign):
+                targets = inner.targets
+            elif isinstance(inner, (ast.AnnAssign, ast.AugAssign)):
+                targets = [inner.target]
+            elif isinstance(inner, ast.Call) and _last(dotted_name(inner.func)) == "__setattr__" and len(inner.args) >= 2:
+                name = inner.args[1]
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    out.add(name.value)
+            for target in targets:
+                for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name) and element.value.id == "self":
+                        out.add(element.attr)
+    return out
+
+
+def _default(node: ast.expr, defaults: Defaults) -> tuple[str | None, bool]:
+    """(the default as source, copied from another declaration) of a field's value; (None,
+    False) when the source does not state it."""
+    if isinstance(node, ast.Call) and _last(dotted_name(node.func)) in defaults.field_calls:
+        for keyword in node.keywords:
+            if keyword.arg == "default":
+                return _default(keyword.value, defaults)
+            if keyword.arg == "default_factory":
+                factory = _last(dotted_name(keyword.value))
+                return _EMPTY_FACTORIES.get(factory), False
+        first = node.args[0] if node.args else None
+        if first is None or isinstance(first, ast.Constant) and first.value is Ellipsis:
+            return None, False  # required
+        return _default(first, defaults)  # pydantic `Field(False, ...)`
+    text = _literal_text(node)
+    if text is not None:
+        return text, False
+    if isinstance(node, ast.Attribute) and dotted_name(node) is not None:
+        return "", True
+    return None, False
+
+
+def _literal_text(node: ast.expr) -> str | None:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    text = repr(value)
+    return text if len(text) <= _MAX_VALUE else None
+
+
+def _argument(node: ast.Call, path: str) -> OptionDefault | None:
+    """A command-line option: its `dest` (or first long flag, dashes as underscores) and
+    default (argparse's: False for `store_true`, True for `store_false`, else None)."""
+    flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    longs = [f for f in flags if f.startswith("--")]
+    keywords = {k.arg: k.value for k in node.keywords if k.arg}
+    dest = keywords.get("dest")
+    if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+        name = dest.value
+    elif longs:
+        name = longs[0][2:].replace("-", "_")
+    else:
+        return None
+    if not name.isidentifier():
+        return None
+    if any(k.arg is None for k in node.keywords):
+        # `**kwargs`: the default is the settings class field it is built from
+        return OptionDefault(name, f"--{name}", "", path, node.lineno, True)
+    action = keywords.get("action")
+    action_name = action.value if isinstance(action, ast.Constant) else None
+    if "default" in keywords:
+        text = _literal_text(keywords["default"])
+        if text is None:
+            copied = isinstance(keywords["default"], ast.Attribute)
+            return OptionDefault(name, f"--{name}", "", path, node.lineno, True) if copied else None
+    elif action_name == "store_true":
+        text = "False"
+    elif action_name == "store_false":
+        text = "True"
+    elif action is None or action_name in ("store", "append", "extend", "count"):
+        text = "None"
+    else:
+        return None
+    return OptionDefault(name, f"--{name}", text, path, node.lineno)

@@ -1,0 +1,137 @@
+"""What a test decides with the engine's defaults: the options the tree declares
+(``extract.options``) and the deployment audited (``rules/defaults.yaml`` and the project's
+``deployment``: its platform, the options it sets).
+
+A gate on an option whose value in the deployment turns the guarded code off stands for a
+switch of kind ``option`` named by the setting that turns it on (`enable_eplb`,
+`platform=rocm`, `kv_cache_dtype=='fp8'`); a gate the deployment's values keep open stands for
+no switch; anything else is no option, and the other gate rules decide it."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from cs_audit.model import GateRef, OptionDefault, SwitchRef
+from cs_audit.ruleset import Defaults
+
+#: ``option_gate``'s answer for a gate that tests no option or platform
+NOT_OPTION = SwitchRef("dynamic", "<not an option>")
+_UNKNOWN = object()
+
+
+@dataclass
+class OptionTable:
+    """The options of a tree by name, with the default every declaration agrees on."""
+
+    #: name -> its literal declarations (copies of another declaration left out)
+    declared: dict[str, list[OptionDefault]] = field(default_factory=dict)
+    _values: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, options: Iterable[OptionDefault], stored: Iterable[str] = ()) -> OptionTable:
+        """The table of ``options``, less those some code assigns on their owner (``stored``:
+        `self.scheduler_config.async_scheduling = False`): their value is worked out at run time."""
+        worked_out = set(stored)
+        declared: dict[str, list[OptionDefault]] = defaultdict(list)
+        for option in options:
+            if not option.copied and option.name not in worked_out:
+                declared[option.name].append(option)
+        return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()})
+
+    def default(self, name: str) -> object:
+        """The default of ``name`` when every declaration states the same one; ``_UNKNOWN``
+        when none does, one is not a literal, or two disagree (two classes' `enabled`)."""
+        value = self._values.get(name, _UNKNOWN)
+        if value is _UNKNOWN and name not in self._values:
+            value = self._values[name] = _agreed(self.declared.get(name, ()))
+        return value
+
+    def where(self, name: str) -> OptionDefault | None:
+        """The first declaration of ``name`` (what a report cites)."""
+        found = self.declared.get(name)
+        return found[0] if found else None
+
+
+def _agreed(declarations: Iterable[OptionDefault]) -> object:
+    values = set()
+    for option in declarations:
+        if not option.value:
+            return _UNKNOWN
+        values.add(option.value)
+    if len(values) != 1:
+        return _UNKNOWN
+    try:
+        return ast.literal_eval(values.pop())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNKNOWN
+
+
+def _comparison(gate: GateRef) -> tuple[str, object] | None:
+    """(``==`` or ``!=``, the literal) under which a compared gate's code runs."""
+    for arg in gate.args:
+        if arg.startswith("cmp:"):
+            op, _, text = arg[4:].partition(":")
+            try:
+                return op, ast.literal_eval(text)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None
+    return None
+
+
+def _platform_gate(platform: str, active: bool, defaults: Defaults) -> SwitchRef | None:
+    on = platform == defaults.platform
+    if on == active:
+        return None
+    return SwitchRef("option", f"platform={platform}" if active else f"platform!={platform}")
+
+
+def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) -> SwitchRef | None:
+    """The option switch ``gate`` stands for in the deployment; None when the deployment's
+    values let the guarded code run; ``NOT_OPTION`` when the gate tests no option."""
+    if defaults is None or gate.kind not in ("name", "call") or not gate.ref:
+        return NOT_OPTION
+    compared = _comparison(gate)
+    if gate.kind == "call":
+        platform = defaults.platform_of(gate.ref, called=True)
+        if platform is None or "operand" in gate.args:
+            return NOT_OPTION
+        return _platform_gate(platform, gate.active_when_set, defaults)
+    platform = defaults.platform_of(gate.ref, called=False)
+    if platform is not None and "operand" not in gate.args:
+        return _platform_gate(platform, gate.active_when_set, defaults)
+    if "." not in gate.ref:
+        return NOT_OPTION  # a local or module name: what is assigned to it decides
+    receiver, name = gate.ref.rsplit(".", 1)
+    if receiver == "self" or "operand" in gate.args and compared is None:
+        return NOT_OPTION  # an attribute of the object itself: its assignments decide
+    stated = dict(defaults.options)
+    value = stated[name] if name in stated else table.default(name)
+    if value is _UNKNOWN:
+        return NOT_OPTION
+    if compared is not None:
+        op, literal = compared
+        if value is None and literal is not None:
+            return NOT_OPTION  # unset until start-up fills it in (`tp_rank == 0`): no default to judge by
+        holds = (value == literal) == (op == "==")
+        spelled = f"{name}{op}{literal!r}"
+    else:
+        holds = bool(value) == gate.active_when_set
+        spelled = name if gate.active_when_set else f"{name}=False"
+    return None if holds else SwitchRef("option", spelled)
+
+
+def option_name(setting: str) -> str:
+    """The option the name of a switch of kind ``option`` sets (`enable_eplb` of `enable_eplb=False`)."""
+    name = setting
+    for sep in ("!=", "==", "="):
+        name = name.split(sep, 1)[0]
+    return name
+
+
+def module_switch(defaults: Defaults | None, path: str) -> SwitchRef | None:
+    """The platform switch of a module written for another platform than the deployment's."""
+    platform = defaults.module_platform(path) if defaults is not None else None
+    return SwitchRef("option", f"platform={platform}") if platform is not None else None

@@ -1,0 +1,215 @@
+"""The engine's defaults decide gates (``extract.options``, ``joins.defaults``): an option or a
+platform whose default keeps code from running takes it out of §1, the report names the
+default, and a stated deployment brings it back.  The shapes one by one are the annotated
+``fixtures/annotated/toyserve/defaults.py``; each part is disabled here to show the fixture
+then disagrees."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import cs_audit.extract.index as index_module
+import cs_audit.extract.options as options_module
+import cs_audit.extract.python as python_module
+import cs_audit.joins.callgraph as callgraph_module
+from cs_audit.cli import app
+from cs_audit.extract.options import declared_options, foreign_stores
+from cs_audit.joins.defaults import NOT_OPTION
+from cs_audit.ruleset import load_ruleset
+from cs_audit.testing import check_annotations, write_tree
+
+runner = CliRunner()
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "defaults.py"
+
+
+def _fixture() -> dict[str, str]:
+    return {"toyserve/defaults.py": FIXTURE.read_text(encoding="utf-8")}
+
+
+def _line(text: str) -> int:
+    return next(i for i, line in enumerate(FIXTURE.read_text().splitlines(), 1) if text in line)
+
+
+def test_the_annotated_defaults_agree_with_the_report() -> None:
+    assert check_annotations(_fixture()) == []
+
+
+def test_without_the_option_gates_every_option_shape_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "option_gate", lambda *a: NOT_OPTION)
+    problems = check_annotations(_fixture())
+    unexpected = {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
+    for text in ('"rebalanced', '"balancer copy', '"no prefix reuse', '"fp8 cache', '"watched', '"traced',
+                 '"request %d', '"rocm path', '"npu path', '"predicate', '"tracer flush'):
+        assert _line(text) in unexpected, text
+
+
+def test_without_the_declared_options_only_the_platform_still_gates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(python_module, "declared_options", lambda *a: ())
+    problems = check_annotations(_fixture())
+    unexpected = {int(p.split(":")[1]) for p in problems if "unexpected" in p}
+    assert _line('"rebalanced') in unexpected and _line('"request %d') in unexpected
+    assert _line('"rocm path') not in unexpected and _line('"npu path') not in unexpected
+
+
+def test_without_predicates_a_call_of_one_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "_TEST_VALUES", frozenset())
+    problems = check_annotations(_fixture())
+    line = _line('"predicate')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
+
+
+def test_without_the_conditions_of_an_assignment_an_optional_component_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module._Indexer, "_condition_refs", lambda self, groups: ())
+    problems = check_annotations(_fixture())
+    line = _line('"traced')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
+
+
+def test_a_default_the_class_works_out_itself_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(options_module, "_assigned_by_methods", lambda node: set())
+    problems = check_annotations(_fixture())
+    line = _line('"fast path')
+    assert f"toyserve/defaults.py:{line}: missing default-on-emitter" in " ".join(problems)
+
+
+def _scan(root: Path, *extra: str) -> dict:
+    result = runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _emitter_lines(report: dict) -> set[int]:
+    return {f["line"] for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
+
+
+def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", _fixture())
+    report = _scan(root)
+    used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
+    assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
+    assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
+                                       "line": _line("enable_balancer: bool"), "sites": 3,
+                                       "example": {"path": "toyserve/defaults.py", "line": _line('"predicate')}}
+    assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
+    assert "cache_dtype=='fp8'" in used and "enable_prefix_reuse=False" in used and "log_every_request" in used
+    out = tmp_path / "audit.md"
+    runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
+    text = out.read_text()
+    assert "### Defaults that decided gates" in text
+    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 3 |" in text
+    assert "CUDA-graph replay runs none of it" in text
+
+
+def test_a_stated_deployment_brings_the_code_it_turns_on_back(tmp_path: Path) -> None:
+    files = _fixture()
+    plain = _emitter_lines(_scan(write_tree(tmp_path / "plain", files)))
+    files["pyproject.toml"] = (
+        '[tool.cs-audit]\ndeployment = {platform = "rocm", options = {enable_balancer = true, cache_dtype = "fp8"}, '
+        'env = ["TOY_TRACE"]}\n'
+    )
+    report = _scan(write_tree(tmp_path / "stated", files))
+    stated = _emitter_lines(report)
+    back = {_line('"rebalanced'), _line('"balancer copy'), _line('"fp8 cache'), _line('"rocm path')}
+    assert back <= stated and not back & plain
+    assert _line('"default cache') in plain and _line('"default cache') not in stated
+    assert _line('"npu path') not in stated
+    assert report["deployment"]["stated"] is True and report["deployment"]["platform"] == "rocm"
+    assert report["deployment"]["options"] == {"cache_dtype": "'fp8'", "enable_balancer": "True"}
+
+
+def test_a_deployment_env_var_is_set(tmp_path: Path) -> None:
+    files = {"runner.py": (
+        "import logging, os\nlogger = logging.getLogger(__name__)\n\n\nclass ModelRunner:\n"
+        "    def execute_model(self, batch):\n        if os.getenv('TOY_TRACE'):\n"
+        "            logger.info('traced %d', len(batch))\n        return batch\n")}
+    assert 8 not in _emitter_lines(_scan(write_tree(tmp_path / "a", files)))
+    files["pyproject.toml"] = '[tool.cs-audit]\ndeployment = {env = ["TOY_TRACE"]}\n'
+    assert 8 in _emitter_lines(_scan(write_tree(tmp_path / "b", files)))
+
+
+@pytest.mark.parametrize("table", [
+    'deployment = {platform = "risc-v"}', 'deployment = {options = {"not a name" = true}}',
+    'deployment = {env = "X"}', 'deployment = {model = "llama"}', 'deployment = {platform = "quantum"}',
+])
+def test_a_malformed_deployment_is_one_line(tmp_path: Path, table: str) -> None:
+    root = write_tree(tmp_path / "t", {"a.py": "x = 1\n", "pyproject.toml": f"[tool.cs-audit]\n{table}\n"})
+    result = runner.invoke(app, ["scan", str(root), "--no-cache", "--no-history", "-j", "1"])
+    assert result.exit_code == 2
+    assert "deployment" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def _declared(source: str, path: str = "pkg/mod.py") -> dict[str, str]:
+    tree = ast.parse(source)
+    return {o.name: o.value for o in declared_options(tree, source, path, load_ruleset().defaults) if not o.copied}
+
+
+def test_declarations_read_from_each_kind_of_settings_class() -> None:
+    source = '''
+from pydantic import BaseModel, Field
+import msgspec
+
+class ServerArgs:
+    log_requests: bool = False
+
+class Limits(BaseModel):
+    strict: bool = Field(False, description="x")
+    required: int = Field(...)
+
+class Moe(msgspec.Struct):
+    enable_balancer: bool = False
+
+@dataclass
+class StepMetadata:
+    num_tokens: int = 0
+'''
+    found = _declared(source)
+    assert found == {"log_requests": "False"}  # outside a settings module a record is per-step data
+    in_settings = _declared(source, "pkg/config/moe.py")
+    assert in_settings == {"log_requests": "False", "strict": "False", "enable_balancer": "False", "num_tokens": "0"}
+
+
+def test_command_line_arguments() -> None:
+    source = '''
+p.add_argument("--log-every-request", action="store_true")
+p.add_argument("--max-batch", type=int, default=8)
+p.add_argument("--backend")
+p.add_argument("--copied", **kwargs)
+p.add_argument("--from-field", default=ServerArgs.from_field)
+p.add_argument("-v", dest="verbose_level", action="count")
+'''
+    assert _declared(source) == {"log_every_request": "False", "max_batch": "8", "backend": "None", "verbose_level": "None"}
+
+
+def test_stores_on_another_object_are_found() -> None:
+    assert foreign_stores("cfg.async_mode = False\nself.own = 1\nx.a.b += 2\nif y.c == 3: pass\n") == ("async_mode", "b")
+
+
+PLATFORM_TREE = {
+    "engine/models/amd/attention.py": (
+        "import logging\nfrom engine.kernels import prefill\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class RocmAttention:\n    def forward(self, x):\n        logger.info('rocm layer %d', x)\n        return prefill(x)\n"),
+    "engine/models/attention.py": (
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class Attention:\n    def forward(self, x):\n        logger.info('layer %d', x)\n        return x\n"),
+    "engine/kernels.py": (
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\n"
+        "def prefill(x):\n    logger.info('prefill %d', x)\n    return x\n"),
+}
+
+
+def test_a_module_written_for_another_platform_runs_nothing(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path / "cuda", PLATFORM_TREE))
+    on = {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
+    assert on == {("engine/models/attention.py", 7)}  # neither the AMD layer nor what only it calls
+    used = {u["switch"]: u["sites"] for u in report["deployment"]["defaults_used"]}
+    assert used == {"platform=rocm": 2}
+    rocm = dict(PLATFORM_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {platform = "rocm"}\n'})
+    report = _scan(write_tree(tmp_path / "rocm", rocm))
+    on = {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
+    assert on == {("engine/models/attention.py", 7), ("engine/models/amd/attention.py", 8), ("engine/kernels.py", 6)}
