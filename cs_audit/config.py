@@ -63,7 +63,7 @@ class AuditConfig:
     aside: tuple[str, ...] = ASIDE_DEFAULT
     #: the deployment audited (``[tool.cs-audit] deployment``): its platform (None: the rules'
     #: default), the options it sets, the env vars it sets; every gate is decided with them
-    deployment: tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...]] | None = None
+    deployment: tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...]] | None = None
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -240,15 +240,15 @@ def _check_selection(table: dict[str, Any], source: str | None, overrides: dict[
     }
 
 
-_DEPLOYMENT_KEYS = {"platform", "options", "env"}
+_DEPLOYMENT_KEYS = {"platform", "options", "env", "models"}
 
 
-def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...]] | None:
+def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...]] | None:
     """``deployment``: a table ``{platform = "rocm", options = {enable_eplb = true}, env =
     ["VLLM_X"]}``: what the audited deployment runs on and sets."""
     if value is None:
         return None
-    example = 'deployment = {platform = "cuda", options = {enable_eplb = true}, env = ["MY_TRACE"]}'
+    example = 'deployment = {platform = "cuda", models = ["llama"], options = {enable_eplb = true}, env = ["MY_TRACE"]}'
     if not isinstance(value, dict) or set(value) - _DEPLOYMENT_KEYS:
         raise ConfigError(f"{source}: deployment must be a table with keys {sorted(_DEPLOYMENT_KEYS)}, like {example}")
     platform = value.get("platform")
@@ -263,7 +263,10 @@ def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple
         env = [k for k, v in env.items() if v not in (None, "", "0", False)]
     if not isinstance(env, list) or not all(isinstance(e, str) and e for e in env):
         raise ConfigError(f"{source}: deployment.env must be a list of the env vars the deployment sets, like {example}")
-    return platform, tuple(sorted(options.items())), tuple(sorted(set(env)))
+    models = value.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+        raise ConfigError(f"{source}: deployment.models must be a list of the model architectures served (their folder under models/), like [\"llama\"]")
+    return platform, tuple(sorted(options.items())), tuple(sorted(set(env))), tuple(sorted(set(models)))
 
 
 def load_config(root: str, config_file: Path | None = None, **overrides: Any) -> AuditConfig:

@@ -193,8 +193,8 @@ class FunctionDef:
     #: its blocks on an error or rare path (``extract.paths``), in the order the walk met them:
     #: (first line, last line, path kind, why, the guard's line)
     path_blocks: tuple[tuple[int, int, str, str, int], ...] = ()
-    #: a predicate's one `return <test>`: the gates of the test (the code a call of it guards
-    #: runs only when they hold)
+    #: a predicate's `return <test>` (after assignments only): the gates of the test (the code
+    #: a call of it guards runs only when they hold)
     returned_test: tuple[GateRef, ...] = ()
 
 
@@ -707,6 +707,8 @@ class Deployment:
     options: tuple[tuple[str, str], ...] = ()
     env: tuple[str, ...] = ()
     used: tuple[DefaultUsed, ...] = ()
+    #: the model architectures it serves (() : not stated)
+    models: tuple[str, ...] = ()
 
 
 @restorable

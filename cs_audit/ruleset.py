@@ -37,7 +37,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "field_calls", "argument_calls",
-                      "platform", "platforms", "platform_paths"},
+                      "platform", "platforms", "platform_paths", "model_paths"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -130,12 +130,21 @@ class Defaults:
     #: platform -> the paths of the modules written for it alone (searched)
     platform_paths: tuple[tuple[str, re.Pattern[str]], ...]
     platform: str
+    #: a model architecture's own modules (group `model` names it); None: no such layout
+    model_paths: re.Pattern[str] | None = None
+    #: the architectures the deployment serves (() : not stated)
+    models: tuple[str, ...] = ()
     #: option -> the value the deployment gives it (a Python literal)
     options: tuple[tuple[str, object], ...] = ()
     #: env vars the deployment sets
     env: frozenset[str] = frozenset()
     #: whether a project stated the deployment (the report says which it audits)
     stated: bool = False
+
+    def model_of(self, path: str) -> str | None:
+        """The model architecture whose own module ``path`` is (None: code any model may run)."""
+        found = self.model_paths.search(path) if self.model_paths is not None else None
+        return found.group("model") if found is not None else None
 
     def module_platform(self, path: str) -> str | None:
         """The platform a module is written for alone, by its path; None for any platform or
@@ -302,17 +311,19 @@ class RuleSet:
         digest = hashlib.sha256(f"{self.digest}\0{found!r}".encode()).hexdigest()[:16]
         return replace(self, registries=self.registries + found, digest=digest)
 
-    def with_deployment(self, platform: str | None, options: dict[str, object], env: tuple[str, ...]) -> RuleSet:
-        """With the deployment a project states: the platform, the options it sets and the env
-        vars it sets (checked by ``config``); the digest covers it."""
+    def with_deployment(self, platform: str | None, options: dict[str, object], env: tuple[str, ...],
+                        models: tuple[str, ...] = ()) -> RuleSet:
+        """With the deployment a project states: the platform, the options it sets, the env
+        vars it sets and the model architectures it serves (checked by ``config``); the digest
+        covers it."""
         from dataclasses import replace
 
         assert self.defaults is not None
         defaults = replace(self.defaults, platform=platform or self.defaults.platform, options=tuple(sorted(options.items())),
-                           env=frozenset(env), stated=True)
+                           env=frozenset(env), stated=True, models=tuple(sorted(models)))
         if defaults == self.defaults:
             return self
-        digest = hashlib.sha256(f"{self.digest}\0{defaults.platform}\0{defaults.options!r}\0{sorted(defaults.env)!r}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{self.digest}\0{defaults.platform}\0{defaults.options!r}\0{sorted(defaults.env)!r}\0{defaults.models!r}".encode()).hexdigest()[:16]
         return replace(self, defaults=defaults, digest=digest)
 
     def with_extra_roots(self, roots: list[dict[str, Any]]) -> RuleSet:
@@ -567,6 +578,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         argument_calls=frozenset(map(str, data.get("argument_calls") or ())),
         platforms=platforms, platform=platform,
         platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
+        model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
     )
 
 

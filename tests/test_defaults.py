@@ -213,3 +213,42 @@ def test_a_module_written_for_another_platform_runs_nothing(tmp_path: Path) -> N
     report = _scan(write_tree(tmp_path / "rocm", rocm))
     on = {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
     assert on == {("engine/models/attention.py", 7), ("engine/models/amd/attention.py", 8), ("engine/kernels.py", 6)}
+
+
+def _model(name: str, lines: int) -> str:
+    body = "".join(f"        logger.info('{name} {i} %d', x)\n" for i in range(lines))
+    return (f"import logging\nlogger = logging.getLogger(__name__)\n\n\nclass {name.title()}ForCausalLM:\n"
+            f"    def forward(self, x):\n{body}        return x\n")
+
+
+MODELS_TREE = {
+    "engine/models/llama.py": _model("llama", 1),
+    "engine/models/mixtral/model.py": _model("mixtral", 3),
+    "engine/runner.py": ("import logging\nlogger = logging.getLogger(__name__)\n\n\nclass ModelRunner:\n"
+                         "    def execute_model(self, x):\n        logger.info('step %d', x)\n        return x\n"),
+}
+
+
+def _section_1(root: Path, tmp_path: Path, fmt: str = "markdown") -> str:
+    out = tmp_path / f"audit.{'md' if fmt == 'markdown' else 'html'}"
+    result = runner.invoke(app, ["scan", str(root), "-f", fmt, "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    return out.read_text()
+
+
+def test_the_bottom_line_counts_one_model_architecture_never_every_model(tmp_path: Path) -> None:
+    text = _section_1(write_tree(tmp_path / "t", MODELS_TREE), tmp_path)
+    line = next(x for x in text.splitlines() if x.startswith("**Bottom line"))
+    step = 16.47  # one log line per step (rules/costs.yaml), as the other tests here read it off the report
+    per_line = float(line.split("≈ ")[2].split(" µs")[0])  # the code any model may run: the runner's line
+    assert "5 default-ON statements" in line and "the costliest architecture (`mixtral`)" in line
+    assert "`mixtral` ≈" in line and "`llama` ≈" in line and "never added up" in line
+    total = float(line.split("≈ ")[1].split(" µs")[0].replace(",", ""))
+    assert total == pytest.approx(per_line * 4, abs=1.0) and per_line == pytest.approx(step, abs=1.0)
+    html = _section_1(write_tree(tmp_path / "h", MODELS_TREE), tmp_path, "html")
+    assert "costliest side" in html and "plus mixtral" in html
+    stated = dict(MODELS_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {models = ["llama"]}\n'})
+    text = _section_1(write_tree(tmp_path / "s", stated), tmp_path)
+    line = next(x for x in text.splitlines() if x.startswith("**Bottom line"))
+    assert "the architectures the deployment serves (`llama`)" in line
+    assert float(line.split("≈ ")[1].split(" µs")[0]) == pytest.approx(per_line * 2, abs=1.0)

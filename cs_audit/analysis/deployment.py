@@ -42,4 +42,4 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
                 used.append(DefaultUsed(switch, where.value, where.path, where.line, sites, first[switch]))
     used.sort(key=lambda d: (-d.sites, d.switch))
     return Deployment(defaults.platform, defaults.stated, tuple((k, repr(v)) for k, v in defaults.options),
-                      tuple(sorted(defaults.env)), tuple(used))
+                      tuple(sorted(defaults.env)), tuple(used), defaults.models)

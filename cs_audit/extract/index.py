@@ -1188,8 +1188,9 @@ class _Indexer(ast.NodeVisitor):
         )
         # a predicate (`def _eplb_on(self): return self.args.enable_eplb and ...`): what its value tests
         body = [stmt for stmt in node.body if not (stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Constant)]  # type: ignore[attr-defined]
-        returned_test = tuple(self.gate_refs(body[0].value, active=True)) if (
-            len(body) == 1 and body[0].__class__ is ast.Return and body[0].value.__class__ in _TEST_VALUES) else ()  # type: ignore[attr-defined]
+        returned_test = tuple(self.gate_refs(body[-1].value, active=True)) if (  # type: ignore[attr-defined]
+            body and body[-1].__class__ is ast.Return and body[-1].value.__class__ in _TEST_VALUES  # type: ignore[attr-defined]
+            and all(stmt.__class__ is ast.Assign for stmt in body[:-1])) else ()
         self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
         saved_branches, self.branch_depth = self.branch_depth, 0

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 
 from cs_audit.model import AuditResult, Finding, Switch
-from cs_audit.render.markdown import HOT, default_on_rows, title, via_words
+from cs_audit.render.markdown import HOT, default_on_rows, side_totals, title, via_words
 from cs_audit.ruleset import RuleSet
 
 #: source lines shown per finding, at most
@@ -94,7 +94,9 @@ def _nav() -> str:
 def _header(result: AuditResult, rs: RuleSet, shown: str, colours: Mapping[str, str]) -> str:
     counts = Counter(f.rule for f in result.findings)
     commit = result.commit[:12] if result.commit else (result.history_note or "not a git checkout")
-    total = sum(f.cost_us for f in default_on_rows(result, rs))
+    # per side and for one model architecture, as the markdown: never a sum across either
+    sides = side_totals(result, rs)
+    total = sides[0][1].total if sides else 0.0
     chips = "".join(
         f'<span class="chip" style="border-color:{colours[rule]}"><i style="background:{colours[rule]}"></i>'
         f"{h(rule)} <b>{counts[rule]}</b></span>"
@@ -102,7 +104,7 @@ def _header(result: AuditResult, rs: RuleSet, shown: str, colours: Mapping[str, 
     ) or "<span>no findings</span>"
     facts = [("commit", commit), ("files scanned", result.files_scanned), ("skipped", len(result.errors)),
              ("switches", len(result.switches)), ("findings", len(result.findings)),
-             ("default-ON µs/step (estimate)", f"{total:,.0f}")]
+             ("default-ON µs/step, costliest side (estimate)", f"{total:,.0f}")]
     cards = "".join(f'<div class="card"><div class="n">{h(v)}</div><div class="k">{h(k)}</div></div>' for k, v in facts)
     roots = f'<p class="note">{h(result.roots.summary)}</p>' if result.roots is not None else ""
     warning = f'<p class="warn">{h(result.roots.warning)}</p>' if result.roots is not None and result.roots.warning else ""
@@ -191,9 +193,12 @@ def _ranked(result: AuditResult, rs: RuleSet) -> str:
     out.append("</tbody></table>")
     if len(rows) > MAX_RANKED:
         out.append(f"<p>… and {len(rows) - MAX_RANKED} more default-ON sites, in the findings below.</p>")
-    total = sum(f.cost_us for f in rows)
-    out.append(f"<p><b>Bottom line:</b> {len(rows)} default-ON sites on hot paths, ≈ {total:,.0f} µs per step in all "
-               f"(<em>estimate</em>); {sum(1 for f in rows if f.gpu_sync)} of them force a GPU sync.</p></section>")
+    lines = "; ".join(
+        f"{h(side) or 'no process named'}: {n} statements, ≈ {t.total:,.0f} µs per step"
+        + (f" (code any model may run ≈ {t.shared:,.0f}, plus {h(', '.join(t.counted))})" if t.models else "")
+        for side, t, n in side_totals(result, rs))
+    out.append(f"<p><b>Bottom line</b> (<em>estimate</em>, per process side and for one model architecture, never added up): "
+               f"{lines}; {sum(1 for f in rows if f.gpu_sync)} sites force a GPU sync.</p></section>")
     return "".join(out)
 
 

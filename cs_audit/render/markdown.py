@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePath
@@ -300,6 +301,16 @@ def _side(s: Statement) -> str:
     return next((f.process for f in s.findings if f.process), "")
 
 
+def side_totals(result: AuditResult, rs: RuleSet) -> list[tuple[str, SideTotal, int]]:
+    """(side, its ``SideTotal``, statements) of each process side of §1, the costliest first:
+    totals a reader may quote one at a time, never added up."""
+    sides: dict[str, list[Statement]] = {}
+    for s in statements(default_on_rows(result, rs)):
+        sides.setdefault(_side(s), []).append(s)
+    out = [(side, side_total(rows, rs), len(rows)) for side, rows in sides.items()]
+    return sorted(out, key=lambda t: (-t[1].total, t[0]))
+
+
 def _line_list(lines: list[int]) -> str:
     """`12, 40-42, 55` from sorted line numbers."""
     out: list[str] = []
@@ -353,12 +364,55 @@ def _side_table(rows: list[Statement], start: int) -> list[str]:
     return lines
 
 
-def _bottom_line(rows: list[Statement], side: str) -> str:
-    total = sum(s.cost_us for s in rows)
+@dataclass(frozen=True)
+class SideTotal:
+    """What one process side pays per step: the code any model may run, plus the own modules
+    of the model architectures served (the stated ones, else the costliest one alone)."""
+
+    shared: float
+    #: (architecture, µs, statements) of each architecture with own statements, costliest first
+    models: tuple[tuple[str, float, int], ...]
+    #: the architectures the total counts
+    counted: tuple[str, ...]
+
+    @property
+    def total(self) -> float:
+        return self.shared + sum(cost for name, cost, _ in self.models if name in self.counted)
+
+
+def side_total(rows: list[Statement], rs: RuleSet, costs: Callable[[Statement], float] | None = None) -> SideTotal:
+    """The per-step total of one side's statements: never the sum of every model's forward."""
+    cost_of = costs or (lambda s: s.cost_us)
+    defaults = rs.defaults
+    shared = 0.0
+    per_model: dict[str, list[float]] = {}
+    for s in rows:
+        model = defaults.model_of(s.first.path) if defaults is not None else None
+        if model is None:
+            shared += cost_of(s)
+        else:
+            per_model.setdefault(model, []).append(cost_of(s))
+    models = tuple(sorted(((m, sum(c), len(c)) for m, c in per_model.items()), key=lambda t: (-t[1], t[0])))
+    stated = defaults.models if defaults is not None else ()
+    counted = tuple(m for m, _, _ in models if m in stated) if stated else tuple(m for m, _, _ in models[:1])
+    return SideTotal(shared, models, counted)
+
+
+def _bottom_line(rows: list[Statement], side: str, rs: RuleSet) -> str:
+    split = side_total(rows, rs)
     syncs = sum(1 for s in rows if s.gpu_sync)
     whose = f" of the {side} side" if side else ""
-    return (f"**Bottom line{f' ({cell(side)})' if side else ''}:** {len(rows)} default-ON statements on hot paths{whose}, "
-            f"≈ {total:,.0f} µs per step in all (*estimate*, B and L as in Assumptions); {syncs} of them force a GPU sync.")
+    head = (f"**Bottom line{f' ({cell(side)})' if side else ''}:** {len(rows)} default-ON statements on hot paths{whose}, "
+            f"≈ {split.total:,.0f} µs per step")
+    if not split.models:
+        return f"{head} in all (*estimate*, B and L as in Assumptions); {syncs} of them force a GPU sync."
+    own = ", ".join(f"{code(m)} ≈ {c:,.0f} µs ({n})" for m, c, n in split.models[:5])
+    more = f" and {len(split.models) - 5} more" if len(split.models) > 5 else ""
+    served = (f"the architectures the deployment serves ({', '.join(code(m) for m in split.counted) or 'none in this tree'})"
+              if rs.defaults is not None and rs.defaults.models else f"the costliest architecture ({code(split.counted[0])})")
+    return (f"{head} (*estimate*, B and L as in Assumptions) for one deployment: ≈ {split.shared:,.0f} µs in code any model "
+            f"may run, plus the own modules of {served}. Model architectures' own code, per architecture: {own}{more}; "
+            f"never added up, as a deployment serves one (`[tool.cs-audit] deployment` names it). {syncs} statements force a GPU sync.")
 
 
 #: "checked, cheap" functions listed, the most called first
@@ -466,7 +520,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
         sides.setdefault(_side(s), []).append(s)
     if len(sides) == 1:
         side = next(iter(sides))
-        lines += [*_side_table(rows, 1), "", _bottom_line(rows, side), ""]
+        lines += [*_side_table(rows, 1), "", _bottom_line(rows, side, rs), ""]
         return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
     order = sorted(sides, key=lambda k: (k == "", -sum(s.cost_us for s in sides[k]), k))
     lines += ["Grouped by process side (the `process` of the hot root each statement is reached from, "
@@ -475,7 +529,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
     for i, side in enumerate(order, 1):
         members = sides[side]
         lines += [f"### 1.{i} {cell(side) if side else 'no process named'} ({len(members)} statements)", "",
-                  *_side_table(members, n), "", _bottom_line(members, side), ""]
+                  *_side_table(members, n), "", _bottom_line(members, side, rs), ""]
         n += min(len(members), RANKED_PER_SIDE)
     return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
 
