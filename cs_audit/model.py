@@ -490,8 +490,8 @@ class FileFacts:
     path_values: tuple[tuple[str | None, str, tuple[str, ...]], ...] = ()
     #: the options it declares with their defaults (``extract.options``)
     options: tuple[OptionDefault, ...] = ()
-    #: the attribute names it assigns on objects other than `self` (`cfg.x = ...`): an option
-    #: one of them names is worked out at run time
+    #: in a module that declares options or is a settings module: the attribute names it
+    #: assigns on objects other than `self` (`cfg.x = ...`), options worked out at start-up
     foreign_stores: tuple[str, ...] = ()
 
 

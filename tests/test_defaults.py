@@ -44,7 +44,7 @@ def test_without_the_option_gates_every_option_shape_is_reported(monkeypatch: py
     problems = check_annotations(_fixture())
     unexpected = {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
     for text in ('"rebalanced', '"balancer copy', '"no prefix reuse', '"fp8 cache', '"watched', '"traced',
-                 '"request %d', '"rocm path', '"npu path', '"predicate', '"tracer flush'):
+                 '"request %d', '"rocm path', '"npu path', '"predicate', '"peer ready'):
         assert _line(text) in unexpected, text
 
 
@@ -54,6 +54,13 @@ def test_without_the_declared_options_only_the_platform_still_gates(monkeypatch:
     unexpected = {int(p.split(":")[1]) for p in problems if "unexpected" in p}
     assert _line('"rebalanced') in unexpected and _line('"request %d') in unexpected
     assert _line('"rocm path') not in unexpected and _line('"npu path') not in unexpected
+
+
+def test_without_short_circuits_a_call_after_a_test_of_its_receiver_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module._Indexer, "_test_header", lambda self, test: self._header(test))
+    problems = check_annotations(_fixture())
+    line = _line('"peer ready')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
 
 
 def test_without_predicates_a_call_of_one_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,6 +75,26 @@ def test_without_the_conditions_of_an_assignment_an_optional_component_is_report
     problems = check_annotations(_fixture())
     line = _line('"traced')
     assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
+
+
+def test_without_instance_gates_a_method_of_a_class_built_only_under_an_option_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "_gate_instance_methods", lambda model, rs: None)
+    problems = check_annotations(_fixture())
+    line = _line('"saved')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
+
+
+SAVED = '"saved'
+
+
+def test_a_subclass_or_a_construction_without_the_option_keeps_the_methods_open(tmp_path: Path) -> None:
+    source = FIXTURE.read_text()
+    opened = source + "\n\n_SHARED = Recorder()\n"
+    saved = f"toyserve/defaults.py:{_line(SAVED)}: unexpected default-on-emitter"
+    assert saved in " ".join(check_annotations({"toyserve/defaults.py": opened}))
+    subclassed = source + "\n\nclass LoudRecorder(Recorder):\n    pass\n"
+    assert saved in " ".join(check_annotations({"toyserve/defaults.py": subclassed}))
 
 
 def test_a_default_the_class_works_out_itself_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,15 +120,15 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
     assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
     assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
-                                       "line": _line("enable_balancer: bool"), "sites": 3,
-                                       "example": {"path": "toyserve/defaults.py", "line": _line('"predicate')}}
+                                       "line": _line("enable_balancer: bool"), "sites": 4,
+                                       "example": {"path": "toyserve/defaults.py", "line": _line('"peer ready')}}
     assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
     assert "cache_dtype=='fp8'" in used and "enable_prefix_reuse=False" in used and "log_every_request" in used
     out = tmp_path / "audit.md"
     runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
     text = out.read_text()
     assert "### Defaults that decided gates" in text
-    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 3 |" in text
+    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 4 |" in text
     assert "CUDA-graph replay runs none of it" in text
 
 

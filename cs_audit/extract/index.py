@@ -1316,8 +1316,23 @@ class _Indexer(ast.NodeVisitor):
         else:
             self._edges(expr)
 
+    def _test_header(self, test: ast.expr) -> None:
+        """An `if` test: a call in a later operand of `and`/`or` runs only when the earlier
+        ones let it (`if self.connector is not None and self.connector.ready():`). A test the
+        libcst walker reads (it holds tokens) is gated there, operand by operand, as well."""
+        if test.__class__ is not ast.BoolOp or len(test.values) < 2:  # type: ignore[attr-defined]
+            self._header(test)
+            return
+        active = test.op.__class__ is ast.And  # type: ignore[attr-defined]
+        values = test.values  # type: ignore[attr-defined]
+        self._header(values[0])
+        for i in range(1, len(values)):
+            self._push_gates(values[i - 1], active)
+            self._header(values[i])
+        self._pop_gates(len(values) - 1)
+
     def visit_If(self, node: ast.If) -> None:
-        self._header(node.test)
+        self._test_header(node.test)
         if self._has_tokens(node.test) and _returns_value(node.body):
             self.returning_tests.add(node.test.lineno)
         scope = self.function
@@ -1916,7 +1931,9 @@ class _Indexer(ast.NodeVisitor):
             refs = tuple(self.gate_refs(value, True))
             if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
                 continue
-            out.append((scope.qualname if scope else None, name, refs + self._condition_refs(groups)))
+            # `global _AGENT; _AGENT = make()` sets the module's name (resolved in the function)
+            stored = f"global:{name}" if scope is not None and name in scope.global_names else name
+            out.append((scope.qualname if scope else None, stored, refs + self._condition_refs(groups)))
         self.function = saved
         return tuple(out)
 

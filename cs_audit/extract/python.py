@@ -153,8 +153,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         host_arguments=index.host_arguments,
         touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
-        options=declared_options(tree, text, path, rs.defaults),
-        foreign_stores=foreign_stores(text) if rs.defaults is not None else (),
+        options=(options := declared_options(tree, text, path, rs.defaults)),
+        foreign_stores=foreign_stores(text) if rs.defaults is not None and (options or rs.defaults.module_paths.search(path)) else (),
     )
 
 

@@ -10,7 +10,7 @@ import hashlib
 from array import array
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ from cs_audit.model import (
     GraphEdge,
     GraphFunction,
     SwitchRef,
+    by_text,
     closure_of,
     env_switch,
 )
@@ -982,11 +983,46 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
             edges.append(edge)
             callers[target].append(edge)
+    _gate_instance_methods(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
     propagate(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
+
+
+def _gate_instance_methods(model: TreeModel, rs: RuleSet) -> None:
+    """A class the tree constructs only under an option (`if not cfg.on: return NoOp()`
+    then `return Active()`) has no instance without it: a call of one of its methods from
+    outside the class (`self.connector.post_forward()`, typed from both classes) is gated by
+    that option. A class constructed nowhere in the tree (a factory by name), once without an
+    option, or with a subclass in the tree, is left alone. Constructions are found by the
+    class's name, so a namesake constructed by default keeps it open."""
+    outside: dict[str, list[int]] = defaultdict(list)
+    for i, edge in enumerate(model.edges):
+        cls, _, method = edge.callee[1].rpartition(".")
+        if (edge.switch is None and cls and "." not in cls and method != "__init__"
+                and not (edge.caller is not None and edge.caller[0] == edge.callee[0] and edge.caller[1].startswith(f"{cls}."))):
+            outside[cls].append(i)
+    if not outside:
+        return
+    subclassed = {base.rsplit(".", 1)[-1] for ff in model.facts.values() for c in ff.types.classes for base in c.bases}
+    found: dict[str, list[SwitchRef | None]] = defaultdict(list)
+    for path, ff in model.facts.items():
+        for site in ff.calls:
+            name = site.callee.rpartition(".")[2]
+            if name in outside and name not in subclassed:
+                found[name].append(site_switch(model, path, site.function, site.gates, rs))
+    for cls, indexes in outside.items():
+        switches = found.get(cls)
+        if not switches or not all(sw is not None and sw.kind == "option" for sw in switches):
+            continue
+        switch = min(switches, key=by_text)  # type: ignore[arg-type]
+        for i in indexes:
+            edge = model.edges[i]
+            gated = model.edges[i] = replace(edge, switch=switch)
+            callers = model.callers[edge.callee]
+            callers[callers.index(edge)] = gated
 
 
 def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey, str]],
@@ -1236,7 +1272,9 @@ def _derived_names(facts: dict[str, FileFacts]) -> dict[tuple[str, str], list[tu
     out: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]] = defaultdict(list)
     for path, ff in facts.items():
         for function, name, refs in ff.derived:
-            if function is None:
+            if name.startswith("global:"):
+                key = name[len("global:"):]
+            elif function is None:
                 key = name
             elif name.startswith("self."):
                 key = f"{_class_of(function)}.{name}"
