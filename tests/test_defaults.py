@@ -120,7 +120,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
     assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
     assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
-                                       "line": _line("enable_balancer: bool"), "sites": 4,
+                                       "line": _line("enable_balancer: bool"), "sites": 5,
                                        "example": {"path": "toyserve/defaults.py", "line": _line('"peer ready')}}
     assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
     assert "cache_dtype=='fp8'" in used and "enable_prefix_reuse=False" in used and "log_every_request" in used
@@ -128,7 +128,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
     text = out.read_text()
     assert "### Defaults that decided gates" in text
-    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 4 |" in text
+    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 5 |" in text
     assert "CUDA-graph replay runs none of it" in text
 
 

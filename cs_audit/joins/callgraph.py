@@ -1368,14 +1368,15 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     if gate.kind == "level":
         return LEVEL_SWITCH
     if gate.kind == "call":
-        for target in model.resolver.resolve(path, function, gate.ref):
+        for target, _ in model.resolver.resolve_how(path, function, gate.ref):
             predicate = model.functions.get(target)
             if predicate is not None and predicate.returned_test:
-                # a predicate over options (`_elastic_enabled()`): the option its test needs
+                # a predicate over options (`self.runner._elastic_enabled()`): the option its test needs
                 option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
                                if s.kind == "option"), None)
                 if option is not None:
                     return option
+        for target in model.resolver.resolve(path, function, gate.ref):
             if target in model.env_helpers and target not in model.void_helpers:
                 switches = helper_switches(model, target, gate.args)
                 debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
