@@ -493,6 +493,8 @@ class FileFacts:
     #: in a module that declares options or is a settings module: the attribute names it
     #: assigns on objects other than `self` (`cfg.x = ...`), options worked out at start-up
     foreign_stores: tuple[str, ...] = ()
+    #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
+    own_attributes: tuple[str, ...] = ()
 
 
 @restorable

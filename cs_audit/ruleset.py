@@ -36,7 +36,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
-                      "option_module_paths", "field_calls", "argument_calls",
+                      "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
                       "platform", "platforms", "platform_paths", "model_paths"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
@@ -123,6 +123,10 @@ class Defaults:
     #: decorators and bases of a record class: its fields are options in a settings module
     class_records: frozenset[str]
     module_paths: re.Pattern[str]
+    #: declarations there are no options of the engine (tests, benchmarks, examples)
+    ignore_paths: re.Pattern[str]
+    #: the last name of a receiver that looks like settings (``joins.defaults``: ambiguous names)
+    receivers: re.Pattern[str]
     field_calls: frozenset[str]
     argument_calls: frozenset[str]
     #: platform -> the test true on it (matched in full against a call's last name or a tested name)
@@ -574,6 +578,8 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         class_bases=frozenset(map(str, data.get("option_class_bases") or ())),
         class_records=frozenset(map(str, data.get("option_class_records") or ())),
         module_paths=re.compile(data["option_module_paths"]),
+        ignore_paths=re.compile(data["option_ignore_paths"]),
+        receivers=re.compile(data["option_receivers"]),
         field_calls=frozenset(map(str, data.get("field_calls") or ())),
         argument_calls=frozenset(map(str, data.get("argument_calls") or ())),
         platforms=platforms, platform=platform,

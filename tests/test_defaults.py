@@ -97,6 +97,13 @@ def test_a_subclass_or_a_construction_without_the_option_keeps_the_methods_open(
     assert saved in " ".join(check_annotations({"toyserve/defaults.py": subclassed}))
 
 
+def test_without_ambiguous_names_a_step_result_is_taken_for_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(python_module, "own_attributes", lambda text: ())
+    problems = check_annotations(_fixture())
+    line = _line('"result %d')
+    assert f"toyserve/defaults.py:{line}: missing default-on-emitter" in " ".join(problems)
+
+
 def test_a_default_the_class_works_out_itself_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(options_module, "_assigned_by_methods", lambda node: set())
     problems = check_annotations(_fixture())
@@ -199,6 +206,7 @@ class StepMetadata:
     assert found == {"log_requests": "False"}  # outside a settings module a record is per-step data
     in_settings = _declared(source, "pkg/config/moe.py")
     assert in_settings == {"log_requests": "False", "strict": "False", "enable_balancer": "False", "num_tokens": "0"}
+    assert _declared(source, "pkg/tests/config/moe.py") == {}  # a test's settings are no engine option
 
 
 def test_command_line_arguments() -> None:

@@ -24,7 +24,7 @@ _MAX_VALUE = 80
 def declared_options(tree: ast.Module, text: str, path: str,
                      defaults: Defaults | None) -> tuple[OptionDefault, ...]:
     """The options ``tree`` (of source ``text``) declares, in file order."""
-    if defaults is None:
+    if defaults is None or defaults.ignore_paths.search(path):
         return ()
     out: list[OptionDefault] = []
     settings_module = defaults.module_paths.search(path) is not None
@@ -56,6 +56,15 @@ _FOREIGN_STORE = re.compile(r"\b(\w+)\.(\w+)\s*(?:[-+*/|&]?=)(?!=)")
 def foreign_stores(text: str) -> tuple[str, ...]:
     """The attribute names ``text`` assigns on an object other than `self`, sorted."""
     return tuple(sorted({m.group(2) for m in _FOREIGN_STORE.finditer(text) if m.group(1) != "self"}))
+
+
+#: an attribute a class sets on its own instances (`self.output = ...`)
+_SELF_STORE = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]*)?=(?!=)")
+
+
+def own_attributes(text: str) -> tuple[str, ...]:
+    """The attribute names ``text`` assigns on `self`, sorted."""
+    return tuple(sorted({m.group(1) for m in _SELF_STORE.finditer(text)}))
 
 
 def _last(name: str | None) -> str:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
-from cs_audit.extract.options import declared_options, foreign_stores
+from cs_audit.extract.options import declared_options, foreign_stores, own_attributes
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
     HANDED,
@@ -155,6 +155,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         path_values=index.path_values,
         options=(options := declared_options(tree, text, path, rs.defaults)),
         foreign_stores=foreign_stores(text) if rs.defaults is not None and (options or rs.defaults.module_paths.search(path)) else (),
+        own_attributes=own_attributes(text) if rs.defaults is not None else (),
     )
 
 

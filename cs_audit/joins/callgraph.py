@@ -957,7 +957,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
                                 file_digests, lands_digest),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
         resolved_files=tuple(resolved_here), options=OptionTable.of((o for ff in facts.values() for o in ff.options),
-                                                                    (n for ff in facts.values() for n in ff.foreign_stores)),
+                                                                    (n for ff in facts.values() for n in ff.foreign_stores),
+                                                                    (n for ff in facts.values() for n in ff.own_attributes)),
     )
     void = void_env_helpers(model, rs)
     model.void_helpers = frozenset(void)
@@ -1583,7 +1584,7 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
         resolutions.digest, resolutions.parameters, helpers, sorted(model.void_helpers),
         [(functions[key].params, functions[key].param_defaults) for key, _ in helpers],
         sorted(model.constants.items()),
-        sorted((name, [o.value for o in found]) for name, found in model.options.declared.items()),
+        sorted((name, [o.value for o in found]) for name, found in model.options.declared.items()), sorted(model.options.ambiguous),
     ):
         h.update(repr(part).encode("utf-8", "surrogateescape") + b"\0")
     known = earlier.file_digests if earlier is not None else {}

@@ -28,18 +28,23 @@ class OptionTable:
 
     #: name -> its literal declarations (copies of another declaration left out)
     declared: dict[str, list[OptionDefault]] = field(default_factory=dict)
+    #: the option names some class also sets on its own instances: tested only on settings
+    ambiguous: frozenset[str] = frozenset()
     _values: dict[str, object] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, options: Iterable[OptionDefault], stored: Iterable[str] = ()) -> OptionTable:
+    def of(cls, options: Iterable[OptionDefault], stored: Iterable[str] = (), own: Iterable[str] = ()) -> OptionTable:
         """The table of ``options``, less those some code assigns on their owner (``stored``:
-        `self.scheduler_config.async_scheduling = False`): their value is worked out at run time."""
+        `self.scheduler_config.async_scheduling = False`): their value is worked out at run
+        time; an option some class sets on itself (``own``) is ambiguous."""
         worked_out = set(stored)
         declared: dict[str, list[OptionDefault]] = defaultdict(list)
         for option in options:
             if not option.copied and option.name not in worked_out:
                 declared[option.name].append(option)
-        return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()})
+        owned = set(own)
+        return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()},
+                   frozenset(name for name in declared if name in owned))
 
     def default(self, name: str) -> object:
         """The default of ``name`` when every declaration states the same one; ``_UNKNOWN``
@@ -107,6 +112,8 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     receiver, name = gate.ref.rsplit(".", 1)
     if receiver == "self" or "operand" in gate.args and compared is None:
         return NOT_OPTION  # an attribute of the object itself: its assignments decide
+    if name in table.ambiguous and not (defaults.receivers.search(receiver.rsplit(".", 1)[-1]) or "()" in receiver):
+        return NOT_OPTION  # a name other classes use for their own state, on a receiver that is no settings
     stated = dict(defaults.options)
     value = stated[name] if name in stated else table.default(name)
     if value is _UNKNOWN:
