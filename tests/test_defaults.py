@@ -18,7 +18,7 @@ import cs_audit.extract.options as options_module
 import cs_audit.extract.python as python_module
 import cs_audit.joins.callgraph as callgraph_module
 from cs_audit.cli import app
-from cs_audit.extract.options import declared_options, foreign_stores
+from cs_audit.extract.options import declared_options, foreign_stores, resolved_names
 from cs_audit.joins.defaults import NOT_OPTION
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import check_annotations, write_tree
@@ -44,7 +44,7 @@ def test_without_the_option_gates_every_option_shape_is_reported(monkeypatch: py
     problems = check_annotations(_fixture())
     unexpected = {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
     for text in ('"rebalanced', '"balancer copy', '"no prefix reuse', '"fp8 cache', '"watched', '"traced',
-                 '"request %d', '"rocm path', '"npu path', '"predicate', '"peer ready'):
+                 '"request %d', '"rocm path', '"npu path', '"predicate', '"peer ready', '"draft step'):
         assert _line(text) in unexpected, text
 
 
@@ -80,9 +80,9 @@ def test_without_the_conditions_of_an_assignment_an_optional_component_is_report
 def test_without_instance_gates_a_method_of_a_class_built_only_under_an_option_is_reported(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(callgraph_module, "_gate_instance_methods", lambda model, rs: None)
-    problems = check_annotations(_fixture())
-    line = _line('"saved')
-    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
+    problems = " ".join(check_annotations(_fixture()))
+    for text in ('"saved', '"draft step'):  # a method called from outside; a hot root of the class
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
 
 
 SAVED = '"saved'
@@ -207,6 +207,13 @@ class StepMetadata:
     in_settings = _declared(source, "pkg/config/moe.py")
     assert in_settings == {"log_requests": "False", "strict": "False", "enable_balancer": "False", "num_tokens": "0"}
     assert _declared(source, "pkg/tests/config/moe.py") == {}  # a test's settings are no engine option
+
+
+def test_a_tri_state_switch_is_auto_and_a_settings_module_works_out_what_it_resolves() -> None:
+    assert _declared("class ServeConfig:\n    overlap: bool | None = None\n    dump: str | None = None\n") == {"dump": "None"}
+    source = ('declare_resolution(server_args, "x", enable_x=enabled, copied=server_args.copied)\n'
+              'overrides["chunk"] = 2048\nbuild(tp, enable_y=True)\n')
+    assert resolved_names(ast.parse(source), load_ruleset().defaults) == ("chunk", "enable_x")
 
 
 def test_command_line_arguments() -> None:

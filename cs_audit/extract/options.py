@@ -58,6 +58,28 @@ def foreign_stores(text: str) -> tuple[str, ...]:
     return tuple(sorted({m.group(2) for m in _FOREIGN_STORE.finditer(text) if m.group(1) != "self"}))
 
 
+def resolved_names(tree: ast.Module, defaults: Defaults) -> tuple[str, ...]:
+    """The option names a settings module works out at start-up besides attribute stores: a
+    keyword given a computed value in a call handed the settings first
+    (`declare_resolution(server_args, "x", enable_x=enabled)`, `replace(cfg, chunk=2048)`; a
+    copy of the same name, `enable_x=self.enable_x`, is the option handed on) and a string key
+    stored into (`overrides["enable_x"] = ...`), sorted."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) and (
+                defaults.receivers.search(_last(dotted_name(node.args[0])))):
+            for keyword in node.keywords:
+                value = keyword.value
+                copied = isinstance(value, (ast.Name, ast.Attribute)) and _last(dotted_name(value)) == keyword.arg
+                if keyword.arg and not copied:
+                    out.add(keyword.arg)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                    out.add(target.slice.value)
+    return tuple(sorted(out))
+
+
 #: an attribute a class sets on its own instances (`self.output = ...`)
 _SELF_STORE = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]*)?=(?!=)")
 
@@ -94,6 +116,8 @@ def _fields(node: ast.ClassDef, path: str, defaults: Defaults) -> list[OptionDef
         if _last(annotation_name) == "ClassVar":
             continue
         value, copied = _default(statement.value, defaults)
+        if value == "None" and "bool" in ast.unparse(annotation):
+            continue  # `bool | None = None`: "auto", worked out at start-up, neither on nor off
         if value is not None:
             out.append(OptionDefault(statement.target.id, node.name, value, path, statement.lineno, copied))
     return out

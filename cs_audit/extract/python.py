@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
-from cs_audit.extract.options import declared_options, foreign_stores, own_attributes
+from cs_audit.extract.options import declared_options, foreign_stores, own_attributes, resolved_names
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
     HANDED,
@@ -154,9 +154,17 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
         options=(options := declared_options(tree, text, path, rs.defaults)),
-        foreign_stores=foreign_stores(text) if rs.defaults is not None and (options or rs.defaults.module_paths.search(path)) else (),
+        foreign_stores=_worked_out(tree, text, path, options, rs),
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
     )
+
+
+def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: RuleSet) -> tuple[str, ...]:
+    """In a module that declares options or is a settings module: the names it works out at
+    start-up (stores on another object, computed keywords, string keys)."""
+    if rs.defaults is None or not (options or rs.defaults.module_paths.search(path)):
+        return ()
+    return tuple(sorted({*foreign_stores(text), *resolved_names(tree, rs.defaults)}))
 
 
 #: ``RuleSet.device_apis`` -> (each pattern, and the same without a leading `\b` or None)

@@ -107,6 +107,9 @@ class TreeModel:
     #: memoised function): that guard (``joins.runs``), through default-on edges or any
     demoted_default: dict[FuncKey, Demotion] = field(default_factory=dict)
     demoted_any: dict[FuncKey, Demotion] = field(default_factory=dict)
+    #: classes the tree constructs only under an option (``_gate_instance_methods``): their
+    #: methods that are hot roots run only with it (``reach.propagate``)
+    gated_classes: dict[str, SwitchRef] = field(default_factory=dict)
     #: per file, the platform switch of a module written for another platform (``_module_switch``)
     module_switches: dict[str, SwitchRef | None] = field(default_factory=dict)
     #: the options the tree declares, with their defaults (``joins.defaults``)
@@ -1005,6 +1008,11 @@ def _gate_instance_methods(model: TreeModel, rs: RuleSet) -> None:
         if (edge.switch is None and cls and "." not in cls and method != "__init__"
                 and not (edge.caller is not None and edge.caller[0] == edge.callee[0] and edge.caller[1].startswith(f"{cls}."))):
             outside[cls].append(i)
+    # classes with a method a hot root may name: a root of a class with no instance does not run
+    root_names = {r.name for r in rs.hot_roots}
+    for f in model.functions.values():
+        if f.class_name is not None and f.name in root_names and "." not in f.qualname[:-len(f.name) - 1]:
+            outside.setdefault(f.class_name, [])
     if not outside:
         return
     subclassed = {base.rsplit(".", 1)[-1] for ff in model.facts.values() for c in ff.types.classes for base in c.bases}
@@ -1019,6 +1027,7 @@ def _gate_instance_methods(model: TreeModel, rs: RuleSet) -> None:
         if not switches or not all(sw is not None and sw.kind == "option" for sw in switches):
             continue
         switch = min(switches, key=by_text)  # type: ignore[arg-type]
+        model.gated_classes[cls] = switch
         for i in indexes:
             edge = model.edges[i]
             gated = model.edges[i] = replace(edge, switch=switch)

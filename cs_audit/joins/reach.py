@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
+from cs_audit.joins.defaults import module_switch
 from cs_audit.joins.env_helpers import is_once_function
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.model import HOT_FREQUENCIES, CallSite, EventLoop, FileFacts, Frequency, FunctionDef, Guard, PathKind, SwitchRef
@@ -60,6 +61,7 @@ class Joined(Protocol):
     demoted_default: dict[FuncKey, Demotion]
     demoted_any: dict[FuncKey, Demotion]
     entry_switches: dict[FuncKey, set[SwitchRef]]
+    gated_classes: dict[str, SwitchRef]
 
 
 def block_at(f: FunctionDef | None, line: int) -> tuple[int, int, str, str, int] | None:
@@ -178,9 +180,21 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         else:
             demotions[id(edge)] = demotion
 
+    # a root of a class built only under an option, or in another platform's module, runs
+    # only with it: not a root of the default paths, and what it calls is entered through it
+    gated: dict[FuncKey, SwitchRef] = {}
+    for key in roots:
+        f = model.functions.get(key)
+        switch = model.gated_classes.get(f.class_name) if f is not None and f.class_name else None
+        switch = switch or module_switch(rs.defaults, key[0])
+        if switch is not None:
+            gated[key] = switch
+    default_roots = {k: v for k, v in roots.items() if k not in gated}
+
     def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool) -> dict[FuncKey, Frequency]:
-        freq: dict[FuncKey, Frequency] = dict(roots)
-        work = sorted(roots)
+        seeds = default_roots if only_ungated else roots
+        freq: dict[FuncKey, Frequency] = dict(seeds)
+        work = sorted(seeds)
         while work:
             key = work.pop()
             for edge in edges.get(key, ()):
@@ -199,13 +213,15 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     tables = []
     for only_ungated in (True, False):
         every_time = run(plain_edges, only_ungated)
-        via = _shortest_chains(roots, plain_edges, only_ungated)
+        via = _shortest_chains(default_roots if only_ungated else roots, plain_edges, only_ungated)
         demoted = _demote(every_time, out_edges, demotions, roots, via, only_ungated)
         would_be = run(out_edges, only_ungated)
         tables.append(({**{k: would_be[k] for k in demoted}, **every_time}, via, demoted))
     (model.freq_default, model.hot_via_default, model.demoted_default), (model.freq_any, model.hot_via_any, model.demoted_any) = tables
     model.roots = roots
     # switches through which a function is reached when it is not reached by default
+    for key, switch in gated.items():
+        model.entry_switches[key].add(switch)
     work = sorted(model.freq_any)
     seen_pairs: set[tuple[FuncKey, SwitchRef]] = set()
     while work:
