@@ -294,3 +294,46 @@ def test_the_bottom_line_counts_one_model_architecture_never_every_model(tmp_pat
     line = next(x for x in text.splitlines() if x.startswith("**Bottom line"))
     assert "the architectures the deployment serves (`llama`)" in line
     assert float(line.split("≈ ")[1].split(" µs")[0]) == pytest.approx(per_line * 2, abs=1.0)
+
+
+REGISTRY_TREE = {
+    "engine/envs.py": (
+        "import os\n\nenvironment_variables = {\n"
+        "    'TOY_STEP_LOG': lambda: bool(int(os.getenv('TOY_STEP_LOG', '1'))),\n"
+        "    'TOY_TRACE': lambda: os.getenv('TOY_TRACE', '0') == '1',\n"
+        "}\n\n\ndef __getattr__(name):\n    return environment_variables[name]()\n"),
+    "engine/runner.py": (
+        "import logging\nfrom engine import envs\nlogger = logging.getLogger(__name__)\n\n\nclass ModelRunner:\n"
+        "    def execute_model(self, x):\n"
+        "        if envs.TOY_STEP_LOG:\n            logger.info('on by default %d', x)\n"
+        "        if envs.TOY_TRACE:\n            logger.info('traced %d', x)\n"
+        "        if not envs.TOY_STEP_LOG:\n            logger.info('quiet %d', x)\n"
+        "        return x\n"),
+}
+
+
+def test_an_env_registry_default_decides_its_gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _scan(write_tree(tmp_path / "t", REGISTRY_TREE))
+    assert _emitter_lines(report) == {9}  # the registry's getter gives True unset
+    switched = {f["line"]: f["switch"] for f in report["findings"] if f["path"] == "engine/runner.py"}
+    assert 11 not in switched and 13 not in switched
+    monkeypatch.setattr(python_module, "registry_defaults", lambda tree, path: ())
+    # without the defaults: a read is a switch when set, so `not X` looked like the default
+    assert _emitter_lines(_scan(write_tree(tmp_path / "u", REGISTRY_TREE))) == {13}
+
+
+def test_registry_defaults_are_evaluated_without_running_anything() -> None:
+    from cs_audit.extract.options import registry_defaults
+    source = (
+        "import os\nvars = {\n"
+        "  'A': lambda: bool(int(os.getenv('A', '1'))),\n"
+        "  'B': lambda: os.getenv('B', 'Auto').lower() in ('1', 'true'),\n"
+        "  'C': lambda: os.getenv('C'),\n"
+        "  'D': lambda: __import__('os').system('touch /tmp/pwned'),\n"
+        "  'E': lambda: int(os.getenv('E', 'x')),\n"
+        "}\n"
+        "class Envs:\n    F = EnvBool(True)\n    G = EnvInt(0)\n    H = EnvStr(compute())\n"
+    )
+    found = {o.name: o.value for o in registry_defaults(ast.parse(source), "envs.py")}
+    assert found == {"A": "True", "B": "False", "C": "None", "F": "True", "G": "0"}
+    assert not Path("/tmp/pwned").exists()

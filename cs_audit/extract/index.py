@@ -2099,7 +2099,7 @@ class _Indexer(ast.NodeVisitor):
             owner = dotted(func.value.value, self.aliases)
             for registry in self.rs.registries:
                 if registry.access == "method" and owner == registry.object and func.attr in registry.methods:
-                    out.append(GateRef("env", func.value.attr, (), active))
+                    out.append(GateRef("env", func.value.attr, ("registry",), active))
                     return
         out.append(GateRef("call", callee, tuple(_arg_text(a) for a in expr.args[:3]), active))
 
@@ -2108,7 +2108,7 @@ class _Indexer(ast.NodeVisitor):
             owner = dotted(expr.value, self.aliases)
             for registry in self.rs.registries:
                 if registry.access == "attribute" and owner == registry.object and re.match(registry.name_pattern, expr.attr):
-                    out.append(GateRef("env", expr.attr, (), active))
+                    out.append(GateRef("env", expr.attr, ("registry",), active))
                     return
         raw = raw_dotted(expr)
         if raw is None and isinstance(expr, ast.Attribute):

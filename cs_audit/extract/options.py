@@ -89,6 +89,102 @@ def own_attributes(text: str) -> tuple[str, ...]:
     return tuple(sorted({m.group(1) for m in _SELF_STORE.finditer(text)}))
 
 
+#: ``registry_defaults``: what an env read stands for when the variable is unset
+_UNSET = object()
+_CONVERT = {"int": int, "bool": bool, "float": float, "str": str}
+_STRING_METHODS = frozenset({"lower", "upper", "strip", "casefold"})
+_ENV_GETTERS = frozenset({"getenv", "get"})
+
+
+def registry_defaults(tree: ast.Module, path: str) -> tuple[OptionDefault, ...]:
+    """The defaults of an env registry's variables, worked out from the source without running
+    it: a table of getters (`"VLLM_X": lambda: bool(int(os.getenv("VLLM_X", "0")))`, the
+    getter's expression evaluated with the read replaced by its default) and typed fields of a
+    registry class (`SGLANG_X = EnvBool(True)`). Owner ``env``; only what evaluates is kept."""
+    out: list[OptionDefault] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda):
+                    found = _evaluate(value.body, key.value, 0)
+                    if found is not _UNSET and len(repr(found)) <= _MAX_VALUE:
+                        out.append(OptionDefault(key.value, "env", repr(found), path, key.lineno))
+        elif isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                if (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+                        and isinstance(statement.value, ast.Call) and _last(dotted_name(statement.value.func)).startswith("Env")
+                        and statement.value.args):
+                    kind = _last(dotted_name(statement.value.func))[3:].lower()
+                    text = _literal_text(statement.value.args[0])
+                    if text is not None:
+                        value = ast.literal_eval(text)
+                        value = bool(value) if kind == "bool" else value
+                        out.append(OptionDefault(statement.targets[0].id, "env", repr(value), path, statement.lineno))
+    return tuple(out)
+
+
+def _evaluate(node: ast.expr, var: str, depth: int) -> object:
+    """The value of a getter's expression with the variable unset (``_UNSET`` when it does
+    not evaluate with the few operations allowed here: literals, the read's default,
+    conversions, string case methods, comparisons, `not`, `and`/`or`, a conditional)."""
+    if depth > 12:
+        return _UNSET
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_evaluate(e, var, depth + 1) for e in node.elts]
+        return _UNSET if _UNSET in items else tuple(items)
+    if isinstance(node, ast.Call):
+        name = _last(dotted_name(node.func))
+        if name in _ENV_GETTERS and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == var:
+            if len(node.args) > 1:
+                return _evaluate(node.args[1], var, depth + 1)
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            return None if default is None else _evaluate(default, var, depth + 1)
+        if name in _CONVERT and len(node.args) == 1 and not node.keywords:
+            inner = _evaluate(node.args[0], var, depth + 1)
+            try:
+                return _UNSET if inner is _UNSET or inner is None else _CONVERT[name](inner)  # type: ignore[operator]
+            except (ValueError, TypeError):
+                return _UNSET
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _STRING_METHODS and not node.args:
+            inner = _evaluate(node.func.value, var, depth + 1)
+            return getattr(inner, node.func.attr)() if isinstance(inner, str) else _UNSET
+        return _UNSET
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _evaluate(node.operand, var, depth + 1)
+        return _UNSET if inner is _UNSET else not inner
+    if isinstance(node, ast.BoolOp):
+        values = [_evaluate(v, var, depth + 1) for v in node.values]
+        if _UNSET in values:
+            return _UNSET
+        result = values[0]
+        for value in values[1:]:
+            result = (result and value) if isinstance(node.op, ast.And) else (result or value)
+        return result
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = _evaluate(node.left, var, depth + 1), _evaluate(node.comparators[0], var, depth + 1)
+        if _UNSET in (left, right):
+            return _UNSET
+        op = node.ops[0]
+        try:
+            if isinstance(op, (ast.Eq, ast.Is)):
+                return left == right
+            if isinstance(op, (ast.NotEq, ast.IsNot)):
+                return left != right
+            if isinstance(op, ast.In):
+                return left in right  # type: ignore[operator]
+            if isinstance(op, ast.NotIn):
+                return left not in right  # type: ignore[operator]
+        except TypeError:
+            return _UNSET
+        return _UNSET
+    if isinstance(node, ast.IfExp):
+        test = _evaluate(node.test, var, depth + 1)
+        return _UNSET if test is _UNSET else _evaluate(node.body if test else node.orelse, var, depth + 1)
+    return _UNSET
+
+
 def _last(name: str | None) -> str:
     return (name or "").rsplit(".", 1)[-1]
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
 from cs_audit.extract.loops import event_loops
-from cs_audit.extract.options import declared_options, foreign_stores, own_attributes, resolved_names
+from cs_audit.extract.options import declared_options, foreign_stores, own_attributes, registry_defaults, resolved_names
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
     HANDED,
@@ -153,10 +153,17 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         host_arguments=index.host_arguments,
         touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
-        options=(options := declared_options(tree, text, path, rs.defaults)),
+        options=(options := declared_options(tree, text, path, rs.defaults) + _registry_defaults(tree, text, path, rs)),
         foreign_stores=_worked_out(tree, text, path, options, rs),
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
     )
+
+
+def _registry_defaults(tree: ast.Module, text: str, path: str, rs: RuleSet) -> tuple:
+    """An env registry's defaults (``extract.options.registry_defaults``), in a file that may hold one."""
+    if rs.defaults is None or not ("getenv" in text or "environ" in text) or not ("lambda" in text or "Env" in text):
+        return ()
+    return registry_defaults(tree, path)
 
 
 def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: RuleSet) -> tuple[str, ...]:

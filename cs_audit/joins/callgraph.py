@@ -15,7 +15,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, option_gate
+from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, option_gate, registry_env_gate
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
@@ -1369,6 +1369,10 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     option = option_gate(model.options, rs.defaults, gate)
     if option is not NOT_OPTION:
         return option
+    if gate.kind == "env" and not (rs.defaults is not None and gate.ref in rs.defaults.env):
+        registry = registry_env_gate(model.options, gate)
+        if registry is not NOT_OPTION:
+            return registry
     if not gate.active_when_set:
         return None
     if gate.kind == "env":
@@ -1594,6 +1598,7 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
         [(functions[key].params, functions[key].param_defaults) for key, _ in helpers],
         sorted(model.constants.items()),
         sorted((name, [o.value for o in found]) for name, found in model.options.declared.items()), sorted(model.options.ambiguous),
+        sorted((k, repr(v)) for k, v in model.options.env.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogateescape") + b"\0")
     known = earlier.file_digests if earlier is not None else {}

@@ -30,6 +30,8 @@ class OptionTable:
     declared: dict[str, list[OptionDefault]] = field(default_factory=dict)
     #: the option names some class also sets on its own instances: tested only on settings
     ambiguous: frozenset[str] = frozenset()
+    #: env var -> the value its registry's getter gives when it is unset (``registry_defaults``)
+    env: dict[str, object] = field(default_factory=dict)
     _values: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -43,8 +45,10 @@ class OptionTable:
             if not option.copied and option.name not in worked_out:
                 declared[option.name].append(option)
         owned = set(own)
-        return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()},
-                   frozenset(name for name in declared if name in owned))
+        env = {name: _agreed(found) for name, found in declared.items() if any(o.owner == "env" for o in found)}
+        return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()
+                    if not any(o.owner == "env" for o in found)},
+                   frozenset(name for name in declared if name in owned), {k: v for k, v in env.items() if v is not _UNKNOWN})
 
     def default(self, name: str) -> object:
         """The default of ``name`` when every declaration states the same one; ``_UNKNOWN``
@@ -142,3 +146,13 @@ def module_switch(defaults: Defaults | None, path: str) -> SwitchRef | None:
     """The platform switch of a module written for another platform than the deployment's."""
     platform = defaults.module_platform(path) if defaults is not None else None
     return SwitchRef("option", f"platform={platform}") if platform is not None else None
+
+
+def registry_env_gate(table: OptionTable, gate: GateRef) -> SwitchRef | None:
+    """A test of a registry read (`if envs.X:`, `if envs.X.get():`) with the value the
+    registry gives the unset variable: no switch when that lets the code run, the env switch
+    when it keeps it off; ``NOT_OPTION`` when the default is not known or a level decides."""
+    if gate.kind != "env" or "registry" not in gate.args or gate.level or gate.ref not in table.env:
+        return NOT_OPTION
+    runs = bool(table.env[gate.ref]) == gate.active_when_set
+    return None if runs else SwitchRef("env", gate.ref)
