@@ -44,7 +44,7 @@ def test_without_the_option_gates_every_option_shape_is_reported(monkeypatch: py
     problems = check_annotations(_fixture())
     unexpected = {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
     for text in ('"rebalanced', '"balancer copy', '"no prefix reuse', '"fp8 cache', '"watched', '"traced',
-                 '"request %d', '"rocm path', '"npu path', '"predicate', '"peer ready', '"draft step'):
+                 '"request %d', '"rocm path', '"npu path', '"predicate', '"peer ready', '"draft step', '"tensor parallel'):
         assert _line(text) in unexpected, text
 
 

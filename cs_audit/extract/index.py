@@ -647,6 +647,11 @@ def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ..
     return f"{base}+1" if base.startswith("param:") else str(int(base) + 1)
 
 
+#: an ordering comparison as written, and the one that holds when it fails
+_ORDER_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_ORDER_NEGATED = {ast.Lt: ">=", ast.LtE: ">", ast.Gt: "<=", ast.GtE: "<"}
+
+
 def _is_none(node: ast.AST) -> bool:
     return node.__class__ is ast.Constant and node.value is None  # type: ignore[attr-defined]
 
@@ -2043,9 +2048,13 @@ class _Indexer(ast.NodeVisitor):
         # a name compared with something is an operand (`x not in seen`), never a bare flag; a
         # comparison with a literal keeps what it holds for (`cmp:==:'fp8'`), for an option's default
         marker = ()
-        if single and isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant) and isinstance(
-                expr.left, (ast.Name, ast.Attribute)) and len(repr(right.value)) <= 80:
-            marker = (f"cmp:{'==' if isinstance(op, ast.Eq) == active else '!='}:{right.value!r}",)
+        if single and isinstance(right, ast.Constant) and isinstance(expr.left, (ast.Name, ast.Attribute)) and len(repr(right.value)) <= 80:
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                marker = (f"cmp:{'==' if isinstance(op, ast.Eq) == active else '!='}:{right.value!r}",)
+            elif op.__class__ in _ORDER_TEXT and type(right.value) in (int, float):
+                # `if cfg.tp_size > 1:` runs when it holds; its else, when the opposite does
+                text = _ORDER_TEXT[op.__class__] if active else _ORDER_NEGATED[op.__class__]
+                marker = (f"cmp:{text}:{right.value!r}",)
         out[start:] = [replace(as_operand(r), args=(*as_operand(r).args, *marker)) if r.kind == "name" and marker
                        else as_operand(r) if r.kind == "name" else r for r in out[start:]]
 

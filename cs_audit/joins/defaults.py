@@ -79,7 +79,8 @@ def _agreed(declarations: Iterable[OptionDefault]) -> object:
 
 
 def _comparison(gate: GateRef) -> tuple[str, object] | None:
-    """(``==`` or ``!=``, the literal) under which a compared gate's code runs."""
+    """(the operator, the literal) under which a compared gate's code runs: ``==``, ``!=``,
+    or an ordering with a number."""
     for arg in gate.args:
         if arg.startswith("cmp:"):
             op, _, text = arg[4:].partition(":")
@@ -88,6 +89,9 @@ def _comparison(gate: GateRef) -> tuple[str, object] | None:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 return None
     return None
+
+
+_ORDERINGS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
 
 def _platform_gate(platform: str, active: bool, defaults: Defaults) -> SwitchRef | None:
@@ -126,7 +130,12 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
         op, literal = compared
         if value is None and literal is not None:
             return NOT_OPTION  # unset until start-up fills it in (`tp_rank == 0`): no default to judge by
-        holds = (value == literal) == (op == "==")
+        if op in _ORDERINGS:
+            if type(value) not in (int, float) or type(value) is bool:
+                return NOT_OPTION
+            holds = _ORDERINGS[op](value, literal)
+        else:
+            holds = (value == literal) == (op == "==")
         spelled = f"{name}{op}{literal!r}"
     else:
         holds = bool(value) == gate.active_when_set
