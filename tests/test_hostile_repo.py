@@ -4,6 +4,7 @@ message, never make it run a program, write outside its outputs or exhaust memor
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -270,6 +271,63 @@ def test_a_planted_cache_entry_that_names_a_program_is_refused(tmp_path: Path) -
     payload = pickle.dumps(Planted())
     assert cache.unpack(cache._sealed(payload)) is None  # checksum right, global refused
     assert not marker.exists()
+
+
+def _text(value: str) -> bytes:
+    import pickle
+
+    raw = value.encode()
+    return pickle.BINUNICODE + len(raw).to_bytes(4, "little") + raw
+
+
+def _global(module: str, name: str) -> bytes:
+    """Protocol-4 opcodes pushing ``module.name`` (a dotted name walks attributes)."""
+    import pickle
+
+    return _text(module) + _text(name) + pickle.STACK_GLOBAL
+
+
+@pytest.mark.parametrize(("module", "name"), [
+    ("cs_audit.git.runner", "subprocess.Popen"),  # an attribute chain out of an allowed module
+    ("cs_audit.incremental.cache", "os.system"),
+    ("cs_audit.pool", "subprocess.Popen"),
+])
+def test_a_planted_entry_reaching_a_program_through_a_cs_audit_module_is_refused(tmp_path: Path, module: str, name: str) -> None:
+    import pickle
+
+    from cs_audit.incremental import cache
+
+    marker = tmp_path / "MARKER"
+    if name.endswith("Popen"):  # Popen(["touch", marker])
+        argument = pickle.EMPTY_LIST + pickle.MARK + _text("touch") + _text(str(marker)) + pickle.APPENDS
+    else:  # os.system("touch marker")
+        argument = _text(f"touch {marker}")
+    payload = (pickle.PROTO + bytes([4]) + _global(module, name) + argument + pickle.TUPLE1 + pickle.REDUCE
+               + pickle.STOP)
+    assert cache.unpack(cache._sealed(payload)) is None
+    time.sleep(0.2)  # a Popen would have touched it by now
+    assert not marker.exists()
+
+
+def test_a_cache_others_can_write_is_not_used(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cs_audit.cli import app
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text("import os\nX = os.getenv('A')\n")
+    shared = tmp_path / "xdg" / "cs-audit"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)  # as a shared XDG_CACHE_HOME/cs-audit another user made
+    args = ["scan", str(tree), "-f", "json", "--no-history", "-j", "1"]
+    result = CliRunner().invoke(app, args, env={"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert result.exit_code == 0
+    assert "cache not used" in result.stderr and "writable by its group or others" in result.stderr
+    assert not list(shared.rglob("*.pkl"))  # nothing read from it, nothing written to it
+    assert CliRunner().invoke(app, args, env={"XDG_CACHE_HOME": str(tmp_path / "mine")}).exit_code == 0
+    own = tmp_path / "mine" / "cs-audit"
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700 and list(own.rglob("*.pkl"))
 
 
 def test_report_of_a_crafted_commit_creates_nothing_outside_its_temp_tree(tmp_path: Path) -> None:

@@ -30,10 +30,13 @@ directories and removes the others.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import hashlib
 import io
 import os
 import pickle
+import stat
 import sys
 import time
 import zlib
@@ -78,7 +81,8 @@ def blame_cache_dir(enabled: bool, cache_dir: str | None) -> str | None:
     when caching is off."""
     if not enabled:
         return None
-    return str((Path(cache_dir) if cache_dir else default_cache_root()) / "blame")
+    folder = safe_folder(cache_dir, "blame")
+    return str(folder) if folder is not None else None
 
 
 _CODE_DIGEST: str | None = None
@@ -115,15 +119,61 @@ def open_cache(enabled: bool, cache_dir: str | None, rules_digest: str) -> str |
     process, and pass the result to ``analyse_file(..., cache_dir=...)``."""
     if not enabled:
         return None
-    root = (Path(cache_dir) if cache_dir else default_cache_root()) / "facts"
-    version = root / version_dir_name(rules_digest)
+    version = safe_folder(cache_dir, "facts", version_dir_name(rules_digest))
+    if version is None:
+        return None
     try:
-        version.mkdir(parents=True, exist_ok=True)
         os.utime(version)  # most recently used
     except OSError:
         return None
-    _prune(root, keep=version)
+    _prune(version.parent, keep=version)
     return str(version)
+
+
+def safe_folder(cache_dir: str | None, *parts: str) -> Path | None:
+    """``<cache root>/<parts...>``, made (0700) when missing, or None when it cannot be made
+    or when it or a folder above it up to the cache root is unsafe (``_unsafe``: said once
+    on stderr; the scan goes on as with ``--no-cache``)."""
+    folder = top = Path(cache_dir) if cache_dir else default_cache_root()
+    try:
+        top.mkdir(mode=0o700, parents=True, exist_ok=True)
+        chain = [top]
+        for part in parts:
+            folder = folder / part
+            folder.mkdir(mode=0o700, exist_ok=True)
+            chain.append(folder)
+        unsafe = next((why for why in map(_unsafe, chain) if why), "")
+    except OSError:
+        return None
+    if unsafe:
+        _refuse(unsafe)
+        return None
+    return folder
+
+
+def _unsafe(folder: Path) -> str:
+    """Why a cache folder must not be used ("" when it may): a symlink, another user's, or
+    writable by the group or others. Its entries decide what a scan reports, as git's
+    `safe.directory` has it for a repository."""
+    info = folder.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return f"{folder} is not a plain directory"
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return f"{folder} is owned by another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return f"{folder} is writable by its group or others (mode {stat.S_IMODE(info.st_mode):o})"
+    return ""
+
+
+#: the refusals already said in this process (once each)
+_REFUSED: set[str] = set()
+
+
+def _refuse(why: str) -> None:
+    if why not in _REFUSED:
+        _REFUSED.add(why)
+        sys.stderr.write(f"cs-audit: warning: cache not used: {why}; scanning as with --no-cache "
+                         "(remove it, or set XDG_CACHE_HOME to a folder only you can write)\n")
 
 
 def _prune(root: Path, keep: Path) -> None:
@@ -162,14 +212,23 @@ class _Unpickler(pickle.Unpickler):
             return found
         if module == "builtins" and name in _BUILTINS:
             found = super().find_class(module, name)
-        elif (module == "cs_audit" or module.startswith("cs_audit.")) and not name.startswith("__"):
+        elif (module == "cs_audit" or module.startswith("cs_audit.")) and name.isidentifier() and not name.startswith("__"):
+            # one name (a dotted one walks attributes out of the module: `runner.subprocess.Popen`)
+            # for cs-audit's own record classes, defined in that module, or the restore function
             found = super().find_class(module, name)
-            if not (isinstance(found, type) or found is restore):
+            if not (found is restore or _record_class(found, module, name)):
                 found = None
         if found is None:
             raise pickle.UnpicklingError(f"a cache entry names {module}.{name}")
         self._allowed[(module, name)] = found
         return found
+
+
+def _record_class(found: object, module: str, name: str) -> bool:
+    """A class cs-audit stores: defined in ``module`` under ``name`` (not imported into it), and
+    plain data whose construction calls nothing of its own (a dataclass, a tuple, an enum)."""
+    return (isinstance(found, type) and found.__module__ == module and found.__qualname__ == name
+            and (dataclasses.is_dataclass(found) or issubclass(found, (tuple, enum.Enum))))
 
 
 def _loads(data: bytes) -> object:
@@ -497,12 +556,8 @@ def registries_dir(enabled: bool, cache_dir: str | None) -> str | None:
     the rule set, so they live outside the facts directories, which the rule set names)."""
     if not enabled:
         return None
-    path = (Path(cache_dir) if cache_dir else default_cache_root()) / "registries" / f"v{CACHE_FORMAT}-{code_digest()}"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return str(path)
+    path = safe_folder(cache_dir, "registries", f"v{CACHE_FORMAT}-{code_digest()}")
+    return str(path) if path is not None else None
 
 
 def load_registry_memo(directory: str, root: str) -> dict[str, tuple[tuple[int, int, int, int], int, tuple]] | None:
