@@ -5,6 +5,8 @@ of such files keeps only its newest entries."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -91,3 +93,21 @@ def text_lines(path: str | Path, max_bytes: int) -> list[str]:
     """The lines of a text file as an editor numbers them (CRLF, LF or a lone CR ends one;
     a form feed does not), undecodable bytes replaced; ``read_regular``'s errors."""
     return _LINE_BREAK.split(read_regular(path, max_bytes).decode("utf-8", errors="replace"))
+
+
+def sealed_json(value: object) -> bytes:
+    """``value`` as JSON after a line holding its BLAKE2b digest: a stored entry whose bits
+    flipped or were torn reads as missing (``opened_json``), not as other data."""
+    body = json.dumps(value, sort_keys=True).encode()
+    return hashlib.blake2b(body, digest_size=16).hexdigest().encode() + b"\n" + body
+
+
+def opened_json(data: bytes) -> object:
+    """The value ``sealed_json`` gave ``data``; None when the digest does not match."""
+    digest, _, body = data.partition(b"\n")
+    if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None

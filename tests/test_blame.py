@@ -12,6 +12,7 @@ import pytest
 
 import cs_audit.git.blame as blame_module
 from cs_audit.git.blame import (
+    BLAME_CACHE_FORMAT,
     SHALLOW_MAY_BE_OLDER,
     FakeHistory,
     GitHistory,
@@ -178,7 +179,7 @@ def test_blame_cache_on_disk_is_reused_and_keyed_by_head(
     assert isinstance(cold, GitHistory)
     assert _answers(cold) == reference
     cold.close()
-    assert len(list((cache / "v1").glob("*.json"))) == 1
+    assert len(list((cache / f"v{BLAME_CACHE_FORMAT}").glob("*.json"))) == 1
     spawned.clear()
     warm = open_history(repo, cache_dir=cache)
     assert isinstance(warm, GitHistory)
@@ -204,7 +205,7 @@ def test_blame_cache_never_answers_for_another_head(tmp_path: Path) -> None:
     assert after.blame_lines("a.py", [2])[2].subject.startswith("Revert")
     assert after.files_blamed == 1
     after.close()
-    assert len(list((cache / "v1").glob("*.json"))) == 2
+    assert len(list((cache / f"v{BLAME_CACHE_FORMAT}").glob("*.json"))) == 2
 
 
 def test_blame_cache_survives_a_damaged_file(tmp_path: Path) -> None:
@@ -215,7 +216,7 @@ def test_blame_cache_survives_a_damaged_file(tmp_path: Path) -> None:
     assert isinstance(hist, GitHistory)
     _answers(hist)
     hist.close()
-    (entry,) = (cache / "v1").glob("*.json")
+    (entry,) = (cache / f"v{BLAME_CACHE_FORMAT}").glob("*.json")
     for damage in (b"", b"{not json", entry.read_bytes()[:40], b'{"format": 1, "key": "other"}'):
         entry.write_bytes(damage)
         again = open_history(repo, cache_dir=cache)

@@ -160,6 +160,30 @@ def test_the_terminal_summary_escapes_control_characters_in_names(tmp_path: Path
     assert "\\x1b[2J" in proc.stdout and "\\u202e" in proc.stdout  # shown, escaped
 
 
+@pytest.mark.parametrize("command", [
+    ["scan", "--format", "github"], ["scan", "--format", "html"], ["fix", "--diff"],
+])
+def test_github_html_and_the_fix_diff_escape_control_characters(tmp_path: Path, command: list[str]) -> None:
+    tree = tmp_path / "tree"
+    (tree / "eng").mkdir(parents=True)
+    evil = "run\x1b[2J\u202eyp"
+    (tree / "eng" / f"{evil}_runner.py").write_text(
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\nclass GPUModelRunner:\n"
+        "    def execute_model(self, b):\n        logger.info(f\"step \x1b]0;pwned\x07 {b}\")\n        return b\n")
+    args = [sys.executable, "-m", "cs_audit", command[0], str(tree), *command[1:], "--no-cache"]
+    page = tmp_path / "report.html"
+    if command[0] == "scan":
+        args += ["--no-history"] + (["-o", str(page)] if "html" in command else [])
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode in (0, 1), proc.stderr
+    shown = page.read_text() if "html" in command else proc.stdout
+    assert "\\u202eyp" in shown  # the file name, escaped where it is shown
+    if "github" not in command:  # annotations carry no code; the page and the diff show the line
+        assert "pwned" in shown and "\\x1b]0;pwned\\x07" in shown
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in shown, repr(raw)
+
+
 # -- a malformed or hostile project configuration is one line, exit 2
 
 
@@ -553,3 +577,21 @@ def test_a_missing_tree_object_is_one_line_and_the_rest_goes_on(tmp_path: Path) 
     assert check.returncode == 2 and check.stderr == "", check.stderr
     (why,) = json.loads(check.stdout)["check"]["incomplete"]
     assert why.startswith("--since HEAD~2: ") and "\n" not in why
+
+
+def test_a_flipped_bit_in_a_stored_history_entry_is_a_miss(tmp_path: Path) -> None:
+    from cs_audit.git.blame import _Blamed, _BlameStore
+    from cs_audit.model import BlameInfo
+
+    sha = "a" * 40
+    blamed = _Blamed(BlameInfo(sha[:9], "2026-12-01", "add the switch", "dev"), sha, 1764547200)
+    store = _BlameStore(tmp_path, "key1")
+    store.save({("x.py", "b" * 40): {3: blamed, 4: None}})
+    assert store.load()[("x.py", "b" * 40)][3].info.subject == "add the switch"
+    data = bytearray(store.path.read_bytes())
+    at = data.index(b"add the switch")
+    data[at] ^= 0x01  # "add" -> "`dd": still valid JSON, other data
+    store.path.write_bytes(bytes(data))
+    assert store.load() == {}
+    store.path.write_bytes(bytes(data[: len(data) // 2]))  # torn
+    assert store.load() == {}

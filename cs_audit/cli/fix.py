@@ -15,6 +15,7 @@ import typer
 
 from cs_audit.cli import common as state
 from cs_audit.cli.common import app, fail, say
+from cs_audit.render.safe import visible
 
 
 @app.command()
@@ -65,7 +66,7 @@ def fix(
             raise typer.Exit(2)
         return
     for f in changed:
-        sys.stdout.write(f.diff())
+        sys.stdout.write(visible(f.diff()))
     if not quiet:
         say(f"{sum(f.fixed for f in changed)} sites to fix in {len(changed)} files" if changed else "nothing to fix")
     if changed:

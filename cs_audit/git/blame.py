@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import posixpath
 import re
@@ -65,7 +64,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cs_audit.files import keep_newest, read_regular, try_write_atomically
+from cs_audit.files import keep_newest, opened_json, read_regular, sealed_json, try_write_atomically
 from cs_audit.git import runner
 from cs_audit.git.worktree import WorkTreeFiles
 from cs_audit.model import BlameInfo
@@ -90,7 +89,7 @@ KEEP_BLAME_FILES = 16
 #: how much of a file named by the blame settings (``.mailmap``, an ignore-revs list) is read
 MAX_SETTINGS_FILE_BYTES = 16 << 20
 #: bump when the on-disk layout or what a blame is run with changes
-BLAME_CACHE_FORMAT = 1
+BLAME_CACHE_FORMAT = 2
 _BLAME_FLAGS = ("--porcelain", "-w", "--no-textconv")
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
@@ -307,8 +306,8 @@ class _BlameStore:
 
     def load(self) -> dict[FileKey, Known]:
         try:
-            raw = json.loads(self.path.read_bytes())
-        except (OSError, ValueError):
+            raw = opened_json(self.path.read_bytes())
+        except OSError:
             return {}
         try:
             if raw["format"] != BLAME_CACHE_FORMAT or raw["key"] != self.key:
@@ -344,10 +343,7 @@ class _BlameStore:
                 if b is not None:
                     commits[b.sha] = [b.committer_time, b.info.subject, b.info.author]
             files.append({"path": path, "blob": blob, "lines": lines})
-        data = json.dumps(
-            {"format": BLAME_CACHE_FORMAT, "key": self.key, "commits": commits, "files": files},
-            sort_keys=True,
-        ).encode("ascii")
+        data = sealed_json({"format": BLAME_CACHE_FORMAT, "key": self.key, "commits": commits, "files": files})
         if try_write_atomically(self.path, data):
             keep_newest(self.directory, KEEP_BLAME_FILES, lambda e: e.name.endswith(".json"), spare=self.path)
 

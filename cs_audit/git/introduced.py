@@ -25,7 +25,6 @@ so the answer here is the earliest commit in which the switch is really read in 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from bisect import bisect_right
@@ -33,12 +32,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cs_audit.files import keep_newest, try_write_atomically
+from cs_audit.files import keep_newest, opened_json, sealed_json, try_write_atomically
 from cs_audit.git import runner
 from cs_audit.git.repo import BlobReader
 
 #: bump when what is stored or how it is found changes
-FORMAT = 1
+FORMAT = 2
 #: candidates kept per name: a name mentioned in that many commits before any reads it is
 #: left to blame
 MAX_CANDIDATES = 24
@@ -176,7 +175,7 @@ class FirstReads:
         if path is None:
             return {}
         try:
-            raw = json.loads(path.read_bytes())
+            raw = opened_json(path.read_bytes())
             if raw["format"] != FORMAT or raw["head"] != head:
                 return {}
             return {str(name): None if row is None else Introduction(str(row[0]), int(row[1]), str(row[2]), str(row[3]),
@@ -190,7 +189,7 @@ class FirstReads:
         if path is None:
             return
         rows = {n: None if a is None else [a.sha, a.ctime, a.subject, a.path, a.boundary] for n, a in sorted(answers.items())}
-        data = json.dumps({"format": FORMAT, "head": self.head, "answers": rows}, sort_keys=True).encode()
+        data = sealed_json({"format": FORMAT, "head": self.head, "answers": rows})
         if try_write_atomically(path, data):
             keep_newest(path.parent, KEEP_FILES, lambda e: e.name.endswith(".json"), spare=path)
 

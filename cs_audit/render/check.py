@@ -7,21 +7,14 @@ made visible, so a file name cannot rewrite the terminal or forge a line.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from cs_audit.model import AuditResult, CheckOutcome, Finding, ReportContext
 from cs_audit.render.json import dumps, finding_dict, note_dict, report_dict
 from cs_audit.render.markdown import cell, code
+from cs_audit.render.safe import plain as plain  # re-exported
+from cs_audit.render.safe import visible as visible  # re-exported
 from cs_audit.ruleset import RuleSet
-
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def plain(text: object) -> str:
-    """One line of terminal text: control and bidi characters escaped (``\\x0a``, ``\\u202e``)."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                       str(text))
 
 
 def plural(n: int, word: str) -> str:

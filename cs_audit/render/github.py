@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from cs_audit.model import AuditResult, Finding, Notification
+from cs_audit.render.safe import visible
 from cs_audit.ruleset import RuleSet
 
 LEVELS = {"high": "warning", "medium": "warning", "low": "notice"}
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # controls and bidi characters shown escaped first: a log shows a workflow command raw
+    return visible(text, keep_cr=True).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:

@@ -24,6 +24,7 @@ from html import escape
 
 from cs_audit.model import AuditResult, Finding, Switch
 from cs_audit.render.markdown import HOT, default_on_rows, side_totals, title, via_words
+from cs_audit.render.safe import visible
 from cs_audit.ruleset import RuleSet
 
 #: source lines shown per finding, at most
@@ -39,7 +40,7 @@ _PALETTE = ("#c0392b", "#e67e22", "#f1c40f", "#8e44ad", "#2980b9", "#16a085", "#
 
 def h(text: object) -> str:
     """Text of the scanned tree as HTML text or a quoted attribute value."""
-    return escape(str(text), quote=True)
+    return escape(visible(text), quote=True)
 
 
 def anchor(prefix: str, name: str) -> str:
