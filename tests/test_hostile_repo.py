@@ -66,7 +66,7 @@ class GPUModelRunner:
 '''
 
 
-def _repo_with_drivers(tmp_path: Path) -> tuple[Path, Path]:
+def _repo_with_drivers(tmp_path: Path, driver: str = "x") -> tuple[Path, Path]:
     """A repository whose .gitattributes names a filter and a diff driver that its own
     .git/config defines as programs which leave a marker file when git runs them."""
     try:
@@ -77,10 +77,11 @@ def _repo_with_drivers(tmp_path: Path) -> tuple[Path, Path]:
     marker = tmp_path / "MARKER"
     repo = make_repo(tmp_path, [("one", {"eng/model_runner.py": ENGINE, "run.sh": "export ENG_TRACE=1\n"}),
                                 ("two", {"eng/model_runner.py": ENGINE + "\n# two\n"})])
-    (repo / ".gitattributes").write_text("*.py diff=x filter=x\n*.sh diff=x filter=x\n")
+    (repo / ".gitattributes").write_text(f"*.py diff={driver} filter={driver}\n*.sh diff={driver} filter={driver}\n")
     program = f"sh -c 'touch {marker}; cat'"
-    for key, value in (("filter.x.clean", program), ("filter.x.smudge", program), ("filter.x.process", program),
-                       ("diff.x.textconv", f"sh -c 'touch {marker}; cat \"$0\"'"), ("diff.x.command", program)):
+    for key, value in ((f"filter.{driver}.clean", program), (f"filter.{driver}.smudge", program),
+                       (f"filter.{driver}.process", program),
+                       (f"diff.{driver}.textconv", f"sh -c 'touch {marker}; cat \"$0\"'"), (f"diff.{driver}.command", program)):
         git(repo, "config", key, value)
     # the work tree is stat-dirty, as after a checkout: status and diff consult the filters
     (repo / "eng/model_runner.py").write_text(ENGINE + "\n# two\n# three\n")
@@ -94,13 +95,26 @@ def _repo_with_drivers(tmp_path: Path) -> tuple[Path, Path]:
     ["report", "{repo}", "--rev", "HEAD~1", "-o", "{out}"],
     ["diff", "HEAD~1", "HEAD", "{repo}"],
 ])
-def test_no_filter_or_diff_driver_of_the_repository_runs(tmp_path: Path, command: list[str]) -> None:
-    repo, marker = _repo_with_drivers(tmp_path)
+@pytest.mark.parametrize("driver", ["x", "my.dotted.driver"])
+def test_no_filter_or_diff_driver_of_the_repository_runs(tmp_path: Path, command: list[str], driver: str) -> None:
+    repo, marker = _repo_with_drivers(tmp_path, driver)
     argv = [part.format(repo=repo, out=tmp_path / "report.md") for part in command]
     proc = subprocess.run([sys.executable, "-m", "cs_audit", *argv, "-j", "1"], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, env=_this_checkout())
     assert proc.returncode in (0, 1), proc.stderr
     assert not marker.exists(), f"git ran a program of the repository's configuration during {command[0]}"
+
+
+def test_a_dotted_driver_name_is_neutralised_whole(tmp_path: Path) -> None:
+    from cs_audit.git.runner import _DRIVERS, driver_overrides, git_argv, git_env
+
+    repo, marker = _repo_with_drivers(tmp_path, "my.dotted.driver")
+    _DRIVERS.clear()
+    overrides = driver_overrides(repo)
+    assert "filter.my.dotted.driver.clean=" in overrides and "diff.my.dotted.driver.textconv=" in overrides
+    # git itself, with those overrides, runs none of the programs on a status of a dirty tree
+    subprocess.run(git_argv(["status", "--short"], overrides), cwd=repo, env=git_env(), capture_output=True, check=True)
+    assert not marker.exists()
 
 
 # -- outputs: written where asked, never through or over a symlink

@@ -88,7 +88,9 @@ def driver_overrides(cwd: Path | str) -> tuple[str, ...]:
         names = proc.stdout.decode("utf-8", "surrogateescape").split("\0") if proc.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired):
         names = []
-    drivers = sorted({tuple(name.split(".")[:2]) for name in names if name.count(".") >= 2})
+    # `filter.<driver>.clean`: the driver is everything between the first and the last dot
+    # (`filter.my.driver.clean` names the driver `my.driver`)
+    drivers = sorted({(name.split(".", 1)[0], name.split(".", 1)[1].rpartition(".")[0]) for name in names if name.count(".") >= 2})
     for section, driver in drivers:
         for program in _DRIVER_PROGRAMS.get(section, ()):
             overrides.append(f"{section}.{driver}.{program}=")
