@@ -322,18 +322,19 @@ def test_an_env_registry_default_decides_its_gates(tmp_path: Path, monkeypatch: 
     assert _emitter_lines(_scan(write_tree(tmp_path / "u", REGISTRY_TREE))) == {13}
 
 
-def test_registry_defaults_are_evaluated_without_running_anything() -> None:
+def test_registry_defaults_are_evaluated_without_running_anything(tmp_path: Path) -> None:
     from cs_audit.extract.options import registry_defaults
+    marker = tmp_path / "pwned"
     source = (
         "import os\nvars = {\n"
         "  'A': lambda: bool(int(os.getenv('A', '1'))),\n"
         "  'B': lambda: os.getenv('B', 'Auto').lower() in ('1', 'true'),\n"
         "  'C': lambda: os.getenv('C'),\n"
-        "  'D': lambda: __import__('os').system('touch /tmp/pwned'),\n"
+        f"  'D': lambda: __import__('os').system('touch {marker}'),\n"
         "  'E': lambda: int(os.getenv('E', 'x')),\n"
         "}\n"
         "class Envs:\n    F = EnvBool(True)\n    G = EnvInt(0)\n    H = EnvStr(compute())\n"
     )
     found = {o.name: o.value for o in registry_defaults(ast.parse(source), "envs.py")}
     assert found == {"A": "True", "B": "False", "C": "None", "F": "True", "G": "0"}
-    assert not Path("/tmp/pwned").exists()
+    assert not marker.exists()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePath
@@ -380,18 +379,17 @@ class SideTotal:
         return self.shared + sum(cost for name, cost, _ in self.models if name in self.counted)
 
 
-def side_total(rows: list[Statement], rs: RuleSet, costs: Callable[[Statement], float] | None = None) -> SideTotal:
+def side_total(rows: list[Statement], rs: RuleSet) -> SideTotal:
     """The per-step total of one side's statements: never the sum of every model's forward."""
-    cost_of = costs or (lambda s: s.cost_us)
     defaults = rs.defaults
     shared = 0.0
     per_model: dict[str, list[float]] = {}
     for s in rows:
         model = defaults.model_of(s.first.path) if defaults is not None else None
         if model is None:
-            shared += cost_of(s)
+            shared += s.cost_us
         else:
-            per_model.setdefault(model, []).append(cost_of(s))
+            per_model.setdefault(model, []).append(s.cost_us)
     models = tuple(sorted(((m, sum(c), len(c)) for m, c in per_model.items()), key=lambda t: (-t[1], t[0])))
     stated = defaults.models if defaults is not None else ()
     counted = tuple(m for m, _, _ in models if m in stated) if stated else tuple(m for m, _, _ in models[:1])
