@@ -263,6 +263,21 @@ def _model(name: str, lines: int) -> str:
             f"    def forward(self, x):\n{body}        return x\n")
 
 
+def test_an_architecture_whose_own_code_costs_nothing_is_not_split_out() -> None:
+    from types import SimpleNamespace
+
+    from cs_audit.render.markdown import side_total
+
+    def statement(path: str, cost: float) -> SimpleNamespace:  # what side_total reads of a Statement
+        return SimpleNamespace(first=SimpleNamespace(path=path), cost_us=cost)
+
+    rows = [statement("engine/runner.py", 16.0), statement("engine/models/llama.py", 32.0),
+            statement("engine/models/gemma.py", 0.0), statement("engine/models/gemma.py", 0.0)]
+    split = side_total(rows, load_ruleset())  # type: ignore[arg-type]
+    # a cached env read in gemma's own module costs nothing: no architecture of its own
+    assert split.models == (("llama", 32.0, 1),) and split.counted == ("llama",) and split.total == 48.0
+
+
 MODELS_TREE = {
     "engine/models/llama.py": _model("llama", 1),
     "engine/models/mixtral/model.py": _model("mixtral", 3),

@@ -385,7 +385,8 @@ def side_total(rows: list[Statement], rs: RuleSet) -> SideTotal:
     shared = 0.0
     per_model: dict[str, list[float]] = {}
     for s in rows:
-        model = defaults.model_of(s.first.path) if defaults is not None else None
+        # an architecture's own statement that costs nothing per step changes no total
+        model = defaults.model_of(s.first.path) if defaults is not None and s.cost_us > 0 else None
         if model is None:
             shared += s.cost_us
         else:
