@@ -152,6 +152,11 @@ def closure_of(gate: GateRef) -> str | None:
     return None
 
 
+#: a ``name`` gate's arg: it tests one of its function's parameters, for truth or against a
+#: literal (what the callers pass decides it: ``joins.param_gates``)
+PARAM_TESTED = "param"
+
+
 def as_operand(gate: GateRef) -> GateRef:
     """``gate`` as an operand of a comparison (it stands for the value, not a flag)."""
     return gate if "operand" in gate.args else replace(gate, args=("operand", *gate.args))
@@ -196,6 +201,9 @@ class FunctionDef:
     #: a predicate's `return <test>` (after assignments only): the gates of the test (the code
     #: a call of it guards runs only when they hold)
     returned_test: tuple[GateRef, ...] = ()
+    #: True, False and None defaults of parameters (`def save(x, interpolate=False)`), as
+    #: their repr: what a gate on the parameter sees when a call passes nothing
+    const_defaults: tuple[tuple[str, str], ...] = ()
 
 
 @restorable
@@ -413,6 +421,24 @@ class HostArguments:
 
 @restorable
 @dataclass(frozen=True, slots=True)
+class PassedValues:
+    """What a call passes, for a gate on a parameter to be judged by: each argument by
+    position and by keyword, as a True/False/None literal (`lit:False`), an attribute read
+    (`ref:req.interpolate`), a name of the caller's own parameters (`param:interpolate`) or
+    anything else (`?`); kept for the calls passing at least one of the first three.
+    ``open`` when a `*args` or `**kwargs` may pass more.  The call is picked by its lines and
+    its callee's last name (as ``HostArguments``)."""
+
+    line: int
+    end_line: int
+    method: str
+    positions: tuple[tuple[int, str], ...]
+    keywords: tuple[tuple[str, str], ...]
+    open: bool
+
+
+@restorable
+@dataclass(frozen=True, slots=True)
 class MessageUse:
     """A call that takes a message local as one of its arguments (``BuiltMessage``): its
     lines and its callee's last name, which pick its call site among the file's calls."""
@@ -483,6 +509,8 @@ class FileFacts:
     built_messages: tuple[BuiltMessage, ...] = ()
     #: calls passing host data (``HostArguments``)
     host_arguments: tuple[HostArguments, ...] = ()
+    #: calls passing values a parameter's gate can be judged by (``PassedValues``)
+    passed_values: tuple[PassedValues, ...] = ()
     #: it names a device API (``device_apis`` in rules/gpu_syncs.yaml) somewhere
     touches_device: bool = True
     #: (function, name, the names it is built from) of each assignment of a path built from

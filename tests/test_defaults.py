@@ -353,3 +353,21 @@ def test_registry_defaults_are_evaluated_without_running_anything(tmp_path: Path
     found = {o.name: o.value for o in registry_defaults(ast.parse(source), "envs.py")}
     assert found == {"A": "True", "B": "False", "C": "None", "F": "True", "G": "0"}
     assert not marker.exists()
+
+
+def test_without_parameter_gates_a_branch_every_caller_keeps_off_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "parameter_gate", lambda *a: NOT_OPTION)
+    problems = " ".join(check_annotations(_fixture()))
+    # an option handed in (or the default), and the same handed on by a caller's parameter
+    for text in ('"recorded output', '"published'):
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+
+
+def test_a_caller_passing_something_else_keeps_a_parameter_gate_open(tmp_path: Path) -> None:
+    source = FIXTURE.read_text()
+    line = _line('"recorded output')
+    recorded = f"toyserve/defaults.py:{line}: unexpected default-on-emitter"
+    for extra in ("\n\ndef _other(batch, flags):\n    save_output(batch, **flags)\n",
+                  "\n\ndef _other(batch):\n    save_output(batch, record=len(batch) > 1)\n",
+                  "\n\ndef _other(batch):\n    save_output(batch, record=True)\n"):
+        assert recorded in " ".join(check_annotations({"toyserve/defaults.py": source + extra})), extra

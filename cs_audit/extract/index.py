@@ -28,12 +28,14 @@ from cs_audit.extract.scripts import NAMES_FILE
 from cs_audit.model import (
     DEFAULT_ON,
     HANDED,
+    PARAM_TESTED,
     BuiltMessage,
     CallSite,
     FunctionDef,
     GateRef,
     HostArguments,
     MessageUse,
+    PassedValues,
     PlainCall,
     as_operand,
     closure_arg,
@@ -170,6 +172,7 @@ class ModuleIndex:
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
     host_arguments: tuple[HostArguments, ...] = ()
+    passed_values: tuple[PassedValues, ...] = ()
     #: (function, name, names it is built from) of the paths built from other names
     path_values: tuple[tuple[str | None, str, tuple[str, ...]], ...] = ()
 
@@ -528,6 +531,49 @@ def _ends_in_exit(body: list[ast.stmt]) -> bool:
 _TO_DEVICE = frozenset({"cuda", "to"})
 #: calls that build a tensor from host data (a list, a numpy array) on the host
 HOST_BUILDERS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
+
+
+def _compared(gate: GateRef, marker: tuple[str, ...]) -> GateRef:
+    """A name gate as the operand of a comparison: with the literal it is compared with
+    (``marker``), if any; a parameter compared with anything else is no longer tested for
+    what its callers pass alone."""
+    args = as_operand(gate).args
+    if not marker and PARAM_TESTED in args:
+        args = tuple(a for a in args if a != PARAM_TESTED)
+    return replace(gate, args=(*args, *marker))
+
+
+def _read_chain(node: ast.expr, depth: int) -> str:
+    """`req.x`, `reqs[0].x` as `reqs[].x`: an attribute chain off a name, items of it taken
+    by a subscript; "" for any other shape or a longer chain."""
+    if depth == 0:
+        return ""
+    cls = node.__class__
+    if cls is ast.Name:
+        return node.id  # type: ignore[attr-defined]
+    if cls is ast.Attribute:
+        base = _read_chain(node.value, depth - 1)  # type: ignore[attr-defined]
+        return f"{base}.{node.attr}" if base else ""  # type: ignore[attr-defined]
+    if cls is ast.Subscript:
+        base = _read_chain(node.value, depth - 1)  # type: ignore[attr-defined]
+        return f"{base}[]" if base else ""
+    return ""
+
+
+def _passed_value(node: ast.expr, params: tuple[str, ...]) -> str:
+    """``PassedValues``' text of an argument: `lit:` a True/False/None literal, `ref:` an
+    attribute read off a name (`req.interpolate`), `param:` one of the caller's parameters
+    handed on; `?` for anything else."""
+    cls = node.__class__
+    if cls is ast.Constant:
+        value = node.value  # type: ignore[attr-defined]
+        return f"lit:{value!r}" if value is None or type(value) is bool else "?"
+    if cls is ast.Name:
+        return f"param:{node.id}" if node.id in params else "?"  # type: ignore[attr-defined]
+    if cls is ast.Attribute:
+        text = _read_chain(node, 5)
+        return f"ref:{text}" if text else "?"
+    return "?"
 
 
 def _host_value(node: ast.expr, host: frozenset[str], aliases: dict[str, str], names: re.Pattern[str] | None) -> bool:
@@ -975,6 +1021,7 @@ class _Indexer(ast.NodeVisitor):
         self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
         #: calls passing host data (``HostArguments``)
         self.host_arguments: list[HostArguments] = []
+        self.passed_values: list[PassedValues] = []
         #: messages formatted into locals only calls read, each with its path contexts
         self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
         #: each callee and code text of the plain calls made so far, by itself
@@ -1173,6 +1220,8 @@ class _Indexer(ast.NodeVisitor):
         defaults += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
         param_defaults = tuple((name, d.value) for name, d in defaults if isinstance(d, ast.Constant) and isinstance(d.value, str))
         int_defaults = tuple((name, d.value) for name, d in defaults if isinstance(d, ast.Constant) and type(d.value) is int)
+        const_defaults = tuple((name, repr(d.value)) for name, d in defaults
+                               if isinstance(d, ast.Constant) and (d.value is None or type(d.value) is bool))
         decorators = tuple(
             d for d in (dotted(dec.func if isinstance(dec, ast.Call) else dec, self.aliases) for dec in node.decorator_list) if d
         )
@@ -1226,7 +1275,7 @@ class _Indexer(ast.NodeVisitor):
                 body_lines=end - node.lineno + 1, decorators=decorators,
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
-                int_defaults=int_defaults, returned_test=returned_test,
+                int_defaults=int_defaults, returned_test=returned_test, const_defaults=const_defaults,
             )
         )
 
@@ -1579,6 +1628,29 @@ class _Indexer(ast.NodeVisitor):
             self.host_arguments.append(HostArguments(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
                                                      tuple(positions), keywords))
 
+    def _note_passed_values(self, callee: str, call: ast.Call) -> None:
+        """The arguments of a call a gate on the parameter they land in can be judged by
+        (``PassedValues``): a parameter tested for an option is off when every caller hands
+        it that option, or a literal, that keeps its code off (``joins.param_gates``)."""
+        scope = self.function
+        params = scope.params if scope is not None else ()
+        positions: list[tuple[int, str]] = []
+        is_open = False
+        for index, arg in enumerate(call.args):
+            if arg.__class__ is ast.Starred:
+                is_open = True
+                break  # the positions after it are not known
+            positions.append((index, _passed_value(arg, params)))
+        keywords: list[tuple[str, str]] = []
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                is_open = True
+                continue
+            keywords.append((keyword.arg, _passed_value(keyword.value, params)))
+        if any(value != "?" for _, value in positions) or any(value != "?" for _, value in keywords):
+            self.passed_values.append(PassedValues(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
+                                                   tuple(positions), tuple(keywords), is_open))
+
     def _dotted(self, node: ast.AST) -> str | None:
         return dotted(node, self.aliases)
 
@@ -1731,6 +1803,7 @@ class _Indexer(ast.NodeVisitor):
                 if call.args or call.keywords:
                     self.arguments.append((function, callee, call))
                     self._note_host_arguments(callee, call)
+                    self._note_passed_values(callee, call)
                 self.calls.append(PlainCall((callee, *rest)))
             for target in handed:
                 handed_callee = f"{callee}{HANDED}{target}"
@@ -1820,6 +1893,7 @@ class _Indexer(ast.NodeVisitor):
                 if callee is not None and lands:
                     self.arguments.append((function, callee, call))
                     self._note_host_arguments(callee, call)
+                    self._note_passed_values(callee, call)
 
     def _handed(self, call: ast.Call, callee: str, lambda_names: dict[int, str] | None) -> list[str]:
         """The functions handed to a call that it may run itself, as callee texts: its
@@ -2055,8 +2129,7 @@ class _Indexer(ast.NodeVisitor):
                 # `if cfg.tp_size > 1:` runs when it holds; its else, when the opposite does
                 text = _ORDER_TEXT[op.__class__] if active else _ORDER_NEGATED[op.__class__]
                 marker = (f"cmp:{text}:{right.value!r}",)
-        out[start:] = [replace(as_operand(r), args=(*as_operand(r).args, *marker)) if r.kind == "name" and marker
-                       else as_operand(r) if r.kind == "name" else r for r in out[start:]]
+        out[start:] = [_compared(r, marker) if r.kind == "name" else r for r in out[start:]]
 
     def _params(self) -> tuple[str, ...]:
         return self.function.params if self.function is not None else ()
@@ -2135,9 +2208,9 @@ class _Indexer(ast.NodeVisitor):
             # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
             args: tuple[str, ...] = (closure_arg(home.qualname),)
             if raw in home.params:
-                args = ("operand", *args)
+                args = ("operand", PARAM_TESTED, *args)
         else:
-            args = ("operand",) if scope is not None and raw in scope.params else ()
+            args = ("operand", PARAM_TESTED) if scope is not None and raw in scope.params else ()
         out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
 
 
@@ -2301,6 +2374,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     return ModuleIndex(
         built_messages=messages,
         host_arguments=tuple(indexer.host_arguments),
+        passed_values=tuple(indexer.passed_values),
         effects=tuple(indexer.effects),
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),

@@ -19,6 +19,7 @@ from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, opti
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
+from cs_audit.joins.param_gates import parameter_gate, sorted_callers
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.reach import rank as rank  # re-exported
@@ -112,6 +113,13 @@ class TreeModel:
     gated_classes: dict[str, SwitchRef] = field(default_factory=dict)
     #: per file, the platform switch of a module written for another platform (``_module_switch``)
     module_switches: dict[str, SwitchRef | None] = field(default_factory=dict)
+    #: while the edges get their switches: each function's callers (``param_gates``), as
+    #: ``callers`` holds them once built
+    pending_callers: dict[FuncKey, list] | None = None
+    #: (path, line, end line, callee's last name) -> ``PassedValues`` (``param_gates``, when first asked)
+    passed_values: dict | None = None
+    #: the last names of the calls that resolved to nothing (``param_gates``, when first asked)
+    unresolved_names: frozenset[str] | None = None
     #: the options the tree declares, with their defaults (``joins.defaults``)
     options: OptionTable = field(default_factory=OptionTable)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
@@ -974,6 +982,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         for path in gates_unchanged:
             model.use_rows.update(((path, var), rows) for var, rows in gates.uses.get(path, {}).items())
     edges, callers = model.edges, model.callers
+    model.pending_callers = sorted_callers(raw_edges)
     start = 0
     for path, count in edge_counts:
         these = raw_edges[start:start + count]
@@ -987,6 +996,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
             edges.append(edge)
             callers[target].append(edge)
+    model.pending_callers = None
     _gate_instance_methods(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
@@ -1404,6 +1414,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         # a nested function's free name is the enclosing function's local
         function = closure_of(gate) or function
         cls = _class_of(function)
+        if function is not None and "." not in ref and (path, f"{function}::{ref}") not in model.derived:
+            # a parameter the function does not rebind: what its callers hand it
+            option = parameter_gate(model, (path, function), gate, rs)
+            if option is not NOT_OPTION:
+                return option
         for key in ((path, f"{function}::{ref}"), (path, ref), (path, f"{cls}.{ref}")):
             # a name a gate tests for truth holds when its assignments' gates do (compared
             # with something, an operand, it stands for the env value it holds)
@@ -1619,7 +1634,9 @@ def _file_gates_digest(ff: FileFacts) -> str:
     part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived],
             [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
             [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
-            sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores)
+            sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,
+            # what a gate on a parameter reads of the callers (``param_gates``)
+            ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults])
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 

@@ -126,6 +126,13 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     value = stated[name] if name in stated else table.default(name)
     if value is _UNKNOWN:
         return NOT_OPTION
+    return value_gate(name, value, gate)
+
+
+def value_gate(name: str, value: object, gate: GateRef) -> SwitchRef | None:
+    """The switch named ``name`` when ``value`` keeps the code ``gate`` guards off; None when
+    it lets it run; ``NOT_OPTION`` when the test cannot be judged on it."""
+    compared = _comparison(gate)
     if compared is not None:
         op, literal = compared
         if value is None and literal is not None:

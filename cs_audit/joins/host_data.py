@@ -28,7 +28,7 @@ TreeModel = Edge = Any
 FuncKey = tuple[str, str]
 
 #: how a call found its function when the call's own arguments land in its parameters
-_DIRECT = frozenset({"name", "fallback", "self", "attribute", "local", "module", "super", "constructor", "__call__",
+DIRECT_CALLS = frozenset({"name", "fallback", "self", "attribute", "local", "module", "super", "constructor", "__call__",
                      "forward", "inherited", "override", "subclass"})
 #: of those, the ways a method is called bound (its first parameter is the receiver)
 _UNBOUND = frozenset({"name", "module"})
@@ -89,7 +89,7 @@ def _host_parameters(model: TreeModel, params: dict[str, set[tuple[FuncKey, str]
 
 
 def _passes_host(edge: Edge, function: FunctionDef, param: str, host_args: dict[tuple[str, int, int, str], HostArguments]) -> bool:
-    if edge.how not in _DIRECT:
+    if edge.how not in DIRECT_CALLS:
         return False
     site = edge.site
     passed = host_args.get((edge.path, site.line, site.end_line, site.callee.rpartition(".")[2]))
@@ -97,10 +97,16 @@ def _passes_host(edge: Edge, function: FunctionDef, param: str, host_args: dict[
         return False
     if param in passed.keywords:
         return True
-    bound = (function.class_name is not None and function.params[:1] in (("self",), ("cls",))
-             and "staticmethod" not in function.decorators and edge.how not in _UNBOUND)
-    position = function.params.index(param) - (1 if bound else 0)
+    position = argument_position(function, param, edge.how)
     return position >= 0 and position in passed.positions
+
+
+def argument_position(function: FunctionDef, param: str, how: str) -> int:
+    """The position among a call's arguments that lands in ``param`` (-1 for the receiver):
+    a method called bound takes its receiver before them."""
+    bound = (function.class_name is not None and function.params[:1] in (("self",), ("cls",))
+             and "staticmethod" not in function.decorators and how not in _UNBOUND)
+    return function.params.index(param) - (1 if bound else 0)
 
 
 def _unresolved_names(model: TreeModel, names: set[str]) -> set[str]:

@@ -1,0 +1,135 @@
+"""A gate on a parameter, judged by what the callers hand it.
+
+`def materialize(frames, interpolate=False): if interpolate: ...` runs its branch only when a
+caller passes something true.  When every resolved call passes an option whose default keeps
+the branch off (`interpolate=req.interpolate`, declared `interpolate: bool = False`), a literal
+that does, the parameter's own default by passing nothing, or its own parameter that is in
+turn so handed (`post_process(x, interpolate=interpolate)`), the branch is off in the
+deployment and its switch is that option (callers in tests, benchmarks and examples left
+out).  One caller passing anything else (an expression,
+a `**kwargs`, a call the graph could not resolve to a function by the same name, a call
+through a callback) leaves the gate to the other rules."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from cs_audit.joins.defaults import NOT_OPTION, option_gate, value_gate
+from cs_audit.joins.host_data import DIRECT_CALLS, argument_position
+from cs_audit.model import PARAM_TESTED, GateRef, PassedValues, SwitchRef, by_text
+from cs_audit.ruleset import RuleSet
+
+#: ``callgraph.TreeModel`` (which imports this module)
+TreeModel = Any
+FuncKey = tuple[str, str]
+#: how many parameters a value may be handed on through
+MAX_HANDED = 4
+
+
+def parameter_gate(model: TreeModel, key: FuncKey, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    """The option switch of ``gate``, a test of one of ``key``'s parameters, from what its
+    callers pass; ``NOT_OPTION`` when they do not all settle it."""
+    if rs.defaults is None or PARAM_TESTED not in gate.args:
+        return NOT_OPTION
+    return _judged(model, key, gate.ref, gate, rs, 0, {})
+
+
+def _judged(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: RuleSet, depth: int,
+            seen: dict[tuple[FuncKey, str], SwitchRef | None]) -> SwitchRef | None:
+    """``parameter_gate`` of ``param``; ``seen``: the answers so far (NOT_OPTION while one is
+    worked out: a value handed round a cycle is not known)."""
+    if (key, param) in seen:
+        return seen[(key, param)]
+    seen[(key, param)] = NOT_OPTION
+    answer = seen[(key, param)] = _worked_out(model, key, param, gate, rs, depth, seen)
+    return answer
+
+
+def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: RuleSet, depth: int,
+                seen: dict[tuple[FuncKey, str], SwitchRef | None]) -> SwitchRef | None:
+    function = model.functions.get(key)
+    if function is None or param not in function.params or depth > MAX_HANDED:
+        return NOT_OPTION
+    # tests, benchmarks and examples call with what they test: not the deployment's values
+    ignored = rs.defaults.ignore_paths
+    callers = [c for c in _callers(model, key) if not ignored.search(c[0])]
+    if not callers or key[1].rpartition(".")[2] in _unresolved_names(model):
+        return NOT_OPTION
+    passed = _passed_table(model)
+    default = dict(function.const_defaults).get(param)
+    off: list[SwitchRef] = []
+    for path, caller, site, how in callers:
+        if how not in DIRECT_CALLS:
+            return NOT_OPTION
+        values = passed.get((path, site.line, site.end_line, site.callee.rpartition(".")[2]))
+        value = _value_for(values, function, param, how, default)
+        if value is None:
+            return NOT_OPTION
+        kind, _, text = value.partition(":")
+        if kind == "lit":
+            switch = value_gate(param, ast.literal_eval(text), gate)
+            if switch is not None and switch is not NOT_OPTION:
+                continue  # a literal that keeps the code off names no option
+        elif kind == "ref":
+            compared = tuple(a for a in gate.args if a.startswith("cmp:"))
+            switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, gate.level))
+        elif caller is not None:
+            switch = _judged(model, (path, caller), text, gate, rs, depth + 1, seen)
+        else:
+            return NOT_OPTION
+        if switch is NOT_OPTION or switch is None:
+            return switch
+        off.append(switch)
+    return min(off, key=by_text) if off else NOT_OPTION
+
+
+def _value_for(values: PassedValues | None, function: Any, param: str, how: str, default: str | None) -> str | None:
+    """What one call passes into ``param`` (``PassedValues``' text); the default's when it
+    passes nothing; None when that is not known."""
+    if values is None:
+        return None  # a call that passes nothing known: what it passes is not recorded
+    found = next((value for name, value in values.keywords if name == param), None)
+    if found is None:
+        position = argument_position(function, param, how)
+        found = next((value for index, value in values.positions if index == position), None)
+    if found is None:
+        return None if values.open or default is None else f"lit:{default}"
+    return None if found == "?" else found
+
+
+def _callers(model: TreeModel, key: FuncKey) -> list[tuple[str, str | None, Any, str]]:
+    """(path, calling function, site, how) of each resolved call of ``key``."""
+    pending = model.pending_callers
+    if pending is None:
+        return [(e.path, e.site.function, e.site, e.how) for e in model.callers.get(key, ())]
+    return pending.get(key, [])
+
+
+def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedValues]:
+    table = model.passed_values
+    if table is None:
+        table = model.passed_values = {(path, v.line, v.end_line, v.method): v
+                                       for path, ff in model.facts.items() for v in ff.passed_values}
+    return table
+
+
+def _unresolved_names(model: TreeModel) -> frozenset[str]:
+    """The last names of the calls that resolved to no function: a caller the graph does not
+    see may pass anything into a function of that name."""
+    names = model.unresolved_names
+    if names is None:
+        resolved = model.resolved_calls
+        names = model.unresolved_names = frozenset(
+            site.callee.rpartition(".")[2] for path, ff in model.facts.items() for site in ff.calls
+            if site.resolution != "read" and (path, site.line, site.end_line, site.callee) not in resolved)
+    return names
+
+
+def sorted_callers(raw_edges: list[tuple[str, Any, FuncKey, str]]) -> dict[FuncKey, list[tuple[str, str | None, Any, str]]]:
+    """The callers of each function as ``_callers`` gives them, from the edges a model is
+    built from (before their switches, which may ask a parameter's gate)."""
+    out: dict[FuncKey, list[tuple[str, str | None, Any, str]]] = {}
+    for path, site, target, how in raw_edges:
+        out.setdefault(target, []).append((path, site.function, site, how))
+    return out
