@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from fnmatch import fnmatchcase
 from pathlib import Path
 
+from cs_audit.extract.excludes import ExcludeMatcher, exclude_matcher
 from cs_audit.git import runner
 from cs_audit.sources import FileError, Repository, SourceFile
 
@@ -229,7 +229,8 @@ def discover_tree(root: Path, excludes: tuple[str, ...] = (), stats: dict[str, o
         return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors, []
     files: list[SourceFile] = []
     repos: list[Repository] = []
-    _discover_into(root, "", excludes, files, errors, repos, 0, {} if stats is None else stats)
+    matcher = exclude_matcher(tuple(excludes)) if excludes else None
+    _discover_into(root, "", matcher, files, errors, repos, 0, {} if stats is None else stats)
     files.sort(key=lambda f: f.path)
     repos.sort(key=lambda r: r.path)
     return files, errors, repos
@@ -248,7 +249,7 @@ def _is_gitlink(root: Path, rel: str) -> bool:
     return proc is not None and proc[0] == 0 and proc[1].startswith(b"160000 ")
 
 
-def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list[SourceFile],
+def _discover_into(root: Path, base: str, excluded: ExcludeMatcher | None, files: list[SourceFile],
                    errors: list[FileError], repos: list[Repository], depth: int, stats: dict[str, os.stat_result]) -> None:
     """List the files of ``root`` (shown as ``base`` + their path) into ``files``; recurse
     into the sub-repositories it holds."""
@@ -263,7 +264,7 @@ def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list
         shown = display_path(base + rel)
         if "/" in rel and not SKIP_DIRS.isdisjoint(rel.split("/")[:-1]):
             continue
-        if excludes and any(fnmatchcase(shown, pattern) or fnmatchcase(shown, pattern.rstrip("/") + "/*") for pattern in excludes):
+        if excluded is not None and excluded.excludes(shown):
             continue
         full = top + rel
         if listed is not None:
@@ -300,7 +301,7 @@ def _discover_into(root: Path, base: str, excludes: tuple[str, ...], files: list
                 errors.append(FileError(shown, "io", "repository nested too deep: not entered"))
                 continue
             repos.append(Repository(shown, kind))
-            _discover_into(Path(full), shown + "/", excludes, files, errors, repos, depth + 1, stats)
+            _discover_into(Path(full), shown + "/", excluded, files, errors, repos, depth + 1, stats)
             continue
         if not stat.S_ISREG(mode):
             if _candidate_name(rel):
