@@ -33,10 +33,19 @@ chunking.  Results come back in input order, exactly one per input.
 
 Workers are forked (cheap: rules and imported modules inherited, no pickling) where the
 platform can fork, spawned elsewhere.
+
+A worker ends with its parent, however the parent ends (a SIGKILL runs none of its clean-up):
+on Linux the kernel kills it (``PR_SET_PDEATHSIG``); anywhere a thread of its own watches
+the parent, as a worker parsing a file or sending a result never reaches its work loop; and
+it holds no parent's end of any pipe, so a pipe whose parent is gone reads as closed.  The
+parent kills and reaps its workers when the results are done or dropped, on an exception,
+and at exit (``stop_workers``: the command line ends with ``os._exit``, which runs no exit
+handler).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import faulthandler
 import gc
@@ -45,7 +54,9 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +75,10 @@ CHUNK_MAX = 32
 GC_EVERY = 256
 
 _START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+#: how often a worker's watchdog looks for its parent, in seconds
 _PARENT_CHECK_S = 1.0
+#: prctl(2) option: the signal a process gets when its parent dies (Linux)
+_PR_SET_PDEATHSIG = 1
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -79,6 +93,39 @@ class Failure:
 
 
 # --------------------------------------------------------------------------- worker side
+
+
+#: the parent's ends of the workers' pipes.  A forked worker inherits every one (its own, and
+#: those of the workers started before it) and closes them at once: while any process holds a
+#: parent's end, a worker whose parent died would block forever sending a large result
+_PARENT_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for conn in list(_PARENT_ENDS):
+        with contextlib.suppress(OSError):
+            conn.close()
+    _PARENT_ENDS.clear()
+    _LIVE_POOLS.clear()  # the parent's: a child must never stop its parent's workers
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this worker when ``parent_pid`` is no longer its parent."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):  # no ctypes, or a libc without prctl: the watchdog is left
+            import ctypes
+
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # it died before the signal was asked for
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="cs-audit-watchdog", daemon=True).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(_PARENT_CHECK_S)
+        if os.getppid() != parent_pid:  # orphaned: adopted by init or a subreaper
+            os._exit(1)
 
 
 def _limit_worker(memory_limit: int | None) -> None:
@@ -126,6 +173,7 @@ def _arm_cpu_limit(timeout: float | None) -> None:
 
 def _worker_main(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None,
                  memory_limit: int | None, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)  # first: its thread's stack counts against the address-space cap
     _limit_worker(memory_limit)
     # Facts are trees of acyclic objects freed by reference counting: the cyclic collector
     # only costs time here (a noticeable part of parse/extract).  What the fork inherited is
@@ -136,9 +184,6 @@ def _worker_main(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]
     done = 0
     try:
         while True:
-            while not conn.poll(_PARENT_CHECK_S):
-                if os.getppid() != parent_pid:  # orphaned: the parent was killed
-                    return
             chunk = conn.recv()
             if chunk is None:
                 return
@@ -257,10 +302,12 @@ class _Pool(Generic[T]):
         self.results: dict[int, object] = {}
         self.workers: list[_Worker] = []
         self.ctx = multiprocessing.get_context(_START_METHOD)
+        _LIVE_POOLS.add(self)
 
     # -- workers
     def _spawn(self) -> _Worker | None:
         parent_conn, child_conn = self.ctx.Pipe(duplex=True)
+        _PARENT_ENDS.add(parent_conn)
         process = self.ctx.Process(
             target=_worker_main, daemon=True, name="cs-audit-worker",
             args=(child_conn, self.fn, self.args, self.timeout, self.memory_limit, os.getpid()),
@@ -302,6 +349,7 @@ class _Pool(Generic[T]):
             worker.process.join()
             worker.conn.close()
         self.workers.clear()
+        _LIVE_POOLS.discard(self)
 
     # -- scheduling
     def _start_item(self, worker: _Worker) -> None:
@@ -442,6 +490,21 @@ class _Pool(Generic[T]):
                 self._retire(worker)
         finally:
             self.close()
+
+
+#: pools that may have workers running
+_LIVE_POOLS: weakref.WeakSet[_Pool[Any]] = weakref.WeakSet()
+
+
+def stop_workers() -> None:
+    """Kill and reap every worker of this process still running."""
+    for pool in list(_LIVE_POOLS):
+        pool.close()
+
+
+atexit.register(stop_workers)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def map_isolated(fn: Callable[..., R], items: Sequence[T], args: tuple[Any, ...] = (), *, jobs: int = 1,

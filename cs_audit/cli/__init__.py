@@ -49,6 +49,9 @@ def main() -> None:
         status = 130
     except Exception as exc:  # noqa: BLE001 - an internal error: one line, the trace in a file
         status = _internal_error(exc)
+    pool = sys.modules.get("cs_audit.pool")
+    if pool is not None:  # workers an error or a signal left running (the exit handlers are skipped)
+        pool.stop_workers()
     _exit_now(status)
 
 
@@ -75,7 +78,8 @@ def _exit_now(status: object) -> NoReturn:
     teardown would spend a good part of a warm or one-file run freeing them.  Everything
     the commands write is written by then (reports through closed files, stdout and stderr
     flushed here), and the exit handlers skipped have nothing left to do: the worker processes
-    and blame threads are joined before a command returns, and nothing logs to a handler."""
+    are stopped by ``main`` (a command that returns has joined them) and blame threads joined
+    before a command returns, and nothing logs to a handler."""
     if status is None:
         code = 0
     elif isinstance(status, int):
