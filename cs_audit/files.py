@@ -12,8 +12,20 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+#: when this run started (the command line imports this module as it starts)
+STARTED = time.time()
+#: how much older than the run a temp file must be to count as a killed run's: a run that
+#: started earlier and is still writing one keeps it
+STALE_AFTER_S = 600
+#: the temp file ``write_atomically`` makes next to its target: a dot, the target's name cut
+#: short, mkstemp's random part, ``.tmp``
+ATOMIC_TEMP = re.compile(r"\.[^/]{1,16}\.[a-z0-9_]{8}\.tmp")
+#: the temp file ``cs_audit.fix.source.write_atomic`` makes next to the file it rewrites
+FIX_TEMP = re.compile(r"\.cs-audit-fix-[a-z0-9_]{8}")
 
 
 def write_atomically(target: str | Path, data: bytes, mode: int | None = None) -> None:
@@ -61,6 +73,30 @@ def keep_newest(directory: str | Path, keep: int, select: Callable[[os.DirEntry[
                 shutil.rmtree(old.path, ignore_errors=True)
             else:
                 os.unlink(old.path)
+
+
+def remove_stale_temps(directory: str | Path, name: re.Pattern[str], below: bool = False) -> None:
+    """Delete the temp files that killed runs left in ``directory`` (and in every folder
+    below it, with ``below``; links are not followed): the regular files whose whole name
+    ``name`` matches, owned by this user, last written ``STALE_AFTER_S`` before this run
+    started.  Whatever cannot be listed or deleted is left."""
+    cutoff = STARTED - STALE_AFTER_S
+    uid = os.geteuid() if hasattr(os, "geteuid") else None  # whose files this process makes
+    folders = [os.fspath(directory)]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if below and entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif name.fullmatch(entry.name):
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and uid in (None, info.st_uid) and info.st_mtime < cutoff:
+                        os.unlink(entry.path)
 
 
 class Refused(OSError):

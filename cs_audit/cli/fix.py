@@ -7,6 +7,7 @@ was left alone).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,7 @@ import typer
 
 from cs_audit.cli import common as state
 from cs_audit.cli.common import app, fail, say
+from cs_audit.files import FIX_TEMP, remove_stale_temps
 from cs_audit.render.safe import visible
 
 
@@ -56,6 +58,8 @@ def fix(
     changed = plan.changed
     stale = [n for n in plan.notes if n.line == 0]
     if write:
+        for folder in sorted({os.path.dirname(f.source.abspath) for f in plan.files}):
+            remove_stale_temps(folder, FIX_TEMP)  # what a killed `fix --write` left next to a file it rewrote
         refused = write_plan(plan)
         for p in refused:
             say(f"cs-audit: fix: {p}: changed since the scan; left alone")

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cs_audit.files import keep_newest, try_write_atomically
+from cs_audit.files import ATOMIC_TEMP, keep_newest, remove_stale_temps, try_write_atomically
 from cs_audit.pickling import restore
 from cs_audit.sources import FileError, SourceFile
 
@@ -57,6 +57,11 @@ if TYPE_CHECKING:
 CACHE_FORMAT = 6
 #: version directories kept (most recently used first); older ones are deleted
 KEEP_VERSIONS = 4
+#: the whole cache is searched for temp files that killed runs left at most this often, in
+#: seconds (on every scan, the search would be a good part of a scan that finds nothing changed)
+SWEEP_EVERY_S = 3600
+#: in the cache root: its mtime is when the cache was last searched for those files
+_SWEPT = ".swept"
 _MAGIC = b"csa-facts"
 #: errors that are a function of the bytes (others may be transient: internal, timeout, crash)
 _CACHEABLE_ERRORS = frozenset({"syntax", "encoding", "binary"})
@@ -127,6 +132,7 @@ def open_cache(enabled: bool, cache_dir: str | None, rules_digest: str) -> str |
     except OSError:
         return None
     _prune(version.parent, keep=version)
+    _sweep(version.parent.parent)
     return str(version)
 
 
@@ -174,6 +180,21 @@ def _refuse(why: str) -> None:
         _REFUSED.add(why)
         sys.stderr.write(f"cs-audit: warning: cache not used: {why}; scanning as with --no-cache "
                          "(remove it, or set XDG_CACHE_HOME to a folder only you can write)\n")
+
+
+def _sweep(top: Path) -> None:
+    """Remove the temp files of entries that killed runs left anywhere below the cache root
+    ``top``, unless that was done less than ``SWEEP_EVERY_S`` ago."""
+    stamp = top / _SWEPT
+    try:
+        if time.time() - stamp.lstat().st_mtime < SWEEP_EVERY_S:
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    if try_write_atomically(stamp, b""):
+        remove_stale_temps(top, ATOMIC_TEMP, below=True)
 
 
 def _prune(root: Path, keep: Path) -> None:
