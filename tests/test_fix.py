@@ -96,6 +96,26 @@ def test_cli_diff_then_write_then_nothing(tmp_path: Path) -> None:
     assert "nothing to fix" in again.stderr
 
 
+def test_cli_second_write_changes_nothing_when_findings_overlap(tmp_path: Path) -> None:
+    """Two findings in one statement: a self-gating helper's call that reads a switch, a log
+    call inside another's message, a switch read in a message below a statement that grew.
+    One --write fixes all of them, so a second run finds nothing to change."""
+    mod = ("import logging\nimport os\n\nfrom tr import cptrace\n\nlogger = logging.getLogger(__name__)\n\n\n"
+           "def execute_model(t, x):\n"
+           '    cptrace(1, "alloc", h=os.getenv("CP_HANDLE"), n=f"{t}")\n'
+           "    logger.info(f\"outer {logger.debug(f'inner {x}')}\")\n"
+           "    logger.info(f\"a {x}\"); logger.info(f\"b {os.getenv('CP_B')}\")\n")
+    write_tree(tmp_path, {"mod.py": mod, "tr.py": gate_fix.CASE_HELPER})
+    written = _run("fix", str(tmp_path), "--write", "--no-cache")
+    assert written.returncode == 0, written.stderr
+    body = (tmp_path / "mod.py").read_text().split("def execute_model(t, x):\n", 1)[1]
+    assert body == ("    if trace_enabled(1):\n        cptrace(1, \"alloc\", h=_ENV_CP_HANDLE, n=f\"{t}\")\n"
+                    "    logger.info(\"outer %s\", logger.debug('inner %s', x))\n"
+                    "    logger.info(\"a %s\", x); logger.info(\"b %s\", _ENV_CP_B)\n")
+    again = _run("fix", str(tmp_path), "--no-cache")
+    assert (again.returncode, again.stdout) == (0, ""), again.stdout
+
+
 def test_cli_rejects_an_unknown_rule(tmp_path: Path) -> None:
     write_tree(tmp_path, {"mod.py": "x = 1\n"})
     out = _run("fix", str(tmp_path), "--rule", "no-such-rule")

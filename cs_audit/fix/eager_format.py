@@ -11,7 +11,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cs_audit.fix.base import Target
-from cs_audit.fix.gate_helpers import gate_calls
+from cs_audit.fix.gate_helpers import Gates, GateWrap, plan_gates
 from cs_audit.fix.lazy_logging import Decline, lazy_call
 
 RULE = "eager-format"
@@ -42,40 +42,47 @@ DECLINED = [
 
 
 def transform(module: cst.Module, targets: list[Target], note: Callable[[int, str], None]) -> tuple[cst.Module, int]:
+    """Log calls made lazy and helper calls gated in one visit of the module the scan's
+    positions describe: a log call inside another's message, or a gated helper call below a
+    message that grew, is found where the scan saw it."""
     log_targets = [t for t in targets if t.data and t.data[0] == "log"]
     helper_targets = [t for t in targets if t.data and t.data[0] == "helper"]
-    fixed = 0
-    if log_targets:
-        module, fixed = _lazy(module, log_targets, note)
-    if helper_targets:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        chosen = _match(helper_targets, _calls(wrapper))
-        for target in helper_targets:
-            if not any(t is target for t, _ in chosen):
-                note(target.line, f"`{target.callee}` not found at the line the scan gave")
-        module, gated = gate_calls(wrapper.module, chosen, note)
-        fixed += gated
-    return module, fixed
-
-
-def _lazy(module: cst.Module, log_targets: list[Target], note: Callable[[int, str], None]) -> tuple[cst.Module, int]:
+    if not log_targets and not helper_targets:
+        return module, 0
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     calls = _calls(wrapper)
-    chosen = _match(log_targets, calls)
-    replacements: dict[cst.Call, cst.Call] = {}
+    lazy = _lazy_calls(_found(log_targets, calls, note), note)
+    gates = plan_gates(wrapper.module, _found(helper_targets, calls, note), note)
+    if not lazy and not gates.wrap:
+        return module, 0
+    return wrapper.module.visit(_Fix(lazy, gates)), len(lazy) + len(gates.wrap)
+
+
+def _found(targets: list[Target], calls: list[tuple[cst.Call, int, int, int]],
+           note: Callable[[int, str], None]) -> list[tuple[Target, cst.Call]]:
+    """``_match``, with a note for each target whose call is not there."""
+    chosen = _match(targets, calls)
+    for target in targets:
+        if not any(t is target for t, _ in chosen):
+            note(target.line, f"`{target.callee}` not found at the line the scan gave")
+    return chosen
+
+
+def _lazy_calls(chosen: list[tuple[Target, cst.Call]], note: Callable[[int, str], None]) -> dict[cst.Call, int]:
+    """Each chosen call that has a lazy form, with the index of its message."""
+    out: dict[cst.Call, int] = {}
     for target, call in chosen:
-        msg_index = 1 if _name(call.func).rsplit(".", 1)[-1] == "log" else 0
+        msg_index = _message_index(call)
         new = lazy_call(call, msg_index)
         if isinstance(new, Decline):
             note(target.line, f"`{target.callee}` left eager: {new.reason}")
         elif not new.deep_equals(call):
-            replacements[call] = new
-    for target in log_targets:
-        if not any(t is target for t, _ in chosen):
-            note(target.line, f"`{target.callee}` not found at the line the scan gave")
-    if not replacements:
-        return module, 0
-    return wrapper.module.visit(_Replace(replacements)), len(replacements)
+            out[call] = msg_index
+    return out
+
+
+def _message_index(call: cst.Call) -> int:
+    return 1 if _name(call.func).rsplit(".", 1)[-1] == "log" else 0
 
 
 def _name(node: cst.BaseExpression) -> str:
@@ -117,10 +124,17 @@ def _match(targets: list[Target], calls: list[tuple[cst.Call, int, int, int]]) -
     return out
 
 
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: dict[cst.Call, cst.Call]) -> None:
-        self.replacements = replacements
+class _Fix(GateWrap):
+    """The lazy form is built from the updated call, so a log call in another's message is
+    made lazy in both."""
+
+    def __init__(self, lazy: dict[cst.Call, int], gates: Gates) -> None:
+        super().__init__(gates)
+        self.lazy = lazy
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        new = self.replacements.get(original)
-        return new if new is not None else updated
+        msg_index = self.lazy.get(original)
+        if msg_index is None:
+            return updated
+        new = lazy_call(updated, msg_index)
+        return updated if isinstance(new, Decline) else new

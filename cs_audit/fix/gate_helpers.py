@@ -121,8 +121,8 @@ def _returns_only(block: cst.BaseSuite) -> bool:
         (line.body[0].value is None or (isinstance(line.body[0].value, cst.Name) and line.body[0].value.value == "None"))
 
 
-def gate_calls(module: cst.Module, chosen: list[tuple[Target, cst.Call]], note: Callable[[int, str], None]) -> tuple[cst.Module, int]:
-    """Wrap each chosen helper call's statement in ``if <predicate>:``."""
+def plan_gates(module: cst.Module, chosen: list[tuple[Target, cst.Call]], note: Callable[[int, str], None]) -> Gates:
+    """The ``if <predicate>:`` that wraps each chosen helper call's statement (nodes of ``module``)."""
     parents: dict[cst.Call, cst.SimpleStatementLine] = {}
     for stmt in _simple_lines(module):
         if len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.Call):
@@ -147,9 +147,7 @@ def gate_calls(module: cst.Module, chosen: list[tuple[Target, cst.Call]], note: 
             note(target.line, f"arguments of `{target.callee}` left eager: {test}")
             continue
         wrap[stmt] = test
-    if not wrap:
-        return module, 0
-    return module.visit(_Wrap(wrap, imports)), len(wrap)
+    return Gates(wrap, imports)
 
 
 def _simple_lines(module: cst.Module) -> list[cst.SimpleStatementLine]:
@@ -209,9 +207,20 @@ def _predicate_call(pred: Predicate, call: cst.Call, target: Target, imports: di
     return cst.parse_expression(f"{where}({', '.join(args)})")
 
 
-class _Wrap(cst.CSTTransformer):
-    def __init__(self, wrap: dict[cst.SimpleStatementLine, cst.BaseExpression], imports: dict[str, str]) -> None:
-        self.wrap, self.imports = wrap, imports
+@dataclass
+class Gates:
+    #: statement of a helper call -> the test it is wrapped in
+    wrap: dict[cst.SimpleStatementLine, cst.BaseExpression]
+    #: helper name -> predicate name to add to its `from M import helper`
+    imports: dict[str, str]
+
+
+class GateWrap(cst.CSTTransformer):
+    """Applies ``Gates`` to the module they were planned on; a subclass may change the
+    statements' calls in the same visit (it wraps the updated statement)."""
+
+    def __init__(self, gates: Gates) -> None:
+        self.wrap, self.imports = gates.wrap, gates.imports
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         test = self.wrap.get(original)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import replace
 
 import libcst as cst
@@ -19,11 +20,11 @@ def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str
     except cst.ParserSyntaxError as exc:
         out.notes.append(Note(source.path, exc.raw_line, "", f"not parsed: {exc.message}"))
         return out
-    shifts: list[list[tuple[str, int, int, int, int]]] = []  # each earlier transform's line changes
+    edits: list[_Edit] = []  # each earlier transform's change of the file
     for rule in FIXABLE:
         if not targets.get(rule):
             continue
-        moved = [_moved(t, shifts) for t in targets[rule]]
+        moved = [_moved(t, edits) for t in targets[rule]]
         original = {m.line: t.line for m, t in zip(moved, targets[rule])}
 
         def note(line: int, text: str, rule: str = rule, original: dict[int, int] = original) -> None:
@@ -33,26 +34,64 @@ def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str
         module, n = transforms[rule](module, moved, note)
         out.fixed += n
         if n:
-            shifts.append(difflib.SequenceMatcher(None, before.splitlines(), module.code.splitlines(), autojunk=False).get_opcodes())
+            edits.append(_Edit(before, module.code))
     out.new = module.bytes
     return out
 
 
-def _moved(target: Target, shifts: list) -> Target:
-    """The target's lines after the earlier transforms' changes to the file (a line inside a
-    changed block goes to the start of the block that replaced it)."""
-    line, end = target.line, target.end_line
-    for opcodes in shifts:
-        line, end = _map_line(line, opcodes), _map_line(end, opcodes)
-    return target if (line, end) == (target.line, target.end_line) else replace(target, line=line, end_line=max(end, line))
+#: a line with its own ending, as Python counts lines (a form feed does not end one)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+#: past this length a line's columns are not diffed (character diffs grow with the square)
+_LONGEST_DIFFED_LINE = 2000
 
 
-def _map_line(line: int, opcodes: list) -> int:
-    i = line - 1
-    for tag, a1, a2, b1, _b2 in opcodes:
-        if a1 <= i < a2:
-            return (b1 + (i - a1) if tag == "equal" else b1) + 1
-    return line
+class _Edit:
+    """One transform's change of a file, to follow a position from the text before it into
+    the text after: an unchanged line moves whole; a line of a rewritten stretch goes to the
+    most alike line of what replaced it (a wrapped statement, a message split over lines),
+    and its column with the characters around it."""
+
+    def __init__(self, before: str, after: str) -> None:
+        self.old, self.new = _LINE.findall(before), _LINE.findall(after)
+        self.blocks = difflib.SequenceMatcher(None, self.old, self.new, autojunk=False).get_opcodes()
+
+    def where(self, line: int, col: int, at_least: int = 1) -> tuple[int, int]:
+        """(line, col) after the change of the 1-based ``line`` and 0-based ``col``; a line of
+        a rewritten stretch is taken at ``at_least`` or below (a statement's end below its start)."""
+        i = line - 1
+        for tag, a1, a2, b1, b2 in self.blocks:
+            if not a1 <= i < a2:
+                continue
+            if tag == "equal":
+                return b1 + i - a1 + 1, col
+            candidates = range(max(b1, at_least - 1), b2)
+            if not candidates:  # the line is gone, or what replaced it ends above ``at_least``
+                return max(b2 + 1, at_least), 0
+            text = self.old[i].strip()
+            j = max(candidates, key=lambda k: (difflib.SequenceMatcher(None, text, self.new[k].strip()).ratio(), -k))
+            return j + 1, _column(self.old[i], self.new[j], col)
+        return line, col
+
+
+def _column(old: str, new: str, col: int) -> int:
+    """Where the character at ``col`` of ``old`` is in ``new``: at the same offset into an
+    unchanged run of characters, else where the changed run starts."""
+    if max(len(old), len(new)) > _LONGEST_DIFFED_LINE:
+        return 0
+    for tag, c1, c2, d1, _d2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if c1 <= col < c2:
+            return d1 + (col - c1 if tag == "equal" else 0)
+    return len(new.rstrip("\r\n"))
+
+
+def _moved(target: Target, edits: list[_Edit]) -> Target:
+    """The target's position after the earlier transforms' changes to the file."""
+    line, col, end = target.line, target.col, target.end_line
+    for edit in edits:
+        line, col = edit.where(line, col)
+        end = max(edit.where(end, 0, at_least=line)[0], line)
+    moved = (line, col, end)
+    return target if moved == (target.line, target.col, target.end_line) else replace(target, line=line, col=col, end_line=end)
 
 
 def plan_files(root_abspath: str, by_file: dict[str, dict[str, list[Target]]], stamps: dict[str, tuple[int, int]],
