@@ -8,6 +8,7 @@ import re
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -74,10 +75,37 @@ def test_literal_percent_is_escaped_only_with_arguments(tmp_path: Path) -> None:
     assert got == 'logger.info("100% done")\nlogger.info("%s at 100%%", n)\n'
 
 
-def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, cwd: Path | None = None, preexec_fn: Callable[[], None] | None = None,
+         ) -> subprocess.CompletedProcess[str]:
     here = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(here)}
-    return subprocess.run([sys.executable, "-m", "cs_audit", *args], capture_output=True, text=True, env=env, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "cs_audit", *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          preexec_fn=preexec_fn)
+
+
+#: what the root-only cases need: files of another owner, and a child without root's powers
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+OTHER_UID = 65534  # nobody
+PR_CAPBSET_DROP = 24
+
+
+def _as_plain_user() -> None:
+    """``preexec_fn``: the child keeps uid 0 but has no capability at all (each is dropped from
+    the bounding set, so exec grants none): the kernel checks its file access as any user's,
+    the owner of what the test made.  Not a setuid to another uid: the interpreter may live in
+    a home only root can enter."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    dropped = 0
+    while libc.prctl(PR_CAPBSET_DROP, dropped, 0, 0, 0) == 0:
+        dropped += 1
+    if dropped == 0:
+        raise OSError(ctypes.get_errno(), "no capability could be dropped")
+
+
+def _temp_files(root: Path) -> list[Path]:
+    return sorted(root.rglob(".cs-audit-fix-*"))
 
 
 def test_cli_diff_then_write_then_nothing(tmp_path: Path) -> None:
@@ -143,8 +171,28 @@ def test_write_refuses_a_file_changed_since_the_scan(tmp_path: Path) -> None:
     p = plan(tmp_path)
     edited = HEADER + 'logger.info(f"x {x}")\nprint("edited")\n'
     (tmp_path / "mod.py").write_text(edited)
-    assert write_plan(p) == ["mod.py"]
+    assert write_plan(p) == [("mod.py", "changed since the scan")]
     assert (tmp_path / "mod.py").read_text() == edited
+    assert not _temp_files(tmp_path)
+
+
+@needs_root
+def test_cli_write_goes_on_past_a_folder_it_cannot_write(tmp_path: Path) -> None:
+    """A read-only folder: its file is listed with why, the next file is written, exit 2."""
+    src = HEADER + 'logger.info(f"x {x}")\n'
+    write_tree(tmp_path, {"a/mod.py": src, "b/mod.py": src})
+    os.chmod(tmp_path / "a", 0o555)
+    try:
+        out = _run("fix", str(tmp_path), "--write", "--no-cache", preexec_fn=_as_plain_user)
+    finally:
+        os.chmod(tmp_path / "a", 0o755)
+    assert out.returncode == 2, out.stderr
+    assert "cs-audit: fix: a/mod.py: cannot create a file in its folder: Permission denied; left alone" in out.stderr
+    assert "internal error" not in out.stderr
+    assert (tmp_path / "a" / "mod.py").read_text() == src
+    assert 'logger.info("x %s", x)' in (tmp_path / "b" / "mod.py").read_text()
+    assert "fixed 1 sites in 1 files" in out.stderr
+    assert not _temp_files(tmp_path)
 
 
 @pytest.mark.parametrize(("example", "expected"), flush_fix.CASES)

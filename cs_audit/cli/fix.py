@@ -1,8 +1,8 @@
 """``fix``: apply the audit's own proposals as libcst transforms (``cs_audit.fix``).
 
 Exit codes: ``--diff`` (the default) 0 nothing to fix, 1 a diff was printed; ``--write`` 0
-written; 2 could not complete (bad options or config, or a file changed since the scan and
-was left alone).
+written; 2 could not complete (bad options or config, or a file left as it was: changed since
+the scan, or not one ``--write`` can replace safely; the others are written).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import typer
 from cs_audit.cli import common as state
 from cs_audit.cli.common import app, fail, say
 from cs_audit.files import FIX_TEMP, remove_stale_temps
-from cs_audit.render.safe import visible
+from cs_audit.render.safe import plain, visible
 
 
 @app.command()
@@ -60,13 +60,14 @@ def fix(
     if write:
         for folder in sorted({os.path.dirname(f.source.abspath) for f in plan.files}):
             remove_stale_temps(folder, FIX_TEMP)  # what a killed `fix --write` left next to a file it rewrote
-        refused = write_plan(plan)
-        for p in refused:
-            say(f"cs-audit: fix: {p}: changed since the scan; left alone")
+        left = dict(write_plan(plan))
+        for where, why in left.items():
+            say(plain(f"cs-audit: fix: {where}: {why}; left alone"))
+        written = [f for f in changed if f.source.path not in left]
         if not quiet:
-            lines = sum(f.changed_lines() for f in changed)
-            say(f"fixed {sum(f.fixed for f in changed)} sites in {len(changed) - len(refused)} files ({lines} lines changed)")
-        if refused or stale:
+            lines = sum(f.changed_lines() for f in written)
+            say(f"fixed {sum(f.fixed for f in written)} sites in {len(written)} files ({lines} lines changed)")
+        if left or stale or plan.errors:
             raise typer.Exit(2)
         return
     for f in changed:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import libcst as cst
 
 from cs_audit.fix.base import FIXABLE, FileFix, FixPlan, Note, Target, Transform
-from cs_audit.fix.source import Source, Stale, parse, read_source
+from cs_audit.fix.source import Source, parse, read_source
 
 
 def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str, Transform]) -> FileFix:
@@ -116,17 +116,20 @@ def plan_files(root_abspath: str, by_file: dict[str, dict[str, list[Target]]], s
     return FixPlan(files, notes, errors)
 
 
-def write(plan: FixPlan) -> list[str]:
-    """Write every changed file; the paths refused because they changed since they were read."""
-    from cs_audit.fix.source import write_atomic
+def write(plan: FixPlan) -> list[tuple[str, str]]:
+    """Write every changed file, going on past one that cannot be: (path, why) of each file
+    left as it was."""
+    from cs_audit.fix.source import LeftAlone, write_atomic
 
-    refused: list[str] = []
+    left: list[tuple[str, str]] = []
     for fix in plan.changed:
         try:
             write_atomic(fix.source, fix.new)
-        except Stale:
-            refused.append(fix.source.path)
-    return refused
+        except LeftAlone as exc:
+            left.append((fix.source.path, str(exc)))
+        except OSError as exc:
+            left.append((fix.source.path, f"not written: {exc.strerror or exc}"))
+    return left
 
 
 def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: str | None = None,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 
 import libcst as cst
@@ -24,10 +24,6 @@ class Source:
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
-
-
-class Stale(Exception):
-    """The file changed since the scan read it."""
 
 
 def stamp_of(abspath: str) -> tuple[int, int]:
@@ -48,27 +44,78 @@ def parse(source: Source) -> cst.Module:
     return cst.parse_module(source.data)
 
 
+class LeftAlone(Exception):
+    """A file ``fix --write`` does not rewrite, with why in a few words."""
+
+
+class Stale(LeftAlone):
+    """The file changed since the scan read it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("changed since the scan")
+        self.path = path
+
+
+#: the prefix of the temp file a rewrite is prepared in, beside the file it replaces
+TEMP_PREFIX = ".cs-audit-fix-"
+_FOLDER_ONLY = getattr(os, "O_PATH", os.O_RDONLY)
+
+
 def write_atomic(source: Source, data: bytes) -> None:
-    """Replace the file with ``data`` in one rename, keeping its mode; ``Stale`` if the file
-    is no longer the one that was read."""
-    if stamp_of(source.abspath) != source.stamp:
-        raise Stale(source.path)
-    with open(source.abspath, "rb") as handle:
-        if handle.read() != source.data:
+    """Replace the file with ``data`` in one rename, keeping its mode.  Raises ``Stale`` if
+    the file is no longer the one that was read, ``LeftAlone`` if it cannot be replaced
+    safely, ``OSError`` if writing failed; the temp file is removed on every way out."""
+    # every step names the file from this one folder, which needs no read permission to hold
+    folder = os.open(os.path.dirname(source.abspath), _FOLDER_ONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    name = os.path.basename(source.abspath)
+    try:
+        was = _unchanged(folder, name, source)
+        temp = _prepared(folder, data, was)
+        try:
+            if not _same(os.stat(name, dir_fd=folder, follow_symlinks=False), was):
+                raise Stale(source.path)
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            _remove(folder, temp)
+            raise
+    finally:
+        os.close(folder)
+
+
+def _unchanged(folder: int, name: str, source: Source) -> os.stat_result:
+    """The file's status, when it is still the one that was read."""
+    with open(os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder), "rb") as handle:
+        was = os.fstat(handle.fileno())
+        if (was.st_size, was.st_mtime_ns) != source.stamp or handle.read() != source.data:
             raise Stale(source.path)
-    mode = stat.S_IMODE(os.stat(source.abspath).st_mode)
-    directory = os.path.dirname(source.abspath)
-    fd, tmp = tempfile.mkstemp(prefix=".cs-audit-fix-", dir=directory)
+    return was
+
+
+def _prepared(folder: int, data: bytes, was: os.stat_result) -> str:
+    """The name of a new file in ``folder`` holding ``data`` with the mode of ``was``."""
+    temp = TEMP_PREFIX + secrets.token_hex(6)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    except OSError as exc:
+        raise LeftAlone(f"cannot create a file in its folder: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), stat.S_IMODE(was.st_mode))
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, source.abspath)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(folder, temp)
         raise
+    return temp
+
+
+def _same(now: os.stat_result, was: os.stat_result) -> bool:
+    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (was.st_dev, was.st_ino, was.st_size, was.st_mtime_ns)
+
+
+def _remove(folder: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=folder)
+    except OSError:
+        pass
