@@ -195,6 +195,54 @@ def test_cli_write_goes_on_past_a_folder_it_cannot_write(tmp_path: Path) -> None
     assert not _temp_files(tmp_path)
 
 
+@needs_root
+def test_cli_write_keeps_owner_group_and_mode(tmp_path: Path) -> None:
+    """Another user's file rewritten by root is still that user's, with its mode."""
+    target = tmp_path / "mod.py"
+    write_tree(tmp_path, {"mod.py": HEADER + 'logger.info(f"x {x}")\n'})
+    os.chown(target, OTHER_UID, OTHER_UID)
+    os.chmod(target, 0o640)
+    out = _run("fix", str(tmp_path), "--write", "--no-cache")
+    assert out.returncode == 0, out.stderr
+    assert 'logger.info("x %s", x)' in target.read_text()
+    st = os.stat(target)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (OTHER_UID, OTHER_UID, 0o640)
+
+
+@needs_root
+@pytest.mark.parametrize(("mode", "why"), [
+    (0o644, f"not writable by you (owner uid {OTHER_UID}, mode 0644)"),  # the folder is the user's, the file is not
+    (0o666, f"owned by uid {OTHER_UID} gid {OTHER_UID}, which a rewrite by you could not keep"),
+])
+def test_cli_write_leaves_another_users_file_alone(tmp_path: Path, mode: int, why: str) -> None:
+    """Run by a user who may write the folder, not give a file away: another user's file is left
+    as it was, with why, when the user may not write it or may not keep its owner."""
+    src = HEADER + 'logger.info(f"x {x}")\n'
+    write_tree(tmp_path, {"mod.py": src, "own.py": src})
+    target = tmp_path / "mod.py"
+    os.chown(target, OTHER_UID, OTHER_UID)
+    os.chmod(target, mode)
+    out = _run("fix", str(tmp_path), "--write", "--no-cache", preexec_fn=_as_plain_user)
+    assert out.returncode == 2, out.stderr
+    assert f"cs-audit: fix: mod.py: {why}; left alone" in out.stderr
+    assert target.read_text() == src
+    st = os.stat(target)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (OTHER_UID, mode)
+    assert 'logger.info("x %s", x)' in (tmp_path / "own.py").read_text()
+    assert not _temp_files(tmp_path)
+
+
+def test_cli_write_leaves_a_read_only_file_alone(tmp_path: Path) -> None:
+    """A file whose mode lets no one write it is left as it was, by root too."""
+    src = HEADER + 'logger.info(f"x {x}")\n'
+    write_tree(tmp_path, {"mod.py": src})
+    os.chmod(tmp_path / "mod.py", 0o444)
+    out = _run("fix", str(tmp_path), "--write", "--no-cache")
+    assert out.returncode == 2, out.stderr
+    assert "cs-audit: fix: mod.py: read-only (mode 0444); left alone" in out.stderr
+    assert (tmp_path / "mod.py").read_text() == src
+
+
 @pytest.mark.parametrize(("example", "expected"), flush_fix.CASES)
 def test_redundant_flush_cases(tmp_path: Path, example: str, expected: str) -> None:
     write_tree(tmp_path, {"mod.py": example})

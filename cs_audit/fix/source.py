@@ -1,6 +1,7 @@
 """Reading a source file for a fix and writing it back: the bytes as they were (encoding,
-BOM, line endings, file mode) except where a transform changed them, written atomically,
-and never over a file that changed since it was read."""
+BOM, line endings) except where a transform changed them, written atomically with the
+file's owner, group and mode, never over a file that changed since it was read, and never
+one the invoking user could not write itself."""
 
 from __future__ import annotations
 
@@ -70,6 +71,9 @@ def write_atomic(source: Source, data: bytes) -> None:
     name = os.path.basename(source.abspath)
     try:
         was = _unchanged(folder, name, source)
+        why = _not_yours_to_write(folder, name, was)
+        if why:
+            raise LeftAlone(why)
         temp = _prepared(folder, data, was)
         try:
             if not _same(os.stat(name, dir_fd=folder, follow_symlinks=False), was):
@@ -91,8 +95,22 @@ def _unchanged(folder: int, name: str, source: Source) -> os.stat_result:
     return was
 
 
+def _not_yours_to_write(folder: int, name: str, was: os.stat_result) -> str:
+    """Why the invoking user may not change the file itself (whatever its folder allows), or "".
+    Root may write another user's file, not one whose mode lets no one write it."""
+    mode = stat.S_IMODE(was.st_mode)
+    if not mode & 0o222:
+        return f"read-only (mode {mode:04o})"
+    # the kernel's own check (plain access, no flags): a C library may judge flagged checks
+    # from the mode bits alone, which says yes to any uid 0
+    if not os.access(name, os.W_OK, dir_fd=folder):
+        return f"not writable by you (owner uid {was.st_uid}, mode {mode:04o})"
+    return ""
+
+
 def _prepared(folder: int, data: bytes, was: os.stat_result) -> str:
-    """The name of a new file in ``folder`` holding ``data`` with the mode of ``was``."""
+    """The name of a new file in ``folder`` holding ``data`` with the owner, group and mode of
+    ``was``; ``LeftAlone`` when the user may not give it that owner or group."""
     temp = TEMP_PREFIX + secrets.token_hex(6)
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
@@ -100,6 +118,14 @@ def _prepared(folder: int, data: bytes, was: os.stat_result) -> str:
         raise LeftAlone(f"cannot create a file in its folder: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
+            made = os.fstat(handle.fileno())
+            if (made.st_uid, made.st_gid) != (was.st_uid, was.st_gid):
+                try:
+                    os.fchown(handle.fileno(), was.st_uid, was.st_gid)
+                except PermissionError:
+                    raise LeftAlone(f"owned by uid {was.st_uid} gid {was.st_gid}, which a rewrite by you "
+                                    "could not keep") from None
+            # after the owner: a change of owner clears the set-id bits
             os.fchmod(handle.fileno(), stat.S_IMODE(was.st_mode))
             handle.write(data)
             handle.flush()
