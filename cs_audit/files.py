@@ -104,7 +104,7 @@ class Refused(OSError):
 
 
 def read_regular(path: str | Path, max_bytes: int) -> bytes:
-    """The first ``max_bytes`` bytes of ``path``, a regular file reached without following
+    """The first ``max_bytes`` bytes (all for -1) of ``path``, a regular file reached without following
     a symlink (a FIFO would block a plain open, ``/dev/zero`` would never end).  Raises
     ``Refused`` for a symlink or any other kind of file, ``OSError`` when it cannot be read."""
     try:

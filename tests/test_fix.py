@@ -243,6 +243,52 @@ def test_cli_write_leaves_a_read_only_file_alone(tmp_path: Path) -> None:
     assert (tmp_path / "mod.py").read_text() == src
 
 
+def test_cli_write_leaves_hard_links_alone(tmp_path: Path) -> None:
+    """A file with another name elsewhere is left as it was (a rename would split the link)."""
+    src = HEADER + 'logger.info(f"x {x}")\n'
+    write_tree(tmp_path, {"tree/mod.py": src, "tree/own.py": src})
+    target, other = tmp_path / "tree" / "mod.py", tmp_path / "kept.py"
+    os.link(target, other)
+    out = _run("fix", str(tmp_path / "tree"), "--write", "--no-cache")
+    assert out.returncode == 2, out.stderr
+    assert "cs-audit: fix: mod.py: has 2 hard links (a rename would split them); left alone" in out.stderr
+    assert target.read_text() == src and os.path.samefile(target, other) and os.stat(target).st_nlink == 2
+    assert 'logger.info("x %s", x)' in (tmp_path / "tree" / "own.py").read_text()
+
+
+def test_cli_write_refuses_symlinks(tmp_path: Path) -> None:
+    """A symlink given as PATH is left a symlink, its file unchanged (exit 2); a symlink inside
+    the tree is listed as not fixed while the tree's other files are."""
+    src = HEADER + 'logger.info(f"x {x}")\n'
+    write_tree(tmp_path, {"real/mod.py": src, "tree/own.py": src})
+    (tmp_path / "top.py").symlink_to("real/mod.py")
+    (tmp_path / "tree" / "link.py").symlink_to("../real/mod.py")
+    given = _run("fix", str(tmp_path / "top.py"), "--write", "--no-cache")
+    assert given.returncode == 2, given.stderr
+    assert "cs-audit: fix: top.py: a symlink: not followed" in given.stderr
+    inside = _run("fix", str(tmp_path / "tree"), "--write", "--no-cache")
+    assert inside.returncode == 0, inside.stderr
+    assert "link.py: a symlink: not followed, not fixed" in inside.stderr
+    assert 'logger.info("x %s", x)' in (tmp_path / "tree" / "own.py").read_text()
+    assert (tmp_path / "top.py").is_symlink() and (tmp_path / "tree" / "link.py").is_symlink()
+    assert (tmp_path / "real" / "mod.py").read_text() == src
+
+
+def test_write_refuses_a_file_made_a_symlink_since_the_scan(tmp_path: Path) -> None:
+    """Swapped for a symlink to a copy that looks the same (bytes, size, mtime) after the
+    scan: the link is left a link."""
+    src = HEADER + 'logger.info(f"x {x}")\n'
+    write_tree(tmp_path, {"tree/mod.py": src, "copy.py": src})
+    target, copy = tmp_path / "tree" / "mod.py", tmp_path / "copy.py"
+    p = plan(tmp_path / "tree")
+    was = os.stat(target)
+    os.utime(copy, ns=(was.st_atime_ns, was.st_mtime_ns))
+    target.unlink()
+    target.symlink_to(copy)
+    assert write_plan(p) == [("mod.py", "a symlink: not followed")]
+    assert target.is_symlink() and copy.read_text() == src
+
+
 @pytest.mark.parametrize(("example", "expected"), flush_fix.CASES)
 def test_redundant_flush_cases(tmp_path: Path, example: str, expected: str) -> None:
     write_tree(tmp_path, {"mod.py": example})

@@ -54,9 +54,9 @@ def fix(
         say(f"cs-audit: fix: {error}")
     if not quiet:
         for note in sorted((*plan.notes, *(n for f in plan.files for n in f.notes)), key=lambda n: (n.path, n.line)):
-            say(f"{note.path}:{note.line}: {note.rule + ': ' if note.rule else ''}{note.text}")
+            where = f"{note.path}:{note.line}" if note.line else note.path  # line 0: the whole file
+            say(f"{where}: {note.rule + ': ' if note.rule else ''}{note.text}")
     changed = plan.changed
-    stale = [n for n in plan.notes if n.line == 0]
     if write:
         for folder in sorted({os.path.dirname(f.source.abspath) for f in plan.files}):
             remove_stale_temps(folder, FIX_TEMP)  # what a killed `fix --write` left next to a file it rewrote
@@ -67,7 +67,7 @@ def fix(
         if not quiet:
             lines = sum(f.changed_lines() for f in written)
             say(f"fixed {sum(f.fixed for f in written)} sites in {len(written)} files ({lines} lines changed)")
-        if left or stale or plan.errors:
+        if left or plan.errors:
             raise typer.Exit(2)
         return
     for f in changed:

@@ -109,7 +109,7 @@ def plan_files(root_abspath: str, by_file: dict[str, dict[str, list[Target]]], s
             errors.append(f"{path}: {exc.strerror or exc}")
             continue
         if path in stamps and stamps[path] != source.stamp:
-            notes.append(Note(path, 0, "", "changed since the scan: not fixed (run fix again)"))
+            errors.append(f"{path}: changed since the scan: not fixed (run fix again)")
             continue
         fix = apply(source, by_file[path], transforms)
         files.append(fix)
@@ -145,4 +145,8 @@ def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: s
     root = os.path.abspath(config.root)
     base = root if os.path.isdir(root) else os.path.dirname(root)
     by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe)
-    return plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe))
+    plan = plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe))
+    # the scan does not follow a symlink: its file or folder goes unfixed, said once
+    plan.notes.extend(Note(e.path, 0, "", "a symlink: not followed, not fixed") for e in result.errors
+                      if e.kind == "symlink" and (e.path.endswith(".py") or os.path.isdir(os.path.join(base, e.path))))
+    return plan

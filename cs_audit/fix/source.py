@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from cs_audit.files import read_regular
+
 
 @dataclass(frozen=True)
 class Source:
@@ -27,16 +29,11 @@ class Source:
         return hashlib.sha256(self.data).hexdigest()
 
 
-def stamp_of(abspath: str) -> tuple[int, int]:
-    st = os.stat(abspath)
-    return st.st_size, st.st_mtime_ns
-
-
 def read_source(path: str, abspath: str) -> Source:
-    with open(abspath, "rb") as handle:
-        before = stamp_of(abspath)
-        data = handle.read()
-    return Source(path, abspath, data, before)
+    """The file as it is now; ``files.Refused`` for a symlink (a rename would replace the link,
+    not the file it names) or anything but a regular file."""
+    before = os.stat(abspath, follow_symlinks=False)
+    return Source(path, abspath, read_regular(abspath, -1), (before.st_size, before.st_mtime_ns))
 
 
 def parse(source: Source) -> cst.Module:
@@ -52,9 +49,8 @@ class LeftAlone(Exception):
 class Stale(LeftAlone):
     """The file changed since the scan read it."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self) -> None:
         super().__init__("changed since the scan")
-        self.path = path
 
 
 #: the prefix of the temp file a rewrite is prepared in, beside the file it replaces
@@ -63,21 +59,22 @@ _FOLDER_ONLY = getattr(os, "O_PATH", os.O_RDONLY)
 
 
 def write_atomic(source: Source, data: bytes) -> None:
-    """Replace the file with ``data`` in one rename, keeping its mode.  Raises ``Stale`` if
-    the file is no longer the one that was read, ``LeftAlone`` if it cannot be replaced
-    safely, ``OSError`` if writing failed; the temp file is removed on every way out."""
+    """Replace the file with ``data`` in one rename, keeping its owner, group and mode.
+    Raises ``Stale`` if the file is no longer the one that was read, ``LeftAlone`` if it is not
+    one to replace (a symlink, hard links, not yours to write), ``OSError`` if writing failed;
+    the temp file is removed on every way out."""
     # every step names the file from this one folder, which needs no read permission to hold
     folder = os.open(os.path.dirname(source.abspath), _FOLDER_ONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     name = os.path.basename(source.abspath)
     try:
         was = _unchanged(folder, name, source)
-        why = _not_yours_to_write(folder, name, was)
+        why = _not_yours_to_write(folder, name, was) or _linked(was)
         if why:
             raise LeftAlone(why)
         temp = _prepared(folder, data, was)
         try:
             if not _same(os.stat(name, dir_fd=folder, follow_symlinks=False), was):
-                raise Stale(source.path)
+                raise Stale()
             os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             _remove(folder, temp)
@@ -87,11 +84,19 @@ def write_atomic(source: Source, data: bytes) -> None:
 
 
 def _unchanged(folder: int, name: str, source: Source) -> os.stat_result:
-    """The file's status, when it is still the one that was read."""
-    with open(os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder), "rb") as handle:
+    """The file's status, when it is still the regular file that was read."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+            raise LeftAlone("a symlink: not followed") from None
+        raise
+    with open(fd, "rb") as handle:
         was = os.fstat(handle.fileno())
+        if not stat.S_ISREG(was.st_mode):
+            raise LeftAlone("not a regular file")
         if (was.st_size, was.st_mtime_ns) != source.stamp or handle.read() != source.data:
-            raise Stale(source.path)
+            raise Stale()
     return was
 
 
@@ -106,6 +111,12 @@ def _not_yours_to_write(folder: int, name: str, was: os.stat_result) -> str:
     if not os.access(name, os.W_OK, dir_fd=folder):
         return f"not writable by you (owner uid {was.st_uid}, mode {mode:04o})"
     return ""
+
+
+def _linked(was: os.stat_result) -> str:
+    """Why a file with other names is left alone, or "": a rename would give this name a new
+    file and split the link, and a rewrite in place could not be atomic."""
+    return f"has {was.st_nlink} hard links (a rename would split them)" if was.st_nlink > 1 else ""
 
 
 def _prepared(folder: int, data: bytes, was: os.stat_result) -> str:
