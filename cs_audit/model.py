@@ -523,6 +523,10 @@ class FileFacts:
     foreign_stores: tuple[str, ...] = ()
     #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
     own_attributes: tuple[str, ...] = ()
+    #: (function, name, what it wraps) of each assignment to a name a test calls an `is_*`
+    #: predicate of: the attribute read when the value wraps one (`Algo.from_string(args.algo)`
+    #: wraps `args.algo`), else "" (``joins.defaults.predicate_gate``)
+    wrapped: tuple[tuple[str | None, str, str], ...] = ()
 
 
 @restorable

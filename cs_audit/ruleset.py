@@ -37,7 +37,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
-                      "platform", "platforms", "platform_paths", "model_paths"},
+                      "unset_predicates", "platform", "platforms", "platform_paths", "model_paths"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -136,6 +136,8 @@ class Defaults:
     platform: str
     #: a model architecture's own modules (group `model` names it); None: no such layout
     model_paths: re.Pattern[str] | None = None
+    #: the predicates (`is_none`) that hold on a wrapped option left unset (None: no such rule)
+    unset_predicates: re.Pattern[str] | None = None
     #: the architectures the deployment serves (() : not stated)
     models: tuple[str, ...] = ()
     #: option -> the value the deployment gives it (a Python literal)
@@ -585,6 +587,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         platforms=platforms, platform=platform,
         platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
         model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
+        unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
     )
 
 

@@ -371,3 +371,21 @@ def test_a_caller_passing_something_else_keeps_a_parameter_gate_open(tmp_path: P
                   "\n\ndef _other(batch):\n    save_output(batch, record=len(batch) > 1)\n",
                   "\n\ndef _other(batch):\n    save_output(batch, record=True)\n"):
         assert recorded in " ".join(check_annotations({"toyserve/defaults.py": source + extra})), extra
+
+
+def test_without_predicates_of_a_wrapped_option_drafting_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "predicate_gate", lambda *a: NOT_OPTION)
+    problems = " ".join(check_annotations(_fixture()))
+    for text in ('"drafting', '"tree drafts'):
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+
+
+def test_a_wrapped_option_assigned_anything_else_decides_no_predicate() -> None:
+    source = FIXTURE.read_text()
+    widened = source.replace("self.draft = DraftAlgorithm.parse(config.draft_algorithm)",
+                             "self.draft = DraftAlgorithm.parse(config.draft_algorithm)\n"
+                             "        if args:\n            self.draft = DraftAlgorithm('tree')")
+    assert widened != source
+    problems = " ".join(check_annotations({"toyserve/defaults.py": widened}))
+    line = next(i for i, text in enumerate(widened.splitlines(), 1) if '"drafting' in text)
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems

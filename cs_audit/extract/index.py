@@ -165,6 +165,7 @@ class ModuleIndex:
     lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
     #: (each `while` of a function, not of a class body in it, the function's qualname): ``extract.loops``
     whiles: tuple[tuple[ast.While, str], ...] = ()
+    wrapped: tuple[tuple[str | None, str, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     #: (function, name, gates of the value) of the assignments to names a gate tests
@@ -531,6 +532,21 @@ def _ends_in_exit(body: list[ast.stmt]) -> bool:
 _TO_DEVICE = frozenset({"cuda", "to"})
 #: calls that build a tensor from host data (a list, a numpy array) on the host
 HOST_BUILDERS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
+
+
+def _wrapped_read(value: ast.expr) -> str:
+    """The attribute read a value wraps: the one argument of a call (`Algo.from_string(
+    args.algo)`, `Mode(cfg.mode)`); "" for any other value."""
+    if value.__class__ is not ast.Call:
+        return ""
+    arguments = [*value.args, *(k.value for k in value.keywords)]  # type: ignore[attr-defined]
+    if len(arguments) != 1 or arguments[0].__class__ is not ast.Attribute:
+        return ""
+    read = arguments[0]
+    if read.value.__class__ is ast.Call and not read.value.args and not read.value.keywords:  # type: ignore[attr-defined]
+        getter = _read_chain(read.value.func, 4)  # type: ignore[attr-defined]
+        return f"{getter}().{read.attr}" if getter else ""  # type: ignore[attr-defined]  # a getter's settings
+    return _read_chain(read, 5)
 
 
 def _compared(gate: GateRef, marker: tuple[str, ...]) -> GateRef:
@@ -973,6 +989,8 @@ class _Indexer(ast.NodeVisitor):
         #: names and attributes a gate tests, and the assignments to names and attributes
         #: (scope, name, value), whose gates are worked out at the end for the tested ones
         self.gate_names: set[str] = set()
+        #: names a test calls an `is_*` predicate of (``wrapped``)
+        self.predicate_receivers: set[str] = set()
         #: (scope, name, holds host data) of the assignment being walked (``_Scope.host``)
         self._host_after: tuple[_Scope, str, bool] | None = None
         #: (scope, name, value, the gate groups around it) of each assignment
@@ -2016,6 +2034,16 @@ class _Indexer(ast.NodeVisitor):
         self.function = saved
         return tuple(out)
 
+    def wrapped(self) -> tuple[tuple[str | None, str, str], ...]:
+        """``FileFacts.wrapped``: each assignment to a name a test calls a predicate of."""
+        if not self.predicate_receivers:
+            return ()
+        out = []
+        for scope, name, value, _ in self.assignments:
+            if name in self.predicate_receivers:
+                out.append((scope.qualname if scope else None, name, _wrapped_read(value)))
+        return tuple(out)
+
     def _condition_refs(self, groups: tuple[_GateGroup, ...]) -> tuple[GateRef, ...]:
         """The gates around an assignment: a value set only under a condition holds only when
         it does (`if cfg.enable_x: self.tracer = Tracer()`), an optional component."""
@@ -2160,6 +2188,10 @@ class _Indexer(ast.NodeVisitor):
         callee = dotted(expr.func, self.aliases)
         if callee is None:
             return
+        receiver, _, method = callee.rpartition(".")
+        if method.startswith("is_") and not expr.args and (
+                "." not in receiver and receiver or receiver.startswith("self.") and receiver.count(".") == 1):
+            self.predicate_receivers.add(receiver)
         if callee in _CONVERSIONS:
             for arg in expr.args:
                 self._refs(arg, active, out)
@@ -2395,6 +2427,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         arguments=tuple(indexer.arguments),
         lambdas=tuple(indexer.lambdas),
         whiles=tuple(indexer.whiles),
+        wrapped=indexer.wrapped(),
         derived=derived,
         path_values=path_values,
     )

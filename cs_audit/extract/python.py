@@ -152,6 +152,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         built_messages=index.built_messages,
         host_arguments=index.host_arguments,
         passed_values=index.passed_values,
+        wrapped=index.wrapped,
         touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
         options=(options := declared_options(tree, text, path, rs.defaults) + _registry_defaults(tree, text, path, rs)),

@@ -15,7 +15,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, option_gate, registry_env_gate
+from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, option_gate, predicate_gate, registry_env_gate
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
@@ -116,6 +116,8 @@ class TreeModel:
     #: while the edges get their switches: each function's callers (``param_gates``), as
     #: ``callers`` holds them once built
     pending_callers: dict[FuncKey, list] | None = None
+    #: (path, name keyed as ``derived``) -> what each assignment to it wraps (``FileFacts.wrapped``)
+    wrapped: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     #: (path, line, end line, callee's last name) -> ``PassedValues`` (``param_gates``, when first asked)
     passed_values: dict | None = None
     #: the last names of the calls that resolved to nothing (``param_gates``, when first asked)
@@ -959,10 +961,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
     constants = _env_constants(facts)
     derived = _derived_names(facts)
+    wrapped = _wrapped_names(facts)
     env_helpers = _env_helpers(facts, functions, raw_edges)
     model = TreeModel(
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
-        constants=constants, derived=derived, gated_emitter_helpers=set(), freq_default={}, freq_any={},
+        constants=constants, derived=derived, wrapped=wrapped, gated_emitter_helpers=set(), freq_default={}, freq_any={},
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
@@ -1292,15 +1295,26 @@ def _derived_names(facts: dict[str, FileFacts]) -> dict[tuple[str, str], list[tu
     out: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]] = defaultdict(list)
     for path, ff in facts.items():
         for function, name, refs in ff.derived:
-            if name.startswith("global:"):
-                key = name[len("global:"):]
-            elif function is None:
-                key = name
-            elif name.startswith("self."):
-                key = f"{_class_of(function)}.{name}"
-            else:
-                key = f"{function}::{name}"
-            out[(path, key)].append((function, refs))
+            out[(path, _name_key(function, name))].append((function, refs))
+    return dict(out)
+
+
+def _name_key(function: str | None, name: str) -> str:
+    if name.startswith("global:"):
+        return name[len("global:"):]
+    if function is None:
+        return name
+    if name.startswith("self."):
+        return f"{_class_of(function)}.{name}"
+    return f"{function}::{name}"
+
+
+def _wrapped_names(facts: dict[str, FileFacts]) -> dict[tuple[str, str], list[str]]:
+    """``FileFacts.wrapped`` keyed as ``_derived_names`` keys names."""
+    out: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path, ff in facts.items():
+        for function, name, read in ff.wrapped:
+            out[(path, _name_key(function, name))].append(read)
     return dict(out)
 
 
@@ -1383,6 +1397,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         registry = registry_env_gate(model.options, gate)
         if registry is not NOT_OPTION:
             return registry
+    if gate.kind == "call" and model.wrapped:
+        # a predicate of a wrapped option (`self.algo.is_none()`), negated or not
+        option = _wrapped_predicate(model, path, function, gate, rs)
+        if option is not NOT_OPTION:
+            return option
     if not gate.active_when_set:
         return None
     if gate.kind == "env":
@@ -1451,6 +1470,17 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _wrapped_predicate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    receiver, _, method = gate.ref.rpartition(".")
+    if not method.startswith("is_") or not receiver:
+        return NOT_OPTION
+    cls = _class_of(function)
+    for key in ((path, f"{function}::{receiver}"), (path, receiver), (path, f"{cls}.{receiver}")):
+        if key in model.wrapped:
+            return predicate_gate(model.options, rs.defaults, model.wrapped[key], method, gate.active_when_set)
+    return NOT_OPTION
 
 
 def _helper_value(model: TreeModel, path: str, key: tuple[str, str]) -> str | None:
@@ -1636,7 +1666,7 @@ def _file_gates_digest(ff: FileFacts) -> str:
             [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
             sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
-            ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults])
+            ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults], ff.wrapped)
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 

@@ -150,6 +150,27 @@ def value_gate(name: str, value: object, gate: GateRef) -> SwitchRef | None:
     return None if holds else SwitchRef("option", spelled)
 
 
+def predicate_gate(table: OptionTable, defaults: Defaults | None, reads: list[str], method: str,
+                   active: bool) -> SwitchRef | None:
+    """A test of `x.<method>()` where every assignment to `x` wraps one of ``reads``
+    (`Algorithm.from_string(args.algorithm)`): when they all wrap one option left unset by
+    default, the unset predicates (`is_none`) hold and every other `is_*` does not; the switch
+    is that option when that keeps the code off.  ``NOT_OPTION`` otherwise."""
+    pattern = defaults.unset_predicates if defaults is not None else None
+    if pattern is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
+        return NOT_OPTION
+    receiver, name = reads[0].rsplit(".", 1)
+    if receiver == "self" or name in table.ambiguous and not (
+            defaults.receivers.search(receiver.rsplit(".", 1)[-1]) or "()" in receiver):  # type: ignore[union-attr]
+        return NOT_OPTION
+    stated = dict(defaults.options)  # type: ignore[union-attr]
+    value = stated[name] if name in stated else table.default(name)
+    if value is not None:
+        return NOT_OPTION  # set, or unknown: which predicate holds depends on the value
+    holds = bool(pattern.search(method)) == active
+    return None if holds else SwitchRef("option", name)
+
+
 def option_name(setting: str) -> str:
     """The option the name of a switch of kind ``option`` sets (`enable_eplb` of `enable_eplb=False`)."""
     name = setting
