@@ -90,3 +90,72 @@ def test_why_names_the_guard_up_the_chain(tmp_path: Path) -> None:
     assert "runner.py:10, 2 calls up" in rare and "-> runner.publish" in rare
     hot = runner.invoke(app, ["why", f"{root / 'runner.py'}:35", "--no-cache"]).stdout
     assert "hot (step) by default" in hot
+
+
+# A kernel loader memoised by a project's own decorator, imported from another module of the
+# package and typed `(F) -> F` (a call lands on the loader itself, not on the wrapper), one
+# helper below the function the hot code calls.
+MEMO_PACKAGE = {
+    "toyjit/__init__.py": "",
+    "toyjit/utils/__init__.py": "from toyjit.utils.common import cache_once, load_kernel\n",
+    "toyjit/utils/common.py": '''import functools
+import os
+from typing import TypeVar
+
+F = TypeVar("F")
+
+
+def cache_once(fn: F) -> F:
+    built = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args):
+        if args not in built:
+            built[args] = fn(*args)
+        return built[args]
+
+    return wrapper
+
+
+def load_kernel(name):
+    return os.environ.get("TOYJIT_FLAGS", "") + name
+''',
+    "toyjit/ops.py": '''from toyjit.utils import cache_once, load_kernel
+
+
+@cache_once
+def _kernel_module(dtype):
+    return load_kernel(f"rope_{dtype}")
+
+
+def fused_rope(x):
+    module = _kernel_module(x.dtype)
+    return module, x
+''',
+    "toyjit/model.py": '''from toyjit.ops import fused_rope
+
+
+class ToyAttention:
+    def forward(self, x):
+        return fused_rope(x)
+''',
+}
+
+
+def _memo_site(tmp_path: Path) -> dict:
+    report = _scan(write_tree(tmp_path, MEMO_PACKAGE))
+    # the read is reported where the hot code calls the first helper on the way to it
+    return next(f for f in report["findings"] if f["rule"] == "env-read-hot" and f["path"] == "toyjit/model.py")
+
+
+def test_a_helper_memoised_by_a_decorator_of_another_module_reads_once_per_key(tmp_path: Path) -> None:
+    site = _memo_site(tmp_path)
+    assert site["path_kind"] == "rare", site
+    assert "cache_once" in site["path_reason"] and "common.py" in site["path_reason"]
+
+
+def test_without_memoised_calls_the_loader_call_is_a_per_layer_read(tmp_path: Path, monkeypatch) -> None:
+    import cs_audit.analysis.env_read_hot as env_read_hot
+
+    monkeypatch.setattr(env_read_hot, "through_memo", lambda model, path, site, run, rs: run)
+    assert _memo_site(tmp_path)["path_kind"] == "normal"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, per_step_cost, when_words
 from cs_audit.joins.callgraph import TreeModel, helper_switches
-from cs_audit.joins.runs import outside_event_loop, run_of
+from cs_audit.joins.runs import outside_event_loop, run_of, through_memo
 from cs_audit.model import EnvReadDetail, Finding
 from cs_audit.ruleset import RuleSet
 
@@ -64,7 +64,8 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             for target in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()):
                 if target not in model.env_helpers:
                     continue
-                run = run_of(model, path, site.function, site.gates, site, rs)
+                # a memoised helper reads once per distinct arguments, not at each call
+                run = through_memo(model, path, site, run_of(model, path, site.function, site.gates, site, rs), rs)
                 switch, freq = run.switch, run.frequency
                 reads = helper_switches(model, target, site.literal_args)
                 after = cached_vars[reads[0]] if all(v in cached_vars for v in reads) else ""

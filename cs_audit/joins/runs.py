@@ -11,12 +11,12 @@ callees inherit it: ``joins.reach`` works the chains out once per model."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
-from cs_audit.joins.reach import block_at
+from cs_audit.joins.reach import block_at, memo_wrapper, memoised_by
 from cs_audit.joins.roots import in_event_loop
-from cs_audit.model import CallSite, EnvRead, Frequency, GateRef, Guard, PathKind, SwitchRef, by_text
+from cs_audit.model import CallSite, EnvRead, Frequency, FunctionDef, GateRef, Guard, PathKind, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 
@@ -94,6 +94,78 @@ def _demoted_path(model: TreeModel, key: FuncKey, default_only: bool) -> tuple[P
     if demoted is None:
         return "normal", "", None
     return demoted.kind, _guard_words(demoted.why, demoted.guard), demoted.guard
+
+
+def through_memo(model: TreeModel, path: str, site: CallSite, run: Run, rs: RuleSet) -> Run:
+    """``run`` of a call of an env-reading helper, for the reads the call makes: on a rare path
+    when every way from the helper to a read passes a memoised function (`@lru_cache`, or a
+    decorator whose wrapper calls it only on a miss: `k3.enabled()` returning what a
+    `@cache_once` getter built), whose body runs once per distinct arguments; ``run`` itself
+    otherwise, or when it is already off a normal path."""
+    if run.path_kind != "normal":
+        return run
+    found = _memo_call(model, path, site, rs, 0)
+    if found is None:
+        return run
+    why, guard = found
+    return replace(run, path_kind="rare", reason=_guard_words(why, guard), guard=guard)
+
+
+def _memo_call(model: TreeModel, path: str, site: CallSite, rs: RuleSet, depth: int) -> tuple[str, Guard] | None:
+    """(why, guard) when a call of an env-reading helper reaches its reads only through a
+    memoised function: its own decorator, a memoising wrapper the call also lands on, or each
+    helper it calls on the way."""
+    targets = model.resolved_calls.get((path, site.line, site.end_line, site.callee), ())
+    for target in targets:
+        if ".<locals>." in target[1]:  # the call goes through a decorator's wrapper
+            found = memo_wrapper(model, target)
+            if found is not None:
+                return found[1], Guard(target[0], found[0], depth + 1)
+    helpers = [target for target in targets if target in model.env_helpers]
+    found_all = [_memo_on_the_way(model, target, rs, depth) for target in helpers]
+    return found_all[0] if found_all and all(found_all) else None
+
+
+#: how many helpers down ``through_memo`` looks for the memoised one
+_MAX_HELPER_DEPTH = 4
+
+
+def _memo_on_the_way(model: TreeModel, key: FuncKey, rs: RuleSet, depth: int) -> tuple[str, Guard] | None:
+    f = model.functions.get(key)
+    decorator = memoised_by(f, rs)
+    if decorator is not None and f is not None:
+        return f"memoised by `@{decorator.rsplit('.', 1)[-1]}`: runs once per distinct arguments", Guard(key[0], f.line, depth + 1)
+    for wrapper in _wrappers_of(model, key, f):
+        found = memo_wrapper(model, wrapper)
+        if found is not None:
+            return found[1], Guard(wrapper[0], found[0], depth + 1)
+    if depth >= _MAX_HELPER_DEPTH or key[0] not in model.facts:
+        return None
+    facts = model.facts[key[0]]
+    if any(r.function == key[1] and r.per_call for r in facts.env_reads):
+        return None  # it reads the environment itself, at each call
+    inner = [site for site in facts.calls if site.function == key[1] and site.returned]
+    found_all = [found for site in inner
+                 if any(t in model.env_helpers for t in model.resolved_calls.get((key[0], site.line, site.end_line, site.callee), ()))
+                 for found in (_memo_call(model, key[0], site, rs, depth + 1),)]
+    return found_all[0] if found_all and all(found_all) else None
+
+
+def _wrappers_of(model: TreeModel, key: FuncKey, f: FunctionDef | None) -> list[FuncKey]:
+    """The functions nested in the tree's decorators of ``f`` (`def cache_once(fn): def
+    wrapper(*a): ...`), when a call lands on ``f`` itself (a decorator typed `(F) -> F`)."""
+    if f is None or not f.decorators:
+        return []
+    out = []
+    for decorator in f.decorators:
+        for path, qualname in model.resolver.resolve(key[0], None, decorator):
+            prefix = f"{qualname}.<locals>."
+            out.extend((path, q) for p, q in _functions_of(model, path) if q.startswith(prefix) and q.count(".<locals>.") == 1)
+    return out
+
+
+def _functions_of(model: TreeModel, path: str) -> list[FuncKey]:
+    return [(path, f.qualname) for f in model.facts[path].functions] if path in model.facts else []
 
 
 def run_of(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
