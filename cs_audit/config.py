@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import yaml
 
 from cs_audit.files import read_regular
+from cs_audit.rule_shapes import HOT_ROOT, ListOf, ShapeError, check_rule_table
 from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -171,29 +173,12 @@ def _read_project_table(root: Path, config_file: Path | None = None) -> tuple[di
     return {}, None, None
 
 
-def _check_roots(roots: Any, source: str | None) -> tuple[dict[str, Any], ...]:
-    """``hot_roots``: a list of tables ``{name, class, path, frequency}``, each checked."""
-    from cs_audit.ruleset import _FREQUENCIES, _ROOT_KEYS
-
-    example = "{name = 'step', frequency = 'step'}"
-    if not isinstance(roots, list):
-        raise ConfigError(f"{source}: hot_roots must be a list of tables like {example}")
-    for i, entry in enumerate(roots):
-        key = f"hot_roots[{i}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{source}: {key} must be a table like {example}")
-        unknown = set(entry) - _ROOT_KEYS
-        if unknown:
-            raise ConfigError(f"{source}: {key}: unknown keys {sorted(unknown)} (known: {sorted(_ROOT_KEYS)})")
-        name = entry.get("name")
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigError(f"{source}: {key}.name must be a function name, like \"execute_model\"")
-        for glob in ("class", "path"):
-            if glob in entry and (not isinstance(entry[glob], str) or not entry[glob]):
-                raise ConfigError(f"{source}: {key}.{glob} must be a glob string, like \"*Runner\"")
-        if "frequency" in entry and entry["frequency"] not in _FREQUENCIES:
-            raise ConfigError(f"{source}: {key}.frequency must be one of {', '.join(sorted(_FREQUENCIES))}")
-    return tuple(roots)
+def _check_shape(source: str | None, check: Callable[..., None], *args: Any) -> None:
+    """``check(*args)``, its ``ShapeError`` a configuration error of ``source``."""
+    try:
+        check(*args)
+    except ShapeError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _rebased(patterns: list[str], config_dir: Path | None, base: Path) -> list[str]:
@@ -276,7 +261,8 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
     unknown = set(table) - _KEYS
     if unknown:
         raise ConfigError(f"{source}: unknown keys {sorted(unknown)} (known: {sorted(_KEYS)})")
-    roots = _check_roots(table.get("hot_roots", []), source)
+    roots = table.get("hot_roots", [])
+    _check_shape(source, ListOf(HOT_ROOT).check, roots, "hot_roots")
     exclude_value = table.get("exclude", [])
     if not isinstance(exclude_value, list) or not all(isinstance(e, str) and e for e in exclude_value):
         raise ConfigError(f"{source}: exclude must be a list of glob strings, like [\"third_party/*\"]")
@@ -289,15 +275,15 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
     if level is not None and not isinstance(level, str):
         raise ConfigError(f"{source}: default_level must be a level name, like \"info\"")
     for key in EXTENSIBLE:
-        if key in table and not isinstance(table[key], dict):
-            raise ConfigError(f"{source}: {key} must be a table keyed like rules/{key}.yaml")
+        if key in table:
+            _check_shape(source, check_rule_table, key, table[key])
     selection = _check_selection(table, source, overrides)
     deployment = _check_deployment(table.get("deployment"), source)
     gate = table.get("gate", {})
     if not isinstance(gate, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in gate.items()):
         raise ConfigError(f"{source}: gate must be a table of rule id -> hot, default, any or off, like {{\"eager-format\" = \"any\"}}")
     values: dict[str, Any] = {
-        **selection, "root": root, "exclude": exclude, "hot_roots": roots, "aside": tuple(aside),
+        **selection, "root": root, "exclude": exclude, "hot_roots": tuple(roots), "aside": tuple(aside),
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
         "gate": tuple(sorted(gate.items())), "deployment": deployment,

@@ -12,25 +12,26 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "cs_audit"
 
 #: (layer, module prefixes), in pipeline order; a module may import from lower layers and
-#: from its own folder.  Infrastructure (layer 5) may import only the base (layers 0-4).
+#: from its own folder.  Infrastructure (layer 6) may import only the base (layers 0-5).
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (0, ("cs_audit", "cs_audit.files", "cs_audit.pickling", "cs_audit.pyast")),
     (1, ("cs_audit.sources",)),
     (2, ("cs_audit.model",)),
     (3, ("cs_audit.ruleset",)),
-    (4, ("cs_audit.config",)),
-    (5, ("cs_audit.pool", "cs_audit.git", "cs_audit.incremental")),
-    (6, ("cs_audit.extract",)),
-    (7, ("cs_audit.joins",)),
-    (8, ("cs_audit.analysis",)),
-    (9, ("cs_audit.api",)),
-    (10, ("cs_audit.render",)),
-    (11, ("cs_audit.ci",)),
-    (12, ("cs_audit.fix",)),
-    (13, ("cs_audit.cli", "cs_audit.testing")),
-    (14, ("cs_audit.__main__",)),
+    (4, ("cs_audit.rule_shapes",)),
+    (5, ("cs_audit.config",)),
+    (6, ("cs_audit.pool", "cs_audit.git", "cs_audit.incremental")),
+    (7, ("cs_audit.extract",)),
+    (8, ("cs_audit.joins",)),
+    (9, ("cs_audit.analysis",)),
+    (10, ("cs_audit.api",)),
+    (11, ("cs_audit.render",)),
+    (12, ("cs_audit.ci",)),
+    (13, ("cs_audit.fix",)),
+    (14, ("cs_audit.cli", "cs_audit.testing")),
+    (15, ("cs_audit.__main__",)),
 )
-INFRASTRUCTURE = 5
+INFRASTRUCTURE = 6
 
 
 def module_name(path: Path) -> str:

@@ -3,12 +3,15 @@ or in ``[tool.cs-audit]``, keyed like the shipped files; a malformed table is on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from cs_audit.api import run_audit
+from cs_audit.cli import app
 from cs_audit.config import load_config
 from cs_audit.extract.index import snippet_literals
 from cs_audit.ruleset import RuleDataError, extend_rule_texts, load_ruleset, read_rule_texts
@@ -94,7 +97,7 @@ def test_a_malformed_table_fails_the_scan_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(root), "--no-history", "--no-cache", "-f", "json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == "cs-audit: configuration error: cs-audit.yaml: emitters.dumps: expected a table, like the shipped value\n"
+    assert proc.stderr == "cs-audit: configuration error: cs-audit.yaml: emitters.dumps must be a table like {'mylib.store' = 'dump'}, not a list\n"
 
 
 def test_an_unknown_config_key_still_fails(tmp_path: Path) -> None:
@@ -103,3 +106,48 @@ def test_an_unknown_config_key_still_fails(tmp_path: Path) -> None:
     write_tree(tmp_path, {"cs-audit.yaml": "emitterz: {}\n"})
     with pytest.raises(ConfigError, match="unknown keys"):
         load_config(str(tmp_path))
+
+
+#: (file, its text, the error after "configuration error: "): a value of the wrong shape in a
+#: rule table was taken as it was, or failed later without naming its key
+WRONG_SHAPES = [
+    ("cs-audit.yaml", "emitters:\n  print: [5]\n",
+     "cs-audit.yaml: emitters.print[0] must be a name (a non-empty string), not a number"),
+    ("cs-audit.yaml", "emitters:\n  dumps: {mylib.store: 5}\n",
+     "cs-audit.yaml: emitters.dumps['mylib.store'] must be one of dump, print, stdwrite, write, not a number"),
+    ("cs-audit.yaml", 'emitters:\n  debug_name_pattern: "(dbg"\n',
+     "cs-audit.yaml: emitters.debug_name_pattern is not a regular expression: missing ), unterminated subpattern at position 0"),
+    ("cs-audit.yaml", "env_apis:\n  registries: [{id: mine}]\n",
+     "cs-audit.yaml: env_apis.registries[0] is missing access, object: it must be a table like "
+     "{id = 'my-envs', object = 'mylib.envs', access = 'attribute'}"),
+    ("cs-audit.yaml", 'defaults:\n  model_paths: "models/"\n',
+     "cs-audit.yaml: defaults.model_paths must be a regular expression with a group (?P<model>...) or empty"),
+    ("pyproject.toml", "[tool.cs-audit.hot_paths]\nroots = [{name = 5}]\n",
+     'pyproject.toml [tool.cs-audit]: hot_paths.roots[0].name must be a function name, like "execute_model", not a number'),
+    ("pyproject.toml", '[tool.cs-audit.costs.multipliers]\nstep = "16"\n',
+     "pyproject.toml [tool.cs-audit]: costs.multipliers['step'] must be a number, not a string"),
+    ("pyproject.toml", '[tool.cs-audit]\nhot_roots = [{name = "tick", process = 5}]\n',
+     "pyproject.toml [tool.cs-audit]: hot_roots[0].process must be a string, not a number"),
+    ("cs-audit.toml", "[gpu_syncs]\nto_cpu = 5\n", "{root}/cs-audit.toml: gpu_syncs.to_cpu must be true or false, not a number"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "error"), WRONG_SHAPES, ids=[e.split(": ", 2)[1].split(" ")[0] for _, _, e in WRONG_SHAPES])
+def test_a_rule_table_value_of_the_wrong_shape_is_one_line_naming_its_key(tmp_path: Path, name: str, text: str, error: str) -> None:
+    root = write_tree(tmp_path / "tree", {**ENGINE, name: text})
+    config = ["--config", str(root / name)] if name == "cs-audit.toml" else []  # looked for only when named
+    for command in (["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"], ["config", str(root)]):
+        result = CliRunner().invoke(app, [*command, *config])
+        assert (result.exit_code, result.stdout) == (2, ""), (command, result.output)
+        assert result.stderr == f"cs-audit: configuration error: {error.replace('{root}', str(root))}\n", command
+
+
+def test_the_shipped_tables_restated_by_a_project_are_accepted(tmp_path: Path) -> None:
+    from cs_audit.ruleset import EXTENSIBLE
+
+    texts = read_rule_texts()
+    shipped = {stem: yaml.safe_load(texts[f"{stem}.yaml"]) for stem in EXTENSIBLE}
+    root = write_tree(tmp_path / "tree", {**ENGINE, "cs-audit.yaml": yaml.safe_dump(shipped)})
+    result = CliRunner().invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["findings"] == []
