@@ -26,7 +26,7 @@ from cs_audit.config import (
     load_decisions,
     root_package,
 )
-from cs_audit.extract.discover import discover, discover_tree, display_path, git_head
+from cs_audit.extract.discover import discover, discover_tree, display_path, git_head, outside_git_dir
 from cs_audit.incremental import cache
 from cs_audit.ruleset import RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
 from cs_audit.sources import FileError, Repository, SourceFile
@@ -475,6 +475,14 @@ def _heads(tree: _Tree) -> tuple[str | None, tuple[tuple[str, str | None], ...]]
     return git_head(tree.root), tuple((r.path, git_head(tree.root / r.path)) for r in tree.repos)
 
 
+def outside_git(root: Path, repositories: Iterable[tuple[str, str | None]]) -> tuple[tuple[str, str], ...]:
+    """(path, git directory) of each repository whose ``.git`` names a git directory outside
+    the scanned tree (a worktree's, a submodule scanned alone, or one planted to borrow
+    another repository's history), among those git read (a commit at HEAD)."""
+    found = ((path, outside_git_dir(root / path, root) if commit else None) for path, commit in repositories)
+    return tuple((path, where) for path, where in found if where is not None)
+
+
 def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: ScanMemo | None, run: _Run,
            keep: list[object] | None = None, heads: tuple[str | None, tuple[tuple[str, str | None], ...]] | None = None,
            ) -> AuditResult:
@@ -491,6 +499,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
         switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
     repositories = ((".", commit),) if commit else ()
     repositories += heads[1] if heads is not None else tuple((r.path, git_head(root / r.path)) for r in repos)
+    outside = outside_git(root, repositories)
     run.lap("history")
     if tree.decisions_error is not None:
         errors.append(tree.decisions_error)
@@ -515,6 +524,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
         roots=analysis.roots,
         deployment=analysis.deployment,
         aside=config.aside,
+        outside_git=outside,
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )
@@ -552,9 +562,10 @@ def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], r
         key, heads = None, None
         if tree.cache_dir is not None and all(k is not None for k in tree.keys):
             heads = _heads(tree)
+            outside = outside_git(tree.root, (((".", heads[0]),) if heads[0] else ()) + heads[1])
             key = cache.report_key(
                 [(s.path, k) for s, k in zip(tree.sources, tree.keys)],  # type: ignore[misc]
-                repr((_result_context(config, tree.errors), replace(config, jobs=0), heads,
+                repr((_result_context(config, tree.errors), replace(config, jobs=0), heads, outside,
                       sorted(tree.decisions.items()), tree.decisions_error, render_id)))
             stored = cache.load_report(tree.cache_dir, key)
             if isinstance(stored, Report):

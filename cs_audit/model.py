@@ -964,6 +964,10 @@ class AuditResult:
     repositories: tuple[tuple[str, str | None], ...] = ()
     #: the deployment audited, with the defaults that decided gates (None: not worked out)
     deployment: Deployment | None = None
+    #: (repository path from the scanned root, where its git directory is from the root) of
+    #: each repository whose ``.git`` names a git directory outside the tree: its commit,
+    #: history and blame in the report are that repository's
+    outside_git: tuple[tuple[str, str], ...] = ()
 
 
 @restorable
@@ -988,12 +992,14 @@ UNUSED = "unused-suppression"
 SKIPPED = "file-skipped"
 NO_ROOT = "no-hot-root"
 SUB_REPO = "sub-repository"
+OUTSIDE_GIT = "git-dir-outside"
 NOTIFICATION_IDS = {
     INVALID: "a `# cs-audit: ignore[...]` comment without a reason, without a known rule id, or malformed: it suppresses nothing",
     UNUSED: "a `# cs-audit: ignore[...]` comment that matches no finding on its line or statement",
     SKIPPED: "a file cs-audit could not analyse (syntax, encoding, size, ...): its findings are unknown",
     NO_ROOT: "no configured hot root matches a function of the tree: its hot paths are unknown until hot_roots are configured",
     SUB_REPO: "a submodule or nested repository: what `check --since` or `report` compared its files with",
+    OUTSIDE_GIT: "a `.git` file or symlink naming a git directory outside the scanned tree: the commit, history and blame shown are that repository's",
 }
 #: error kinds that mean the scan did not finish its job (exit 2 in ``check``)
 INCOMPLETE = frozenset({"parser-crash", "timeout", "internal", "io"})
@@ -1015,6 +1021,16 @@ def root_notes(roots: HotRoots | None) -> tuple[Notification, ...]:
     """The note of a tree that no configured hot root matches (none when one does)."""
     warning = roots.warning if roots is not None else None
     return (Notification(NO_ROOT, "", None, warning),) if warning else ()
+
+
+def outside_git_notes(result: AuditResult) -> tuple[Notification, ...]:
+    """A note per repository of the tree whose git directory lies outside it (the root's has
+    no path)."""
+    return tuple(
+        Notification(OUTSIDE_GIT, "" if path == "." else path, None,
+                     f".git of {'the scanned folder' if path == '.' else path} names the git directory {where}, "
+                     "outside the scanned tree: the commit, history and blame reported for it are that repository's", "note")
+        for path, where in result.outside_git)
 
 
 @dataclass(frozen=True)

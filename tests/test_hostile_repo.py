@@ -3,6 +3,7 @@ message, never make it run a program, write outside its outputs or exhaust memor
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -115,6 +116,49 @@ def test_a_dotted_driver_name_is_neutralised_whole(tmp_path: Path) -> None:
     # git itself, with those overrides, runs none of the programs on a status of a dirty tree
     subprocess.run(git_argv(["status", "--short"], overrides), cwd=repo, env=git_env(), capture_output=True, check=True)
     assert not marker.exists()
+
+
+def test_a_git_file_naming_a_repository_outside_the_tree_is_noted(tmp_path: Path) -> None:
+    """A tree whose `.git` file or symlink (its root's, a nested repository's) names another
+    repository is reported with that repository's commit and history: the report says so,
+    and git runs none of that repository's programs."""
+    try:
+        from tests.gitrepo import git, head, make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import git, head, make_repo  # type: ignore[no-redef]
+
+    elsewhere, marker = _repo_with_drivers(tmp_path / "elsewhere")
+    other = make_repo(tmp_path / "elsewhere", [("lib", {"lib.py": "x = 1\n"})], name="other")
+    tree = tmp_path / "tree"
+    (tree / "vendored").mkdir(parents=True)
+    (tree / ".git").write_text(f"gitdir: {elsewhere / '.git'}\n")
+    (tree / "vendored" / ".git").write_text("gitdir: ../../elsewhere/other/.git\n")  # read from its own folder
+    (tree / "linked").mkdir()
+    (tree / "linked" / ".git").symlink_to(other / ".git")
+    (tree / "eng").mkdir()
+    (tree / "eng" / "model_runner.py").write_text(ENGINE)
+    # a repository whose git directory is inside the tree, as a submodule's: nothing to note
+    (tree / ".modules").mkdir()
+    git(tree, "init", "-q", "--separate-git-dir", str(tree / ".modules" / "inside"), "inside")
+    (tree / "inside" / "mod.py").write_text("y = 2\n")
+    git(tree / "inside", "add", "-A")
+    git(tree / "inside", "commit", "-q", "-m", "inside")
+
+    proc = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(tree), "-f", "json", "--no-cache", "-j", "1"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_this_checkout())
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["commit"] == head(elsewhere)
+    assert {r["path"]: r["commit"] for r in report["repositories"]} == {
+        ".": head(elsewhere), "inside": head(tree / "inside"), "linked": head(other), "vendored": head(other)}
+    noted = [(n["path"], n["level"], n["message"]) for n in report["notes"] if n["id"] == "git-dir-outside"]
+    tail = "outside the scanned tree: the commit, history and blame reported for it are that repository's"
+    assert noted == [
+        ("", "note", f".git of the scanned folder names the git directory ../elsewhere/repo/.git, {tail}"),
+        ("linked", "note", f".git of linked names the git directory ../elsewhere/other/.git, {tail}"),
+        ("vendored", "note", f".git of vendored names the git directory ../elsewhere/other/.git, {tail}"),
+    ]
+    assert not marker.exists(), "git ran a program of the outside repository's configuration"
 
 
 # -- outputs: written where asked, never through or over a symlink

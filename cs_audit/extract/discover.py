@@ -25,6 +25,7 @@ import stat
 from pathlib import Path
 
 from cs_audit.extract.excludes import ExcludeMatcher, exclude_matcher
+from cs_audit.files import read_regular
 from cs_audit.git import runner
 from cs_audit.sources import FileError, Repository, SourceFile
 
@@ -53,6 +54,36 @@ def git_head(root: Path) -> str | None:
 
 #: sub-repositories entered below sub-repositories at most this deep (a loop of gitdir files)
 MAX_REPO_DEPTH = 8
+#: a ``.git`` file holds one line, ``gitdir: PATH``
+MAX_GITFILE_BYTES = 4096
+
+
+def outside_git_dir(top: Path, root: Path) -> str | None:
+    """Where the git directory of the work tree at ``top`` is, relative to the scanned
+    ``root``, when it lies outside ``root``: ``.git`` a file naming it (``gitdir: PATH``, as
+    a worktree's or a submodule's is) or a symlink to it.  Git reads that repository's
+    commits for this tree.  None for a ``.git`` directory, or a target inside ``root``.
+    Read here, not asked of git: nothing of that repository runs to find it."""
+    dot_git = os.path.join(os.fspath(top), ".git")
+    try:
+        mode = os.lstat(dot_git).st_mode
+        if stat.S_ISREG(mode):
+            # git strips trailing whitespace and reads a relative path from the file's folder
+            text = read_regular(dot_git, MAX_GITFILE_BYTES).decode("utf-8", "surrogateescape").rstrip()
+            if not text.startswith("gitdir: "):
+                return None
+            target = os.path.join(os.fspath(top), text[len("gitdir: "):])
+        elif stat.S_ISLNK(mode):
+            target = dot_git
+        else:
+            return None
+    except OSError:
+        return None
+    real_target, real_root = os.path.realpath(target), os.path.realpath(root)
+    if os.path.commonpath([real_target, real_root]) == real_root:
+        return None
+    return display_path(os.path.relpath(real_target, real_root))
+
 
 
 def _git_files(root: Path) -> list[str] | None:

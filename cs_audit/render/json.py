@@ -8,7 +8,7 @@ import math
 from json.encoder import encode_basestring
 from typing import Any
 
-from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, Notification, Switch, root_notes
+from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, Notification, Switch, outside_git_notes, root_notes
 
 SCHEMA_VERSION = 1
 
@@ -195,9 +195,11 @@ def note_dict(n: Notification) -> dict[str, Any]:
 
 def report_dict(result: AuditResult) -> dict[str, Any]:
     roots: dict[str, Any] = {}
+    notes = root_notes(result.roots) + outside_git_notes(result)
     if result.roots is not None:
         roots["hot_roots"] = roots_dict(result.roots)
-        roots["notes"] = [note_dict(n) for n in root_notes(result.roots)]
+    if result.roots is not None or notes:
+        roots["notes"] = [note_dict(n) for n in notes]
     return {
         "tool": "cs-audit",
         "schema_version": SCHEMA_VERSION,

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from cs_audit import __version__
-from cs_audit.model import INVALID, NO_ROOT, NOTIFICATION_IDS, SKIPPED, UNUSED, AuditResult, Finding, Notification
+from cs_audit.model import INVALID, NO_ROOT, NOTIFICATION_IDS, OUTSIDE_GIT, SKIPPED, UNUSED, AuditResult, Finding, Notification
 from cs_audit.render.json import dumps
 from cs_audit.ruleset import RuleSet, RuleSpec
 
@@ -24,7 +24,7 @@ SARIF_VERSION = "2.1.0"
 SRCROOT = "%SRCROOT%"
 FINGERPRINT_KEY = "csAuditFingerprint/v1"
 LEVELS = {"high": "error", "medium": "warning", "low": "note"}
-_NOTIFICATION_ORDER = (INVALID, UNUSED, SKIPPED, NO_ROOT)
+_NOTIFICATION_ORDER = (INVALID, UNUSED, SKIPPED, NO_ROOT, OUTSIDE_GIT)
 
 
 def artifact_uri(path: str, prefix: str = "") -> str:
@@ -127,7 +127,7 @@ def render_sarif(
     index = {rule_id: i for i, rule_id in enumerate(rs.rules)}
     notes = list(notes)
     config_notes = [_notification(n, prefix) for n in notes if n.id in (INVALID, UNUSED, NO_ROOT)]
-    exec_notes = [_notification(n, prefix) for n in notes if n.id == SKIPPED]
+    exec_notes = [_notification(n, prefix) for n in notes if n.id in (SKIPPED, OUTSIDE_GIT)]
     invocation: dict[str, Any] = {"executionSuccessful": successful}
     if config_notes:
         invocation["toolConfigurationNotifications"] = config_notes
