@@ -69,7 +69,8 @@ class GPUModelRunner:
 
 def _repo_with_drivers(tmp_path: Path, driver: str = "x") -> tuple[Path, Path]:
     """A repository whose .gitattributes names a filter and a diff driver that its own
-    .git/config defines as programs which leave a marker file when git runs them."""
+    .git/config defines, with an fsmonitor, as programs which leave a marker file when git
+    runs them."""
     try:
         from tests.gitrepo import git, make_repo
     except ImportError:  # run from tests/
@@ -82,7 +83,8 @@ def _repo_with_drivers(tmp_path: Path, driver: str = "x") -> tuple[Path, Path]:
     program = f"sh -c 'touch {marker}; cat'"
     for key, value in ((f"filter.{driver}.clean", program), (f"filter.{driver}.smudge", program),
                        (f"filter.{driver}.process", program),
-                       (f"diff.{driver}.textconv", f"sh -c 'touch {marker}; cat \"$0\"'"), (f"diff.{driver}.command", program)):
+                       (f"diff.{driver}.textconv", f"sh -c 'touch {marker}; cat \"$0\"'"), (f"diff.{driver}.command", program),
+                       ("core.fsmonitor", program)):  # git ls-files alone runs an fsmonitor
         git(repo, "config", key, value)
     # the work tree is stat-dirty, as after a checkout: status and diff consult the filters
     (repo / "eng/model_runner.py").write_text(ENGINE + "\n# two\n# three\n")
