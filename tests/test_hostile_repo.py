@@ -393,7 +393,30 @@ def test_a_planted_entry_reaching_a_program_through_a_cs_audit_module_is_refused
     assert not marker.exists()
 
 
-def test_a_cache_others_can_write_is_not_used(tmp_path: Path) -> None:
+#: the uid of another user, for the cache folders a test makes someone else's
+OTHER_UID = 65534
+
+
+def _share_cache(shared: Path, how: str) -> None:
+    """Make the cache folder ``shared`` one another user could have planted entries in."""
+    if how == "group or others may write it":
+        shared.mkdir(parents=True)
+        shared.chmod(0o777)  # as a shared XDG_CACHE_HOME/cs-audit another user made
+    elif how == "a symlink":
+        (shared.parent / "elsewhere").mkdir(parents=True)
+        shared.symlink_to(shared.parent / "elsewhere")
+    else:
+        shared.mkdir(parents=True, mode=0o700)
+        os.chown(shared, OTHER_UID, OTHER_UID)
+
+
+@pytest.mark.parametrize(("how", "said"), [
+    ("group or others may write it", "is writable by its group or others (mode 777)"),
+    ("a symlink", "is not a plain directory"),
+    pytest.param("another user's", f"is owned by another user (uid {OTHER_UID})", marks=pytest.mark.skipif(
+        not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a folder away")),
+])
+def test_a_cache_others_can_write_is_not_used(tmp_path: Path, how: str, said: str) -> None:
     from typer.testing import CliRunner
 
     from cs_audit.cli import app
@@ -402,12 +425,12 @@ def test_a_cache_others_can_write_is_not_used(tmp_path: Path) -> None:
     tree.mkdir()
     (tree / "a.py").write_text("import os\nX = os.getenv('A')\n")
     shared = tmp_path / "xdg" / "cs-audit"
-    shared.mkdir(parents=True)
-    shared.chmod(0o777)  # as a shared XDG_CACHE_HOME/cs-audit another user made
+    _share_cache(shared, how)
     args = ["scan", str(tree), "-f", "json", "--no-history", "-j", "1"]
     result = CliRunner().invoke(app, args, env={"XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert result.exit_code == 0
-    assert "cache not used" in result.stderr and "writable by its group or others" in result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "cache not used" in line]
+    assert len(warnings) == 1 and f"{shared} {said}" in warnings[0]
     assert not list(shared.rglob("*.pkl"))  # nothing read from it, nothing written to it
     assert CliRunner().invoke(app, args, env={"XDG_CACHE_HOME": str(tmp_path / "mine")}).exit_code == 0
     own = tmp_path / "mine" / "cs-audit"
