@@ -28,7 +28,7 @@ from cs_audit.config import (
 )
 from cs_audit.extract.discover import discover, discover_tree, display_path, git_head, outside_git_dir
 from cs_audit.incremental import cache
-from cs_audit.ruleset import RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
+from cs_audit.ruleset import RuleDataError, RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
 from cs_audit.sources import FileError, Repository, SourceFile
 
 if TYPE_CHECKING:
@@ -332,7 +332,12 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     """The rule set of a scan: the shipped one (or ``rs``), with the project's rule tables,
     hot roots and default level."""
     if config.rule_tables:
-        rs = load_ruleset(extend_rule_texts(read_rule_texts(), dict(config.rule_tables), config.config_source or "configuration"))
+        source = config.config_source or "configuration"
+        texts = extend_rule_texts(read_rule_texts(), dict(config.rule_tables), source)  # its errors name the source
+        try:
+            rs = load_ruleset(texts)
+        except RuleDataError as exc:  # what each value's shape allows and the rules together refuse
+            raise ConfigError(f"{source}: {exc}") from None
     rs = rs or load_ruleset()
     if config.hot_roots:
         rs = rs.with_extra_roots(list(config.hot_roots))

@@ -277,5 +277,10 @@ def _shipped_tables() -> dict[str, Any]:
 def check_rule_table(stem: str, table: Any) -> None:
     """Raise ``ShapeError`` naming the key unless ``table`` is a valid addition to
     ``rules/<stem>.yaml``: each value checked against the shipped one it is merged into."""
-    shape = Record(TABLES[stem], what=f"a table keyed like rules/{stem}.yaml")
-    shape.check(table, stem, _shipped_tables()[stem])
+    shipped = _shipped_tables()[stem]
+    Record(TABLES[stem], what=f"a table keyed like rules/{stem}.yaml").check(table, stem, shipped)
+    # the one value that names another key of its table
+    if stem == "defaults" and "platform" in table:
+        known = sorted({**shipped["platforms"], **table.get("platforms", {})})
+        if table["platform"] not in known:
+            raise ShapeError(f"defaults.platform must be one of {', '.join(known)} (defaults.platforms)")

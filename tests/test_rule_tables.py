@@ -151,3 +151,21 @@ def test_the_shipped_tables_restated_by_a_project_are_accepted(tmp_path: Path) -
     result = CliRunner().invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["findings"] == []
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("defaults:\n  platform: zz\n",
+     "cs-audit.yaml: defaults.platform must be one of cpu, cuda, hpu, mps, musa, npu, rocm, tpu, xpu (defaults.platforms)"),
+    # each pattern compiles; joined into one, the group is named twice
+    ('gpu_syncs:\n  device_apis: ["(?P<a>cuda)", "(?P<a>npu)"]\n', "cs-audit.yaml: malformed rule data: error: redefinition of group name 'a'"),
+])
+def test_rule_tables_the_rules_refuse_together_are_a_configuration_error_of_a_past_commit(tmp_path: Path, text: str, error: str) -> None:
+    try:
+        from tests.gitrepo import make_repo
+    except ImportError:  # run from tests/
+        from gitrepo import make_repo  # type: ignore[no-redef]
+
+    repo = make_repo(tmp_path, [("c", {"a.py": "import os\nX = os.getenv('A')\n", "cs-audit.yaml": text})])
+    result = CliRunner().invoke(app, ["report", str(repo), "--rev", "HEAD", "-o", str(tmp_path / "r.md"), "-j", "1"])
+    assert result.exit_code == 2, result.output
+    assert f": configuration error: {error}" in result.stderr and "internal error" not in result.stderr
