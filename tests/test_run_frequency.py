@@ -159,3 +159,23 @@ def test_without_memoised_calls_the_loader_call_is_a_per_layer_read(tmp_path: Pa
 
     monkeypatch.setattr(env_read_hot, "through_memo", lambda model, path, site, run, rs: run)
     assert _memo_site(tmp_path)["path_kind"] == "normal"
+
+
+def _dispatch_problems() -> list[str]:
+    from cs_audit.testing import check_annotations
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    text = fixture.read_text(encoding="utf-8")
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if '"extend step' in row)
+    return [p for p in check_annotations({"toyserve/rarity.py": text}) if f":{line}:" in p]
+
+
+def test_a_dispatch_before_a_final_raise_is_no_error_path() -> None:
+    assert _dispatch_problems() == []
+
+
+def test_without_dispatches_the_code_before_a_final_raise_is_taken_for_its_error_path(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    monkeypatch.setattr(paths, "_returns_normally_first", lambda stmts: False)
+    assert _dispatch_problems()

@@ -28,6 +28,18 @@ _EXIT_CALLS = frozenset({"sys.exit", "exit", "os._exit", "os.abort", "quit"})
 _STORES = frozenset({"add", "append", "setdefault", "update", "__setitem__", "put", "insert"})
 
 
+def _returns_normally_first(stmts: list[ast.stmt]) -> bool:
+    """Whether one of ``stmts`` (a block's top-level statements) is an `if` whose branch ends
+    in a `return` that is no error (``_error_exit``): a dispatch the block may leave by."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            for branch in (stmt.body, stmt.orelse):
+                last = branch[-1] if branch else None
+                if isinstance(last, ast.Return) and _error_exit(last) is None:
+                    return True
+    return False
+
+
 def _error_exit(stmt: ast.stmt) -> str | None:
     """Why a branch's last statement ends it on an error (None: it does not)."""
     if isinstance(stmt, ast.Raise):
@@ -189,7 +201,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     (a timeout, a warm-up) whatever the branch does; ``loop``: the body of a `while` on the
     test, which moving a bound on does not make rare; ``rest``: ``body`` is what follows
     `if <test>: return` in its block (whose warnings are not a branch of their own)."""
-    if body:
+    # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
+    # `raise` returns normally on those: only the part past the last of them is the error path
+    if body and not (rest and _returns_normally_first(body[:-1])):
         why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body))
         if why is not None:
             return ("error", why, "", line)
