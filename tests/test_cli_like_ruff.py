@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -385,3 +386,17 @@ def test_the_range_summary_counts_what_the_cache_served(tmp_path: Path) -> None:
     first, second = (r.stderr.splitlines()[-1] for r in runs)
     assert "files parsed 2, reused 0, from the cache 0;" in first, first
     assert "files parsed 0, reused 0, from the cache 2;" in second and "whole results from the cache for 1 commit" in second, second
+
+
+# -- what a new user met (#45)
+
+
+def test_check_names_each_new_site_as_scan_does_with_its_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    monkeypatch.chdir(root)
+    scanned = runner.invoke(app, ["scan", ".", "-f", "concise", "-o", str(tmp_path / "r.md"), "--no-history", "-j", "1"])
+    checked = runner.invoke(app, ["check", ".", "-j", "1", "-q"])
+    assert (scanned.exit_code, checked.exit_code) == (0, 1), checked.output
+    listed = [m.groups() for m in re.finditer(r"^(\S+:\d+:\d+): (\S+) ", scanned.stdout, re.MULTILINE)]
+    new = [m.groups() for m in re.finditer(r"^NEW (\S+:\d+:\d+) (\S+): ", checked.stdout, re.MULTILINE)]
+    assert listed and new == listed, checked.stdout

@@ -98,14 +98,14 @@ def test_new_ungated_log_fails_check_since(history: Path) -> None:
     out = result.stdout
     # each new site named, with the rule's fix from rules.yaml
     fix = load_ruleset().rules["default-on-emitter"].fix
-    assert "NEW engine/model_runner.py:14 default-on-emitter" in out
-    assert "NEW engine/model_runner.py:14 eager-format" in out
+    assert "NEW engine/model_runner.py:14:9 default-on-emitter" in out
+    assert "NEW engine/model_runner.py:14:9 eager-format" in out
     assert f"fix: {fix}" in out
     # the commit that added it, checked on its own
     git(history, "checkout", "-q", "HEAD~2")
     result = cli("check", str(history), "--since", "HEAD~1", "-j", "1")
     assert result.exit_code == 1, result.output
-    assert f"NEW engine/runner.py:{LOG_LINE} default-on-emitter" in result.stdout
+    assert f"NEW engine/runner.py:{LOG_LINE}:9 default-on-emitter" in result.stdout
 
 
 def test_new_ungated_log_fails_check_baseline(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_since_ignores_findings_on_unchanged_lines(history: Path) -> None:
     (history / "engine/extra.py").write_text(LOGGED)
     result = cli("check", str(history), "--since", "HEAD", "-j", "1")
     assert result.exit_code == 1
-    assert f"NEW engine/extra.py:{LOG_LINE} default-on-emitter" in result.stdout
+    assert f"NEW engine/extra.py:{LOG_LINE}:9 default-on-emitter" in result.stdout
 
 
 def test_since_in_a_subdirectory_maps_paths(tmp_path: Path) -> None:
@@ -558,7 +558,7 @@ def test_text_output_escapes_hostile_file_names(tmp_path: Path) -> None:
     (repo / "engine/new\nline \u202e.py").write_text(LOGGED)  # untracked: all lines new
     result = cli("check", str(repo), "--since", "HEAD", "-j", "1")
     assert result.exit_code == 1, result.output
-    assert f"NEW engine/new\\x0aline \\u202e.py:{LOG_LINE} default-on-emitter" in result.stdout
+    assert f"NEW engine/new\\x0aline \\u202e.py:{LOG_LINE}:9 default-on-emitter" in result.stdout
     assert "\u202e" not in result.stdout
     md = cli("check", str(repo), "--since", "HEAD", "-j", "1", "--format", "markdown")
     assert "\u202e" not in md.stdout and "| `default-on-emitter` |" in md.stdout

@@ -34,6 +34,12 @@ def _span(f: Finding) -> str:
     return f"{f.line}" if f.end_line == f.line else f"{f.line}-{f.end_line}"
 
 
+def line_col(f: Finding) -> str:
+    """``line:col`` of where the site starts, as ``scan`` and ruff print it (an editor or a
+    terminal opens ``path:line:col``); column 1 when the scan did not record one."""
+    return f"{f.line}:{f.col or 1}"
+
+
 def _scope(outcome: CheckOutcome) -> str:
     parts = [f"gating: {outcome.gates.describe() or 'no rules'}"]
     if outcome.baseline:
@@ -50,7 +56,7 @@ def render_check_text(result: AuditResult, rs: RuleSet, outcome: CheckOutcome, c
     lines = [f"cs-audit check {head} ({plain(_scope(outcome))})", ""]
     for f in outcome.new:
         spec = rs.rules.get(f.rule)
-        lines.append(f"NEW {plain(f.path)}:{_span(f)} {f.rule}: {plain(f.message)}")
+        lines.append(f"NEW {plain(f.path)}:{line_col(f)} {f.rule}: {plain(f.message)}")
         lines.append(f"    code: {plain(' '.join(f.code.split()))}")
         if spec and spec.fix:
             lines.append(f"    fix: {plain(spec.fix)} (or `# cs-audit: ignore[{f.rule}] <reason>` on the line)")

@@ -9,15 +9,11 @@ from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from cs_audit.model import Finding
-from cs_audit.render.check import plain
+from cs_audit.render.check import line_col, plain
 from cs_audit.ruleset import RuleSet
 
 #: GitLab Code Quality severities of the rules' severities
 _GITLAB_SEVERITY = {"high": "major", "medium": "minor", "low": "info"}
-
-
-def _where(f: Finding) -> str:
-    return f"{f.line}:{f.col or 1}"
 
 
 def render_grouped(findings: Sequence[Finding], prefix: str = "") -> str:
@@ -28,9 +24,9 @@ def render_grouped(findings: Sequence[Finding], prefix: str = "") -> str:
         by_path.setdefault(f.path, []).append(f)
     for path in sorted(by_path):
         rows = by_path[path]
-        width = max(len(_where(f)) for f in rows)
+        width = max(len(line_col(f)) for f in rows)
         out.append(f"{plain(prefix + path)}:")
-        out += [f"  {_where(f):<{width}} {f.rule} {plain(f.message)}" for f in rows]
+        out += [f"  {line_col(f):<{width}} {f.rule} {plain(f.message)}" for f in rows]
         out.append("")
     return "\n".join(out) + ("\n" if out else "")
 
@@ -69,11 +65,11 @@ def render_junit(findings: Sequence[Finding], prefix: str = "") -> str:
         name = _xml_text(prefix + path)
         out.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(rows)}\" failures=\"{len(rows)}\">")
         for f in rows:
-            case = _xml_text(f"{f.rule} {prefix}{f.path}:{_where(f)}")
+            case = _xml_text(f"{f.rule} {prefix}{f.path}:{line_col(f)}")
             message = _xml_text(f.message)
             out.append(f"    <testcase name={quoteattr(case)} classname={quoteattr(name)}>")
             out.append(f"      <failure type={quoteattr(f.rule)} message={quoteattr(message)}>"
-                       f"{escape(_xml_text(f'{prefix}{f.path}:{_where(f)}: {f.code}'))}</failure>")
+                       f"{escape(_xml_text(f'{prefix}{f.path}:{line_col(f)}: {f.code}'))}</failure>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")
