@@ -400,3 +400,23 @@ def test_check_names_each_new_site_as_scan_does_with_its_column(tmp_path: Path, 
     listed = [m.groups() for m in re.finditer(r"^(\S+:\d+:\d+): (\S+) ", scanned.stdout, re.MULTILINE)]
     new = [m.groups() for m in re.finditer(r"^NEW (\S+:\d+:\d+) (\S+): ", checked.stdout, re.MULTILINE)]
     assert listed and new == listed, checked.stdout
+
+
+def test_why_past_the_last_line_is_an_error(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    source = root / "engine" / "runner.py"
+    last = len(source.read_text().splitlines())
+    answered = runner.invoke(app, ["why", f"{source}:{last}", "--tree", str(root), "-j", "1"])
+    assert answered.exit_code == 0 and f"runner.py:{last} is in engine.runner.Runner.execute_model" in answered.stdout
+    for line in (last + 1, 9999, 0):
+        past = runner.invoke(app, ["why", f"{source}:{line}", "--tree", str(root), "-j", "1"])
+        assert (past.exit_code, past.stdout) == (2, ""), past.output
+        assert one_line(past.stderr) == f"cs-audit: {source}:{line}: no such line (the file has {last} lines)"
+
+
+def test_callgraph_path_defaults_to_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    monkeypatch.chdir(root)
+    result = runner.invoke(app, ["callgraph", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert [f["id"] for f in json.loads(result.stdout)["functions"]] == ["engine.runner.Runner.execute_model"]

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from cs_audit.cli.common import CONFIG, app, check_writable, fail, output_path, plain, write_output
+from cs_audit.cli.common import CONFIG, app, check_writable, fail, output_path, plain, plural, write_output
 
 _NO_CACHE = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache")
 _JOBS = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)")
@@ -26,7 +26,7 @@ def _model(path: Path, jobs: int | None, no_cache: bool, config_file: Path | Non
 
 @app.command()
 def callgraph(
-    path: Path = typer.Argument(..., help="tree to build the call graph of"),
+    path: Path = typer.Argument(Path("."), help="tree to build the call graph of"),
     format: str = typer.Option("json", "--format", "-f", help="json (functions, edges, how each was found), pycg, dot"),
     output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write it here"),
     jobs: Optional[int] = _JOBS,
@@ -86,6 +86,7 @@ def why(
     file, line = Path(file_text), int(line_text)
     if not file.is_file():
         fail(f"{file}: no such file")
+    _check_line(file, line)
     tree = tree or _tree_of(file)
     try:
         rel = file.resolve().relative_to(tree.resolve()).as_posix()
@@ -130,6 +131,20 @@ def why(
     edges = hot_chain_edges(model, key)
     start = edges[0].caller if edges else key
     _print_chain(model, rel, line, name, start, edges, _default_verdict(model, rel, f.qualname, line, freq))
+
+
+def _check_line(file: Path, line: int) -> None:
+    """End the command (exit 2) unless ``file`` has a line ``line``: asking past its end is
+    a typo, not module-level code, and is answered before the scan."""
+    from cs_audit.files import text_lines
+
+    try:
+        lines = text_lines(file.resolve(), -1)  # a symlink's file, as the scan's facts are
+    except OSError as exc:
+        fail(f"{file}: {exc}")
+    count = len(lines) - (lines[-1] == "")  # the empty rest after the last line break is no line
+    if not 1 <= line <= count:
+        fail(f"{file}:{line}: no such line (the file has {plural(count, 'line')})")
 
 
 def _default_verdict(model, rel: str, function: str, line: int, freq: str) -> str:
