@@ -24,6 +24,7 @@ from cs_audit.fix import redundant_flush as flush_fix
 from cs_audit.fix import write as write_plan
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import write_tree
+from tests.gitrepo import make_repo
 
 HEADER = "import logging\n\nlogger = logging.getLogger(__name__)\n\n\n"
 
@@ -122,6 +123,18 @@ def test_cli_diff_then_write_then_nothing(tmp_path: Path) -> None:
     again = _run("fix", str(tmp_path), "--no-cache")
     assert again.returncode == 0 and again.stdout == ""
     assert "nothing to fix" in again.stderr
+
+
+@pytest.mark.parametrize("given", ["svc/engine/mod.py", "svc/engine", "svc"])
+def test_cli_diff_applies_from_the_repository_top(tmp_path: Path, given: str) -> None:
+    """Whatever part of the repository is given, the diff's paths are the repository's."""
+    repo = make_repo(tmp_path, [("init", {"svc/engine/mod.py": HEADER + 'logger.info(f"x {x}")\n'})])
+    shown = _run("fix", str(repo / given), "--no-cache", "-q")
+    assert shown.returncode == 1, shown.stderr
+    for check in (["--check"], []):
+        applied = subprocess.run(["git", "apply", *check], input=shown.stdout, cwd=repo, capture_output=True, text=True)
+        assert applied.returncode == 0, applied.stderr
+    assert 'logger.info("x %s", x)' in (repo / "svc/engine/mod.py").read_text()
 
 
 def test_cli_second_write_changes_nothing_when_findings_overlap(tmp_path: Path) -> None:

@@ -70,8 +70,11 @@ def fix(
         if left or plan.errors:
             raise typer.Exit(2)
         return
+    from cs_audit.ci.gate import repo_prefix
+
+    prefix = repo_prefix(path)  # "" outside git: the paths are then the scanned tree's
     for f in changed:
-        sys.stdout.write(visible(f.diff()))
+        sys.stdout.write(visible(f.diff(prefix)))
     if not quiet:
         say(f"{sum(f.fixed for f in changed)} sites to fix in {len(changed)} files" if changed else "nothing to fix")
     if changed:

@@ -50,10 +50,14 @@ class FileFix:
     def changed(self) -> bool:
         return self.new != self.source.data
 
-    def diff(self) -> str:
+    def diff(self, prefix: str = "") -> str:
+        """The unified diff, its headers ``a/`` and ``b/`` then ``prefix`` and the path in the
+        scanned tree (``prefix``: where that tree sits in its repository, so that ``git apply``
+        from the repository's top takes it)."""
         old = self.source.data.decode("utf-8", "surrogateescape").splitlines(keepends=True)
         new = self.new.decode("utf-8", "surrogateescape").splitlines(keepends=True)
-        return "".join(difflib.unified_diff(old, new, f"a/{self.source.path}", f"b/{self.source.path}"))
+        path = prefix + self.source.path
+        return "".join(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}"))
 
     def changed_lines(self) -> int:
         old = self.source.data.decode("utf-8", "surrogateescape").splitlines()
