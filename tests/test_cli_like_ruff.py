@@ -420,3 +420,13 @@ def test_callgraph_path_defaults_to_the_current_folder(tmp_path: Path, monkeypat
     result = runner.invoke(app, ["callgraph", "-j", "1"])
     assert result.exit_code == 0, result.output
     assert [f["id"] for f in json.loads(result.stdout)["functions"]] == ["engine.runner.Runner.execute_model"]
+
+
+def test_a_report_of_dot_is_titled_by_the_folder_and_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = make_repo(tmp_path, [("one", {"engine/runner.py": RUNNER}), ("two", {"engine/util.py": "x = 2\n"})])
+    monkeypatch.chdir(repo)
+    out = tmp_path / "one.md"
+    result = runner.invoke(app, ["report", ".", "--rev", "HEAD~1", "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    sha = git(repo, "rev-parse", "HEAD~1").strip()
+    assert out.read_text().splitlines()[0] == f"# cs-audit: repo at {sha[:9]}"

@@ -288,11 +288,11 @@ def _report_name(info: CommitInfo, format: str) -> str:
     return f"{info.date}_{info.short}.{'json' if format == 'json' else 'md'}"
 
 
-def _render_report(result: AuditResult, rs: RuleSet, format: str) -> str:
+def _render_report(result: AuditResult, rs: RuleSet, format: str, title: str) -> str:
     from cs_audit.render.json import render_json
     from cs_audit.render.markdown import render_markdown
 
-    return render_json(result) if format == "json" else render_markdown(result, rs)
+    return render_json(result) if format == "json" else render_markdown(result, rs, title)
 
 
 @app.command()
@@ -308,6 +308,7 @@ def report(
 ) -> None:
     """Write the audit of past commits, read from git objects (no checkout; work tree and index untouched)."""
     from cs_audit.ci.revisions import TreeAuditor
+    from cs_audit.cli.scan import report_name
     from cs_audit.config import ConfigError
     from cs_audit.git.repo import SHORT_SHA, GitError, GitRepo
     from cs_audit.render.check import plain
@@ -352,7 +353,9 @@ def report(
                 target = output or Path("reports") / _report_name(info, format)
             else:
                 target = (output or Path("reports")) / _report_name(info, format)
-            write_output(target, _render_report(result, auditor.last_rs, format))
+            # `report .` is titled by the folder's name, as `scan .` is, and by the commit
+            title = f"{report_name(path)} at {info.short}"
+            write_output(target, _render_report(result, auditor.last_rs, format, title))
             if rev_range is not None:
                 say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
                      f"{plural(len(result.findings), 'finding')} -> {plain(target)}")
