@@ -430,3 +430,14 @@ def test_a_report_of_dot_is_titled_by_the_folder_and_the_commit(tmp_path: Path, 
     assert result.exit_code == 0, result.output
     sha = git(repo, "rev-parse", "HEAD~1").strip()
     assert out.read_text().splitlines()[0] == f"# cs-audit: repo at {sha[:9]}"
+
+
+def test_switch_keeps_each_line_whole_when_piped(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    scanned = json.loads(runner.invoke(app, ["scan", str(root), "-f", "json", "--no-history", "-j", "1"]).stdout)
+    reasons = next(s["reasons"] for s in scanned["switches"] if s["name"] == "MY_DBG")
+    shown = runner.invoke(app, ["switch", "MY_DBG", str(root), "--no-history", "-j", "1"], env={"COLUMNS": "40"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert [line for line in lines if line.startswith("  - ")] == [f"  - {reason}" for reason in reasons]
+    assert lines[lines.index("reads (1)") + 1].split() == ["engine/runner.py:7", "Runner.execute_model", "per", "call"]

@@ -1,11 +1,11 @@
-"""The terminal summary (rich): counts per rule, the top default-ON sites, errors."""
+"""The terminal outputs (rich): the summary (counts per rule, the top default-ON sites, errors),
+one line per finding, and one switch (`switch`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch, outside_git_notes
@@ -16,12 +16,6 @@ from cs_audit.ruleset import RuleSet
 TOP_SITES = 10
 #: at most this many source lines of one finding with ``--output-format full``
 FULL_LINES = 5
-
-
-def _text(value: str, style: str = "") -> Text:
-    """Terminal text of a name or message from the scanned tree: control, C1, bidi and line
-    separator characters escaped (a file name cannot clear the screen or forge a line)."""
-    return Text(plain(value), style=style)
 
 
 #: a line of the terminal output and its style on a terminal (rich style names, "" none)
@@ -121,20 +115,20 @@ def print_lines(console: Console, lines: list[Line]) -> None:
 
 
 def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
-    """One screen about one switch (``cs-audit switch NAME``)."""
+    """One screen about one switch (``cs-audit switch NAME``), each line whole as the other
+    terminal outputs: a terminal folds a long line, a pipe or a log keeps it as it is."""
     head = Text()
     head.append(plain(s.name), style="bold")
     head.append(f"  {s.category}  ")
     head.append(s.disposition, style={"KEEP": "green", "MERGE": "yellow", "REMOVE": "red"}.get(s.disposition, ""))
     if s.merge_into:
         head.append(plain(f" into {s.merge_into}"))
-    console.print(head)
-    for reason in s.reasons:
-        console.print(_text(f"  - {reason}"))
+    console.print(head, soft_wrap=True)
+    lines: list[Line] = [(plain(f"  - {reason}"), "") for reason in s.reasons]
     if s.added_in:
-        console.print(_text(f"added in {s.added_in.commit} {s.added_in.date} {s.added_in.subject}"))
+        lines.append((plain(f"added in {s.added_in.commit} {s.added_in.date} {s.added_in.subject}"), ""))
     elif s.added_in_note:
-        console.print(_text(f"added in: unknown ({s.added_in_note})"))
+        lines.append((plain(f"added in: unknown ({s.added_in_note})"), ""))
     sections = [
         ("reads", [(f"{r.path}:{r.line}", r.function or "<module>", "per call" if r.per_call else "once") for r in s.reads]),
         ("gated sites", [(f"{g.path}:{g.line}", g.work + (f" (as {g.via})" if g.via else ""),
@@ -145,11 +139,9 @@ def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
         ("findings", [(f"{f.path}:{f.line}", f.rule, f.frequency) for f in findings]),
     ]
     for title, rows in sections:
-        table = Table(title=f"{title} ({len(rows)})", title_justify="left", show_header=False, box=None)
-        for _ in range(3):
-            table.add_column(overflow="fold")
-        for row in rows:
-            table.add_row(*(_text(c) for c in row))
-        console.print(table)
+        lines.append((f"{title} ({len(rows)})", "bold"))
+        if rows:
+            lines += [("  " + line, "") for line in _columns([tuple(plain(cell) for cell in row) for row in rows])]
     if s.files:
-        console.print(_text("writes: " + ", ".join(s.files)))
+        lines.append((plain("writes: " + ", ".join(s.files)), ""))
+    print_lines(console, lines)
