@@ -26,8 +26,6 @@ SMALL_BODY_LINES = 40
 ACCESSOR_BODY_LINES = 12
 #: hot frequencies, most frequent first (per-layer work runs L times a step ...)
 HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
-#: switch categories that turn on debug output (the others configure the engine or name inputs)
-DEBUG_CATEGORIES = ("instrumentation", "test-hook", "output-path")
 
 #: what kind of path a site is on: see ``cs_audit.extract.paths``
 PathKind = Literal["normal", "error", "rare"]
@@ -1041,10 +1039,6 @@ class Suppressed:
     #: fingerprint -> the reason of the suppression that silenced it
     suppressed: dict[str, str]
     notes: tuple[Notification, ...]
-
-    @property
-    def suppressed_findings(self) -> int:
-        return len(self.suppressed)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switch
 from cs_audit.model import FileFacts, GatedSite, SwitchRead, distinct_levels
 from cs_audit.ruleset import RuleSet, SwitchKinds
 
-CATEGORIES = ("instrumentation", "test-hook", "feature", "output-path", "input-path", "config")
 #: categories whose switches only change what is observed (the ones §2 and REMOVE are about)
 OBSERVING = ("instrumentation", "test-hook")
 _OBSERVE_ROLES = EMITTER_ROLES | {"sync", "flush", "timestamp", "open"}

@@ -49,7 +49,3 @@ def _with_hot_path(model: TreeModel, rs: RuleSet, f: Finding) -> Finding:
     root = model.functions.get(chain[0])
     process = rs.process_of(root.name, root.class_name, chain[0][0]) if root is not None else ""
     return replace(f, hot_path=tuple(function_id(model, key) for key in chain), process=process)
-
-
-def message_for(f: Finding) -> str:
-    return MESSAGES[f.rule](f)

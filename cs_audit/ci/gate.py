@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from cs_audit.ci.suppress import apply_suppressions, skipped_notes
 from cs_audit.git.repo import GitError, GitRepo
@@ -52,13 +52,6 @@ class BaselineError(ValueError):
 
 class GateError(ValueError):
     """A ``--gate`` value names no rule (exit code 2)."""
-
-
-class Matchable(Protocol):
-    fingerprint: str
-    rule: str
-    function: str | None
-    code: str
 
 
 # ---------------------------------------------------------------------------

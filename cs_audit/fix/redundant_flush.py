@@ -22,7 +22,6 @@ CASES = [
     ('fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    if row:\n        fh.flush()\n    else:\n        fh.write(row)\n',
      'fh = open(p, "a", buffering=1)\n\n\ndef emit(row):\n    if row:\n        pass\n    else:\n        fh.write(row)\n'),
 ]
-DECLINED: list[str] = []
 
 
 def transform(module: cst.Module, targets: list[Target], note: Callable[[int, str], None]) -> tuple[cst.Module, int]:

@@ -181,26 +181,6 @@ class GitRepo:
                 changed[name] = TreeEntry(mode, kind, sha)
         return changed
 
-    def renames(self, old: str, new: str) -> dict[str, str]:
-        """Repo-relative old path -> new path for files renamed between two commits."""
-        out = self.git("diff-tree", "-r", "-z", "--find-renames", old, new, *self.pathspec())
-        fields = out.split(b"\0")
-        moved: dict[str, str] = {}
-        i = 0
-        while i < len(fields):
-            meta = fields[i]
-            if not meta.startswith(b":"):
-                i += 1
-                continue
-            status = meta.split()[-1]
-            if status[:1] in (b"R", b"C"):
-                if status[:1] == b"R" and i + 2 < len(fields):
-                    moved[os.fsdecode(fields[i + 1])] = os.fsdecode(fields[i + 2])
-                i += 3
-            else:
-                i += 2
-        return moved
-
 
 class BlobReader:
     """One ``git cat-file --batch`` process for the lifetime of a :class:`TreeAuditor`."""

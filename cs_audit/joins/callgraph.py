@@ -32,7 +32,6 @@ from cs_audit.model import (
     SMALL_BODY_LINES,
     CallGraph,
     CallSite,
-    EnvRead,
     EventLoop,
     FileFacts,
     Frequency,
@@ -52,10 +51,6 @@ if TYPE_CHECKING:
 
 FuncKey = tuple[str, str]  # (path, qualname)
 EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
-
-
-def hotter(a: Frequency | None, b: Frequency | None) -> Frequency | None:
-    return a if rank(a) >= rank(b) else b
 
 
 @dataclass
@@ -311,7 +306,7 @@ class Resolver:
         #: the parameters each answer of ``resolve_how`` depended on (when any)
         self._how_deps: dict[tuple[str, str | None, str], frozenset] = {}
         self._targets_memo: dict[tuple[str, str | None, str], list[tuple[FuncKey, int]]] = {}
-        #: callee -> whether it may land (``may_land``)
+        #: callee -> whether it may land (``_may_land``)
         self._lands = _Memo(self._may_land)
         #: owner of a binding -> whether it is an argument of a call that may land
         self._landing_owners: dict[str, bool] = {}
@@ -628,11 +623,6 @@ class Resolver:
             if any(v[0] == "k" for v in self.types.dotted(path, caller, receiver)):
                 return 0  # `Base.method(obj, x)`: called through the class
         return 1
-
-    def may_land(self, callee: str) -> bool:
-        """Whether a callee may resolve to a function of the tree: its last name (after calls
-        and subscripts) names a function, a class or a bound name of the tree."""
-        return self._lands[callee]
 
     def _may_land(self, callee: str) -> bool:
         if HANDED in callee:
@@ -1945,10 +1935,6 @@ def gating_switches(model: TreeModel, key: FuncKey, depth: int = 3) -> list[str]
             return []
         found.extend(above)
     return sorted(set(found))
-
-
-def env_reads_in(model: TreeModel) -> list[tuple[str, EnvRead]]:
-    return [(path, r) for path in sorted(model.facts) for r in model.facts[path].env_reads]
 
 
 #: how the exported graph names a root found as an event loop (configured roots: their name)

@@ -63,16 +63,6 @@ def _switch_text(switch: SwitchRef | None) -> str:
     return code(switch.name if switch.kind == "flag" else switch.text)
 
 
-def _cost_note(f: Finding, rs: RuleSet) -> str:
-    if f.path_kind != "normal":
-        return f"not costed per step: {f.path_kind} path ({cell(f.path_reason)})"
-    if f.gpu_sync and f.rule == "sync-in-debug":
-        return f"≈ +{f.cost_us:g} µs/step *estimate* (host-device sync, H200 table, per {f.frequency})"
-    if f.cost_us:
-        return f"≈ {f.cost_us:g} µs/step *estimate*"
-    return "*estimate*: n/a"
-
-
 def title(result: AuditResult) -> str:
     name = PurePath(result.root).name or result.root
     return name
