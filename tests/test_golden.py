@@ -23,13 +23,13 @@ SNAPSHOTS = PROJECT / "fixtures" / "snapshots"
 TREES = ["compressspec", "sglang_trace", "bad_input"]
 
 
-def _scan(name: str, jobs: int = 1):
+def _scan(name: str, jobs: int = 1, cache: bool = True):
     # relative root, as a user types it; commit pinned to null because the fixtures
     # live inside this project's own git history
     cwd = os.getcwd()
     os.chdir(PROJECT / "fixtures")
     try:
-        result = run_audit(load_config(name, jobs=jobs, history=False))
+        result = run_audit(load_config(name, jobs=jobs, history=False, cache=cache))
     finally:
         os.chdir(cwd)
     return replace(result, commit=None, history_note=None, repositories=())
@@ -57,7 +57,10 @@ def test_worker_count_does_not_change_the_report(monkeypatch: pytest.MonkeyPatch
     import cs_audit.api as api
 
     monkeypatch.setattr(api, "POOL_MIN_FILES", 0)  # force the process pool on a small tree
-    assert render_json(_scan("compressspec", jobs=2)) == render_json(_scan("compressspec", jobs=1))
+    # without the cache: with it, the second scan is served whole from the first one's stored report
+    pooled, serial = _scan("compressspec", jobs=2, cache=False), _scan("compressspec", jobs=1, cache=False)
+    assert pooled.stats.result == serial.stats.result == "analysed"
+    assert render_json(pooled) == render_json(serial)
 
 
 def test_contract_fields_present() -> None:
