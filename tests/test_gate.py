@@ -167,12 +167,23 @@ def test_since_in_a_subdirectory_maps_paths(tmp_path: Path) -> None:
 # exit code 2
 
 
-def test_unreachable_since_exits_2_with_a_hint(history: Path) -> None:
-    result = cli("check", str(history), "--since", "no-such-ref", "-j", "1")
+def test_an_unknown_since_is_one_line_naming_the_close_refs(history: Path) -> None:
+    # a full clone has all its history: a name git does not know is a typo, not a shallow clone
+    result = cli("check", str(history), "--since", "mian", "-j", "1")
     assert result.exit_code == 2
-    assert "git fetch --unshallow" in result.stderr
+    assert result.stderr == "cs-audit: --since: unknown revision 'mian'; did you mean main?\n"
     result = cli("check", str(history), "--since", "--output=x", "-j", "1")
     assert result.exit_code == 2
+
+
+def test_an_ancestor_past_the_root_is_an_unknown_revision(tmp_path: Path) -> None:
+    single = make_repo(tmp_path, [("init", {"engine/runner.py": BASE})])
+    result = cli("check", str(single), "--since", "HEAD~1", "-j", "1")
+    assert result.exit_code == 2
+    assert result.stderr == "cs-audit: --since: unknown revision 'HEAD~1'; HEAD has no such ancestor\n"
+    result = cli("report", str(single), "--rev", "mian~1")
+    assert result.exit_code == 2
+    assert result.stderr == "cs-audit: unknown revision 'mian~1'; did you mean main~1?\n"
 
 
 def test_shallow_clone_since_beyond_the_boundary_exits_2(history: Path, tmp_path: Path) -> None:

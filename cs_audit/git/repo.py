@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 import subprocess
@@ -106,10 +107,37 @@ class GitRepo:
         out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
         sha = out.decode("ascii", "replace").strip()
         if not _FULL_SHA.match(sha):
-            shallow = self.is_shallow()
-            note = " (this is a shallow clone)" if shallow else ""
-            raise GitError(f"revision {rev!r} is not a commit reachable in {self.toplevel}{note}", UNSHALLOW_HINT)
+            raise self._unreachable(rev)
         return sha
+
+    def _unreachable(self, rev: str) -> GitError:
+        """Why ``rev`` names no commit: a name git does not know (with the refs spelled
+        like it) is a typo or an ancestor past the root; only a shallow clone's missing
+        history warrants the unshallow hint."""
+        shallow = self.is_shallow()
+        named = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False).strip()
+        if named:
+            kind = self.git("cat-file", "-t", named.decode("ascii", "replace"), check=False).strip().decode("ascii", "replace")
+            if kind:  # `HEAD:file`, a tag of a tree: there, but not a commit
+                return GitError(f"revision {rev!r} names a {kind}, not a commit")
+            # a sha git cannot find: history this clone has not fetched
+            note = " (this is a shallow clone)" if shallow else ""
+            return GitError(f"revision {rev!r} is not a commit reachable in {self.toplevel}{note}", UNSHALLOW_HINT)
+        cut = min((i for i in (rev.find("~"), rev.find("^")) if i >= 0), default=len(rev))
+        name, suffix = rev[:cut], rev[cut:]  # `main~2^` -> `main`, `~2^`
+        if suffix and self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}", check=False).strip():
+            why = f"; {name} has no such ancestor"
+        else:
+            close = difflib.get_close_matches(name, self.ref_names(), n=3)
+            why = f"; did you mean {' or '.join(c + suffix for c in close)}?" if close else ""
+        if shallow:
+            return GitError(f"unknown revision {rev!r} in {self.toplevel}{why} (this is a shallow clone)", UNSHALLOW_HINT)
+        return GitError(f"unknown revision {rev!r}{why}")
+
+    def ref_names(self) -> list[str]:
+        """The short names of the branches, tags and remote-tracking branches."""
+        out = self.git("for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/tags", "refs/remotes", check=False)
+        return [name for name in out.decode("utf-8", "replace").splitlines() if name]
 
     def is_shallow(self) -> bool:
         out = self.git("rev-parse", "--is-shallow-repository", check=False)
