@@ -126,7 +126,7 @@ def test_piped_summary_never_cuts_a_path_and_lists_every_finding_below_it(tmp_pa
     proc = cs_audit("scan", str(root), "--no-history", "-j", "1", cwd=tmp_path, env={"COLUMNS": "40"})
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert any(line.split()[2:3] == ["engine/runner.py:6"] for line in lines), proc.stdout  # the top site, whole
+    assert any(line.split()[2:3] == [f"{root}/engine/runner.py:6"] for line in lines), proc.stdout  # the top site, whole
     listed = lines[lines.index(next(x for x in lines if x.startswith("report written to"))) + 1:]
     assert [x for x in listed if x] == [
         f"{root}/engine/runner.py:6:9: default-on-emitter `logger.info` (info) runs every engine step with no debug env "

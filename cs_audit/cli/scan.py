@@ -146,13 +146,15 @@ def _report(format: str, result, rs, config, max_annotations: int | None, path: 
     from cs_audit.render.markdown import render_markdown
 
     markdown = render_markdown(result, rs, report_name(path), tree_digest(path) if under_reports else None)
+    base = path if path.is_dir() else path.parent
+    # the summary and the finding lines name a file alike, from where the user ran the scan
+    shown_base = str(result.root) if path.is_dir() else str(base)
     if statistics:
         details = statistics_lines(kept, rs)
     else:
-        base = path if path.is_dir() else path.parent
         full = format == "full"
-        details = finding_lines(kept, str(result.root) if path.is_dir() else str(base), _source_lines(base, kept, full), full)
-    return Report(markdown, **decided, summary=tuple(summary_lines(result, rs)), details=tuple(details))
+        details = finding_lines(kept, shown_base, _source_lines(base, kept, full), full)
+    return Report(markdown, **decided, summary=tuple(summary_lines(result, rs, shown_base)), details=tuple(details))
 
 
 def _print_terminal(report, written_to: str, verbose: bool) -> None:

@@ -30,9 +30,10 @@ def _columns(rows: list[tuple[str, ...]], right: frozenset[int] = frozenset()) -
             for row in rows]
 
 
-def summary_lines(result: AuditResult, rs: RuleSet) -> list[Line]:
-    """The terminal summary: counts, hot roots, findings per rule, the top default-ON sites,
-    skipped files (the command adds the phases and where the report went)."""
+def summary_lines(result: AuditResult, rs: RuleSet, base: str) -> list[Line]:
+    """The terminal summary: counts, hot roots, findings per rule, the top default-ON sites
+    (their paths under ``base``, as :func:`finding_lines` prints them), skipped files (the
+    command adds the phases and where the report went)."""
     counts = Counter(f.rule for f in result.findings)
     out: list[Line] = [(f"cs-audit: {plural(result.files_scanned, 'file')}, {plural(len(result.switches), 'switch')}, "
                         f"{plural(len(result.findings), 'finding')}, {len(result.errors)} skipped", "bold")]
@@ -59,7 +60,8 @@ def summary_lines(result: AuditResult, rs: RuleSet) -> list[Line]:
     top = default_on_rows(result, rs)[:TOP_SITES]
     if top:
         rows = [("#", "µs/step", "site", "rule", "freq", "via")]
-        rows += [(str(i), f"{f.cost_us:g}", plain(f"{f.path}:{f.line}"), f.rule, f.frequency, plain(via_words(f, short=True)))
+        rows += [(str(i), f"{f.cost_us:g}", plain(f"{location(base, f.path)}:{f.line}"), f.rule, f.frequency,
+                  plain(via_words(f, short=True)))
                  for i, f in enumerate(top, 1)]
         out += [("", ""), ("Top default-ON sites (estimated µs per step)", "bold")]
         out += [("  " + line, "") for line in _columns(rows, frozenset({0, 1}))]

@@ -263,12 +263,14 @@ def statement_words(s: Statement) -> str:
 def via_words(f: Finding, short: bool = False) -> str:
     """Where a site's frequency comes from: the hot root and how many calls below it the
     site's function is (the whole chain is the JSON's ``hot_path``, and ``cs-audit why``);
-    ``short``: the root's own name and the count (`execute_model +2`), for a terminal."""
+    ``short``: the root's own name and the count in words (`execute_model and 2 more calls`),
+    for a terminal."""
     if not f.hot_path:
         return "—"
     below = len(f.hot_path) - 1
     if short:
-        return f"{f.hot_path[0].rsplit('.', 1)[-1]} +{below}"
+        name = f.hot_path[0].rsplit(".", 1)[-1]
+        return f"{name} and {below} more call{'s' if below != 1 else ''}" if below else name
     root = ".".join(f.hot_path[0].split(".")[-2:])
     return f"{root} (+{below} call{'s' if below != 1 else ''})" if below else f"{root} (root)"
 
