@@ -298,6 +298,12 @@ def test_diff_between_two_commits(repo: Path, tmp_path: Path, update_snapshots: 
     assert "`ENGINE_TRACE`" in changed and "KEEP" in changed
     new = text.split("## New findings")[1].split("## Fixed findings")[0]
     assert "`default-on-emitter` | `engine/runner.py:12`" in new
+    # each new finding says whether a switch gates it, how often it runs and what it costs a step
+    assert "| switch | freq | µs/step |" in new
+    log_row = next(line for line in new.splitlines() if "`default-on-emitter`" in line)
+    assert re.search(r"\| ungated \| step \| [0-9.]+ \|", log_row), log_row
+    sync_row = next(line for line in new.splitlines() if "`sync-in-debug`" in line)
+    assert re.search(r"\| `KV_DEBUG` \| step \| [0-9.]+ when on \|", sync_row), sync_row
     _compare("history_diff.md", text, update_snapshots)
     # moving code is neither new nor fixed; dropping it is fixed; a removed switch is listed
     back = runner.invoke(app, ["diff", "HEAD~2", "HEAD", str(repo), "-j", "1"])

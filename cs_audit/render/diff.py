@@ -27,6 +27,15 @@ def render_diff(before: AuditResult, after: AuditResult, info_before: CommitInfo
     def disposition(s: Any) -> str:
         return f"{s.disposition} → {code(s.merge_into)}" if s.merge_into else s.disposition
 
+    def step_cost(f: Finding) -> str:
+        # a site off the normal path (an error or a startup path) is not costed per step
+        if f.path_kind != "normal":
+            return f"{f.path_kind} path"
+        if not f.cost_us:
+            return "—"
+        # a gated site costs nothing until its switch is turned on
+        return f"{round(f.cost_us, 2):g}" + (" when on" if f.switch else "")
+
     def loc(f: Finding) -> str:
         span = f"{f.line}" if f.end_line == f.line else f"{f.line}-{f.end_line}"
         return code(f"{f.path}:{span}")
@@ -68,8 +77,9 @@ def render_diff(before: AuditResult, after: AuditResult, info_before: CommitInfo
         if not rows:
             lines.append("None.")
             continue
-        lines += ["| rule | file:line | function | switch | code |", "|---|---|---|---|---|"]
+        lines += ["| rule | file:line | function | switch | freq | µs/step | code |", "|---|---|---|---|---|---|---|"]
         for f in sorted(rows, key=lambda f: (f.path, f.line, f.rule)):
-            switch = code(f.switch.text) if f.switch else "default"
-            lines.append(f"| {code(f.rule)} | {loc(f)} | {code(f.function or '<module>')} | {switch} | {code(f.code)} |")
+            switch = code(f.switch.text) if f.switch else "ungated"
+            lines.append(f"| {code(f.rule)} | {loc(f)} | {code(f.function or '<module>')} | {switch} | {f.frequency} | "
+                         f"{step_cost(f)} | {code(f.code)} |")
     return "\n".join(lines) + "\n"
