@@ -19,7 +19,7 @@ from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, opti
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
-from cs_audit.joins.param_gates import parameter_gate, sorted_callers
+from cs_audit.joins.param_gates import callers_by_target, parameter_gate
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.reach import rank as rank  # re-exported
@@ -114,7 +114,7 @@ class TreeModel:
     #: (path, name keyed as ``derived``) -> what each assignment to it wraps (``FileFacts.wrapped``)
     wrapped: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     #: (path, line, end line, callee's last name) -> ``PassedValues`` (``param_gates``, when first asked)
-    passed_values: dict | None = None
+    passed_by_call: dict | None = None
     #: the last names of the calls that resolved to nothing (``param_gates``, when first asked)
     unresolved_names: frozenset[str] | None = None
     #: the options the tree declares, with their defaults (``joins.defaults``)
@@ -975,7 +975,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         for path in gates_unchanged:
             model.use_rows.update(((path, var), rows) for var, rows in gates.uses.get(path, {}).items())
     edges, callers = model.edges, model.callers
-    model.pending_callers = sorted_callers(raw_edges)
+    model.pending_callers = callers_by_target(raw_edges)
     start = 0
     for path, count in edge_counts:
         these = raw_edges[start:start + count]
@@ -1422,13 +1422,12 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         ref = gate.ref
         # a nested function's free name is the enclosing function's local
         function = closure_of(gate) or function
-        cls = _class_of(function)
         if function is not None and "." not in ref and (path, f"{function}::{ref}") not in model.derived:
             # a parameter the function does not rebind: what its callers hand it
             option = parameter_gate(model, (path, function), gate, rs)
             if option is not NOT_OPTION:
                 return option
-        for key in ((path, f"{function}::{ref}"), (path, ref), (path, f"{cls}.{ref}")):
+        for key in _name_keys(path, function, ref):
             # a name a gate tests for truth holds when its assignments' gates do (compared
             # with something, an operand, it stands for the env value it holds)
             if key in model.derived and "operand" not in gate.args:
@@ -1462,12 +1461,17 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     return None
 
 
+def _name_keys(path: str, function: str | None, name: str) -> tuple[tuple[str, str], ...]:
+    """Where a name a gate reads of ``function`` may be kept, as ``_name_key`` keys them: a
+    local of the function, a module name, an attribute of its class."""
+    return (path, f"{function}::{name}"), (path, name), (path, f"{_class_of(function)}.{name}")
+
+
 def _wrapped_predicate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     receiver, _, method = gate.ref.rpartition(".")
     if not method.startswith("is_") or not receiver:
         return NOT_OPTION
-    cls = _class_of(function)
-    for key in ((path, f"{function}::{receiver}"), (path, receiver), (path, f"{cls}.{receiver}")):
+    for key in _name_keys(path, function, receiver):
         if key in model.wrapped:
             return predicate_gate(model.options, rs.defaults, model.wrapped[key], method, gate.active_when_set)
     return NOT_OPTION

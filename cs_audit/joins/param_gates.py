@@ -107,9 +107,9 @@ def _callers(model: TreeModel, key: FuncKey) -> list[tuple[str, str | None, Any,
 
 
 def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedValues]:
-    table = model.passed_values
+    table = model.passed_by_call
     if table is None:
-        table = model.passed_values = {(path, v.line, v.end_line, v.method): v
+        table = model.passed_by_call = {(path, v.line, v.end_line, v.method): v
                                        for path, ff in model.facts.items() for v in ff.passed_values}
     return table
 
@@ -126,7 +126,7 @@ def _unresolved_names(model: TreeModel) -> frozenset[str]:
     return names
 
 
-def sorted_callers(raw_edges: list[tuple[str, Any, FuncKey, str]]) -> dict[FuncKey, list[tuple[str, str | None, Any, str]]]:
+def callers_by_target(raw_edges: list[tuple[str, Any, FuncKey, str]]) -> dict[FuncKey, list[tuple[str, str | None, Any, str]]]:
     """The callers of each function as ``_callers`` gives them, from the edges a model is
     built from (before their switches, which may ask a parameter's gate)."""
     out: dict[FuncKey, list[tuple[str, str | None, Any, str]]] = {}
