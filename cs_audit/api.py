@@ -342,12 +342,17 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
     if config.hot_roots:
         rs = rs.with_extra_roots(list(config.hot_roots))
     if config.deployment is not None:
-        platform, options, env, models = config.deployment
+        platform, options, env, models, features = config.deployment
         assert rs.defaults is not None
         known = dict(rs.defaults.platforms)
         if platform is not None and platform not in known:
             raise ConfigError(f"{config.config_source}: deployment.platform {platform!r} is none of {', '.join(known)}")
-        rs = rs.with_deployment(platform, dict(options), env, models)
+        named = dict(rs.defaults.feature_paths)
+        unknown = [f for f in features if f not in named]
+        if unknown:
+            raise ConfigError(f"{config.config_source}: deployment.features: {', '.join(map(repr, unknown))} is no feature of the rules "
+                              f"(known: {', '.join(named)})")
+        rs = rs.with_deployment(platform, dict(options), env, models, features)
     if config.default_level:
         if config.default_level not in rs.levels:
             raise ConfigError(f"{config.config_source}: default_level {config.default_level!r} is none of {', '.join(rs.levels)}")

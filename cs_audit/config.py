@@ -64,8 +64,9 @@ class AuditConfig:
     #: summarised apart in the report, and a switch read only there is not removed
     aside: tuple[str, ...] = ASIDE_DEFAULT
     #: the deployment audited (``[tool.cs-audit] deployment``): its platform (None: the rules'
-    #: default), the options it sets, the env vars it sets; every gate is decided with them
-    deployment: tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...]] | None = None
+    #: default), the options it sets, the env vars it sets, the models it serves and the optional
+    #: features it turns on; every gate is decided with them
+    deployment: tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -225,15 +226,16 @@ def _check_selection(table: dict[str, Any], source: str | None, overrides: dict[
     }
 
 
-_DEPLOYMENT_KEYS = {"platform", "options", "env", "models"}
+_DEPLOYMENT_KEYS = {"platform", "options", "env", "models", "features"}
 
 
-def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...]] | None:
+def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...],
+                                                             tuple[str, ...]] | None:
     """``deployment``: a table ``{platform = "rocm", options = {enable_eplb = true}, env =
     ["VLLM_X"]}``: what the audited deployment runs on and sets."""
     if value is None:
         return None
-    example = 'deployment = {platform = "cuda", models = ["llama"], options = {enable_eplb = true}, env = ["MY_TRACE"]}'
+    example = 'deployment = {platform = "cuda", models = ["llama"], features = ["lora"], options = {enable_eplb = true}, env = ["MY_TRACE"]}'
     if not isinstance(value, dict) or set(value) - _DEPLOYMENT_KEYS:
         raise ConfigError(f"{source}: deployment must be a table with keys {sorted(_DEPLOYMENT_KEYS)}, like {example}")
     platform = value.get("platform")
@@ -251,7 +253,10 @@ def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple
     models = value.get("models", [])
     if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
         raise ConfigError(f"{source}: deployment.models must be a list of the model architectures served (their folder under models/), like [\"llama\"]")
-    return platform, tuple(sorted(options.items())), tuple(sorted(set(env))), tuple(sorted(set(models)))
+    features = value.get("features", [])
+    if not isinstance(features, list) or not all(isinstance(f, str) and f for f in features):
+        raise ConfigError(f"{source}: deployment.features must be a list of the optional features turned on, like [\"lora\", \"speculative_decoding\"]")
+    return platform, tuple(sorted(options.items())), tuple(sorted(set(env))), tuple(sorted(set(models))), tuple(sorted(set(features)))
 
 
 def load_config(root: str, config_file: Path | None = None, **overrides: Any) -> AuditConfig:

@@ -741,6 +741,8 @@ class Deployment:
     used: tuple[DefaultUsed, ...] = ()
     #: the model architectures it serves (() : not stated)
     models: tuple[str, ...] = ()
+    #: the optional features it turns on (``feature_paths``)
+    features: tuple[str, ...] = ()
 
 
 @restorable

@@ -37,7 +37,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
-                      "unset_predicates", "platform", "platforms", "platform_paths", "model_paths"},
+                      "unset_predicates", "platform", "platforms", "platform_paths", "model_paths", "feature_paths"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -140,6 +140,10 @@ class Defaults:
     unset_predicates: re.Pattern[str] | None = None
     #: the architectures the deployment serves (() : not stated)
     models: tuple[str, ...] = ()
+    #: optional feature -> the paths of the packages written for it alone (searched)
+    feature_paths: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    #: the optional features the deployment turns on
+    features: frozenset[str] = frozenset()
     #: option -> the value the deployment gives it (a Python literal)
     options: tuple[tuple[str, object], ...] = ()
     #: env vars the deployment sets
@@ -158,6 +162,14 @@ class Defaults:
         for platform, pattern in self.platform_paths:
             if pattern.search(path):
                 return None if platform == self.platform else platform
+        return None
+
+    def module_feature(self, path: str) -> str | None:
+        """The optional feature a module is written for alone, by its path; None for code any
+        deployment runs or a feature the deployment turns on."""
+        for feature, pattern in self.feature_paths:
+            if pattern.search(path):
+                return None if feature in self.features else feature
         return None
 
     def platform_of(self, ref: str, called: bool) -> str | None:
@@ -318,7 +330,7 @@ class RuleSet:
         return replace(self, registries=self.registries + found, digest=digest)
 
     def with_deployment(self, platform: str | None, options: dict[str, object], env: tuple[str, ...],
-                        models: tuple[str, ...] = ()) -> RuleSet:
+                        models: tuple[str, ...] = (), features: tuple[str, ...] = ()) -> RuleSet:
         """With the deployment a project states: the platform, the options it sets, the env
         vars it sets and the model architectures it serves (checked by ``config``); the digest
         covers it."""
@@ -326,10 +338,11 @@ class RuleSet:
 
         assert self.defaults is not None
         defaults = replace(self.defaults, platform=platform or self.defaults.platform, options=tuple(sorted(options.items())),
-                           env=frozenset(env), stated=True, models=tuple(sorted(models)))
+                           env=frozenset(env), stated=True, models=tuple(sorted(models)), features=frozenset(features))
         if defaults == self.defaults:
             return self
-        digest = hashlib.sha256(f"{self.digest}\0{defaults.platform}\0{defaults.options!r}\0{sorted(defaults.env)!r}\0{defaults.models!r}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{self.digest}\0{defaults.platform}\0{defaults.options!r}\0{sorted(defaults.env)!r}\0{defaults.models!r}"
+                                f"\0{sorted(defaults.features)!r}".encode()).hexdigest()[:16]
         return replace(self, defaults=defaults, digest=digest)
 
     def with_extra_roots(self, roots: list[dict[str, Any]]) -> RuleSet:
@@ -587,6 +600,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         platforms=platforms, platform=platform,
         platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
         model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
+        feature_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_paths") or {}).items()),
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
     )
 

@@ -169,6 +169,7 @@ def test_a_deployment_env_var_is_set(tmp_path: Path) -> None:
 @pytest.mark.parametrize("table", [
     'deployment = {platform = "risc-v"}', 'deployment = {options = {"not a name" = true}}',
     'deployment = {env = "X"}', 'deployment = {model = "llama"}', 'deployment = {platform = "quantum"}',
+    'deployment = {features = ["telepathy"]}', 'deployment = {features = "lora"}',
 ])
 def test_a_malformed_deployment_is_one_line(tmp_path: Path, table: str) -> None:
     root = write_tree(tmp_path / "t", {"a.py": "x = 1\n", "pyproject.toml": f"[tool.cs-audit]\n{table}\n"})
@@ -255,6 +256,59 @@ def test_a_module_written_for_another_platform_runs_nothing(tmp_path: Path) -> N
     report = _scan(write_tree(tmp_path / "rocm", rocm))
     on = {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
     assert on == {("engine/models/attention.py", 7), ("engine/models/amd/attention.py", 8), ("engine/kernels.py", 6)}
+
+
+FEATURE_TREE = {
+    "engine/runner.py": (
+        "import logging\nfrom engine.lora.utils import active_adapters\nfrom engine.spec_decode.proposer import Proposer, SpecAlgo\n"
+        "logger = logging.getLogger(__name__)\n\n\nclass ModelRunner:\n"
+        "    def __init__(self):\n        self.proposer = Proposer()\n        self.algo = SpecAlgo(0)\n\n"
+        "    def execute_model(self, x):\n        logger.info('step %d', x)\n        active_adapters(x)\n"
+        "        self.algo.is_none()\n        return self.proposer.run_draft(x)\n"),
+    "engine/lora/utils.py": (
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\n"
+        "def active_adapters(x):\n    logger.info('adapters %d', x)\n    return x\n"),
+    "engine/lora/layers.py": (
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class LinearLoRALayer:\n    def forward(self, x):\n        logger.info('lora layer %d', x)\n        return x\n"),
+    "engine/spec_decode/proposer.py": (
+        "import enum\nimport logging\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class SpecAlgo(enum.Enum):\n    NONE = 0\n\n    def is_none(self):\n        logger.info('algo %s', self)\n"
+        "        return self is SpecAlgo.NONE\n\n\n"
+        "class Proposer:\n    def run_draft(self, x):\n        logger.info('draft %d', x)\n        return self.score(x)\n\n"
+        "    def score(self, x):\n        logger.info('score %d', x)\n        return x\n"),
+}
+#: (path, line) of each emitter in FEATURE_TREE
+_STEP, _ADAPTERS, _ALGO = ("engine/runner.py", 13), ("engine/lora/utils.py", 6), ("engine/spec_decode/proposer.py", 10)
+_LORA_LAYER, _DRAFT, _SCORE = ("engine/lora/layers.py", 7), ("engine/spec_decode/proposer.py", 16), ("engine/spec_decode/proposer.py", 20)
+
+
+def _default_on(report: dict) -> set[tuple[str, int]]:
+    return {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
+
+
+def test_a_class_of_an_optional_features_package_runs_only_with_the_feature(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path / "plain", FEATURE_TREE))
+    # the package's helper and enum stay open: default code calls and tests them
+    assert _default_on(report) == {_STEP, _ADAPTERS, _ALGO}
+    used = {u["switch"]: (u["value"], u["sites"]) for u in report["deployment"]["defaults_used"]}
+    assert used["feature=speculative_decoding"] == ("off", 2) and used["feature=lora"] == ("off", 1)
+    on = dict(FEATURE_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["lora", "speculative_decoding"]}\n'})
+    report = _scan(write_tree(tmp_path / "on", on))
+    assert _default_on(report) == {_STEP, _ADAPTERS, _ALGO, _LORA_LAYER, _DRAFT, _SCORE}
+    assert report["deployment"]["features"] == ["lora", "speculative_decoding"]
+
+
+def test_without_feature_classes_a_component_of_an_off_feature_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "_gate_feature_classes", lambda model, rs: None)
+    assert {_DRAFT, _SCORE} <= _default_on(_scan(write_tree(tmp_path / "t", FEATURE_TREE)))
+
+
+def test_without_feature_roots_a_hot_root_of_an_off_feature_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.reach as reach_module
+
+    monkeypatch.setattr(reach_module, "feature_switch", lambda defaults, path: None)
+    assert _LORA_LAYER in _default_on(_scan(write_tree(tmp_path / "t", FEATURE_TREE)))
 
 
 def _model(name: str, lines: int) -> str:

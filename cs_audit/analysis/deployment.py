@@ -34,6 +34,8 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
         name = option_name(switch)
         if name == "platform":
             used.append(DefaultUsed(switch, defaults.platform, "", 0, sites, first[switch]))
+        elif name == "feature":
+            used.append(DefaultUsed(switch, "off", "", 0, sites, first[switch]))
         elif name in stated:
             used.append(DefaultUsed(switch, repr(stated[name]), "", 0, sites, first[switch]))
         else:
@@ -42,4 +44,5 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
                 used.append(DefaultUsed(switch, where.value, where.path, where.line, sites, first[switch]))
     used.sort(key=lambda d: (-d.sites, d.switch))
     return Deployment(defaults.platform, defaults.stated, tuple((k, repr(v)) for k, v in defaults.options),
-                      tuple(sorted(defaults.env)), tuple(used), defaults.models)
+                      tuple(sorted(defaults.env)), tuple(used), defaults.models,
+                      tuple(sorted(defaults.features)))

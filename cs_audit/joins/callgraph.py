@@ -15,7 +15,15 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from cs_audit.joins.defaults import NOT_OPTION, OptionTable, module_switch, option_gate, predicate_gate, registry_env_gate
+from cs_audit.joins.defaults import (
+    NOT_OPTION,
+    OptionTable,
+    feature_switch,
+    module_switch,
+    option_gate,
+    predicate_gate,
+    registry_env_gate,
+)
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
@@ -991,6 +999,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             callers[target].append(edge)
     model.pending_callers = None
     _gate_instance_methods(model, rs)
+    _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
     propagate(model, rs)
@@ -1036,6 +1045,38 @@ def _gate_instance_methods(model: TreeModel, rs: RuleSet) -> None:
             gated = model.edges[i] = replace(edge, switch=switch)
             callers = model.callers[edge.callee]
             callers[callers.index(edge)] = gated
+
+
+#: an enum in a feature's package is a value default code tests (`spec_algorithm.is_none()`)
+_ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})
+
+
+def _gate_feature_classes(model: TreeModel, rs: RuleSet) -> None:
+    """A class defined in an optional feature's own package (``feature_paths``: LoRA layers,
+    speculative workers, disaggregation queues) has an instance only with that feature on: a
+    call of one of its methods from anything but such a class's methods is gated by it. Enums
+    there are left open."""
+    switches = {path: feature_switch(rs.defaults, path) for path in model.facts}
+    switches = {path: switch for path, switch in switches.items() if switch is not None}
+    if not switches:
+        return
+    enums = {(path, c.qualname) for path in switches for c in model.facts[path].types.classes
+             if any(base.rsplit(".", 1)[-1] in _ENUM_BASES for base in c.bases)}
+    gated: dict[int, Edge] = {}
+    for i, edge in enumerate(model.edges):
+        switch = switches.get(edge.callee[0])
+        if edge.switch is not None or switch is None:
+            continue
+        f = model.functions.get(edge.callee)
+        if f is None or f.class_name is None or (edge.callee[0], f.qualname.rpartition(".")[0]) in enums:
+            continue
+        # inside the component; a module function of the package is a helper default code may call
+        caller = model.functions.get(edge.caller) if edge.caller is not None else None
+        if caller is not None and caller.class_name is not None and switches.get(edge.caller[0]) == switch:
+            continue
+        gated[id(edge)] = model.edges[i] = replace(edge, switch=switch)
+    for callee in {edge.callee for edge in gated.values()}:
+        model.callers[callee] = [gated.get(id(edge), edge) for edge in model.callers[callee]]
 
 
 def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey, str]],

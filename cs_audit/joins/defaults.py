@@ -185,6 +185,12 @@ def module_switch(defaults: Defaults | None, path: str) -> SwitchRef | None:
     return SwitchRef("option", f"platform={platform}") if platform is not None else None
 
 
+def feature_switch(defaults: Defaults | None, path: str) -> SwitchRef | None:
+    """The feature switch of a module written for an optional feature the deployment leaves off."""
+    feature = defaults.module_feature(path) if defaults is not None else None
+    return SwitchRef("option", f"feature={feature}") if feature is not None else None
+
+
 def registry_env_gate(table: OptionTable, gate: GateRef) -> SwitchRef | None:
     """A test of a registry read (`if envs.X:`, `if envs.X.get():`) with the value the
     registry gives the unset variable: no switch when that lets the code run, the env switch

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from cs_audit.joins.defaults import module_switch
+from cs_audit.joins.defaults import feature_switch, module_switch
 from cs_audit.joins.env_helpers import is_once_function
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
 from cs_audit.model import HOT_FREQUENCIES, CallSite, EventLoop, FileFacts, Frequency, FunctionDef, Guard, PathKind, SwitchRef
@@ -180,13 +180,14 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         else:
             demotions[id(edge)] = demotion
 
-    # a root of a class built only under an option, or in another platform's module, runs
-    # only with it: not a root of the default paths, and what it calls is entered through it
+    # a root of a class built only under an option, in another platform's module or in an
+    # optional feature's package runs only with it: not a root of the default paths, and
+    # what it calls is entered through it
     gated: dict[FuncKey, SwitchRef] = {}
     for key in roots:
         f = model.functions.get(key)
         switch = model.gated_classes.get(f.class_name) if f is not None and f.class_name else None
-        switch = switch or module_switch(rs.defaults, key[0])
+        switch = switch or module_switch(rs.defaults, key[0]) or feature_switch(rs.defaults, key[0])
         if switch is not None:
             gated[key] = switch
     default_roots = {k: v for k, v in roots.items() if k not in gated}

@@ -220,7 +220,7 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
 
 def deployment_dict(d: Deployment) -> dict[str, Any]:
     return {
-        "platform": d.platform, "stated": d.stated, "models": list(d.models), "options": dict(d.options), "env": list(d.env),
+        "platform": d.platform, "stated": d.stated, "models": list(d.models), "features": list(d.features), "options": dict(d.options), "env": list(d.env),
         "defaults_used": [{"switch": u.switch, "value": u.value, "path": u.path or None, "line": u.line or None, "sites": u.sites,
                            "example": {"path": u.example.path, "line": u.example.line} if u.example else None}
                           for u in d.used],

@@ -675,11 +675,13 @@ def _deployment_lines(d: Deployment | None) -> list[str]:
     if d is None:
         return []
     if d.stated:
-        settings = [f"{code(k)} = {code(v)}" for k, v in d.options] + [f"{code(e)} set" for e in d.env]
+        settings = ([f"{code(k)} = {code(v)}" for k, v in d.options] + [f"{code(e)} set" for e in d.env]
+                    + [f"feature {code(f)} on" for f in d.features])
         head = (f"- Deployment audited (as the project states it): platform {code(d.platform)}"
                 + (f"; {', '.join(settings)}" if settings else "") + "; every other option at its default.")
     else:
-        head = (f"- Deployment audited: platform {code(d.platform)}, every option at its default and no env var set "
+        head = (f"- Deployment audited: platform {code(d.platform)}, every option at its default, no optional feature on "
+                "(LoRA, speculative decoding, disaggregation, ...) and no env var set "
                 "(state another in `[tool.cs-audit] deployment`).")
     lines = [head]
     if d.used:
@@ -687,7 +689,8 @@ def _deployment_lines(d: Deployment | None) -> list[str]:
                   "Code behind these settings is left out of §1: it runs only with the setting changed.", "",
                   "| turns the code on | value audited | from | hot sites kept off |", "|---|---|---|---|"]
         for u in d.used[:MAX_DEFAULTS_LISTED]:
-            source = code(f"{u.path}:{u.line}") if u.path else ("the platform" if u.switch.startswith("platform") else "the deployment")
+            source = code(f"{u.path}:{u.line}") if u.path else (
+                "the platform" if u.switch.startswith("platform") else "its own packages" if u.switch.startswith("feature") else "the deployment")
             lines.append(f"| {code(u.switch)} | {code(u.value)} | {source} | {u.sites} |")
         if len(d.used) > MAX_DEFAULTS_LISTED:
             lines.append(f"| … {len(d.used) - MAX_DEFAULTS_LISTED} more in the JSON report | | | |")
