@@ -441,3 +441,22 @@ def test_switch_keeps_each_line_whole_when_piped(tmp_path: Path) -> None:
     lines = shown.stdout.splitlines()
     assert [line for line in lines if line.startswith("  - ")] == [f"  - {reason}" for reason in reasons]
     assert lines[lines.index("reads (1)") + 1].split() == ["engine/runner.py:7", "Runner.execute_model", "per", "call"]
+
+
+DUMP_TREE = {"engine/runner.py": (
+    "import os\n\n\nclass ModelRunner:\n    def execute_model(self, x):\n        self.dump(x)\n        return x\n\n"
+    "    def dump(self, x):\n        if not os.environ.get('CS_DUMP_DIR'):\n            return\n"
+    "        with open(os.path.join(os.environ['CS_DUMP_DIR'], 'x.txt'), 'a') as f:\n            f.write(str(x))\n")}
+
+
+def test_why_and_the_finding_say_a_line_behind_an_env_test_runs_only_with_it_set(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", DUMP_TREE)
+    source = root / "engine" / "runner.py"
+    gated = runner.invoke(app, ["why", f"{source}:12", "--tree", str(root), "-j", "1"])
+    assert gated.exit_code == 0, gated.output
+    assert gated.stdout.splitlines()[0].endswith("hot (step) by default, but this line runs only with CS_DUMP_DIR set")
+    test = runner.invoke(app, ["why", f"{source}:10", "--tree", str(root), "-j", "1"])
+    assert test.stdout.splitlines()[0].endswith(": hot (step) by default")  # the test itself runs every step
+    scanned = runner.invoke(app, ["scan", str(root), "-f", "concise", "-o", str(tmp_path / "r.md"), "--no-history", "-j", "1"])
+    opened = next(x for x in scanned.stdout.splitlines() if "per-call-open a file" in x)
+    assert "every engine step only when `CS_DUMP_DIR` is set" in opened

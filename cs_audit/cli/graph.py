@@ -130,7 +130,7 @@ def why(
         return
     edges = hot_chain_edges(model, key)
     start = edges[0].caller if edges else key
-    _print_chain(model, rel, line, name, start, edges, _default_verdict(model, rel, f.qualname, line, freq))
+    _print_chain(model, rel, line, name, start, edges, _default_verdict(model, rs, rel, f.qualname, line, freq))
 
 
 def _check_line(file: Path, line: int) -> None:
@@ -147,11 +147,17 @@ def _check_line(file: Path, line: int) -> None:
         fail(f"{file}:{line}: no such line (the file has {plural(count, 'line')})")
 
 
-def _default_verdict(model, rel: str, function: str, line: int, freq: str) -> str:
-    """"hot by default", or the guard (``joins.runs.path_at``) that keeps the line from running
-    every time its chain does."""
-    from cs_audit.joins.runs import path_at
+def _default_verdict(model, rs, rel: str, function: str, line: int, freq: str) -> str:
+    """"hot by default"; or the switch that gates the line's own sites (``joins.runs.run_of``),
+    when its function runs by default but the line only with a switch set; or the guard
+    (``joins.runs.path_at``) that keeps the line from running every time its chain does."""
+    from cs_audit.joins.runs import first, path_at, run_of
 
+    ff = model.facts[rel]
+    facts = [c for c in ff.calls if c.line == line] + [r for r in ff.env_reads if r.line == line]
+    switch = first(run_of(model, rel, function, fact.gates, fact, rs).switch for fact in facts)
+    if switch is not None:
+        return f"its function is hot ({freq}) by default, but this line runs only with {plain(switch.text)} set"
     kind, reason, _ = path_at(model, rel, function, line)
     if kind == "normal":
         return f"hot ({freq}) by default"
