@@ -37,7 +37,8 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
-                      "unset_predicates", "platform", "platforms", "platform_paths", "model_paths", "feature_paths"},
+                      "unset_predicates", "platform", "platforms", "platform_paths", "model_paths", "feature_paths",
+                      "feature_tests", "feature_classes"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -142,6 +143,11 @@ class Defaults:
     models: tuple[str, ...] = ()
     #: optional feature -> the paths of the packages written for it alone (searched)
     feature_paths: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    #: optional feature -> the tests true only with it (matched in full against a called
+    #: function's or a tested name's last name: `contains_mm_inputs()`, `pixel_values`)
+    feature_tests: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    #: optional feature -> the names of the classes written for it alone (searched)
+    feature_classes: tuple[tuple[str, re.Pattern[str]], ...] = ()
     #: the optional features the deployment turns on
     features: frozenset[str] = frozenset()
     #: option -> the value the deployment gives it (a Python literal)
@@ -164,12 +170,25 @@ class Defaults:
                 return None if platform == self.platform else platform
         return None
 
-    def module_feature(self, path: str) -> str | None:
-        """The optional feature a module is written for alone, by its path; None for code any
-        deployment runs or a feature the deployment turns on."""
+    def module_feature(self, path: str, class_name: str | None = None) -> str | None:
+        """The optional feature a module (or a class of it) is written for alone, by its path
+        or the class's name; None for code any deployment runs or a feature the deployment
+        turns on."""
         for feature, pattern in self.feature_paths:
             if pattern.search(path):
                 return None if feature in self.features else feature
+        for feature, pattern in self.feature_classes if class_name else ():
+            if pattern.search(class_name):  # type: ignore[arg-type]
+                return None if feature in self.features else feature
+        return None
+
+    def feature_test(self, ref: str) -> str | None:
+        """The optional feature a test is true only with (``ref`` a called function or a tested
+        name; its last name is matched), whether or not the deployment turns it on."""
+        name = ref.rsplit(".", 1)[-1]
+        for feature, pattern in self.feature_tests:
+            if pattern.fullmatch(name):
+                return feature
         return None
 
     def platform_of(self, ref: str, called: bool) -> str | None:
@@ -601,6 +620,8 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
         model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
         feature_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_paths") or {}).items()),
+        feature_tests=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_tests") or {}).items()),
+        feature_classes=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_classes") or {}).items()),
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
     )
 

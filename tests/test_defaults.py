@@ -307,8 +307,40 @@ def test_without_feature_classes_a_component_of_an_off_feature_is_reported(tmp_p
 def test_without_feature_roots_a_hot_root_of_an_off_feature_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import cs_audit.joins.reach as reach_module
 
-    monkeypatch.setattr(reach_module, "feature_switch", lambda defaults, path: None)
+    monkeypatch.setattr(reach_module, "feature_switch", lambda defaults, path, class_name=None: None)
     assert _LORA_LAYER in _default_on(_scan(write_tree(tmp_path / "t", FEATURE_TREE)))
+
+
+MULTIMODAL_TREE = {
+    "engine/runner.py": (
+        "import logging\nfrom engine.vision import VisionEncoder\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class ModelRunner:\n    def __init__(self):\n        self.encoder = VisionEncoder()\n\n"
+        "    def execute_model(self, batch):\n        if batch.contains_mm_inputs():\n"
+        "            logger.info('mm batch %d', len(batch))\n            self.encoder.encode(batch)\n"
+        "        if not batch.pixel_values:\n            logger.info('text batch %d', len(batch))\n        return batch\n"),
+    "engine/vision.py": (
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class VisionEncoder:\n    def encode(self, batch):\n        logger.info('encode %d', len(batch))\n        return batch\n\n\n"
+        "class VisionAttention:\n    def forward(self, x):\n        logger.info('vit layer %d', x)\n        return x\n"),
+}
+_MM_BATCH, _TEXT_BATCH = ("engine/runner.py", 12), ("engine/runner.py", 15)
+_ENCODE, _VIT_LAYER = ("engine/vision.py", 7), ("engine/vision.py", 13)
+
+
+def test_multimodal_inputs_and_encoders_run_only_when_the_deployment_serves_them(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path / "text", MULTIMODAL_TREE))
+    assert _default_on(report) == {_TEXT_BATCH}  # the text path runs: only the inputs' test is the feature's
+    used = {u["switch"]: u["sites"] for u in report["deployment"]["defaults_used"]}
+    assert used == {"feature=multimodal": 3}
+    on = dict(MULTIMODAL_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["multimodal"]}\n'})
+    assert _default_on(_scan(write_tree(tmp_path / "mm", on))) == {_MM_BATCH, _TEXT_BATCH, _ENCODE, _VIT_LAYER}
+
+
+def test_without_feature_tests_a_multimodal_branch_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.defaults as defaults_module
+
+    monkeypatch.setattr(defaults_module, "_feature_gate", lambda feature, active, defaults: None)
+    assert _MM_BATCH in _default_on(_scan(write_tree(tmp_path / "t", MULTIMODAL_TREE)))
 
 
 def _model(name: str, lines: int) -> str:

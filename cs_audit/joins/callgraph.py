@@ -1052,27 +1052,33 @@ _ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})
 
 
 def _gate_feature_classes(model: TreeModel, rs: RuleSet) -> None:
-    """A class defined in an optional feature's own package (``feature_paths``: LoRA layers,
-    speculative workers, disaggregation queues) has an instance only with that feature on: a
-    call of one of its methods from anything but such a class's methods is gated by it. Enums
-    there are left open."""
-    switches = {path: feature_switch(rs.defaults, path) for path in model.facts}
-    switches = {path: switch for path, switch in switches.items() if switch is not None}
-    if not switches:
+    """A class written for an optional feature (``feature_paths``: LoRA layers, speculative
+    workers, disaggregation queues; ``feature_classes``: a vision encoder) has an instance only
+    with that feature on: a call of one of its methods from anything but such a class's
+    methods is gated by it. Enums in a feature's package are left open."""
+    defaults = rs.defaults
+    if defaults is None or not (defaults.feature_paths or defaults.feature_classes):
         return
-    enums = {(path, c.qualname) for path in switches for c in model.facts[path].types.classes
+    enums = {(path, c.qualname) for path, ff in model.facts.items() for c in ff.types.classes
              if any(base.rsplit(".", 1)[-1] in _ENUM_BASES for base in c.bases)}
+    known: dict[tuple[str, str], SwitchRef | None] = {}
+
+    def component(key: FuncKey | None) -> SwitchRef | None:
+        f = model.functions.get(key) if key is not None else None
+        if f is None or f.class_name is None:
+            return None
+        owner = (key[0], f.qualname.rpartition(".")[0])  # type: ignore[index]
+        if owner not in known:
+            known[owner] = None if owner in enums else feature_switch(defaults, owner[0], f.class_name)
+        return known[owner]
+
     gated: dict[int, Edge] = {}
     for i, edge in enumerate(model.edges):
-        switch = switches.get(edge.callee[0])
-        if edge.switch is not None or switch is None:
+        if edge.switch is not None:
             continue
-        f = model.functions.get(edge.callee)
-        if f is None or f.class_name is None or (edge.callee[0], f.qualname.rpartition(".")[0]) in enums:
-            continue
+        switch = component(edge.callee)
         # inside the component; a module function of the package is a helper default code may call
-        caller = model.functions.get(edge.caller) if edge.caller is not None else None
-        if caller is not None and caller.class_name is not None and switches.get(edge.caller[0]) == switch:
+        if switch is None or component(edge.caller) == switch:
             continue
         gated[id(edge)] = model.edges[i] = replace(edge, switch=switch)
     for callee in {edge.callee for edge in gated.values()}:

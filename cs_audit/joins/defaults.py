@@ -101,6 +101,11 @@ def _platform_gate(platform: str, active: bool, defaults: Defaults) -> SwitchRef
     return SwitchRef("option", f"platform={platform}" if active else f"platform!={platform}")
 
 
+def _feature_gate(feature: str, active: bool, defaults: Defaults) -> SwitchRef | None:
+    # `if forward_batch.contains_mm_inputs():` holds only with the feature's inputs
+    return SwitchRef("option", f"feature={feature}") if active and feature not in defaults.features else None
+
+
 def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) -> SwitchRef | None:
     """The option switch ``gate`` stands for in the deployment; None when the deployment's
     values let the guarded code run; ``NOT_OPTION`` when the gate tests no option."""
@@ -109,12 +114,19 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     compared = _comparison(gate)
     if gate.kind == "call":
         platform = defaults.platform_of(gate.ref, called=True)
-        if platform is None or "operand" in gate.args:
+        if platform is not None and "operand" not in gate.args:
+            return _platform_gate(platform, gate.active_when_set, defaults)
+        feature = defaults.feature_test(gate.ref)
+        if feature is None or "operand" in gate.args:
             return NOT_OPTION
-        return _platform_gate(platform, gate.active_when_set, defaults)
+        return _feature_gate(feature, gate.active_when_set, defaults)
     platform = defaults.platform_of(gate.ref, called=False)
     if platform is not None and "operand" not in gate.args:
         return _platform_gate(platform, gate.active_when_set, defaults)
+    feature = defaults.feature_test(gate.ref)
+    if feature is not None and "operand" not in gate.args:
+        # `if forward_batch.contains_mm_inputs():` holds only with the feature's inputs
+        return _feature_gate(feature, gate.active_when_set, defaults)
     if "." not in gate.ref:
         return NOT_OPTION  # a local or module name: what is assigned to it decides
     receiver, name = gate.ref.rsplit(".", 1)
@@ -185,9 +197,10 @@ def module_switch(defaults: Defaults | None, path: str) -> SwitchRef | None:
     return SwitchRef("option", f"platform={platform}") if platform is not None else None
 
 
-def feature_switch(defaults: Defaults | None, path: str) -> SwitchRef | None:
-    """The feature switch of a module written for an optional feature the deployment leaves off."""
-    feature = defaults.module_feature(path) if defaults is not None else None
+def feature_switch(defaults: Defaults | None, path: str, class_name: str | None = None) -> SwitchRef | None:
+    """The feature switch of a module (or a class of it) written for an optional feature the
+    deployment leaves off."""
+    feature = defaults.module_feature(path, class_name) if defaults is not None else None
     return SwitchRef("option", f"feature={feature}") if feature is not None else None
 
 
