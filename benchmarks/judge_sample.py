@@ -89,7 +89,12 @@ def main() -> None:
         picked_off = random.Random(args.seed + 2).sample(used, min(args.off, len(used)))
         print(f"\n## {len(picked_off)} settings said to keep hot code off with the engine's defaults (seed {args.seed + 2})\n")
         for i, u in enumerate(picked_off, 1):
-            source = f"declared at `{u['path']}:{u['line']}` with default `{u['value']}`" if u.get("path") else f"platform `{u['value']}`"
+            if u.get("path"):
+                source = f"declared at `{u['path']}:{u['line']}` with default `{u['value']}`"
+            elif u["switch"].startswith("feature="):
+                source = "an optional feature the default deployment leaves off (its classes have no instance, its tests are false)"
+            else:
+                source = f"platform `{u['value']}`"
             example = u.get("example") or {}
             print(f"- O-{i}: `{u['switch']}` turns the code on; {source}; it gates {u['sites']} hot site(s), e.g. "
                   f"`{example.get('path')}:{example.get('line')}`")
