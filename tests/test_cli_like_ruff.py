@@ -460,3 +460,32 @@ def test_why_and_the_finding_say_a_line_behind_an_env_test_runs_only_with_it_set
     scanned = runner.invoke(app, ["scan", str(root), "-f", "concise", "-o", str(tmp_path / "r.md"), "--no-history", "-j", "1"])
     opened = next(x for x in scanned.stdout.splitlines() if "per-call-open a file" in x)
     assert "every engine step only when `CS_DUMP_DIR` is set" in opened
+
+
+ENVS = '''import os
+
+environment_variables = {
+    "MY_TRACE": lambda: os.getenv("MY_TRACE", "0") == "1",
+    "MY_CHUNK": lambda: int(
+        os.environ.get("MY_CHUNK", "8")
+    ),
+}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+'''
+
+
+def test_a_registry_switch_is_read_at_its_own_entry(tmp_path: Path) -> None:
+    """A switch of a table of getters (vLLM's envs.py) is read at its entry, not where the table starts."""
+    runner_py = "from engine import envs\n\n\ndef step():\n    return envs.MY_TRACE, envs.MY_CHUNK\n"
+    root = write_tree(tmp_path / "tree", {"engine/__init__.py": "", "engine/envs.py": ENVS, "engine/runner.py": runner_py})
+    scanned = runner.invoke(app, ["scan", str(root), "-f", "json", "--no-history", "--no-cache", "-j", "1"])
+    assert scanned.exit_code == 0, scanned.output
+    switches = {s["name"]: s for s in json.loads(scanned.stdout)["switches"]}
+    table = {name: [r["line"] for r in switches[name]["reads"] if r["path"] == "engine/envs.py"]
+             for name in ("MY_TRACE", "MY_CHUNK")}
+    assert table == {"MY_TRACE": [4], "MY_CHUNK": [6]}
+    shown = runner.invoke(app, ["switch", "MY_CHUNK", str(root), "--no-history", "-j", "1"])
+    assert shown.exit_code == 0 and "engine/envs.py:6 " in shown.stdout, shown.output

@@ -137,6 +137,8 @@ class StatementFacts(cst.CSTVisitor):
         self.handles: set[str] = set()
         self.skip_nodes: set[int] = set()
         self.timestamp_seen = False
+        #: lambdas around the current node
+        self.in_lambda = 0
         #: (function, local name) -> base-name pattern of a path assigned to it
         self.local_paths: dict[tuple[str | None, str], str] = {}
         #: (function, local name) -> the literal start of the path assigned to it (``path_head``),
@@ -160,6 +162,7 @@ class StatementFacts(cst.CSTVisitor):
         self.in_text = 0
         self.local_gates.clear()
         self.timestamp_seen = False
+        self.in_lambda = 0
         self._walk(statement)
         target = snippet.assign_target
         if target and ("." not in target or target.startswith("self.")):
@@ -400,6 +403,23 @@ class StatementFacts(cst.CSTVisitor):
         columns = self._columns(start, start + len(raw)) if start >= 0 else (self.snippet.col, self.snippet.end_col)
         return (_squash(raw), *columns)
 
+    def _own_span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """The lines and 0-based columns of ``node`` itself inside the current statement."""
+        s = self.snippet
+        assert s is not None
+        text = s.text
+        start = text.find(self.module.code_for_node(node), s.prefix)
+        if start < 0:
+            return s.line, s.end_line, s.col, s.end_col
+        end = start + len(self.module.code_for_node(node))
+
+        def at(offset: int) -> tuple[int, int]:
+            before = text.rfind("\n", 0, offset)
+            return s.line + text.count("\n", 0, offset), s.col + offset - s.prefix if before < 0 else offset - before - 1
+
+        (line, col), (end_line, end_col) = at(start), at(end)
+        return line, end_line, col, end_col
+
     def _columns(self, start: int, end: int) -> tuple[int, int]:
         """The columns of ``text[start:end]`` of the current statement: where it starts on the
         statement's first line and ends on its last (the statement's own column where the
@@ -548,10 +568,15 @@ class StatementFacts(cst.CSTVisitor):
         if target is not None and "." in target and not target.startswith("self."):
             target = None
         code, col, end_col = self._code(node)
+        line, end_line = s.line, s.end_line
+        if self.in_lambda and s.function is None and line != end_line:
+            # an entry of a module's table of getters (`{"X": lambda: os.getenv("X"), ...}`) is
+            # where its switch is read, not the table's first line
+            line, end_line, col, end_col = self._own_span(node)
         self.env_reads.append(
             EnvRead(
                 var=var, var_param=var_param, via=via, default=default, function=s.function,
-                line=s.line, end_line=s.end_line, per_call=not s.once, assigned_to=target,
+                line=line, end_line=end_line, per_call=not s.once, assigned_to=target,
                 gates=self.gates, loop_depth=s.loop_depth, code=code, loop_iter=s.loop_iter, col=col, end_col=end_col,
                 wrapped_by=tuple(f"{p.callee}:{p.mode or 'r'}" if p.role == "open" else p.callee
                                  for p in reversed(self.pending) if p.role != "env" and p.callee != "?"),
@@ -676,6 +701,12 @@ class StatementFacts(cst.CSTVisitor):
         arguments of an emitter or a formatting call (`"ROCm: {}".format("on" if X else "off")`)."""
         return bool(self.in_text) or any(
             p.role in EMITTER_ROLES or p.callee.rsplit(".", 1)[-1] in _TEXT_CALLS for p in self.pending)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.in_lambda += 1
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.in_lambda -= 1
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.in_text += 1
