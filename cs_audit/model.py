@@ -832,8 +832,9 @@ class Switch:
 
     @property
     def real_setters(self) -> int:
-        """Setters that set it (to a value or the off value), not passthroughs or comments."""
-        return sum(1 for x in self.setters if x.kind in ("set", "off"))
+        """Setters that turn it on: not passthroughs, comments, nor exports of the off value
+        (`X=0`, `X=false`, `X=`), which leave the switch as it is when unset."""
+        return sum(1 for x in self.setters if x.kind == "set")
 
     @property
     def reading_scripts(self) -> int:

@@ -489,3 +489,22 @@ def test_a_registry_switch_is_read_at_its_own_entry(tmp_path: Path) -> None:
     assert table == {"MY_TRACE": [4], "MY_CHUNK": [6]}
     shown = runner.invoke(app, ["switch", "MY_CHUNK", str(root), "--no-history", "-j", "1"])
     assert shown.exit_code == 0 and "engine/envs.py:6 " in shown.stdout, shown.output
+
+
+def test_an_export_to_the_off_value_is_no_setter(tmp_path: Path) -> None:
+    """`CS_STATE_DEBUG=0` (or `false`, or empty) in a runner leaves the switch off: no setter in the disposition."""
+    engine = ("import logging, os\nlogger = logging.getLogger(__name__)\n\n\nclass Runner:\n"
+              "    def execute_model(self, batch):\n"
+              "        if os.environ.get(\"CS_STATE_DEBUG\"):\n            logger.info(\"state %s\", batch)\n"
+              "        if os.environ.get(\"CS_KV_DEBUG\"):\n            logger.info(\"kv %s\", batch)\n        return batch\n")
+    runners = {"run.sh": "export CS_STATE_DEBUG=0\nexport CS_KV_DEBUG=1\npython -m engine\n",
+               "bench.sh": "CS_STATE_DEBUG=false python -m engine\nexport CS_STATE_DEBUG=\n"}
+    root = write_tree(tmp_path / "tree", {"engine/runner.py": engine, **runners})
+    scanned = runner.invoke(app, ["scan", str(root), "-f", "json", "--no-history", "--no-cache", "-j", "1"])
+    assert scanned.exit_code == 0, scanned.output
+    switches = {s["name"]: s for s in json.loads(scanned.stdout)["switches"]}
+    state, kv = switches["CS_STATE_DEBUG"], switches["CS_KV_DEBUG"]
+    assert (state["setters"]["count"], state["setters"]["off"], kv["setters"]["count"]) == (0, 3, 1)
+    assert "0 setter(s) in runners/launchers, 3 to the off value" in state["reasons"]
+    assert "no setting turns it on" in state["reasons"]
+    assert "1 setter(s) in runners/launchers" in kv["reasons"]

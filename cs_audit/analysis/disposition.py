@@ -54,10 +54,11 @@ def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
     lines = [
         f"{sets} setter(s) in runners/launchers"
         + (f", {kinds.count('passthrough')} passthrough" if "passthrough" in kinds else "")
-        + (f", {kinds.count('commented')} commented out" if "commented" in kinds else ""),
+        + (f", {kinds.count('commented')} commented out" if "commented" in kinds else "")
+        + (f", {kinds.count('off')} to the off value" if "off" in kinds else ""),
     ]
     if sets == 0 and kinds:
-        lines.append("only passthrough or commented-out settings")
+        lines.append("only passthrough or commented-out settings" if "off" not in kinds else "no setting turns it on")
     lines.append(f"{s.reading_scripts} script(s) read its output" if s.readers else "no script reads its output")
     if s.added_in:
         lines.append(f"added in {s.added_in.commit} ({s.added_in.date}) {s.added_in.subject}")

@@ -921,7 +921,7 @@ def disposition_tables(result: AuditResult) -> str:
 
     def setters(s) -> str:
         kinds = [x.kind for x in s.setters]
-        extra = [f"{kinds.count(k)} {k}" for k in ("passthrough", "commented") if k in kinds]
+        extra = [f"{kinds.count(k)} {k}" for k in ("passthrough", "commented", "off") if k in kinds]
         return str(s.real_setters) + (f" ({', '.join(extra)})" if extra else "")
 
     lines += ["**KEEP**", "", "| Switch | Where | Setters | Readers | Why |", "|---|---|---|---|---|"]
