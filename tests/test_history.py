@@ -151,6 +151,20 @@ def test_report_range_over_five_commits(repo: Path, tmp_path: Path) -> None:
         assert match.read_text() == single.read_text(), sha
 
 
+def test_report_range_timing_adds_up(repo: Path, tmp_path: Path) -> None:
+    """The summary's parts are the commit lines' times and the rest, and they sum to its total."""
+    result = runner.invoke(app, ["report", str(repo), "--range", "HEAD~3..HEAD", "-o", str(tmp_path / "out"), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.strip().splitlines()
+    each = [round(float(re.search(r" (\d+\.\d\d)s ", line).group(1)) * 100) for line in lines[:3]]  # type: ignore[union-attr]
+    summary = re.match(r"cs-audit: 3 commits in (\d+\.\d\d)s: the first (\d+\.\d\d)s, the other 2 (\d+\.\d\d)s "
+                       r"\((\d+\.\d\d)s each\), (\d+\.\d\d)s setting up and cleaning up; ", lines[-1])
+    assert summary, lines[-1]
+    total, first, others, mean, rest = (round(float(x) * 100) for x in summary.groups())
+    assert (first, others, abs(mean * 2 - others) <= 1) == (each[0], each[1] + each[2], True)
+    assert total == first + others + rest
+
+
 def test_range_reuses_facts_of_unchanged_blobs(repo: Path) -> None:
     git_repo = GitRepo.open(repo)
     shas = git_repo.rev_range("HEAD~5..HEAD")

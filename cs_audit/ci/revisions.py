@@ -24,8 +24,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,6 @@ class AuditStats:
     cached: int = 0  # files whose facts (or whole tree's result) came from the disk cache
     joins_reused: int = 0  # commits whose whole-tree joins came from the commit before
     stored: int = 0  # commits whose whole result came from the disk cache (a range audited before)
-    seconds: list[float] = field(default_factory=list)
 
 
 class TreeAuditor:
@@ -187,7 +185,6 @@ class TreeAuditor:
         configuration is layered on it, and the result kept in ``last_rs`` for rendering.
         Raises ``ConfigError`` when the commit's project configuration is malformed.
         """
-        started = time.perf_counter()
         self._write_tree(sha)
         config = self.config()
         if rs is None:
@@ -212,7 +209,6 @@ class TreeAuditor:
         if memo is not None:
             self.stats.joins_reused += memo.joins_reused - before[1]
         self.stats.commits += 1
-        self.stats.seconds.append(time.perf_counter() - started)
         result = self._dated(sha, config, result)
         return replace(result, root=self.display_root, commit=sha, history_note=None,
                        errors=tuple(sorted((*result.errors, *self._gitlinks()), key=lambda e: (e.path, e.kind, e.message))))

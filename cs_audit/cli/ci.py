@@ -335,8 +335,10 @@ def report(
         fail(_empty_range(repo, rev_range or ""))
     failed = 0
     started = time.perf_counter()
+    spent: list[float] = []  # each commit's audit, dating, rendering and writing, as its line says
     with TreeAuditor(repo, str(path), reuse=rev_range is not None, jobs=jobs, exclude=tuple(exclude)) as auditor:
         for i, sha in enumerate(shas, 1):
+            began = time.perf_counter()
             try:
                 info = repo.commit_info(sha)
                 result = auditor.audit(sha, progress=_file_progress(f"[{i}/{len(shas)}] {info.short}"))
@@ -356,22 +358,33 @@ def report(
             # `report .` is titled by the folder's name, as `scan .` is, and by the commit
             title = f"{report_name(path)} at {info.short}"
             write_output(target, _render_report(result, auditor.last_rs, format, title))
+            spent.append(time.perf_counter() - began)
             if rev_range is not None:
-                say(f"[{i}/{len(shas)}] {info.short} {info.date} {auditor.stats.seconds[-1]:.2f}s "
+                say(f"[{i}/{len(shas)}] {info.short} {info.date} {spent[-1]:.2f}s "
                      f"{plural(len(result.findings), 'finding')} -> {plain(target)}")
             else:
                 say(f"cs-audit: report for {info.short} ({info.date}) written to {plain(target)}")
         stats = auditor.stats
     if rev_range is not None:
-        total = time.perf_counter() - started
-        first = stats.seconds[0] if stats.seconds else 0.0
-        later = stats.seconds[1:]
-        say(f"cs-audit: {plural(stats.commits, 'commit')} in {total:.2f}s (first {first:.2f}s, then "
-             f"{(sum(later) / len(later)) if later else 0.0:.2f}s per commit); files parsed {stats.analysed}, "
+        say(f"cs-audit: {_range_timing(spent, time.perf_counter() - started, failed)}; files parsed {stats.analysed}, "
              f"reused {stats.reused}, from the cache {stats.cached}; joins reused for {plural(stats.joins_reused, 'commit')}"
              + (f", whole results from the cache for {plural(stats.stored, 'commit')}" if stats.stored else ""))
     if failed:
         raise typer.Exit(2)
+
+
+def _range_timing(spent: list[float], total: float, failed: int) -> str:
+    """How long ``report --range`` took, in parts that add up to the total as printed: the
+    first commit, the others (as their lines say, each rounded to 0.01 s) and the rest."""
+    cents = [round(t * 100) for t in spent]
+    whole = max(round(total * 100), sum(cents))
+    parts = [f"the first {cents[0] / 100:.2f}s"] if cents else []
+    if len(cents) > 1:
+        later = sum(cents[1:])
+        parts.append(f"the other {len(cents) - 1} {later / 100:.2f}s ({later / 100 / (len(cents) - 1):.2f}s each)")
+    rest = "setting up and cleaning up" + (f", and {plural(failed, 'commit')} not audited" if failed else "")
+    parts.append(f"{(whole - sum(cents)) / 100:.2f}s {rest}")
+    return f"{plural(len(cents), 'commit')} in {whole / 100:.2f}s: {', '.join(parts)}"
 
 
 def _empty_range(repo: GitRepo, spec: str) -> str:
