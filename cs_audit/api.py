@@ -347,7 +347,8 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
         known = dict(rs.defaults.platforms)
         if platform is not None and platform not in known:
             raise ConfigError(f"{config.config_source}: deployment.platform {platform!r} is none of {', '.join(known)}")
-        named = dict(rs.defaults.feature_paths) | dict(rs.defaults.feature_tests) | dict(rs.defaults.feature_classes)
+        named = (dict(rs.defaults.feature_paths) | dict(rs.defaults.feature_tests) | dict(rs.defaults.feature_off_tests)
+                 | dict(rs.defaults.feature_classes))
         unknown = [f for f in features if f not in named]
         if unknown:
             raise ConfigError(f"{config.config_source}: deployment.features: {', '.join(map(repr, unknown))} is no feature of the rules "

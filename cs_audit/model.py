@@ -202,6 +202,9 @@ class FunctionDef:
     #: True, False and None defaults of parameters (`def save(x, interpolate=False)`), as
     #: their repr: what a gate on the parameter sees when a call passes nothing
     const_defaults: tuple[tuple[str, str], ...] = ()
+    #: the ``entry_gates`` of its leading `if <cond>: return False` statements (nothing or a
+    #: false constant returned): a call of it tests false unless these hold
+    false_entry_gates: tuple[GateRef, ...] = ()
 
 
 @restorable

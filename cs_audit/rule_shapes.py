@@ -261,7 +261,7 @@ TABLES: dict[str, dict[str, Shape]] = {
         "option_receivers": Regex(), "field_calls": NAMES, "argument_calls": NAMES, "unset_predicates": Regex(nullable=True),
         "platform": Leaf('a platform name, like "rocm"', "platform names", _is_name), "platforms": MapOf(Regex()), "platform_paths": MapOf(Regex()),
         "model_paths": Regex(groups=("model",), nullable=True), "feature_paths": MapOf(Regex()),
-        "feature_tests": MapOf(Regex()), "feature_classes": MapOf(Regex()),
+        "feature_tests": MapOf(Regex()), "feature_off_tests": MapOf(Regex()), "feature_classes": MapOf(Regex()),
     },
 }
 assert set(TABLES) == set(EXTENSIBLE) and all(set(TABLES[s]) == _EXPECTED_KEYS[f"{s}.yaml"] for s in TABLES)

@@ -38,7 +38,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
                       "unset_predicates", "platform", "platforms", "platform_paths", "model_paths", "feature_paths",
-                      "feature_tests", "feature_classes"},
+                      "feature_tests", "feature_off_tests", "feature_classes"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -143,9 +143,11 @@ class Defaults:
     models: tuple[str, ...] = ()
     #: optional feature -> the paths of the packages written for it alone (searched)
     feature_paths: tuple[tuple[str, re.Pattern[str]], ...] = ()
-    #: optional feature -> the tests true only with it (matched in full against a called
-    #: function's or a tested name's last name: `contains_mm_inputs()`, `pixel_values`)
+    #: optional feature -> the tests true only with it, and those true only without it (each
+    #: matched in full against the last names of a called function or a tested name:
+    #: `contains_mm_inputs()`, `spec_algorithm.is_none()`)
     feature_tests: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    feature_off_tests: tuple[tuple[str, re.Pattern[str]], ...] = ()
     #: optional feature -> the names of the classes written for it alone (searched)
     feature_classes: tuple[tuple[str, re.Pattern[str]], ...] = ()
     #: the optional features the deployment turns on
@@ -182,13 +184,18 @@ class Defaults:
                 return None if feature in self.features else feature
         return None
 
-    def feature_test(self, ref: str) -> str | None:
-        """The optional feature a test is true only with (``ref`` a called function or a tested
-        name; its last name is matched), whether or not the deployment turns it on."""
-        name = ref.rsplit(".", 1)[-1]
-        for feature, pattern in self.feature_tests:
-            if pattern.fullmatch(name):
-                return feature
+    @property
+    def options_named(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.options)
+
+    def feature_test(self, ref: str) -> tuple[str, bool] | None:
+        """The optional feature a test is true only with (``(feature, True)``) or only without
+        (``(feature, False)``), whether or not the deployment turns it on; ``ref`` is a called
+        function or a tested name, whose last names a pattern matches in full."""
+        for tests, holds_with_it in ((self.feature_tests, True), (self.feature_off_tests, False)):
+            for feature, pattern in tests:
+                if pattern.search(ref):
+                    return feature, holds_with_it
         return None
 
     def platform_of(self, ref: str, called: bool) -> str | None:
@@ -601,6 +608,11 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
     return replace(rs, api_literals=api_literals(rs))
 
 
+def _tail_patterns(table: dict[str, Any] | None) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Name -> a pattern matched in full against a dotted name's last names (`(^|.)P$`)."""
+    return tuple((str(name), re.compile(rf"(?:^|\.)(?:{pattern})$")) for name, pattern in (table or {}).items())
+
+
 def _defaults(data: dict[str, Any]) -> Defaults:
     platforms = tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platforms") or {}).items())
     platform = str(data.get("platform", "cuda"))
@@ -620,7 +632,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
         model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
         feature_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_paths") or {}).items()),
-        feature_tests=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_tests") or {}).items()),
+        feature_tests=_tail_patterns(data.get("feature_tests")), feature_off_tests=_tail_patterns(data.get("feature_off_tests")),
         feature_classes=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_classes") or {}).items()),
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
     )

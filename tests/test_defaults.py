@@ -343,6 +343,62 @@ def test_without_feature_tests_a_multimodal_branch_is_reported(tmp_path: Path, m
     assert _MM_BATCH in _default_on(_scan(write_tree(tmp_path / "t", MULTIMODAL_TREE)))
 
 
+FEATURE_TESTS_TREE = {
+    "engine/config.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass ServerArgs:\n    enable_dp_attention: bool = False\n",
+    "engine/runner.py": (
+        "import logging\nlogger = logging.getLogger(__name__)\n\n\nclass ModelRunner:\n"
+        "    def execute_model(self, batch, args):\n"
+        "        if not batch.spec_algorithm.is_none():\n            logger.info('draft round %d', len(batch))\n"
+        "        if batch.spec_algorithm.is_none():\n            logger.info('plain step %d', len(batch))\n"
+        "        if batch.forward_mode.is_target_verify():\n            logger.info('verify %d', len(batch))\n"
+        "        if not self.is_generation:\n            logger.info('pooled %d', len(batch))\n"
+        "        if args.enable_dp_attention:\n            logger.info('dp gather %d', len(batch))\n"
+        "        return batch\n"),
+}
+_DRAFT_ROUND, _PLAIN_STEP, _VERIFY, _POOLED, _DP_GATHER = (("engine/runner.py", n) for n in (8, 10, 12, 14, 16))
+
+
+def test_a_test_named_for_a_feature_holds_with_it_or_without_it(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path / "plain", FEATURE_TESTS_TREE))
+    assert _default_on(report) == {_PLAIN_STEP}
+    used = {u["switch"]: u["sites"] for u in report["deployment"]["defaults_used"]}
+    # a declared option is decided by its value, not by the feature its name has
+    assert used == {"feature=speculative_decoding": 2, "feature=embedding": 1, "enable_dp_attention": 1}
+    stated = dict(FEATURE_TESTS_TREE, **{"pyproject.toml": (
+        '[tool.cs-audit]\ndeployment = {features = ["speculative_decoding"], options = {enable_dp_attention = true}}\n')})
+    assert _default_on(_scan(write_tree(tmp_path / "spec", stated))) == {_DRAFT_ROUND, _PLAIN_STEP, _VERIFY, _DP_GATHER}
+
+
+def test_without_off_tests_a_test_true_without_a_feature_gates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from cs_audit import ruleset as ruleset_module
+
+    shipped = ruleset_module.load_ruleset()
+    no_off = replace(shipped, defaults=replace(shipped.defaults, feature_off_tests=()))
+    monkeypatch.setattr(ruleset_module, "load_ruleset", lambda *a, **k: no_off)
+    monkeypatch.setattr("cs_audit.api.load_ruleset", lambda *a, **k: no_off)
+    assert {_DRAFT_ROUND, _POOLED} <= _default_on(_scan(write_tree(tmp_path / "t", FEATURE_TESTS_TREE)))
+
+
+PREDICATE_TREE = {"engine/runner.py": (
+    "import logging\nimport os\nlogger = logging.getLogger(__name__)\n_STATE = {}\n\n\n"
+    "def borrow_enabled():\n    state = _STATE\n    if state.get('off') or not os.environ.get('X_BORROW'):\n        return False\n"
+    "    if state.get('runs') is not None:\n        return len(state['runs']) > 0\n    return True\n\n\n"
+    "def checked():\n    if os.environ.get('X_STRICT'):\n        return True\n    return False\n\n\n"
+    "class ModelRunner:\n    def execute_model(self, x):\n"
+    "        if borrow_enabled():\n            logger.info('borrowed %d', x)\n"
+    "        if checked():\n            logger.info('checked %d', x)\n        return x\n")}
+
+
+def test_a_predicate_that_returns_false_first_unless_a_switch_is_set_gates_by_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _scan(write_tree(tmp_path / "a", PREDICATE_TREE))
+    # `checked()` is true only with X_STRICT too, but by a `return True`: not this shape, so reported
+    assert _default_on(report) == {("engine/runner.py", 27)}
+    monkeypatch.setattr(index_module, "_leading_false_exits", lambda body, entries: [])
+    assert ("engine/runner.py", 25) in _default_on(_scan(write_tree(tmp_path / "b", PREDICATE_TREE)))
+
+
 def _model(name: str, lines: int) -> str:
     body = "".join(f"        logger.info('{name} {i} %d', x)\n" for i in range(lines))
     return (f"import logging\nlogger = logging.getLogger(__name__)\n\n\nclass {name.title()}ForCausalLM:\n"

@@ -528,6 +528,28 @@ def _ends_in_exit(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], _TERMINAL)
 
 
+def _leading_false_exits(body: list[ast.stmt], entries: list[ast.If]) -> list[ast.If]:
+    """The `if <cond>: return False` statements a call meets before anything else may leave the
+    function (another `return`, or an `if`, `with` or loop holding one)."""
+    out: list[ast.If] = []
+    for stmt in body:
+        if stmt in entries:
+            if not _returns_false(stmt.body[-1]):  # type: ignore[attr-defined]
+                break
+            out.append(stmt)  # type: ignore[arg-type]
+        elif any(node.__class__ in (ast.Return, ast.Raise, ast.Yield) for node in ast.walk(stmt)):
+            break
+    return out
+
+
+def _returns_false(stmt: ast.stmt) -> bool:
+    """`return`, `return None`, `return False`, `return 0`: what tests false."""
+    if stmt.__class__ is not ast.Return:
+        return False
+    value = stmt.value  # type: ignore[attr-defined]
+    return value is None or value.__class__ is ast.Constant and not value.value  # type: ignore[attr-defined]
+
+
 #: methods that move a tensor to a device (what they return is not known to be on the host)
 _TO_DEVICE = frozenset({"cuda", "to"})
 #: calls that build a tensor from host data (a list, a numpy array) on the host
@@ -1253,11 +1275,9 @@ class _Indexer(ast.NodeVisitor):
         if ".<locals>." in qualname:
             self.closure(scope)
         saved_function, self.function = self.function, scope
-        entry_gates = tuple(
-            ref for stmt in node.body
-            if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body)
-            for ref in self.gate_refs(stmt.test, active=False)
-        )
+        entries = [stmt for stmt in node.body if isinstance(stmt, ast.If) and not stmt.orelse and _ends_in_exit(stmt.body)]
+        entry_gates = tuple(ref for stmt in entries for ref in self.gate_refs(stmt.test, active=False))
+        false_entry_gates = tuple(ref for stmt in _leading_false_exits(node.body, entries) for ref in self.gate_refs(stmt.test, active=False))
         # a predicate (`def _eplb_on(self): return self.args.enable_eplb and ...`): what its value tests
         body = [stmt for stmt in node.body if not (stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Constant)]  # type: ignore[attr-defined]
         returned_test = tuple(self.gate_refs(body[-1].value, active=True)) if (  # type: ignore[attr-defined]
@@ -1294,6 +1314,7 @@ class _Indexer(ast.NodeVisitor):
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
                 int_defaults=int_defaults, returned_test=returned_test, const_defaults=const_defaults,
+                false_entry_gates=false_entry_gates,
             )
         )
 

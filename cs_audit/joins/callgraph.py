@@ -1456,6 +1456,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                                if s.kind == "option"), None)
                 if option is not None:
                     return option
+            if predicate is not None and predicate.false_entry_gates:
+                # false unless its first entry gates hold (`if not envs.X.get(): return False`): what they need
+                needed = gate_switches(model, target[0], target[1], predicate.false_entry_gates, rs)
+                if needed:
+                    return needed[0]
         for target in model.resolver.resolve(path, function, gate.ref):
             if target in model.env_helpers and target not in model.void_helpers:
                 switches = helper_switches(model, target, gate.args)

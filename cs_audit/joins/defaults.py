@@ -101,9 +101,18 @@ def _platform_gate(platform: str, active: bool, defaults: Defaults) -> SwitchRef
     return SwitchRef("option", f"platform={platform}" if active else f"platform!={platform}")
 
 
-def _feature_gate(feature: str, active: bool, defaults: Defaults) -> SwitchRef | None:
-    # `if forward_batch.contains_mm_inputs():` holds only with the feature's inputs
-    return SwitchRef("option", f"feature={feature}") if active and feature not in defaults.features else None
+def _feature_gate(table: OptionTable, defaults: Defaults, gate: GateRef) -> SwitchRef | None:
+    """A test named for an optional feature (`if batch.contains_mm_inputs():` holds only with
+    it, `if not self.is_generation:` only without it): the feature's switch when the guarded
+    code needs the feature on and the deployment leaves it off; ``NOT_OPTION`` for any other
+    test, and for a declared option, whose value decides."""
+    found = defaults.feature_test(gate.ref) if "operand" not in gate.args else None
+    name = gate.ref.rsplit(".", 1)[-1]
+    if found is None or gate.kind == "name" and (name in defaults.options_named or table.default(name) is not _UNKNOWN):
+        return NOT_OPTION
+    feature, holds_with_it = found
+    needs_it = gate.active_when_set == holds_with_it
+    return SwitchRef("option", f"feature={feature}") if needs_it and feature not in defaults.features else None
 
 
 def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) -> SwitchRef | None:
@@ -116,17 +125,13 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
         platform = defaults.platform_of(gate.ref, called=True)
         if platform is not None and "operand" not in gate.args:
             return _platform_gate(platform, gate.active_when_set, defaults)
-        feature = defaults.feature_test(gate.ref)
-        if feature is None or "operand" in gate.args:
-            return NOT_OPTION
-        return _feature_gate(feature, gate.active_when_set, defaults)
+        return _feature_gate(table, defaults, gate)
     platform = defaults.platform_of(gate.ref, called=False)
     if platform is not None and "operand" not in gate.args:
         return _platform_gate(platform, gate.active_when_set, defaults)
-    feature = defaults.feature_test(gate.ref)
-    if feature is not None and "operand" not in gate.args:
-        # `if forward_batch.contains_mm_inputs():` holds only with the feature's inputs
-        return _feature_gate(feature, gate.active_when_set, defaults)
+    feature = _feature_gate(table, defaults, gate)
+    if feature is not NOT_OPTION:
+        return feature
     if "." not in gate.ref:
         return NOT_OPTION  # a local or module name: what is assigned to it decides
     receiver, name = gate.ref.rsplit(".", 1)
