@@ -179,3 +179,46 @@ def test_without_dispatches_the_code_before_a_final_raise_is_taken_for_its_error
 
     monkeypatch.setattr(paths, "_returns_normally_first", lambda stmts: False)
     assert _dispatch_problems()
+
+
+def _rarity_problems() -> list[str]:
+    from cs_audit.testing import check_annotations
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    return check_annotations({"toyserve/rarity.py": fixture.read_text(encoding="utf-8")})
+
+
+def test_without_rejections_a_checks_warning_before_return_true_is_a_normal_path(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    monkeypatch.setattr(paths, "_rejects", lambda rest: None)
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    line = next(i for i, row in enumerate(fixture.read_text().splitlines(), 1) if '"batch of %d rejected' in row)
+    assert any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in _rarity_problems())
+
+
+def test_without_capture_in_the_rare_tests_a_graph_capture_branch_is_per_step(monkeypatch) -> None:
+    import re
+    from dataclasses import replace
+
+    from cs_audit import ruleset as ruleset_module
+
+    shipped = ruleset_module.load_ruleset()
+    pattern = shipped.rare_test_re.pattern.replace("|capturing|capture_mode|in_capture|graph_capture|for_capture", "")
+    assert pattern != shipped.rare_test_re.pattern
+    narrower = replace(shipped, rare_test_re=re.compile(pattern))
+    monkeypatch.setattr(ruleset_module, "load_ruleset", lambda *a, **k: narrower)
+    monkeypatch.setattr("cs_audit.api.load_ruleset", lambda *a, **k: narrower)
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    line = next(i for i, row in enumerate(fixture.read_text().splitlines(), 1) if '"capturing a graph' in row)
+    assert any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in _rarity_problems())
+
+
+def test_a_negated_event_name_is_no_event(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    line = next(i for i, row in enumerate(fixture.read_text().splitlines(), 1) if '"replaying a graph' in row)
+    # every name of the test, negated or not, taken for the event: the replay is called rare
+    monkeypatch.setattr(paths, "_event_names", lambda test, events: [n for n in paths._test_names(test) if events.search(n)])
+    assert [p for p in _rarity_problems() if p.startswith(f"toyserve/rarity.py:{line}:")]

@@ -1347,7 +1347,7 @@ class _Indexer(ast.NodeVisitor):
                 rest = body[i + 1:]
                 # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
                 context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
-                                         rest=True) if rest and scope is not None else None
+                                         rest=True, after_false=_returns_false(stmt.body[-1])) if rest and scope is not None else None
                 if context is not None:
                     self._note_block(context, rest)
                     self.path_contexts = (*self.path_contexts, context)

@@ -80,6 +80,16 @@ def _reports_a_problem(body: list[ast.stmt]) -> str | None:
     return f"on a branch that only reports a problem (`{records[0]}`)"
 
 
+def _rejects(rest: list[ast.stmt]) -> str | None:
+    """Why what follows a check's `if ok: return False` is its anomaly path: it reports a
+    problem and answers True (`logger.warning(...); ...; return True`: the call is rejected)."""
+    last = rest[-1]
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Constant) and last.value.value is True):
+        return None
+    record = next((r for r in map(_problem_record, rest) if r), None)
+    return f"on the path a check rejects on (`{record}`, then `return True`)" if record else None
+
+
 def _attribute_of(call: ast.expr) -> str | None:
     """`owner.attr` of `getattr(owner, "attr", ...)` / `hasattr(owner, "attr")` (None otherwise)."""
     if not (isinstance(call, ast.Call) and dotted_name(call.func) in ("getattr", "hasattr") and 2 <= len(call.args) <= 3):
@@ -190,9 +200,25 @@ def _test_names(test: ast.expr) -> list[str]:
     return [n for n in (dotted_name(node) for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute))) if n]
 
 
+def _event_names(test: ast.expr, events: re.Pattern[str]) -> list[str]:
+    """The names of events (``events`` searched in each name's last part) whose holding makes
+    a branch run: any operand of an `and` may name one, every operand of an `or` must (else
+    the branch runs without it), and none under a `not` counts (`if not in_capture:` runs on
+    every step but the event's)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return []
+    if isinstance(test, ast.BoolOp):
+        found = [_event_names(value, events) for value in test.values]
+        if isinstance(test.op, ast.Or) and not all(found):
+            return []
+        return [name for names in found for name in names]
+    return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])]
+
+
 def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persistent: Callable[[str], bool],
                    line: int = 0, lookups: dict[str, str] | None = None,
-                   event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False) -> PathContext | None:
+                   event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False,
+                   after_false: bool = False) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call);
@@ -200,11 +226,12 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     so `if v is None:` is a miss of C; ``event_names``: names whose test is an event
     (a timeout, a warm-up) whatever the branch does; ``loop``: the body of a `while` on the
     test, which moving a bound on does not make rare; ``rest``: ``body`` is what follows
-    `if <test>: return` in its block (whose warnings are not a branch of their own)."""
+    `if <test>: return` in its block (whose warnings are not a branch of their own);
+    ``after_false``: that `return` gives False or nothing (the normal answer of a check)."""
     # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
     # `raise` returns normally on those: only the part past the last of them is the error path
     if body and not (rest and _returns_normally_first(body[:-1])):
-        why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body))
+        why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body)) or (_rejects(body) if after_false else None)
         if why is not None:
             return ("error", why, "", line)
     found = _unset_names(test, active)
@@ -221,9 +248,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
             if (name in stored) if shape == "cache" else (name in assigned):
                 return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
     if event_names is not None and active and not loop:
-        for name in _test_names(test):
-            if event_names.search(name.rsplit(".", 1)[-1]):
-                return ("rare", f"on an event (`{name}`)", "", line)
+        events = _event_names(test, event_names)
+        if events:
+            return ("rare", f"on an event (`{events[0]}`)", "", line)
     return None
 
 
