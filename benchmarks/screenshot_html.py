@@ -3,9 +3,9 @@
     python benchmarks/screenshot_html.py [TREE] [-o DIR]
 
 Writes DIR/report.html and DIR/report-<width>x<height>.png for a desktop and a narrow
-window, and DIR/<section>.png of the findings and the switch pages alone (a copy of the page
-that hides the other sections and opens the first findings; headless Chromium photographs
-the top of a page only) (default DIR: /tmp/cs-audit-screenshots; TREE: fixtures/compressspec).  Needs
+window, and DIR/<section>-<width>.png of §1, the findings and the switch pages alone, at both
+widths (a copy of the page that hides the other sections and opens the first findings;
+headless Chromium photographs the top of a page only) (default DIR: /tmp/cs-audit-screenshots; TREE: fixtures/compressspec).  Needs
 ``chromium`` (Debian: ``apt-get install -y chromium``).  The page fetches nothing, so the
 browser runs with networking off.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = ((1400, 2400), (820, 1600))
 #: sections photographed alone, and how many of their <details> are opened
-SECTIONS = (("findings", 3), ("switch-pages", 6))
+SECTIONS = (("default-on", 0), ("findings", 3), ("switch-pages", 6))
 
 
 def main() -> int:
@@ -47,7 +47,7 @@ def main() -> int:
                  f"Array.prototype.slice.call(document.querySelectorAll('#{section} details'),0,{opened})"
                  ".forEach(function(d){d.open=true;});});</script></head>")
         alone.write_text(text.replace("</head>", extra, 1), encoding="utf-8")
-        shots.append((alone, out / f"{section}.png", 1400, 1600))
+        shots += [(alone, out / f"{section}-{width}.png", width, 1600) for width, _ in SIZES]
     for source, shot, width, height in shots:
         subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",  # nothing leaves the machine

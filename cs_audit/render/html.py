@@ -23,7 +23,19 @@ from collections.abc import Iterable, Mapping
 from html import escape
 
 from cs_audit.model import AuditResult, Finding, Switch, outside_git_notes
-from cs_audit.render.markdown import HOT, default_on_rows, side_totals, title, via_words
+from cs_audit.render.markdown import (
+    HOT,
+    RANKED_PER_SIDE,
+    Statement,
+    _side,
+    default_on_rows,
+    side_total,
+    side_totals,
+    statement_words,
+    statements,
+    title,
+    via_words,
+)
 from cs_audit.render.safe import visible
 from cs_audit.ruleset import RuleSet
 
@@ -31,8 +43,6 @@ from cs_audit.ruleset import RuleSet
 SNIPPET_LINES = 12
 #: bars per chart
 MAX_BARS = 15
-#: rows of the ranked default-on table
-MAX_RANKED = 30
 _SEVERITY_COLOURS = {"high": "#c0392b", "medium": "#d68910", "low": "#2874a6"}
 #: one colour per rule, in rule order (a palette that reads on white and prints in grey)
 _PALETTE = ("#c0392b", "#e67e22", "#f1c40f", "#8e44ad", "#2980b9", "#16a085", "#27ae60", "#7f8c8d", "#d35400", "#2c3e50")
@@ -180,27 +190,73 @@ def _pictures(result: AuditResult, rs: RuleSet, colours: Mapping[str, str]) -> s
 # -- tables
 
 
+def _words(markdown_words: str) -> str:
+    """``statement_words``' markdown (code spans between backtick fences, pipes escaped) as
+    HTML, so both reports word a statement alike; everything escaped."""
+    out, at = [], 0
+    for m in re.finditer(r"(`+)(.*?)(?<!`)\1(?!`)", markdown_words):
+        inner = m.group(2).replace("\\|", "|")
+        if len(inner) > 1 and inner[0] == inner[-1] == " ":
+            inner = inner[1:-1]
+        out += [h(markdown_words[at:m.start()]), f"<code>{h(inner)}</code>"]
+        at = m.end()
+    return "".join(out) + h(markdown_words[at:])
+
+
+def _path_cell(text: str) -> str:
+    """A path that may break after each ``/`` (and nowhere else unless it must)."""
+    return h(text).replace("/", "/<wbr>")
+
+
+def _ranked_table(rows: list[Statement], start: int) -> str:
+    # fixed column widths: in an automatic layout the code column shrank to a few letters
+    widths = ("2.6em", None, "22%", "5.5em", "19%", "5.8em", "6.5em")
+    cols = "".join(f'<col style="width:{w}">' if w else "<col>" for w in widths)
+    out = [f'<table class="sortable stacks ranked"><colgroup>{cols}</colgroup><thead><tr><th data-type="num">#</th>'
+           "<th>what runs with no debug env</th><th>file:line</th><th>freq</th><th>via</th><th>GPU sync</th>"
+           '<th data-type="num">µs/step</th></tr></thead><tbody>']
+    for i, s in enumerate(rows[:RANKED_PER_SIDE], start):
+        f = s.first
+        first, last = s.span
+        loc = f"{f.path}:{first}" if first == last else f"{f.path}:{first}-{last}"
+        # the statement's cost, the number the markdown's row prints (its findings summed)
+        out.append(f'<tr><td data-label="#">{i}</td><td class="what">{_words(statement_words(s))}<br><code class="src">{h(f.code)}</code></td>'
+                   f'<td class="at"><a href="#{anchor("f", f.fingerprint)}"><code>{_path_cell(loc)}</code></a></td>'
+                   f'<td data-label="freq">{h(s.frequency)}</td>'
+                   f"<td data-label=\"via\">{h(via_words(f)).replace('.', '.<wbr>') if f.hot_path else '—'}</td>"
+                   f'<td data-label="GPU sync">{"<b>yes</b>" if s.gpu_sync else "no"}</td>'
+                   f'<td data-label="µs/step" data-v="{s.cost_us}">{round(s.cost_us, 2):g}</td></tr>')
+    out.append("</tbody></table>")
+    if len(rows) > RANKED_PER_SIDE:
+        out.append(f"<p>… and {len(rows) - RANKED_PER_SIDE} more default-ON statements here, in the findings below.</p>")
+    return "".join(out)
+
+
 def _ranked(result: AuditResult, rs: RuleSet) -> str:
-    rows = default_on_rows(result, rs)
+    """§1 as the markdown has it: one row per statement (its rules' findings merged, their
+    costs summed), grouped by process side, numbered and ranked alike."""
+    rows = statements(default_on_rows(result, rs))
     out = ['<section id="default-on"><h2>1. Default-ON cost, ranked by estimated per-step impact</h2>']
     if not rows:
         return out[0] + "<p>Nothing on a hot path runs with no debug env set.</p></section>"
-    out.append('<table class="sortable"><thead><tr><th data-type="num">#</th><th>rule</th><th>code</th><th>file:line</th>'
-               '<th>freq</th><th>via</th><th>GPU sync</th><th data-type="num">µs/step</th></tr></thead><tbody>')
-    for i, f in enumerate(rows[:MAX_RANKED], 1):
-        out.append(f'<tr><td>{i}</td><td class="nw">{h(f.rule)}</td><td><code>{h(f.code)}</code></td>'
-                   f'<td><a href="#{anchor("f", f.fingerprint)}">{h(_loc(f))}</a></td><td>{h(f.frequency)}</td>'
-                   f"<td>{h(via_words(f)) if f.hot_path else '—'}</td><td>{'yes' if f.gpu_sync else 'no'}</td>"
-                   f'<td data-v="{f.cost_us}">{f.cost_us:,.1f}</td></tr>')
-    out.append("</tbody></table>")
-    if len(rows) > MAX_RANKED:
-        out.append(f"<p>… and {len(rows) - MAX_RANKED} more default-ON sites, in the findings below.</p>")
-    lines = "; ".join(
-        f"{h(side) or 'no process named'}: {n} statements, ≈ {t.total:,.0f} µs per step"
-        + (f" (code any model may run ≈ {t.shared:,.0f}, plus {h(', '.join(t.counted))})" if t.models else "")
-        for side, t, n in side_totals(result, rs))
-    out.append(f"<p><b>Bottom line</b> (<em>estimate</em>, per process side and for one model architecture, never added up): "
-               f"{lines}; {sum(1 for f in rows if f.gpu_sync)} sites force a GPU sync.</p></section>")
+    sides: dict[str, list[Statement]] = {}
+    for s in rows:
+        sides.setdefault(_side(s), []).append(s)
+    order = sorted(sides, key=lambda k: (k == "", -sum(s.cost_us for s in sides[k]), k))
+    n = 1
+    for i, side in enumerate(order, 1):
+        members = sides[side]
+        if len(order) > 1:
+            out.append(f"<h3>1.{i} {h(side) or 'no process named'} ({len(members)} statements)</h3>")
+        out.append(_ranked_table(members, n))
+        t = side_total(members, rs)
+        models = f" (code any model may run ≈ {t.shared:,.0f}, plus {h(', '.join(t.counted))})" if t.models else ""
+        syncs = sum(1 for s in members if s.gpu_sync)
+        out.append(f"<p><b>Bottom line</b>{f' ({h(side)})' if side else ''} (<em>estimate</em>, for one model architecture; "
+                   f"sides are never added up): {len(members)} statements, ≈ {t.total:,.0f} µs per step{models}; "
+                   f"{syncs} force a GPU sync.</p>")
+        n += min(len(members), RANKED_PER_SIDE)
+    out.append("</section>")
     return "".join(out)
 
 
@@ -219,6 +275,19 @@ def _snippet(f: Finding, sources: Mapping[tuple[str, int], str]) -> str:
     return f"<pre><code>{shown}{more}</code></pre>"
 
 
+def _by_cost(f: Finding) -> tuple[int, float, str, int, str]:
+    """The findings table's order: what a reader pays with no debug env set, the costliest
+    first, before the gated sites (by their cost when on) and the error and rare paths."""
+    tier = 0 if f.switch is None and f.path_kind == "normal" else 1 if f.path_kind == "normal" else 2
+    return tier, -f.cost_us, f.path, f.line, f.rule
+
+
+def _cost_cell(f: Finding) -> str:
+    if f.path_kind != "normal":
+        return f"not per step ({h(f.path_kind)} path)"
+    return f"{round(f.cost_us, 2):g}" + (" when on" if f.switch is not None else "")
+
+
 def _findings(result: AuditResult, rs: RuleSet, sources: Mapping[tuple[str, int], str], colours: Mapping[str, str]) -> str:
     found = result.findings
     out = [f'<section id="findings"><h2>Findings ({len(found)})</h2>']
@@ -233,29 +302,32 @@ def _findings(result: AuditResult, rs: RuleSet, sources: Mapping[tuple[str, int]
         '<label>file <input type="search" data-key="path" placeholder="part of a path"></label>'
         '<span class="count"></span></div>'
     )
-    widths = (175, 78, 220, 150, 190, 68, 72, None)  # px; the message takes the rest
+    out.append('<p class="note">Costliest first: what runs with no debug env set, then the sites a switch gates (by '
+               "their cost when it is on), then the error and rare paths, which are not costed per step. "
+               "Click a heading to sort by it.</p>")
+    widths = (160, 80, 210, 150, 130, 66, 86, None)  # px; the message takes the rest
     cols = "".join(f'<col style="width:{w}px">' if w else "<col>" for w in widths)
-    out.append(f'<div class="wide"><table class="sortable" id="findings-table"><colgroup>{cols}</colgroup><thead><tr><th>rule</th><th>severity</th><th>file:line:col</th>'
+    out.append(f'<div class="wide"><table class="sortable stacks" id="findings-table"><colgroup>{cols}</colgroup><thead><tr><th>rule</th><th>severity</th><th>file:line:col</th>'
                '<th>function</th><th>switch</th><th>freq</th><th data-type="num">µs/step</th><th>message (open for the code and the hot path)</th>'
                "</tr></thead><tbody>")
-    for f in found:
+    for f in sorted(found, key=_by_cost):
         spec = rs.rules.get(f.rule)
         severity = spec.severity if spec else ""
         switch = f.switch.text if f.switch else ""
         chain = ""
         if f.hot_path:
-            chain = '<div class="chain"><b>hot path</b> ' + " → ".join(f"<code>{h(step)}</code>" for step in f.hot_path) + "</div>"
+            chain = '<div class="chain"><b>hot path</b> ' + " → ".join(f"<code>{h(step).replace('.', '.<wbr>')}</code>" for step in f.hot_path) + "</div>"
         fix = f'<div class="fix"><b>fix</b> {h(spec.fix)}</div>' if spec and spec.fix else ""
         out.append(
             f'<tr id="{anchor("f", f.fingerprint)}" data-rule="{h(f.rule)}" data-switch="{h(switch or "-")}" '
             f'data-freq="{h(f.frequency)}" data-path="{h(f.path)}">'
-            f'<td><i class="dot" style="background:{colours.get(f.rule, "#999")}"></i>{h(f.rule)}</td>'
+            f'<td class="rule"><i class="dot" style="background:{colours.get(f.rule, "#999")}"></i>{h(f.rule)}</td>'
             f'<td><span class="sev" style="color:{_SEVERITY_COLOURS.get(severity, "#555")}">{h(severity)}</span></td>'
-            f"<td><code>{h(_loc(f))}</code></td><td><code>{h(f.function or '')}</code></td>"
-            + (f'<td><a href="#{anchor("switch", switch)}">{h(switch)}</a></td>' if switch and f.switch and f.switch.kind == "env"
-               else f"<td>{h(switch) or '—'}</td>")
-            + f'<td>{h(f.frequency)}</td><td data-v="{f.cost_us}">{f.cost_us:,.1f}</td>'
-            f"<td><details><summary>{h(f.message)}</summary>{_snippet(f, sources)}{chain}{fix}</details></td></tr>"
+            f'<td class="at"><code>{_path_cell(_loc(f))}</code></td><td data-label="in"><code>{h(f.function or "")}</code></td>'
+            + (f'<td data-label="switch"><a href="#{anchor("switch", switch)}">{h(switch)}</a></td>' if switch and f.switch and f.switch.kind == "env"
+               else f'<td data-label="switch">{h(switch) or "—"}</td>')
+            + f'<td data-label="freq">{h(f.frequency)}</td><td data-label="µs/step" data-v="{f.cost_us}">{_cost_cell(f)}</td>'
+            f'<td class="msg"><details><summary>{h(f.message)}</summary>{_snippet(f, sources)}{chain}{fix}</details></td></tr>'
         )
     out.append("</tbody></table></div></section>")
     return "".join(out)
@@ -402,6 +474,18 @@ pre{background:#0f1521;color:#e6edf3;padding:8px 10px;border-radius:6px;overflow
 .filters{display:flex;gap:14px;flex-wrap:wrap;align-items:center;margin:6px 0 10px}.filters select,.filters input{font:inherit;padding:2px 6px;max-width:260px}
 .wide{overflow-x:auto}.wide th{position:static}#findings-table{table-layout:fixed;min-width:1100px}
 #findings-table td{overflow-wrap:anywhere}td pre{max-width:100%}
+table.ranked{table-layout:fixed}table.ranked td{overflow-wrap:anywhere}.what code.src{display:block;margin-top:3px;color:#3b4452}
+section h3{font-size:15px;margin:18px 0 6px}
+@media (max-width:900px){
+main{padding:6px 10px 40px}section,header{padding:4px 12px 12px}
+table.stacks,table.stacks tbody{display:block}table.stacks colgroup{display:none}#findings-table{min-width:0}
+table.stacks thead tr{display:flex;flex-wrap:wrap;gap:4px;padding:4px 0}
+table.stacks th{position:static;border:1px solid var(--line);border-radius:4px;padding:1px 7px}
+table.stacks tbody tr{display:flex;flex-wrap:wrap;column-gap:14px;row-gap:2px;padding:8px 0;border-bottom:1px solid var(--line)}
+table.stacks td{display:block;border:0;padding:0}
+table.stacks td[data-label]::before{content:attr(data-label) " ";color:var(--muted);font-size:12px}
+table.stacks td.what,table.stacks td.at,table.stacks td.msg{flex-basis:100%;order:1}
+}
 .count{color:var(--muted)}.sev{font-weight:600}.nw{white-space:nowrap}
 .disp{font-size:11px;font-weight:700;padding:1px 6px;border-radius:4px;color:#fff}.disp.keep{background:#1e8449}.disp.merge{background:#b9770e}.disp.remove{background:#a93226}
 .figs{display:flex;gap:24px;flex-wrap:wrap}figure{margin:6px 0}figcaption{font-weight:600;margin-bottom:4px}
