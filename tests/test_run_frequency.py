@@ -197,7 +197,7 @@ def test_without_rejections_a_checks_warning_before_return_true_is_a_normal_path
     assert any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in _rarity_problems())
 
 
-def test_without_capture_in_the_rare_tests_a_graph_capture_branch_is_per_step(monkeypatch) -> None:
+def test_without_capture_and_prefill_in_the_rare_tests_their_branches_are_per_step(monkeypatch) -> None:
     import re
     from dataclasses import replace
 
@@ -205,13 +205,16 @@ def test_without_capture_in_the_rare_tests_a_graph_capture_branch_is_per_step(mo
 
     shipped = ruleset_module.load_ruleset()
     pattern = shipped.rare_test_re.pattern.replace("|capturing|capture_mode|in_capture|graph_capture|for_capture", "")
+    pattern = pattern[:pattern.index(")|^(") + 1]  # and without the prefill names
     assert pattern != shipped.rare_test_re.pattern
     narrower = replace(shipped, rare_test_re=re.compile(pattern))
     monkeypatch.setattr(ruleset_module, "load_ruleset", lambda *a, **k: narrower)
     monkeypatch.setattr("cs_audit.api.load_ruleset", lambda *a, **k: narrower)
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
-    line = next(i for i, row in enumerate(fixture.read_text().splitlines(), 1) if '"capturing a graph' in row)
-    assert any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in _rarity_problems())
+    rows = fixture.read_text().splitlines()
+    lines = [next(i for i, row in enumerate(rows, 1) if text in row) for text in ('"capturing a graph', '"prefill of')]
+    problems = _rarity_problems()
+    assert all(any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in problems) for line in lines)
 
 
 def test_a_negated_event_name_is_no_event(monkeypatch) -> None:
