@@ -665,7 +665,8 @@ class Finding:
     #: what the rule says of the site besides the common fields (one type per rule)
     detail: FindingDetail = None
     #: when its frequency comes from the call graph: the shortest chain of functions
-    #: (`module.qualname`) from a hot root to the site's function
+    #: (`module.qualname`) from a hot root to the site's function, as reports show it: a chain
+    #: longer than ``joins.chains.SHOWN`` is its root, then its last calls (``hot_path_elided``)
     hot_path: tuple[str, ...] = ()
     #: 1-based character columns: where the site starts on ``line``, and just past its end
     #: on ``end_line`` (as ruff's and SARIF's end columns); 0 when not known
@@ -683,6 +684,9 @@ class Finding:
     #: what an error or rare site would cost per step if it ran every time its chain does
     #: (the "reachable but not per step" table ranks by it); 0 on a normal path
     cost_if_every_time_us: float = 0.0
+    #: how many functions of the chain ``hot_path`` leaves out between its root and its
+    #: second step (0: it is the whole chain; ``cs-audit why`` prints the whole chain)
+    hot_path_elided: int = 0
 
 
 @restorable

@@ -19,7 +19,8 @@ from cs_audit.analysis import (
     sync_in_debug,
 )
 from cs_audit.analysis.sites import Findings
-from cs_audit.joins.callgraph import TreeModel, function_id, hot_chain
+from cs_audit.joins.callgraph import TreeModel
+from cs_audit.joins.chains import Chains
 from cs_audit.model import Finding
 from cs_audit.ruleset import RuleSet
 
@@ -35,17 +36,21 @@ def analyse(model: TreeModel, rs: RuleSet) -> list[Finding]:
     out = Findings(MESSAGES)
     for module in RULES:
         module.check(model, rs, out)
-    return [_with_hot_path(model, rs, f) for f in out.finish()]
+    chains = {True: Chains(model, model.hot_via_default), False: Chains(model, model.hot_via_any)}
+    return [_with_hot_path(model, rs, chains, f) for f in out.finish()]
 
 
-def _with_hot_path(model: TreeModel, rs: RuleSet, f: Finding) -> Finding:
-    """``f`` with the chain its frequency came from (default-on paths for an ungated site)
-    and the process side of the root that chain starts at."""
+def _with_hot_path(model: TreeModel, rs: RuleSet, chains: dict[bool, Chains], f: Finding) -> Finding:
+    """``f`` with the chain its frequency came from (default-on paths for an ungated site),
+    as reports show it, and the process side of the root that chain starts at."""
     if f.function is None or f.frequency in ("once", "unknown"):
         return f
-    chain = hot_chain(model, (f.path, f.function), default_only=f.switch is None)
-    if not chain:
+    key = (f.path, f.function)
+    of_switch = chains[f.switch is None]
+    shown = of_switch.shown(key)
+    if shown is None:
         return f
-    root = model.functions.get(chain[0])
-    process = rs.process_of(root.name, root.class_name, chain[0][0]) if root is not None else ""
-    return replace(f, hot_path=tuple(function_id(model, key) for key in chain), process=process)
+    root_key = of_switch.root_of(key)
+    root = model.functions.get(root_key) if root_key is not None else None
+    process = rs.process_of(root.name, root.class_name, root_key[0]) if root is not None and root_key is not None else ""
+    return replace(f, hot_path=shown.steps, hot_path_elided=shown.elided, process=process)

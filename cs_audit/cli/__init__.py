@@ -40,19 +40,41 @@ def exit_on_signals() -> None:
 def main() -> None:
     state.KEPT = []
     exit_on_signals()
+    out_of_memory = False
+    status: object = 0
     try:
         app()
-        status: object = 0
     except SystemExit as exc:  # typer ends every command this way
         status = exc.code
     except KeyboardInterrupt:
         status = 130
+    except MemoryError:
+        out_of_memory = True  # said below, once the frames that ran out of memory are let go
     except Exception as exc:  # noqa: BLE001 - an internal error: one line, the trace in a file
         status = _internal_error(exc)
+    if out_of_memory:
+        status = _out_of_memory()
     pool = sys.modules.get("cs_audit.pool")
     if pool is not None:  # workers an error or a signal left running (the exit handlers are skipped)
         pool.stop_workers()
     _exit_now(status)
+
+
+#: written as bytes made in advance: when memory ran out, formatting a message may fail too
+_OUT_OF_MEMORY = (b"cs-audit: out of memory: the scan stopped and wrote no report (see Security in the "
+                  b"README: exclude part of the tree, or run where more memory is available)\n")
+
+
+def _out_of_memory() -> int:
+    """Say in one line, with no traceback, that the command ran out of memory: a resource
+    limit of the machine or of the session, not a fault of cs-audit to report."""
+    if state.KEPT is not None:
+        state.KEPT.clear()  # the tree's objects kept for a fast exit: freed, as nothing follows
+    try:
+        os.write(2, _OUT_OF_MEMORY)
+    except OSError:
+        pass
+    return 2
 
 
 def _internal_error(exc: BaseException) -> int:

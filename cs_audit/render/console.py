@@ -10,7 +10,7 @@ from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch, outside_git_notes
 from cs_audit.render.check import plain, plural
-from cs_audit.render.markdown import default_on_rows, verdict, via_words
+from cs_audit.render.markdown import default_on_rows, hot_path_steps, verdict, via_words
 from cs_audit.ruleset import RuleSet
 
 TOP_SITES = 10
@@ -97,7 +97,7 @@ def finding_lines(findings: list[Finding], base: str, sources: dict[tuple[str, i
         if f.end_line > last:
             out.append(f"  {'':>{width}} | ...")
         if f.hot_path:
-            out.append(f"  hot path: {plain(' -> '.join(f.hot_path))}")
+            out.append(f"  hot path: {plain(' -> '.join(hot_path_steps(f)))}")
         out.append("")
     return out
 

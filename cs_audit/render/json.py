@@ -93,6 +93,10 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         data["eager_kinds"] = list(f.eager_kinds)
     if f.hot_path:
         data["hot_path"] = list(f.hot_path)
+    if f.hot_path_elided:
+        # a long chain is its root and its last calls: this many functions between the two
+        # are left out (the whole chain: `cs-audit why PATH:LINE`), so the report stays small
+        data["hot_path_elided"] = f.hot_path_elided
     if f.process:
         data["process"] = f.process
     data.update(detail_fields(f))

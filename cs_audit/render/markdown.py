@@ -260,14 +260,23 @@ def statement_words(s: Statement) -> str:
     return " + ".join(w + (f" ×{n}" if n > 1 else "") for w, n in words.items())
 
 
+def hot_path_steps(f: Finding) -> list[str]:
+    """``f``'s hot path as shown to a reader: root first, with one step saying how many
+    functions a long chain leaves out after its root (``cs-audit why`` prints them all)."""
+    if not f.hot_path_elided:
+        return list(f.hot_path)
+    gap = f"… {f.hot_path_elided:,} function{'s' if f.hot_path_elided != 1 else ''} left out (cs-audit why {f.path}:{f.line}) …"
+    return [f.hot_path[0], gap, *f.hot_path[1:]]
+
+
 def via_words(f: Finding, short: bool = False) -> str:
     """Where a site's frequency comes from: the hot root and how many calls below it the
-    site's function is (the whole chain is the JSON's ``hot_path``, and ``cs-audit why``);
+    site's function is (the chain is the JSON's ``hot_path``, cut when long; the whole of it ``cs-audit why``);
     ``short``: the root's own name and the count in words (`execute_model and 2 more calls`),
     for a terminal."""
     if not f.hot_path:
         return "—"
-    below = len(f.hot_path) - 1
+    below = len(f.hot_path) - 1 + f.hot_path_elided
     if short:
         name = f.hot_path[0].rsplit(".", 1)[-1]
         return f"{name} and {below} more call{'s' if below != 1 else ''}" if below else name
