@@ -453,10 +453,12 @@ def verdict(result: AuditResult, rs: RuleSet) -> str:
     syncs, what is µs noise, and how many reachable sites run only past a guard."""
     rows = statements(default_on_rows(result, rs))
     demoted = statements(demoted_rows(result, rs))
-    emits = [s for s in rows if any(f.rule == "default-on-emitter" for f in s.findings)]
+    emitting = [any(f.rule == "default-on-emitter" for f in s.findings) for s in rows]
+    emits = [s for s, emits_ in zip(rows, emitting) if emits_]
     heavy = [s for s in emits if s.frequency in ("request", "round", "layer")]
     syncs = [s for s in rows if s.gpu_sync]
-    noise = [s for s in rows if s not in emits and not s.gpu_sync]
+    # by the flag, not `s not in emits`: comparing statements field by field made this quadratic
+    noise = [s for s, emits_ in zip(rows, emitting) if not emits_ and not s.gpu_sync]
     parts = []
     if heavy:
         where = ", ".join(code(f"{s.first.path}:{s.span[0]}") for s in heavy[:3])
