@@ -59,6 +59,14 @@ def test_a_deep_chain_gives_short_hot_paths_and_a_small_report(tmp_path: Path) -
     assert len(result.stdout) / len(report["findings"]) < 2_000
 
 
+def test_the_html_says_how_many_calls_a_cut_chain_leaves_out(tmp_path: Path) -> None:
+    root = _deep_tree(tmp_path)
+    out = tmp_path / "audit.html"
+    result = runner.invoke(app, ["scan", str(root), "-f", "html", "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"… {DEPTH - TAIL} functions left out (cs-audit why runner." in out.read_text()
+
+
 def test_why_prints_the_whole_chain_the_report_cuts(tmp_path: Path) -> None:
     root = _deep_tree(tmp_path)
     line = _chain(DEPTH).splitlines().index(f"def f{DEPTH - 1}(x):") + 2  # its logger.info, 1-based

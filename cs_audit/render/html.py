@@ -29,6 +29,7 @@ from cs_audit.render.markdown import (
     Statement,
     _side,
     default_on_rows,
+    hot_path_steps,
     side_total,
     side_totals,
     statement_words,
@@ -316,7 +317,7 @@ def _findings(result: AuditResult, rs: RuleSet, sources: Mapping[tuple[str, int]
         switch = f.switch.text if f.switch else ""
         chain = ""
         if f.hot_path:
-            chain = '<div class="chain"><b>hot path</b> ' + " → ".join(f"<code>{h(step).replace('.', '.<wbr>')}</code>" for step in f.hot_path) + "</div>"
+            chain = '<div class="chain"><b>hot path</b> ' + " → ".join(f"<code>{h(step).replace('.', '.<wbr>')}</code>" for step in hot_path_steps(f)) + "</div>"
         fix = f'<div class="fix"><b>fix</b> {h(spec.fix)}</div>' if spec and spec.fix else ""
         out.append(
             f'<tr id="{anchor("f", f.fingerprint)}" data-rule="{h(f.rule)}" data-switch="{h(switch or "-")}" '
