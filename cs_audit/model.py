@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from cs_audit.sources import FileError
 
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
+#: a function of the tree, as the joins key it: (path, qualname)
+FuncKey = tuple[str, str]
+#: the call-site roles that emit a record or write output (what the emitter rules look at)
+EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
 #: a function this short (lines, `def` to end) that only wraps gated emitters is itself one;
 #: the joins read ``FunctionDef.body_lines`` through this comparison alone (see ``reuse``)
 SMALL_BODY_LINES = 40

@@ -20,10 +20,9 @@ import libcst as cst
 from cs_audit.extract.index import HOST_BUILDERS as _HOST_BUILDERS
 from cs_audit.extract.index import Snippet, may_reach_tree
 from cs_audit.extract.paths import CONDITIONAL_PROBLEM_REASON, ONCE_REASON, PROBLEM_LEVELS
-from cs_audit.model import CallSite, EnvRead, GateRef, closure_arg
+from cs_audit.model import EMITTER_ROLES, CallSite, EnvRead, GateRef, closure_arg
 from cs_audit.ruleset import RuleSet
 
-EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
 _MAX_CODE = 160
 _OUTPUT_VAR = re.compile(r"(?i)(_DIR|_PATH|_ROOT|_FILE|OUT_ROOT|OUTPUT)$")
 

@@ -34,6 +34,7 @@ from cs_audit.joins.reach import rank as rank  # re-exported
 from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
     DEFAULT_ON,
+    EMITTER_ROLES,
     HANDED,
     LEVEL_SWITCH,
     PROPERTY_DECORATORS,
@@ -43,6 +44,7 @@ from cs_audit.model import (
     EventLoop,
     FileFacts,
     Frequency,
+    FuncKey,
     FunctionDef,
     GateRef,
     GraphEdge,
@@ -56,9 +58,6 @@ from cs_audit.ruleset import RuleSet
 
 if TYPE_CHECKING:
     from cs_audit.joins.reach import Demotion
-
-FuncKey = tuple[str, str]  # (path, qualname)
-EMITTER_ROLES = frozenset({"log", "print", "stdwrite", "write", "dump"})
 
 
 @dataclass

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cs_audit.model import ACCESSOR_BODY_LINES, FunctionDef, GateRef
+from cs_audit.model import ACCESSOR_BODY_LINES, FuncKey, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
 
-FuncKey = tuple[str, str]
 #: ``callgraph.TreeModel``, which imports this module
 TreeModel = Any
 

@@ -21,11 +21,10 @@ import posixpath
 from dataclasses import replace
 from typing import Any
 
-from cs_audit.model import FunctionDef, HostArguments
+from cs_audit.model import FuncKey, FunctionDef, HostArguments
 
 #: ``callgraph.TreeModel`` and ``callgraph.Edge`` (which import this module)
 TreeModel = Edge = Any
-FuncKey = tuple[str, str]
 
 #: how a call found its function when the call's own arguments land in its parameters
 DIRECT_CALLS = frozenset({"name", "fallback", "self", "attribute", "local", "module", "super", "constructor", "__call__",

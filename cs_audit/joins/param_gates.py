@@ -17,12 +17,11 @@ from typing import Any
 
 from cs_audit.joins.defaults import NOT_OPTION, option_gate, value_gate
 from cs_audit.joins.host_data import DIRECT_CALLS, argument_position
-from cs_audit.model import PARAM_TESTED, GateRef, PassedValues, SwitchRef, by_text
+from cs_audit.model import PARAM_TESTED, FuncKey, GateRef, PassedValues, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 #: ``callgraph.TreeModel`` (which imports this module)
 TreeModel = Any
-FuncKey = tuple[str, str]
 #: how many parameters a value may be handed on through
 MAX_HANDED = 4
 

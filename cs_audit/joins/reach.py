@@ -16,10 +16,20 @@ from typing import Protocol
 from cs_audit.joins.defaults import feature_switch, module_switch
 from cs_audit.joins.env_helpers import is_once_function
 from cs_audit.joins.roots import event_loop_roots, in_event_loop
-from cs_audit.model import HOT_FREQUENCIES, CallSite, EventLoop, FileFacts, Frequency, FunctionDef, Guard, PathKind, SwitchRef
+from cs_audit.model import (
+    HOT_FREQUENCIES,
+    CallSite,
+    EventLoop,
+    FileFacts,
+    Frequency,
+    FuncKey,
+    FunctionDef,
+    Guard,
+    PathKind,
+    SwitchRef,
+)
 from cs_audit.ruleset import RuleSet
 
-FuncKey = tuple[str, str]  # (path, qualname)
 _RANK = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
 
 

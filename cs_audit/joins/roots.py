@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from cs_audit.model import EventLoop
+from cs_audit.model import EventLoop, FuncKey
 from cs_audit.ruleset import RuleSet
-
-FuncKey = tuple[str, str]  # (path, qualname), as ``joins.callgraph`` keys functions
 
 
 def event_loop_roots(model: Any, rs: RuleSet) -> dict[FuncKey, tuple[EventLoop, ...]]:

@@ -23,9 +23,8 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-from cs_audit.model import PROPERTY_DECORATORS, ClassFacts, FileFacts, FunctionDef
+from cs_audit.model import PROPERTY_DECORATORS, ClassFacts, FileFacts, FuncKey, FunctionDef
 
-FuncKey = tuple[str, str]
 ClassKey = tuple[str, str]
 Value = tuple
 #: most values one name keeps (the first, in a stable order)
