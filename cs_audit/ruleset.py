@@ -608,13 +608,18 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
     return replace(rs, api_literals=api_literals(rs))
 
 
+def _named_patterns(table: dict[str, Any] | None, form: str = "{}") -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """A table's name -> pattern entries, compiled (each pattern put in ``form``)."""
+    return tuple((str(name), re.compile(form.format(pattern))) for name, pattern in (table or {}).items())
+
+
 def _tail_patterns(table: dict[str, Any] | None) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """Name -> a pattern matched in full against a dotted name's last names (`(^|.)P$`)."""
-    return tuple((str(name), re.compile(rf"(?:^|\.)(?:{pattern})$")) for name, pattern in (table or {}).items())
+    return _named_patterns(table, r"(?:^|\.)(?:{})$")
 
 
 def _defaults(data: dict[str, Any]) -> Defaults:
-    platforms = tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platforms") or {}).items())
+    platforms = _named_patterns(data.get("platforms"))
     platform = str(data.get("platform", "cuda"))
     if platform not in dict(platforms):
         raise RuleDataError(f"defaults.yaml: platform {platform!r} is none of platforms ({', '.join(dict(platforms))})")
@@ -629,11 +634,11 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         field_calls=frozenset(map(str, data.get("field_calls") or ())),
         argument_calls=frozenset(map(str, data.get("argument_calls") or ())),
         platforms=platforms, platform=platform,
-        platform_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("platform_paths") or {}).items()),
+        platform_paths=_named_patterns(data.get("platform_paths")),
         model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
-        feature_paths=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_paths") or {}).items()),
+        feature_paths=_named_patterns(data.get("feature_paths")),
         feature_tests=_tail_patterns(data.get("feature_tests")), feature_off_tests=_tail_patterns(data.get("feature_off_tests")),
-        feature_classes=tuple((str(name), re.compile(str(pattern))) for name, pattern in (data.get("feature_classes") or {}).items()),
+        feature_classes=_named_patterns(data.get("feature_classes")),
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
     )
 

@@ -532,7 +532,9 @@ def _leading_false_exits(body: list[ast.stmt], entries: list[ast.If]) -> list[as
     """The `if <cond>: return False` statements a call meets before anything else may leave the
     function (another `return`, or an `if`, `with` or loop holding one)."""
     out: list[ast.If] = []
-    for stmt in body:
+    # past the last entry there is nothing to find: walk no further (most functions have none)
+    last = max((i for i, stmt in enumerate(body) if stmt in entries), default=-1)
+    for stmt in body[:last + 1]:
         if stmt in entries:
             if not _returns_false(stmt.body[-1]):  # type: ignore[attr-defined]
                 break
