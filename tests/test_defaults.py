@@ -293,6 +293,10 @@ def test_a_class_of_an_optional_features_package_runs_only_with_the_feature(tmp_
     assert _default_on(report) == {_STEP, _ADAPTERS, _ALGO}
     used = {u["switch"]: (u["value"], u["sites"]) for u in report["deployment"]["defaults_used"]}
     assert used["feature=speculative_decoding"] == ("off", 2) and used["feature=lora"] == ("off", 1)
+    out = tmp_path / "audit.md"
+    runner.invoke(app, ["scan", str(tmp_path / "plain"), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
+    # the assumptions say where a feature's off-ness comes from: the rules, not a declaration
+    assert "| `feature=speculative_decoding` | `off` | the rules' `feature_*` tables | 2 |" in out.read_text()
     on = dict(FEATURE_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["lora", "speculative_decoding"]}\n'})
     report = _scan(write_tree(tmp_path / "on", on))
     assert _default_on(report) == {_STEP, _ADAPTERS, _ALGO, _LORA_LAYER, _DRAFT, _SCORE}

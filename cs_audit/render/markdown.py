@@ -701,7 +701,7 @@ def _deployment_lines(d: Deployment | None) -> list[str]:
                   "| turns the code on | value audited | from | hot sites kept off |", "|---|---|---|---|"]
         for u in d.used[:MAX_DEFAULTS_LISTED]:
             source = code(f"{u.path}:{u.line}") if u.path else (
-                "the platform" if u.switch.startswith("platform") else "its own packages" if u.switch.startswith("feature") else "the deployment")
+                "the platform" if u.switch.startswith("platform") else "the rules' `feature_*` tables" if u.switch.startswith("feature") else "the deployment")
             lines.append(f"| {code(u.switch)} | {code(u.value)} | {source} | {u.sites} |")
         if len(d.used) > MAX_DEFAULTS_LISTED:
             lines.append(f"| … {len(d.used) - MAX_DEFAULTS_LISTED} more in the JSON report | | | |")
