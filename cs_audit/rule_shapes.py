@@ -246,6 +246,7 @@ TABLES: dict[str, dict[str, Shape]] = {
                                      "{iter = '(?i)layer', from = 'step', to = 'layer'}")),
         "event_loops": Record({"step_calls": NAMES, "stop_flags": Regex(), "process": TEXT}),
         "rare_tests": Regex(nullable=True),
+        "steady_tests": Regex(nullable=True),
     },
     "costs": {
         "source": TEXT,

@@ -31,7 +31,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
         "flag_name_pattern",
     },
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers", "host_names", "device_apis"},
-    "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests"},
+    "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests", "steady_tests"},
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
@@ -280,6 +280,9 @@ class RuleSet:
     loop_raises: tuple[tuple[re.Pattern[str], str, str], ...]
     #: names whose test makes a branch an event (``hot_paths.yaml`` ``rare_tests``)
     rare_test_re: re.Pattern[str] | None
+    #: names whose test is true in the steady state: a branch that needs it false is an event
+    #: (``hot_paths.yaml`` ``steady_tests``)
+    steady_test_re: re.Pattern[str] | None
     #: event loops (``extract.loops``): the method names that run a step (leading
     #: underscores dropped), and the names of stop/run flags a loop's test may check
     event_loop_steps: frozenset[str]
@@ -590,6 +593,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         rare_test_re=re.compile(hot["rare_tests"]) if hot.get("rare_tests") else None,
+        steady_test_re=re.compile(hot["steady_tests"]) if hot.get("steady_tests") else None,
         event_loop_steps=frozenset(str(name).lstrip("_") for name in hot["event_loops"]["step_calls"]),
         stop_flag_re=re.compile(hot["event_loops"]["stop_flags"]),
         event_loop_process=str(hot["event_loops"].get("process", "")),

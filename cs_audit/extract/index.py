@@ -23,7 +23,7 @@ from itertools import accumulate, count
 from operator import add, attrgetter
 
 from cs_audit.extract.messages import argument_uses, format_kinds
-from cs_audit.extract.paths import PathContext, branch_context, except_context, function_context, holds, resolve
+from cs_audit.extract.paths import PathContext, assert_context, branch_context, except_context, function_context, holds, resolve
 from cs_audit.extract.scripts import NAMES_FILE
 from cs_audit.model import (
     DEFAULT_ON,
@@ -1349,9 +1349,15 @@ class _Indexer(ast.NodeVisitor):
                 rest = body[i + 1:]
                 # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
                 context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
-                                         rest=True, after_false=_returns_false(stmt.body[-1])) if rest and scope is not None else None
+                                         rest=True, after_false=_returns_false(stmt.body[-1]),
+                                         steady_names=self.rs.steady_test_re) if rest and scope is not None else None
                 if context is not None:
                     self._note_block(context, rest)
+                    self.path_contexts = (*self.path_contexts, context)
+            elif stmt.__class__ is ast.Assert and scope is not None and i + 1 < len(body):
+                context = assert_context(stmt.test, self.rs.rare_test_re, stmt.lineno)  # type: ignore[attr-defined]
+                if context is not None:
+                    self._note_block(context, body[i + 1:])
                     self.path_contexts = (*self.path_contexts, context)
         self.path_contexts = saved_paths
         self._pop_gates(pushed)
@@ -1386,7 +1392,8 @@ class _Indexer(ast.NodeVisitor):
         self._push_gates(test, active)
         scope = self.function
         context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME, test.lineno,
-                                 scope.lookups if scope is not None else None, self.rs.rare_test_re, loop)
+                                 scope.lookups if scope is not None else None, self.rs.rare_test_re, loop,
+                                 steady_names=self.rs.steady_test_re)
         self.branch_depth += not loop
         if context is None:
             self._block(body)

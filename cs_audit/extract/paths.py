@@ -215,10 +215,33 @@ def _event_names(test: ast.expr, events: re.Pattern[str]) -> list[str]:
     return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])]
 
 
+def _steady_off_names(test: ast.expr, active: bool, steady: re.Pattern[str]) -> list[str]:
+    """The names of steady-state tests (``steady`` matched in full on each name's last part)
+    that must be false for the branch of ``test`` taken when it is ``active`` to run: the
+    `else` of `if mode.is_decode():`, `if not mode.is_decode():`, an operand of an `and` in
+    either (an `or` in the `else`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _steady_off_names(test.operand, not active, steady)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) != active:
+            return []  # one false operand of an `and` (one true of an `or`) is enough
+        return [name for value in test.values for name in _steady_off_names(value, active, steady)]
+    if active or not isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
+        return []
+    return [name for name in _test_names(test) if steady.fullmatch(name.rsplit(".", 1)[-1])]
+
+
+def assert_context(test: ast.expr, event_names: re.Pattern[str] | None, line: int) -> PathContext | None:
+    """What follows `assert <test>` runs only when the test holds: on an event when it names
+    one (`assert batch.forward_mode.is_extend()`: a prefill-only function)."""
+    events = _event_names(test, event_names) if event_names is not None else []
+    return ("rare", f"on an event (`{events[0]}`, asserted)", "", line) if events else None
+
+
 def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persistent: Callable[[str], bool],
                    line: int = 0, lookups: dict[str, str] | None = None,
                    event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False,
-                   after_false: bool = False) -> PathContext | None:
+                   after_false: bool = False, steady_names: re.Pattern[str] | None = None) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call);
@@ -227,7 +250,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     (a timeout, a warm-up) whatever the branch does; ``loop``: the body of a `while` on the
     test, which moving a bound on does not make rare; ``rest``: ``body`` is what follows
     `if <test>: return` in its block (whose warnings are not a branch of their own);
-    ``after_false``: that `return` gives False or nothing (the normal answer of a check)."""
+    ``after_false``: that `return` gives False or nothing (the normal answer of a check);
+    ``steady_names``: names whose test is true in the steady state (a decode step), so a
+    branch that needs one false runs on an event."""
     # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
     # `raise` returns normally on those: only the part past the last of them is the error path
     if body and not (rest and _returns_normally_first(body[:-1])):
@@ -240,28 +265,38 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
                  for name, shape in found]
     candidates = [(name, shape) for name, shape in found if persistent(name)
                   and not (loop and shape in ("throttle", "periodic"))]
+    # a counter holds only if the module counts it up (``resolve``): an event in the same
+    # test still makes the branch rare when it does not
+    counted: PathContext | None = None
     if candidates:
         assigned, stored = _stores(body)
         for name, shape in candidates:
-            if shape in ("counter", "periodic"):
-                return ("rare", _SHAPE_REASONS[shape].format(name), name if shape == "counter" else "", line)
-            if (name in stored) if shape == "cache" else (name in assigned):
+            if shape == "periodic":
+                return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
+            if shape == "counter":
+                counted = counted or ("rare", _SHAPE_REASONS[shape].format(name), name, line)
+            elif (name in stored) if shape == "cache" else (name in assigned):
                 return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
     if event_names is not None and active and not loop:
         events = _event_names(test, event_names)
         if events:
             return ("rare", f"on an event (`{events[0]}`)", "", line)
-    return None
+    if steady_names is not None and not loop:
+        off = _steady_off_names(test, active, steady_names)
+        if off:
+            return ("rare", f"off the steady state (`{off[0]}` false)", "", line)
+    return counted
 
 
 _HANDLER_NAME = re.compile(
     r"(?i)((^|_)(handle|on|log|report|record|notify)_(\w+_)?(fail(ure|ed)?|errors?|exception|abort(ed)?)(_|$)"
-    r"|^_*(fail|abort)(_|$))")
+    r"|^_*(fail|abort|reject)(?!\w*_(if|unless|when)_)(_|$)|(^|_)(not_supported|unsupported)$)")
 
 
 def function_context(name: str, line: int = 0) -> PathContext | None:
     """The path kind of a whole function's body by its name: a failure handler
-    (`_log_failure`, `handle_error`, `on_exception`) runs when something failed."""
+    (`_log_failure`, `handle_error`, `on_exception`) runs when something failed, a rejection
+    (`_reject_request`, `_not_supported`) when a request was refused; `reject_if_...` decides."""
     if _HANDLER_NAME.search(name):
         return ("error", f"in `{name}`, a failure handler", "", line)
     return None

@@ -1425,6 +1425,30 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     return switch  # type: ignore[return-value]
 
 
+#: most imports a module name is followed through to the module that assigns it
+MAX_REEXPORTS = 4
+
+
+def _exported(model: TreeModel, ref: str) -> list[tuple[str, str]]:
+    """(file, name) of a module's name ``ref`` (`pkg.mod.X`) in each file of that module, and
+    through the imports that bring it there from another module (`from pkg.base import X`)."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    work = [ref]
+    while work and len(seen) < MAX_REEXPORTS:
+        dotted = work.pop()
+        if dotted in seen or "." not in dotted:
+            continue
+        seen.add(dotted)
+        module, name = dotted.rsplit(".", 1)
+        for other in model.resolver.by_module.get(module, ()):
+            out.append((other, name))
+            origin = next((o for n, o in model.facts[other].aliases if n == name), None) if other in model.facts else None
+            if origin is not None and origin != dotted:
+                work.append(origin)
+    return out
+
+
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     option = option_gate(model.options, rs.defaults, gate)
     if option is not NOT_OPTION:
@@ -1494,8 +1518,7 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 if var is not None:
                     return env_switch(var)
         if "." in ref and not ref.startswith("self."):
-            module, name = ref.rsplit(".", 1)
-            for other in model.resolver.by_module.get(module, ()):
+            for other, name in _exported(model, ref):
                 # a module name set from a switch there (`from .flags import TRACE_ON`)
                 if (other, name) in model.derived and "operand" not in gate.args:
                     switch, known = _derived_switch(model, other, (other, name), rs)
