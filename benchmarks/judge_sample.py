@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--random", type=int, default=40)
     ap.add_argument("--demoted", type=int, default=0, help="also N seeded sites the report says do not run every step")
+    ap.add_argument("--demoted-reason", default="", help="only demoted sites whose reason says this")
     ap.add_argument("--off", type=int, default=0, help="also N seeded settings the report says keep hot code off")
     args = ap.parse_args()
     report = json.load(open(args.report))
@@ -78,7 +79,7 @@ def main() -> None:
         print(f"- R-{i}: {claim(r)}")
     if args.demoted:
         demoted = [f for f in findings if f["switch"] is None and f["frequency"] in HOT and f.get("path_kind", "normal") != "normal"
-                   and f["rule"] in SECTION_1_RULES]
+                   and f["rule"] in SECTION_1_RULES and args.demoted_reason in (f.get("path_reason") or "")]
         picked_demoted = random.Random(args.seed + 1).sample(demoted, min(args.demoted, len(demoted)))
         print(f"\n## {len(picked_demoted)} sites reported as reachable but not every step (seed {args.seed + 1})\n")
         for i, f in enumerate(picked_demoted, 1):

@@ -205,7 +205,7 @@ FREQUENCY = OneOf(tuple(sorted(_FREQUENCIES)))
 
 #: a hot root, in ``hot_paths.roots`` and in the configuration's own ``hot_roots``
 HOT_ROOT = Record(
-    {"name": FUNCTION, "class": GLOB, "path": GLOB, "frequency": FREQUENCY, "process": TEXT},
+    {"name": FUNCTION, "class": GLOB, "path": GLOB, "frequency": FREQUENCY, "process": TEXT, "replayed": FLAG},
     frozenset({"name"}), "{name = 'step', frequency = 'step'}",
 )
 
@@ -261,7 +261,7 @@ TABLES: dict[str, dict[str, Shape]] = {
         "option_class_records": NAMES, "option_module_paths": Regex(), "option_ignore_paths": Regex(),
         "option_receivers": Regex(), "field_calls": NAMES, "argument_calls": NAMES, "unset_predicates": Regex(nullable=True),
         "platform": Leaf('a platform name, like "rocm"', "platform names", _is_name), "platforms": MapOf(Regex()), "platform_paths": MapOf(Regex()),
-        "model_paths": Regex(groups=("model",), nullable=True), "feature_paths": MapOf(Regex()),
+        "graph_platforms": NAMES, "model_paths": Regex(groups=("model",), nullable=True), "feature_paths": MapOf(Regex()),
         "feature_tests": MapOf(Regex()), "feature_off_tests": MapOf(Regex()), "feature_classes": MapOf(Regex()),
     },
 }

@@ -37,7 +37,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
-                      "unset_predicates", "platform", "platforms", "platform_paths", "model_paths", "feature_paths",
+                      "unset_predicates", "platform", "platforms", "platform_paths", "graph_platforms", "model_paths", "feature_paths",
                       "feature_tests", "feature_off_tests", "feature_classes"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
@@ -50,7 +50,7 @@ _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync",
               "by_name", "foreign", "aside", "name_words"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
-_ROOT_KEYS = {"name", "class", "path", "frequency", "process"}
+_ROOT_KEYS = {"name", "class", "path", "frequency", "process", "replayed"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags", "process"}
 _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
 
@@ -82,6 +82,9 @@ class HotRoot:
     #: the side of the deployment the root runs in (engine, worker, API server, ...): the
     #: audit's §1 sums per-step costs per side, never across them ("" for a project root without one)
     process: str = ""
+    #: a model's forward, which the engine captures once as a device graph (CUDA graphs) and
+    #: then replays in steady decoding without running its Python (``Defaults.replays_graphs``)
+    replayed: bool = False
 
     def matches(self, name: str, class_name: str | None, path: str) -> bool:
         if name != self.name:
@@ -158,6 +161,14 @@ class Defaults:
     env: frozenset[str] = frozenset()
     #: whether a project stated the deployment (the report says which it audits)
     stated: bool = False
+    #: the platforms whose engines replay a model's forward as a captured device graph
+    graph_platforms: frozenset[str] = frozenset()
+
+    @property
+    def replays_graphs(self) -> bool:
+        """Whether the deployment's decoding steps replay captured graphs of the model's
+        forward (its platform's default), unless it runs the model eagerly (``EAGER``)."""
+        return self.platform in self.graph_platforms and EAGER not in self.features
 
     def model_of(self, path: str) -> str | None:
         """The model architecture whose own module ``path`` is (None: code any model may run)."""
@@ -428,7 +439,8 @@ def _parse_root(entry: Any, where: str) -> HotRoot:
     frequency = entry.get("frequency", "step")
     if frequency not in _FREQUENCIES:
         raise RuleDataError(f"{where}: unknown frequency {frequency!r}")
-    return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency, str(entry.get("process", "")))
+    return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency, str(entry.get("process", "")),
+                   entry.get("replayed") is True)
 
 
 def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
@@ -612,6 +624,11 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
     return replace(rs, api_literals=api_literals(rs))
 
 
+#: the feature a deployment states to run its model eagerly: no captured graphs
+#: (`--enforce-eager`, `--disable-cuda-graph`)
+EAGER = "eager"
+
+
 def _named_patterns(table: dict[str, Any] | None, form: str = "{}") -> tuple[tuple[str, re.Pattern[str]], ...]:
     """A table's name -> pattern entries, compiled (each pattern put in ``form``)."""
     return tuple((str(name), re.compile(form.format(pattern))) for name, pattern in (table or {}).items())
@@ -639,6 +656,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         argument_calls=frozenset(map(str, data.get("argument_calls") or ())),
         platforms=platforms, platform=platform,
         platform_paths=_named_patterns(data.get("platform_paths")),
+        graph_platforms=frozenset(map(str, data.get("graph_platforms") or ())),
         model_paths=re.compile(data["model_paths"]) if data.get("model_paths") else None,
         feature_paths=_named_patterns(data.get("feature_paths")),
         feature_tests=_tail_patterns(data.get("feature_tests")), feature_off_tests=_tail_patterns(data.get("feature_off_tests")),

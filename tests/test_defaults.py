@@ -251,7 +251,8 @@ def test_a_module_written_for_another_platform_runs_nothing(tmp_path: Path) -> N
     on = {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
     assert on == {("engine/models/attention.py", 7)}  # neither the AMD layer nor what only it calls
     used = {u["switch"]: u["sites"] for u in report["deployment"]["defaults_used"]}
-    assert used == {"platform=rocm": 2}
+    # the CUDA layer's own line runs in Python only at capture and on prefill (a graph replays it)
+    assert used == {"platform=rocm": 2, "feature=eager": 1}
     rocm = dict(PLATFORM_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {platform = "rocm"}\n'})
     report = _scan(write_tree(tmp_path / "rocm", rocm))
     on = {(f["path"], f["line"]) for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
@@ -440,7 +441,9 @@ def _section_1(root: Path, tmp_path: Path, fmt: str = "markdown") -> str:
 
 
 def test_the_bottom_line_counts_one_model_architecture_never_every_model(tmp_path: Path) -> None:
-    text = _section_1(write_tree(tmp_path / "t", MODELS_TREE), tmp_path)
+    # an eager deployment: with graphs replayed, no model's forward runs its Python per step
+    eager = dict(MODELS_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["eager"]}\n'})
+    text = _section_1(write_tree(tmp_path / "t", eager), tmp_path)
     line = next(x for x in text.splitlines() if x.startswith("**Bottom line"))
     step = 16.47  # one log line per step (rules/costs.yaml), as the other tests here read it off the report
     per_line = float(line.split("≈ ")[2].split(" µs")[0])  # the code any model may run: the runner's line
@@ -448,9 +451,9 @@ def test_the_bottom_line_counts_one_model_architecture_never_every_model(tmp_pat
     assert "`mixtral` ≈" in line and "`llama` ≈" in line and "never added up" in line
     total = float(line.split("≈ ")[1].split(" µs")[0].replace(",", ""))
     assert total == pytest.approx(per_line * 4, abs=1.0) and per_line == pytest.approx(step, abs=1.0)
-    html = _section_1(write_tree(tmp_path / "h", MODELS_TREE), tmp_path, "html")
+    html = _section_1(write_tree(tmp_path / "h", eager), tmp_path, "html")
     assert "costliest side" in html and "plus mixtral" in html
-    stated = dict(MODELS_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {models = ["llama"]}\n'})
+    stated = dict(MODELS_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {models = ["llama"], features = ["eager"]}\n'})
     text = _section_1(write_tree(tmp_path / "s", stated), tmp_path)
     line = next(x for x in text.splitlines() if x.startswith("**Bottom line"))
     assert "the architectures the deployment serves (`llama`)" in line

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cs_audit.cli import app
@@ -132,6 +133,8 @@ def fused_rope(x):
     module = _kernel_module(x.dtype)
     return module, x
 ''',
+    # run eagerly: no graph replay decides how often the forward's Python runs, the memo does
+    "pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["eager"]}\n',
     "toyjit/model.py": '''from toyjit.ops import fused_rope
 
 
@@ -225,3 +228,67 @@ def test_a_negated_event_name_is_no_event(monkeypatch) -> None:
     # every name of the test, negated or not, taken for the event: the replay is called rare
     monkeypatch.setattr(paths, "_event_names", lambda test, events: [n for n in paths._test_names(test) if events.search(n)])
     assert [p for p in _rarity_problems() if p.startswith(f"toyserve/rarity.py:{line}:")]
+
+
+# ---------------------------------------------------------------- a model's forward replayed as a graph
+_REPLAYED = {"engine/runner.py": '''
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def note_batch(n):
+    logger.info(f"batch of {n}")
+
+
+class ToyModelRunner:
+    def execute_model(self, batch):
+        note_batch(len(batch))
+        return self.layer.forward(batch)
+
+
+class ToyDecoderLayer:
+    def forward(self, x):
+        logger.info(f"layer input {x}")
+        note_batch(1)
+        return self.project(x)
+
+    def project(self, x):
+        logger.info(f"projected {x}")
+        return x
+'''}
+
+
+def _replayed_runs(tmp_path: Path, deployment: str = "") -> dict[int, tuple[str, str, str]]:
+    files = {**_REPLAYED, **({"pyproject.toml": f"[tool.cs-audit]\n{deployment}\n"} if deployment else {})}
+    root = write_tree(tmp_path / "t", files)
+    result = runner.invoke(app, ["scan", str(root), "--format", "json", "--no-cache", "--no-history", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    return {f["line"]: (f["frequency"], f["path_kind"], f.get("path_reason") or "")
+            for f in json.loads(result.stdout)["findings"] if f["rule"] == "default-on-emitter"}
+
+
+def test_a_model_forward_replayed_as_a_graph_runs_its_python_only_at_capture_and_prefill(tmp_path: Path) -> None:
+    runs = _replayed_runs(tmp_path)
+    # the layer's own line and what only the layer calls: rare, the guard at the layer's forward
+    assert runs[18][:2] == ("layer", "rare") and "captured graph" in runs[18][2] and "runner.py:17)" in runs[18][2]
+    assert runs[23][:2] == ("layer", "rare") and "runner.py:17, 1 call up" in runs[23][2]
+    # a helper the runner calls too runs every step, as often as the runner calls it
+    assert runs[7][:2] == ("step", "normal")
+
+
+@pytest.mark.parametrize("deployment", ['deployment = {features = ["eager"]}', 'deployment = {platform = "cpu"}'])
+def test_an_eager_deployment_or_a_platform_without_graphs_runs_the_forward_every_step(tmp_path: Path, deployment: str) -> None:
+    runs = {line: run[:2] for line, run in _replayed_runs(tmp_path, deployment).items()}
+    assert runs == {7: ("layer", "normal"), 18: ("layer", "normal"), 23: ("layer", "normal")}
+
+
+def test_the_report_says_the_forward_is_replayed(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", _REPLAYED)
+    out = tmp_path / "audit.md"
+    result = runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "| `feature=eager` | `off` |" in text and "Python of 2 hot sites only a model's `forward` reaches" in text
+    section1 = text.split("\n## 1")[1].split("### Reachable, not every step")[0]
+    assert "runner.py:7" in section1 and "runner.py:18" not in section1

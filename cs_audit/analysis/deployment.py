@@ -11,7 +11,7 @@ from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.defaults import option_name
 from cs_audit.joins.runs import run_of
 from cs_audit.model import DefaultUsed, Deployment, Place
-from cs_audit.ruleset import RuleSet
+from cs_audit.ruleset import EAGER, RuleSet
 
 
 def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
@@ -28,8 +28,13 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
             if switch is not None and switch.kind == "option":
                 counts[switch.name] += 1
                 first.setdefault(switch.name, Place(path, site.line))
+    replayed = [(path, site.line) for path, sites in model.fact_sites.items() for site in sites
+                if site.function is not None and (path, site.function) in model.replayed]
     stated = dict(defaults.options)
     used = []
+    if replayed:
+        # a model's forward is replayed as a graph on decoding steps: eager mode runs its Python each step
+        used.append(DefaultUsed(f"feature={EAGER}", "off", "", 0, len(replayed), Place(*min(replayed))))
     for switch, sites in counts.items():
         name = option_name(switch)
         if name == "platform":

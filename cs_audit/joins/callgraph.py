@@ -110,6 +110,9 @@ class TreeModel:
     #: memoised function): that guard (``joins.runs``), through default-on edges or any
     demoted_default: dict[FuncKey, Demotion] = field(default_factory=dict)
     demoted_any: dict[FuncKey, Demotion] = field(default_factory=dict)
+    #: the functions only a replayed root (a model's forward, ``HotRoot.replayed``) reaches by
+    #: default, when the deployment replays captured graphs
+    replayed: set[FuncKey] = field(default_factory=set)
     #: classes the tree constructs only under an option (``_gate_instance_methods``): their
     #: methods that are hot roots run only with it (``reach.propagate``)
     gated_classes: dict[str, SwitchRef] = field(default_factory=dict)

@@ -10,6 +10,7 @@ that its sites are not on a normal path."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,6 +71,7 @@ class Joined(Protocol):
     hot_via_any: dict[FuncKey, Edge]
     demoted_default: dict[FuncKey, Demotion]
     demoted_any: dict[FuncKey, Demotion]
+    replayed: set[FuncKey]
     entry_switches: dict[FuncKey, set[SwitchRef]]
     gated_classes: dict[str, SwitchRef]
 
@@ -162,11 +164,15 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     only through a guard (``demoted_default``/``demoted_any``): such a function keeps the
     frequency it would have, and its sites are on that guard's path."""
     roots: dict[FuncKey, Frequency] = {}
+    replayed_roots: set[FuncKey] = set()
     root_names = {r.name for r in rs.hot_roots}
     for key, f in model.functions.items():
         root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
         if root is not None:
             roots[key] = root.frequency
+            if root.replayed:
+                replayed_roots.add(key)
+    replays = rs.defaults is not None and rs.defaults.replays_graphs
     loops = model.event_loops = event_loop_roots(model, rs)
     for key in loops:
         roots[key] = "step"
@@ -202,8 +208,8 @@ def propagate(model: Joined, rs: RuleSet) -> None:
             gated[key] = switch
     default_roots = {k: v for k, v in roots.items() if k not in gated}
 
-    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool) -> dict[FuncKey, Frequency]:
-        seeds = default_roots if only_ungated else roots
+    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool, skip: Set[FuncKey] = frozenset()) -> dict[FuncKey, Frequency]:
+        seeds = {k: v for k, v in (default_roots if only_ungated else roots).items() if k not in skip}
         freq: dict[FuncKey, Frequency] = dict(seeds)
         work = sorted(seeds)
         while work:
@@ -223,10 +229,28 @@ def propagate(model: Joined, rs: RuleSet) -> None:
 
     tables = []
     for only_ungated in (True, False):
+        seeds = default_roots if only_ungated else roots
         every_time = run(plain_edges, only_ungated)
-        via = _shortest_chains(default_roots if only_ungated else roots, plain_edges, only_ungated)
+        if replays:
+            # a chain from a root the replay leaves in Python first: the one a decoding step runs
+            via = _shortest_chains({k: v for k, v in seeds.items() if k not in replayed_roots}, plain_edges, only_ungated)
+            for key, edge in _shortest_chains({k: v for k, v in seeds.items() if k in replayed_roots}, plain_edges, only_ungated).items():
+                via.setdefault(key, edge)
+        else:
+            via = _shortest_chains(seeds, plain_edges, only_ungated)
         demoted = _demote(every_time, out_edges, demotions, roots, via, only_ungated)
         would_be = run(out_edges, only_ungated)
+        if replays:
+            replayed = _replayed_only(seeds, replayed_roots, out_edges, roots, only_ungated)
+            _demote_replayed(model, replayed, replayed_roots, demoted, via)
+            if only_ungated:
+                model.replayed = replayed & (every_time.keys() | demoted.keys())
+            # what the replay does not run in Python runs as often as the other roots call it
+            for table, edges in ((every_time, plain_edges), (would_be, out_edges)):
+                outside = run(edges, only_ungated, skip=replayed_roots)
+                for key in table.keys() & outside.keys():
+                    if key not in replayed:
+                        table[key] = outside[key]
         tables.append(({**{k: would_be[k] for k in demoted}, **every_time}, via, demoted))
     (model.freq_default, model.hot_via_default, model.demoted_default), (model.freq_any, model.hot_via_any, model.demoted_any) = tables
     model.roots = roots
@@ -250,6 +274,48 @@ def propagate(model: Joined, rs: RuleSet) -> None:
                     seen_pairs.add((edge.callee, sw))
                     model.entry_switches[edge.callee].add(sw)
                     work.append(edge.callee)
+
+
+REPLAYED_WHY = ("in a model's forward, which decoding steps replay as a captured graph: its Python runs at "
+                "capture and on eager (prefill) steps")
+
+
+def _replayed_only(seeds: dict[FuncKey, Frequency], replayed_roots: set[FuncKey], out_edges: dict[FuncKey, list[Edge]],
+                   roots: dict[FuncKey, Frequency], only_ungated: bool) -> set[FuncKey]:
+    """The functions the replayed roots among ``seeds`` reach and no other seed does (a helper
+    the scheduler also calls runs every step; a layer's own code only inside the graph)."""
+    def reach(start: list[FuncKey]) -> set[FuncKey]:
+        seen = set(start)
+        work = list(start)
+        while work:
+            key = work.pop()
+            for edge in out_edges.get(key, ()):
+                callee = edge.callee
+                if (only_ungated and edge.switch is not None) or callee in roots or callee in seen:
+                    continue
+                seen.add(callee)
+                work.append(callee)
+        return seen
+
+    outside = reach(sorted(k for k in seeds if k not in replayed_roots))
+    return reach(sorted(k for k in seeds if k in replayed_roots)) - outside
+
+
+def _demote_replayed(model: Joined, replayed: set[FuncKey], replayed_roots: set[FuncKey], demoted: dict[FuncKey, Demotion],
+                     via: dict[FuncKey, Edge]) -> None:
+    """Each replayed function not already past a guard is on the replay's rare path, its guard
+    the replayed root nearest it up its shortest chain."""
+    for key in sorted(replayed):
+        if key in demoted:
+            continue
+        root, depth = key, 0
+        while root not in replayed_roots and root in via and depth <= len(via):
+            caller = via[root].caller
+            if caller is None:
+                break
+            root, depth = caller, depth + 1
+        f = model.functions.get(root)
+        demoted[key] = Demotion("rare", REPLAYED_WHY, Guard(root[0], f.line if f is not None else 0, depth))
 
 
 def _demote(every_time: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],

@@ -35,7 +35,8 @@ def value(v: Any) -> str:
 
 
 def _root(root: HotRoot) -> dict[str, Any]:
-    return {"name": root.name, "class": root.class_glob, "path": root.path_glob, "frequency": root.frequency}
+    return {"name": root.name, "class": root.class_glob, "path": root.path_glob, "frequency": root.frequency,
+            **({"replayed": True} if root.replayed else {})}
 
 
 def render_config(config: AuditConfig, rs: RuleSet) -> str:

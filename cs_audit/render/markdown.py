@@ -17,7 +17,7 @@ from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import is_level_knob, minimal_names
 from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, RootMatch, SwitchRef, is_aside, outside_git_notes
 from cs_audit.render.json import detail_fields
-from cs_audit.ruleset import RuleSet
+from cs_audit.ruleset import EAGER, RuleSet
 
 HOT = ("step", "request", "round", "layer")
 #: a rule's findings outside §1 listed one per row up to this many; more are listed by folder
@@ -649,6 +649,15 @@ def _errors(result: AuditResult) -> str:
     return "\n".join(lines)
 
 
+def _replay_line(d: Deployment | None) -> str:
+    replayed = next((u for u in d.used if u.switch == f"feature={EAGER}"), None) if d is not None else None
+    if replayed is None:
+        return "- Per-layer Python in a `forward` runs on eager forwards; a CUDA-graph replay runs none of it."
+    return (f"- Decoding steps replay a captured graph of the model's `forward` (the platform's default): the Python of "
+            f"{replayed.sites} hot sites only a model's `forward` reaches runs at capture and on eager (prefill) steps, "
+            f"so §1 leaves it out (`deployment.features = [\"{EAGER}\"]` audits an eager deployment).")
+
+
 def _assumptions(rs: RuleSet, result: AuditResult) -> str:
     m = rs.multipliers
     return "\n".join([
@@ -660,7 +669,7 @@ def _assumptions(rs: RuleSet, result: AuditResult) -> str:
         "- Syncs are costed by frequency from the H200 decode-step table (lost overlap, not the idle sync time).",
         "- Hot paths come from the roots in `rules/hot_paths.yaml` (plus project config) propagated through calls "
         "the tree resolves statically; calls through dynamic dispatch are not followed.",
-        "- Per-layer Python in a `forward` runs on eager forwards; a CUDA-graph replay runs none of it.",
+        _replay_line(result.deployment),
         *_deployment_lines(result.deployment),
         "",
         "### Not verified",
@@ -701,7 +710,10 @@ def _deployment_lines(d: Deployment | None) -> list[str]:
                   "| turns the code on | value audited | from | hot sites kept off |", "|---|---|---|---|"]
         for u in d.used[:MAX_DEFAULTS_LISTED]:
             source = code(f"{u.path}:{u.line}") if u.path else (
-                "the platform" if u.switch.startswith("platform") else "the rules' `feature_*` tables" if u.switch.startswith("feature") else "the deployment")
+                "the platform" if u.switch.startswith("platform")
+                else "the platform's graph replay (`graph_platforms`): a model's forward runs in Python only at capture and on prefill"
+                if u.switch == f"feature={EAGER}"
+                else "the rules' `feature_*` tables" if u.switch.startswith("feature") else "the deployment")
             lines.append(f"| {code(u.switch)} | {code(u.value)} | {source} | {u.sites} |")
         if len(d.used) > MAX_DEFAULTS_LISTED:
             lines.append(f"| … {len(d.used) - MAX_DEFAULTS_LISTED} more in the JSON report | | | |")
