@@ -28,6 +28,7 @@ from cs_audit.config import (
 )
 from cs_audit.extract.discover import discover, discover_tree, display_path, git_head, outside_git_dir
 from cs_audit.incremental import cache
+from cs_audit.records import record
 from cs_audit.ruleset import EAGER, RuleDataError, RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
 from cs_audit.sources import FileError, Repository, SourceFile
 
@@ -57,15 +58,14 @@ Progress = Callable[[int, int], None]
 #: below this many files the pool costs more than it saves
 POOL_MIN_FILES = 64
 
-def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None,
-                 packed: bool = False) -> FileResult | bytes:
+def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str | None = None) -> FileResult:
     """Facts for one file; any failure is a ``FileError`` for this file only.
 
     ``cache_dir``: the facts-cache directory of this scan (``cs_audit.incremental.cache.open_cache``,
-    resolved once in the main process), or None for no cache.  ``packed``: return facts
-    as ``cache.pack`` bytes (what a worker sends back: the pickle the cache entry holds is
-    made once and serves the pipe too; ``cache.unpack`` reads it); a ``FileError`` is
-    returned as it is."""
+    resolved once in the main process), or None for no cache.  In a worker, the facts go into
+    the cache here and back to the parent through the pool's pipe (pickled: it carries objects
+    from a process this one forked, never bytes from disk, and the parent loads pickles faster
+    than the cache's plain format, a serial cost; benchmarks/RESULTS.md)."""
     from cs_audit.extract.python import extract_parsed, parse_python
     from cs_audit.extract.scripts import file_refs, passed_on_python, script_facts
     from cs_audit.extract.setters import may_set_env, setters_in_file, setters_in_python
@@ -83,7 +83,7 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
         key = cache.entry_key(source, data)
         hit = cache.load(cache_dir, key)
         if hit is not None and _holds(hit):
-            return cache.pack(hit) if packed and not isinstance(hit, FileError) else hit
+            return hit
     result: FileResult
     try:
         if source.kind == "python":
@@ -115,14 +115,9 @@ def analyse_file(source: SourceFile, rs: RuleSet, max_bytes: int, cache_dir: str
         result = FileError(source.path, "parser-crash", "nesting too deep for the parser")
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the scan
         result = FileError(source.path, "internal", f"internal error: {type(exc).__name__}: {exc}")
-    if not packed or isinstance(result, FileError):  # errors as they are: the pool confirms some (``pool.map_files``)
-        if key is not None:
-            cache.store(cache_dir, key, result)  # type: ignore[arg-type]
-        return result
-    blob = cache.pack(result)  # type: ignore[arg-type]
     if key is not None:
-        cache.store(cache_dir, key, result, blob)  # type: ignore[arg-type]
-    return blob
+        cache.store(cache_dir, key, result)  # type: ignore[arg-type]
+    return result
 
 
 def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, progress: Progress | None, *,
@@ -160,12 +155,12 @@ def _map_files(sources: list[SourceFile], rs: RuleSet, config: AuditConfig, prog
     if misses:
         _import_worker_modules()
     jobs = config.jobs if len(misses) >= POOL_MIN_FILES else 1
-    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir, True), jobs=jobs))
+    computed = iter(map_files(analyse_file, misses, (rs, config.max_file_bytes, cache_dir), jobs=jobs))
     for done, i in enumerate(range(total), 1):
         if i in hits:
             result = hits[i]
         else:
-            result = _unpacked(sources[i], next(computed))
+            result = next(computed)
             if cache_dir is not None and keys[i] is not None:
                 _store_timeout(cache_dir, keys[i], result)  # type: ignore[arg-type]
         if memo is not None:
@@ -200,15 +195,6 @@ def _store_timeout(cache_dir: str, key: str, result: FileResult) -> None:
     worker died on it and stored nothing, and the next scan must not pay the limit again."""
     if _cpu_verdict(result):
         cache.store_error(cache_dir, key, result)  # type: ignore[arg-type]
-
-
-def _unpacked(source: SourceFile, outcome: FileResult | bytes) -> FileResult:
-    """A worker's answer: ``analyse_file(..., packed=True)`` bytes, or a ``FileError`` for
-    a worker that crashed, hung or ran out of memory on the file."""
-    if not isinstance(outcome, bytes):
-        return outcome
-    result = cache.unpack(outcome)
-    return result if result is not None else FileError(source.path, "internal", "internal error: a worker's result could not be read")
 
 
 def _import_worker_modules() -> None:
@@ -541,6 +527,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
     )
 
 
+@record
 @dataclass(frozen=True)
 class Report:
     """A rendered audit, and what a command decides from the audit besides the text."""
@@ -600,6 +587,7 @@ def _source_keys(sources: list[SourceFile], config: AuditConfig, cache_dir: str 
     return [None] * len(sources)
 
 
+@record
 @dataclass(frozen=True)
 class TreeAnalysis:
     """What a scan derives from the tree's files alone (before history and decisions):
@@ -703,7 +691,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
     # the other files that a full analysis would need, until the worker has answered
     changed_sources = [sources[i] for i in changed]
     run.analysed.extend(s.path for s in changed_sources)
-    computing = map_files(analyse_file, changed_sources, (rs, config.max_file_bytes, cache_dir, True))
+    computing = map_files(analyse_file, changed_sources, (rs, config.max_file_bytes, cache_dir))
     known: dict[str, FileResult] = {}  # by path: results loaded or computed here
     changed_set = set(changed)
     for i in range(len(sources)):
@@ -714,7 +702,7 @@ def _result_of_equal_facts(sources: list[SourceFile], keys: list[str], context: 
         hit = cache.load(cache_dir, keys[i])
         if hit is not None and _holds(hit):
             known[sources[i].path] = hit
-    now = [_unpacked(s, outcome) for s, outcome in zip(changed_sources, computing)]
+    now = list(computing)
     for i, result in zip(changed, now):
         _store_timeout(cache_dir, keys[i], result)
     run.lap("changed files")
@@ -801,12 +789,12 @@ def _earlier_resolutions(cache_dir: str | None, config: AuditConfig, sources: li
     whose entry key (so whose facts) is the same now as then."""
     if cache_dir is None:
         return None, None
+    from cs_audit.joins.callgraph import Resolutions  # before the load: the records it names
+
     stored = cache.load_resolutions(cache_dir, os.path.abspath(config.root))
     if stored is None:
         return None, None
     resolutions, their_keys = stored
-    from cs_audit.joins.callgraph import Resolutions
-
     if not isinstance(resolutions, Resolutions):
         return None, None
     unchanged = {s.path for s, k in zip(sources, keys) if k is not None and s.path in facts and their_keys.get(s.path) == k}
@@ -817,12 +805,14 @@ def _earlier_site_gates(cache_dir: str | None, config: AuditConfig, sources: lis
                         facts: dict[str, FileFacts]) -> tuple[SiteGates, set[str]] | None:
     """The site gates stored by the last full analysis of this root, and the files whose
     entry key (so whose facts) is the same now as then."""
-    stored = cache.load_site_gates(cache_dir, os.path.abspath(config.root)) if cache_dir is not None else None
+    if cache_dir is None:
+        return None
+    from cs_audit.joins.callgraph import SiteGates  # before the load: the records it names
+
+    stored = cache.load_site_gates(cache_dir, os.path.abspath(config.root))
     if stored is None:
         return None
     gates, their_keys = stored
-    from cs_audit.joins.callgraph import SiteGates
-
     if not isinstance(gates, SiteGates):
         return None
     return gates, {s.path for s, k in zip(sources, keys) if k is not None and s.path in facts and their_keys.get(s.path) == k}

@@ -7,12 +7,12 @@ facts into ``Finding``/``Switch`` rows; renderers turn those into text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from fnmatch import fnmatchcase
 from operator import itemgetter
 from typing import TYPE_CHECKING, Literal
 
-from cs_audit.pickling import restorable
+from cs_audit.records import record, tuple_record
 
 if TYPE_CHECKING:
     from cs_audit.sources import FileError
@@ -67,7 +67,7 @@ def is_aside(path: str, globs: tuple[str, ...]) -> bool:
     return False
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class SwitchRef:
     """What decides whether a gated site runs: an env var (``env``, its name), a log-level
@@ -111,7 +111,7 @@ def by_text(switch: SwitchRef | None) -> str:
     return "" if switch is None else switch.text
 
 
-@restorable
+@record(shared=True)
 @dataclass(frozen=True, slots=True)
 class GateRef:
     """One operand of a condition that may decide whether code runs.
@@ -169,7 +169,7 @@ def as_operand(gate: GateRef) -> GateRef:
 DEFAULT_ON = GateRef("name", "", ("default-on",))
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class FunctionDef:
     qualname: str
@@ -211,7 +211,7 @@ class FunctionDef:
     false_entry_gates: tuple[GateRef, ...] = ()
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class EnvRead:
     #: the env var name; None when it cannot be resolved statically
@@ -253,7 +253,7 @@ class EnvRead:
     used_as: str = ""
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class CallSite:
     """Any call in the file, with the context the analyses need."""
@@ -346,9 +346,10 @@ _RETURNED_AT = PLAIN_FIELDS.index("returned")
 for _index, _name in enumerate(PLAIN_FIELDS):
     setattr(PlainCall, _name, property(itemgetter(_index), doc=f"``CallSite.{_name}``"))
 del _index, _name
+tuple_record(PlainCall, tuple(str(f.type) for name in PLAIN_FIELDS for f in fields(CallSite) if f.name == name))
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class EnvSetter:
     var: str
@@ -359,7 +360,7 @@ class EnvSetter:
     source: SetterSource
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class ClassFacts:
     qualname: str
@@ -378,7 +379,7 @@ class ClassFacts:
 Binding = tuple[str, str, "str | None", str]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class TypeFacts:
     """What the names of a file can hold, as written: the call graph's type inference
@@ -396,7 +397,7 @@ class TypeFacts:
     arguments: tuple[tuple[str | None, str, bytes], ...] = ()
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class EventLoop:
     """A `while` loop that never ends on its own and calls a step-like method each time
@@ -410,7 +411,7 @@ class EventLoop:
     steps: tuple[str, ...]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class HostArguments:
     """The arguments of a call that hold host data where the code says so (``Snippet.host``'s
@@ -424,7 +425,7 @@ class HostArguments:
     keywords: tuple[str, ...]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class PassedValues:
     """What a call passes, for a gate on a parameter to be judged by: each argument by
@@ -442,7 +443,7 @@ class PassedValues:
     open: bool
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class MessageUse:
     """A call that takes a message local as one of its arguments (``BuiltMessage``): its
@@ -453,7 +454,7 @@ class MessageUse:
     method: str
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class BuiltMessage:
     """A string formatted into a local that is read nowhere but as an argument of calls
@@ -477,7 +478,7 @@ class BuiltMessage:
     path_reason: str = ""
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class FileFacts:
     path: str
@@ -534,7 +535,7 @@ class FileFacts:
     wrapped: tuple[tuple[str | None, str, str], ...] = ()
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Suppression:
     """A ``# cs-audit: ignore[rule, ...] reason`` comment: it silences the findings of its
@@ -552,7 +553,7 @@ class Suppression:
     whole_file: bool = False
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class ScriptFacts:
     """A shell runner, .env, Makefile, Dockerfile or CI file: what it sets and reads."""
@@ -564,7 +565,7 @@ class ScriptFacts:
     greps: tuple[tuple[int, str], ...]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class BlameInfo:
     commit: str  # short sha
@@ -578,7 +579,7 @@ class BlameInfo:
 # -- what each rule says of a site besides the common fields of a finding (JSON: added fields)
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class EnvReadDetail:
     """env-read-hot: the variable(s) read (``<dynamic>`` when not known), and how."""
@@ -590,7 +591,7 @@ class EnvReadDetail:
     cached: str = ""
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class EmitterDetail:
     """default-on-emitter, eager-format: the emitter's callee, and the record's level (the
@@ -602,7 +603,7 @@ class EmitterDetail:
     local: str = ""
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class SyncDetail:
     """sync-in-debug: the syncing call's last name; ``helper``: the function called in an
@@ -612,7 +613,7 @@ class SyncDetail:
     helper: str = ""
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class OpenDetail:
     """per-call-open: the open mode."""
@@ -620,7 +621,7 @@ class OpenDetail:
     mode: str
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class FlushDetail:
     """redundant-flush: the line-buffered handle."""
@@ -628,7 +629,7 @@ class FlushDetail:
     handle: str
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class OutputPathDetail:
     """hardcoded-output-path: the literal path."""
@@ -636,7 +637,7 @@ class OutputPathDetail:
     output_path: str
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class DuplicateDetail:
     """duplicate-helper: the group's name and how many copies it has."""
@@ -649,7 +650,7 @@ FindingDetail = (EnvReadDetail | EmitterDetail | SyncDetail | OpenDetail | Flush
                  | DuplicateDetail | None)
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Finding:
     rule: str
@@ -693,7 +694,7 @@ class Finding:
     hot_path_elided: int = 0
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class OptionDefault:
     """An option a file declares with its default (``extract.options``): a field of a settings
@@ -712,14 +713,14 @@ class OptionDefault:
     copied: bool = False
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Place:
     path: str
     line: int
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class DefaultUsed:
     """A setting of the audited deployment that turned hot code off: an option at its default
@@ -738,7 +739,7 @@ class DefaultUsed:
     example: Place | None = None
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Deployment:
     """The deployment a report audits: the platform, what the project stated, and the
@@ -756,7 +757,7 @@ class Deployment:
     features: tuple[str, ...] = ()
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Guard:
     """Where the guard that makes a site rare or an error path is: ``depth`` 0 in the site's
@@ -767,7 +768,7 @@ class Guard:
     depth: int
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class SwitchRead:
     path: str
@@ -776,7 +777,7 @@ class SwitchRead:
     per_call: bool
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class GatedSite:
     """An emitter, dump, open or sync that runs only with the switch set."""
@@ -806,7 +807,7 @@ def distinct_levels(sites: tuple[GatedSite, ...] | list[GatedSite]) -> tuple[int
     return tuple(values) if values and values[-1] > 1 else ()
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Switch:
     name: str
@@ -853,7 +854,7 @@ class Switch:
         return len({path for path, _, _ in self.readers})
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class DuplicateSite:
     path: str
@@ -861,14 +862,14 @@ class DuplicateSite:
     function: str
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class DuplicateGroup:
     name: str
     sites: tuple[DuplicateSite, ...]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class RootMatch:
     """One hot-root rule as configured, and the functions of the tree it is the first match of."""
@@ -882,7 +883,7 @@ class RootMatch:
     examples: tuple[str, ...]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class EventLoopRoot:
     """An event loop found in the tree (``EventLoop``) and what it made a root."""
@@ -897,7 +898,7 @@ class EventLoopRoot:
     configured: str | None
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class CheapPath:
     """A function on a default-ON hot path that does nothing unless a switch is set: it
@@ -915,7 +916,7 @@ class CheapPath:
     process: str = ""
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class HotRoots:
     """Which hot roots the tree has: the configured rules that match, and the event loops."""
@@ -982,7 +983,7 @@ class AuditResult:
     outside_git: tuple[tuple[str, str], ...] = ()
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class ScanStats:
     """What a scan did: the files it found, the files whose facts it computed (the others
@@ -1017,7 +1018,7 @@ NOTIFICATION_IDS = {
 INCOMPLETE = frozenset({"parser-crash", "timeout", "internal", "io"})
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Notification:
     """Something about the run that is not a finding: a bad suppression, a skipped file."""
@@ -1090,7 +1091,7 @@ class Gates:
 GATE_SCOPES = ("hot", "default", "any", "off")
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class BaselineEntry:
     fingerprint: str

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from cs_audit.records import record
+
 if TYPE_CHECKING:
     from cs_audit.model import Frequency
 
@@ -94,6 +96,7 @@ class HotRoot:
         return self.path_glob is None or fnmatchcase(path, self.path_glob)
 
 
+@record
 @dataclass(frozen=True, slots=True)
 class Registry:
     id: str

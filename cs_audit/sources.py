@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cs_audit.pickling import restorable
+from cs_audit.records import record
 
 ErrorKind = Literal[
     "syntax", "encoding", "binary", "too-large", "io", "symlink",
@@ -15,7 +15,7 @@ ErrorKind = Literal[
 ]
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     """One file found by discovery; ``path`` is POSIX and relative to the root."""
@@ -25,7 +25,7 @@ class SourceFile:
     kind: str  # "python" | "shell" | "dotenv" | "docker" | "make" | "ci"
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class FileError:
     path: str
@@ -33,7 +33,7 @@ class FileError:
     message: str
 
 
-@restorable
+@record
 @dataclass(frozen=True, slots=True)
 class Repository:
     """A git repository inside the scanned tree whose files discovery listed with its own

@@ -17,7 +17,7 @@ from cs_audit.api import analyse_file, prepare_ruleset, run_audit
 from cs_audit.config import AuditConfig, load_config
 from cs_audit.extract.discover import discover
 from cs_audit.incremental import cache
-from cs_audit.model import FileFacts
+from cs_audit.model import CallSite, FileFacts, PlainCall
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
 from cs_audit.sources import FileError
@@ -27,7 +27,7 @@ TREE = PROJECT / "fixtures" / "compressspec"
 
 
 def _entries(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.pkl")) if root.exists() else []
+    return sorted(p for p in root.rglob("*.entry")) if root.exists() else []
 
 
 def _sources(root: Path):
@@ -113,7 +113,7 @@ def test_corrupt_entry_is_ignored_and_rewritten(tree: Path, rs, tmp_path: Path) 
     assert cache_dir is not None
     expected = _analyse_all(tree, rs, cache_dir)
     entries = _entries(Path(cache_dir))
-    garbage = [b"", b"not a pickle", cache._MAGIC + b"\x80\x05truncated", entries[0].read_bytes()[:-7]]
+    garbage = [b"", b"not an entry", cache._head(cache._FACTS) + b"truncated", entries[0].read_bytes()[:-7]]
     for entry, blob in zip(entries, garbage * len(entries)):
         entry.write_bytes(blob)
     assert _analyse_all(tree, rs, cache_dir) == expected
@@ -123,7 +123,7 @@ def test_corrupt_entry_is_ignored_and_rewritten(tree: Path, rs, tmp_path: Path) 
 
 
 def test_an_entry_with_a_bit_flipped_in_a_name_it_holds_is_a_miss(tree: Path, rs, tmp_path: Path) -> None:
-    # the flipped entry still unpickles (a path one letter off): only the checksum tells
+    # the flipped entry still loads (a path one letter off): only the checksum tells
     cache_dir = cache.open_cache(True, str(tmp_path / "c"), rs.digest)
     assert cache_dir is not None
     _analyse_all(tree, rs, cache_dir)
@@ -186,7 +186,7 @@ def test_concurrent_writers_of_one_key(tmp_path: Path) -> None:
     with ctx.Pool(4) as pool:
         assert pool.map(_write_same_key, [(cache_dir, key, 200)] * 8) == [0] * 8
     assert cache.load(cache_dir, key) is not None
-    leftovers = [p for p in Path(cache_dir).rglob("*") if p.is_file() and p.suffix != ".pkl"]
+    leftovers = [p for p in Path(cache_dir).rglob("*") if p.is_file() and p.suffix != ".entry"]
     assert leftovers == []  # no temp files left behind
 
 
@@ -227,7 +227,7 @@ def test_cache_dir_from_config(tree: Path, tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ whole-tree results
 def _results(cache_root: Path) -> list[Path]:
-    return sorted(cache_root.rglob("results/*.pkl")) if cache_root.exists() else []
+    return sorted(cache_root.rglob("results/*.entry")) if cache_root.exists() else []
 
 
 def test_unchanged_tree_loads_the_stored_result(tree: Path, tmp_path: Path) -> None:
@@ -263,16 +263,16 @@ def test_corrupt_result_is_recomputed(tree: Path, tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
     cold = _scan(tree, cache_root)
     (stored,) = _results(cache_root)
-    stored.write_bytes(b"csa-result" + b"\x80garbage")
+    stored.write_bytes(b"cs-audit result 7\n" + b"\x80garbage")
     assert _scan(tree, cache_root) == cold
-    assert stored.read_bytes().startswith(b"csa-result") and len(stored.read_bytes()) > 100  # rewritten
+    assert stored.read_bytes().startswith(b"cs-audit result 7\n") and len(stored.read_bytes()) > 100  # rewritten
 
 
 def test_stored_results_are_bounded(tmp_path: Path) -> None:
     cache_dir = str(tmp_path)
     for i in range(cache.KEEP_RESULTS + 5):
         cache.store_result(cache_dir, f"{i:040x}", ("value", i))
-    assert len(list((tmp_path / "results").glob("*.pkl"))) == cache.KEEP_RESULTS
+    assert len(list((tmp_path / "results").glob("*.entry"))) == cache.KEEP_RESULTS
     assert cache.load_result(cache_dir, f"{cache.KEEP_RESULTS + 4:040x}") == ("value", cache.KEEP_RESULTS + 4)
 
 
@@ -334,7 +334,7 @@ def test_stat_records_of_other_roots_are_bounded(tree: Path, tmp_path: Path, mon
     sources = _sources(tree)[:2]
     for i in range(cache.KEEP_STAT_MEMOS + 3):
         cache.source_keys(sources, 1 << 20, str(tmp_path), f"{tree}/view{i}")
-    assert len(list((tmp_path / "stats").glob("*.pkl"))) == cache.KEEP_STAT_MEMOS
+    assert len(list((tmp_path / "stats").glob("*.entry"))) == cache.KEEP_STAT_MEMOS
 
 
 # ------------------------------------------------------------------ a new cache: keys from the workers
@@ -385,22 +385,23 @@ def test_warm_scan_imports_no_parser_model_or_git(tree: Path, tmp_path: Path) ->
     assert warm.stdout.strip().splitlines()[-1] == "[]", warm.stdout + warm.stderr
 
 
-def test_facts_pickle_through_the_slot_restorers(rs) -> None:
+def test_facts_read_back_in_the_plain_format(rs) -> None:
     import dataclasses
-    import pickle
 
-    from cs_audit import pickling
+    from cs_audit import records
 
     results = _analyse_all(TREE, rs, None)
     facts = [r for r in results if isinstance(r, FileFacts) and r.calls and r.functions]
     assert facts
-    blob = pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
-    assert b"cs_audit.pickling" in blob and b"restore" in blob
-    back = pickle.loads(blob)
-    assert back == results and [type(r) for r in back] == [type(r) for r in results]
+    blob = records.dumps(tuple(results))
+    back = records.loads(blob)
+    assert back == tuple(results) and [type(r) for r in back] == [type(r) for r in results]
+    calls = [(type(c), type(c.gates)) for r in results if isinstance(r, FileFacts) for c in r.calls]
+    assert [(type(c), type(c.gates)) for r in back if isinstance(r, FileFacts) for c in r.calls] == calls
+    assert {kind for kind, _ in calls} == {CallSite, PlainCall}
     with pytest.raises(dataclasses.FrozenInstanceError):
         back[results.index(facts[0])].calls[0].line = 0  # still frozen
-    assert set(_slotted_model_classes()) <= set(pickling._FILLERS)  # every slotted model type is restorable
+    assert {c.__name__ for c in _slotted_model_classes()} <= set(records._MAKERS)  # every slotted model type is a record
 
 
 def _slotted_model_classes() -> list[type]:
@@ -413,25 +414,44 @@ def _slotted_model_classes() -> list[type]:
 
 
 @pytest.mark.parametrize("cls", _slotted_model_classes(), ids=lambda c: c.__name__)
-def test_model_objects_restored_are_of_their_class_equal_and_frozen(cls: type) -> None:
+def test_model_objects_read_back_are_of_their_class_equal_and_frozen(cls: type) -> None:
     import dataclasses
-    import pickle
+
+    from cs_audit import records
+
+    def value(i: int, annotation: str) -> object:  # of the type the field is annotated with
+        return {"int": 7, "float": 1.5, "bool": True}.get(annotation, () if annotation.startswith("tuple[") else f"v{i}")
 
     fields = dataclasses.fields(cls)
-    built = cls(**{f.name: f"v{i}" for i, f in enumerate(fields)})
-    restored = pickle.loads(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))
-    assert type(restored) is cls and restored == built and hash(restored) == hash(built)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(restored, fields[0].name, "other")
+    built = cls(**{f.name: value(i, str(f.type)) for i, f in enumerate(fields)})
+    for restored in (records.loads(records.dumps(built)), pickle.loads(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))):
+        assert type(restored) is cls and restored == built and hash(restored) == hash(built)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(restored, fields[0].name, "other")
 
 
-def test_restorable_refuses_what_it_cannot_restore() -> None:
+def test_the_plain_format_keeps_each_container_and_refuses_the_rest() -> None:
+    from cs_audit import records
+    from cs_audit.model import SwitchRef
+
+    value = ({("a", 1): b"\x00\xff", 2: frozenset({SwitchRef("env", "X")})}, {1.5, None}, (True, "\udcff", ()))
+    assert records.loads(records.dumps(value)) == value
+    for refused in ([1], object(), {"a": [1]}):
+        with pytest.raises(TypeError):
+            records.dumps(refused)
+    for foreign in (b'{"os.system": ["true"]}', b'{"SwitchRef": ["env"]}', b'{"#d": [[1]]}', b'{"a": 1, "b": 2}',
+                    b'{"#d": [[{"#s": []}, 1]]}', b"[" * 100_000, b'{"#b": 1}', b"\xff"):
+        with pytest.raises(ValueError):
+            records.loads(foreign)
+
+
+def test_record_refuses_what_it_cannot_rebuild() -> None:
     import dataclasses
 
-    from cs_audit.pickling import restorable
+    from cs_audit.records import record
 
-    @dataclasses.dataclass(frozen=True)
-    class NoSlots:
+    @dataclasses.dataclass
+    class Mutable:
         x: int
 
     @dataclasses.dataclass(frozen=True, slots=True)
@@ -441,14 +461,18 @@ def test_restorable_refuses_what_it_cannot_restore() -> None:
         def __post_init__(self) -> None:
             pass
 
-    for cls in (NoSlots, Checked):
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class SwitchRef:  # the name of a record of the model
+        x: int
+
+    for cls in (Mutable, Checked, SwitchRef):
         with pytest.raises(TypeError):
-            restorable(cls)
+            record(cls)
 
 
-def test_a_packed_result_is_the_entry_and_reads_back(tmp_path: Path) -> None:
-    """A worker sends back the bytes the cache entry holds (pickled once); they read back
-    to the result of an unpacked call, and a cache hit packs the same way."""
+def test_a_result_stored_by_a_worker_reads_back(tmp_path: Path) -> None:
+    """What a worker stores reads back equal to the result it returned; a cache hit returns
+    the same; an error comes back as it is."""
     root = tmp_path / "t"
     root.mkdir()
     (root / "m.py").write_text("import os\nX = os.getenv('A')\n", encoding="utf-8")
@@ -457,15 +481,14 @@ def test_a_packed_result_is_the_entry_and_reads_back(tmp_path: Path) -> None:
     assert cache_dir is not None
     rs = prepare_ruleset(AuditConfig(root=root))
     good, bad = sorted(_sources(root), key=lambda s: s.path != "m.py")
-    blob = analyse_file(good, rs, 1 << 20, cache_dir, True)
-    assert isinstance(blob, bytes)
-    assert cache.unpack(blob) == analyse_file(good, rs, 1 << 20, None)
-    (entry,) = [p for p in Path(cache_dir).rglob("*.pkl")]
-    assert entry.read_bytes().endswith(blob)
-    assert analyse_file(good, rs, 1 << 20, cache_dir, True) == blob  # from the cache
-    error = analyse_file(bad, rs, 1 << 20, cache_dir, True)
-    assert isinstance(error, FileError) and error.kind == "syntax"  # errors come back as they are
-    assert cache.unpack(b"\x80garbage") is None and cache.unpack(pickle.dumps(["foreign"])) is None
+    result = analyse_file(good, rs, 1 << 20, cache_dir)
+    assert isinstance(result, FileFacts) and result == analyse_file(good, rs, 1 << 20, None)
+    (entry,) = [p for p in Path(cache_dir).rglob("*.entry")]
+    assert cache.load(cache_dir, entry.stem) == result
+    assert analyse_file(good, rs, 1 << 20, cache_dir) == result  # from the cache
+    error = analyse_file(bad, rs, 1 << 20, cache_dir)
+    assert isinstance(error, FileError) and error.kind == "syntax"
+    assert cache.unpack(b"\x80garbage") is None and cache.unpack(b'["foreign"]') is None
 
 
 def test_the_code_digest_covers_every_module_of_the_package() -> None:

@@ -325,9 +325,9 @@ def test_a_bit_flipped_cache_entry_is_a_miss_and_is_rewritten(tmp_path: Path) ->
         return render_json(run_audit(config))
 
     fresh = report()
-    (entry,) = [p for p in cache_dir.rglob("*.pkl") if p.parent.name == p.stem[:2]]  # facts: <key[:2]>/<key>.pkl
+    (entry,) = [p for p in cache_dir.rglob("*.entry") if p.parent.name == p.stem[:2]]  # facts: <key[:2]>/<key>.entry
     original = entry.read_bytes()
-    for result in cache_dir.rglob("results/*.pkl"):
+    for result in cache_dir.rglob("results/*.entry"):
         result.unlink()  # so the scan reads the facts entry
     rng = random.Random(7)
     for _ in range(20):
@@ -335,62 +335,166 @@ def test_a_bit_flipped_cache_entry_is_a_miss_and_is_rewritten(tmp_path: Path) ->
         at = rng.randrange(len(original) - 40, len(original))  # in the pickled payload
         flipped[at] ^= 1 << rng.randrange(8)
         entry.write_bytes(bytes(flipped))
-        for result in cache_dir.rglob("results/*.pkl"):
+        for result in cache_dir.rglob("results/*.entry"):
             result.unlink()
         assert report() == fresh
         assert entry.read_bytes() == original  # rewritten
 
 
-def test_a_planted_cache_entry_that_names_a_program_is_refused(tmp_path: Path) -> None:
+def _engine_tree(root: Path) -> Path:
+    """A small tree with a finding, a gated site and an env registry (so every store of the
+    cache has entries)."""
+    (root / "eng").mkdir(parents=True)
+    (root / "eng" / "model_runner.py").write_text(
+        "import os\nfrom eng import envs\n\n\nclass GPUModelRunner:\n    def execute_model(self, b):\n"
+        "        if os.environ.get('ENG_DUMP'):\n            print('dump', b)\n        if envs.ENG_TRACE:\n"
+        "            print('trace', b)\n        print(b)\n        return b\n")
+    (root / "eng" / "envs.py").write_text(
+        "import os\n\nenvironment_variables = {\n    'ENG_TRACE': lambda: os.getenv('ENG_TRACE', '0') == '1',\n}\n\n\n"
+        "def __getattr__(name):\n    return environment_variables[name]()\n")
+    return root
+
+
+class _Scans:
+    """``cs-audit scan`` of a tree through the CLI with its own XDG cache, counting the files
+    each scan parses (the parser is counted in the workers, which the scan forks)."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        import cs_audit.extract.python as python
+        from cs_audit.incremental import cache
+
+        self.tree = _engine_tree(tmp_path / "tree")
+        self.xdg = tmp_path / "xdg"
+        self.report = tmp_path / "report.json"
+        self.parsed = tmp_path / "parsed.log"
+        parse = python.parse_python
+
+        def counted(path: str, data: bytes):  # type: ignore[no-untyped-def]
+            with open(self.parsed, "a", encoding="utf-8") as log:
+                log.write(path + "\n")
+            return parse(path, data)
+
+        monkeypatch.setattr(python, "parse_python", counted)
+        monkeypatch.setattr(cache, "RACY_NS", 0)  # the stat and registry records vouch for files just written
+
+    def scan(self) -> tuple[str, list[str]]:
+        """The JSON report of a scan, and the files it parsed."""
+        from typer.testing import CliRunner
+
+        from cs_audit.cli import app
+
+        self.parsed.write_text("")
+        result = CliRunner().invoke(app, ["scan", str(self.tree), "-f", "json", "--no-history", "-j", "1", "-o", str(self.report)],
+                                    env={"XDG_CACHE_HOME": str(self.xdg)})
+        assert result.exit_code == 0, result.output
+        return self.report.read_text(), sorted(self.parsed.read_text().split())
+
+    def entries(self, pattern: str) -> list[Path]:
+        return sorted((self.xdg / "cs-audit").glob(pattern))
+
+    def forget(self, folders: tuple[str, ...]) -> None:
+        """Remove the stored reports or tree results, so the next scan reads what is below them."""
+        for folder in folders:
+            for entry in self.entries(f"facts/v*/{folder}/*.entry"):
+                entry.unlink()
+
+
+def test_a_warm_scan_after_a_cold_one_parses_nothing_and_gives_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scans = _Scans(tmp_path, monkeypatch)
+    cold, parsed = scans.scan()
+    assert parsed == ["eng/envs.py", "eng/model_runner.py"]  # the counter sees the workers
+    assert scans.scan() == (cold, [])  # the stored report
+    scans.forget(("reports", "results"))
+    assert scans.scan() == (cold, [])  # the facts, resolutions and site gates, read back
+
+
+#: every store of the cache: the entries (under the cache root), and the stores above it a
+#: scan would be served from first (removed so that the scan reads these)
+_STORES = {
+    "facts": ("facts/v*/??/*.entry", ("reports", "results")),
+    "stat record": ("facts/v*/stats/*.entry", ()),
+    "tree result": ("facts/v*/results/*.entry", ("reports",)),
+    "stored report": ("facts/v*/reports/*.entry", ()),
+    "last tree of the root": ("facts/v*/trees/*.entry", ("reports", "results")),
+    "resolutions": ("facts/v*/resolutions/*.entry", ("reports", "results")),
+    "site gates": ("facts/v*/gates/*.entry", ("reports", "results")),
+    "registries": ("registries/v*/roots/*.entry", ()),
+}
+#: what the stores began their entries with when they held pickles (cs-audit < cache format 7)
+_PICKLE_MAGIC = {"facts": b"csa-facts", "stat record": b"csa-stats", "tree result": b"csa-result",
+                 "stored report": b"csa-report", "last tree of the root": b"csa-tree", "resolutions": b"csa-resolutions",
+                 "site gates": b"csa-gates", "registries": b"csa-registries"}
+
+
+def _popen_pickle(marker: Path) -> bytes:
+    """A protocol-4 pickle whose load runs ``touch marker``: ``subprocess.Popen`` reached
+    through ``cs_audit.git.runner`` (which the allow-list of the old loader admitted), REDUCE."""
     import pickle
+
+    def text(value: str) -> bytes:
+        raw = value.encode()
+        return pickle.BINUNICODE + len(raw).to_bytes(4, "little") + raw
+
+    argument = pickle.EMPTY_LIST + pickle.MARK + text("touch") + text(str(marker)) + pickle.APPENDS
+    return (pickle.PROTO + bytes([4]) + text("cs_audit.git.runner") + text("subprocess.Popen") + pickle.STACK_GLOBAL
+            + argument + pickle.TUPLE1 + pickle.REDUCE + pickle.STOP)
+
+
+def _planted(store: str, entry: bytes, payload: bytes, form: str) -> bytes:
+    """``payload`` as the entry ``entry`` would be planted: in the pickle stores' own form (their
+    header, then the CRC-32 the old loader checked), or in the current form with everything
+    right (the store, the format, the key, the digest) but what it holds."""
+    import zlib
 
     from cs_audit.incremental import cache
 
+    head, _, key, _ = entry.split(b"\n", 3)
+    if form == "current":
+        return cache._sealed(head.split()[1], key.decode("utf-8", "surrogatepass"), payload)
+    crc = zlib.crc32(payload).to_bytes(4, "little")
+    return _PICKLE_MAGIC[store] + (key + b"\0" if store == "facts" else b"") + crc + payload
+
+
+@pytest.mark.parametrize("store", list(_STORES))
+def test_an_entry_of_any_store_that_is_planted_or_flipped_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    """Each store of the cache, with every entry (1) replaced by a pickle that runs a program on
+    load, in the old form and in the current one, (2) replaced by an entry in the current form
+    naming a class no record of cs-audit has, (3) with one bit flipped (anywhere: header,
+    digest, key, value): the next scan gives the cold scan's report, nothing runs, and the
+    entry is written again."""
+    import random
+
+    scans = _Scans(tmp_path, monkeypatch)
+    cold, _ = scans.scan()
+    pattern, above = _STORES[store]
+    originals = {entry: entry.read_bytes() for entry in scans.entries(pattern)}
+    assert originals
     marker = tmp_path / "MARKER"
-
-    class Planted:
-        def __reduce__(self):  # what a planted entry would do on load
-            return (os.system, (f"touch {marker}",))
-
-    payload = pickle.dumps(Planted())
-    assert cache.unpack(cache._sealed(payload)) is None  # checksum right, global refused
-    assert not marker.exists()
-
-
-def _text(value: str) -> bytes:
-    import pickle
-
-    raw = value.encode()
-    return pickle.BINUNICODE + len(raw).to_bytes(4, "little") + raw
-
-
-def _global(module: str, name: str) -> bytes:
-    """Protocol-4 opcodes pushing ``module.name`` (a dotted name walks attributes)."""
-    import pickle
-
-    return _text(module) + _text(name) + pickle.STACK_GLOBAL
-
-
-@pytest.mark.parametrize(("module", "name"), [
-    ("cs_audit.git.runner", "subprocess.Popen"),  # an attribute chain out of an allowed module
-    ("cs_audit.incremental.cache", "os.system"),
-    ("cs_audit.pool", "subprocess.Popen"),
-])
-def test_a_planted_entry_reaching_a_program_through_a_cs_audit_module_is_refused(tmp_path: Path, module: str, name: str) -> None:
-    import pickle
-
-    from cs_audit.incremental import cache
-
-    marker = tmp_path / "MARKER"
-    if name.endswith("Popen"):  # Popen(["touch", marker])
-        argument = pickle.EMPTY_LIST + pickle.MARK + _text("touch") + _text(str(marker)) + pickle.APPENDS
-    else:  # os.system("touch marker")
-        argument = _text(f"touch {marker}")
-    payload = (pickle.PROTO + bytes([4]) + _global(module, name) + argument + pickle.TUPLE1 + pickle.REDUCE
-               + pickle.STOP)
-    assert cache.unpack(cache._sealed(payload)) is None
-    time.sleep(0.2)  # a Popen would have touched it by now
-    assert not marker.exists()
+    foreign = [b'{"Popen": [["touch", %s]]}' % json.dumps(str(marker)).encode(),
+               b'[{"system": ["touch"]}, {"#d": []}]', b'{"AuditConfig": ["."]}', b'{"__reduce__": []}']
+    rng = random.Random(store)
+    planted: list[tuple[str, dict[Path, bytes]]] = []
+    for form in ("pickle", "current"):
+        planted.append((f"a pickle in the {form} form",
+                        {e: _planted(store, blob, _popen_pickle(marker), form) for e, blob in originals.items()}))
+    for payload in foreign:
+        planted.append((f"the current form holding {payload!r}", {e: _planted(store, blob, payload, "current") for e, blob in originals.items()}))
+    for _ in range(3):
+        flipped = {}
+        for entry, blob in originals.items():
+            at = rng.randrange(len(blob))
+            flipped[entry] = blob[:at] + bytes([blob[at] ^ (1 << rng.randrange(8))]) + blob[at + 1:]
+        planted.append(("a bit flipped", flipped))
+    for how, blobs in planted:
+        scans.forget(above)
+        for entry, blob in blobs.items():
+            entry.write_bytes(blob)
+        report, _ = scans.scan()
+        time.sleep(0.1)  # a Popen would have touched it by now
+        assert not marker.exists(), how
+        assert report == cold, how
+        for entry, blob in blobs.items():
+            assert entry.read_bytes() != blob, f"{how}: {entry} not written again"
 
 
 #: the uid of another user, for the cache folders a test makes someone else's
@@ -431,10 +535,10 @@ def test_a_cache_others_can_write_is_not_used(tmp_path: Path, how: str, said: st
     assert result.exit_code == 0
     warnings = [line for line in result.stderr.splitlines() if "cache not used" in line]
     assert len(warnings) == 1 and f"{shared} {said}" in warnings[0]
-    assert not list(shared.rglob("*.pkl"))  # nothing read from it, nothing written to it
+    assert not list(shared.rglob("*.entry"))  # nothing read from it, nothing written to it
     assert CliRunner().invoke(app, args, env={"XDG_CACHE_HOME": str(tmp_path / "mine")}).exit_code == 0
     own = tmp_path / "mine" / "cs-audit"
-    assert stat.S_IMODE(own.stat().st_mode) == 0o700 and list(own.rglob("*.pkl"))
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700 and list(own.rglob("*.entry"))
 
 
 def test_report_of_a_crafted_commit_creates_nothing_outside_its_temp_tree(tmp_path: Path) -> None:

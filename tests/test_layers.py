@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cs_audit"
 #: (layer, module prefixes), in pipeline order; a module may import from lower layers and
 #: from its own folder.  Infrastructure (layer 6) may import only the base (layers 0-5).
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (0, ("cs_audit", "cs_audit.files", "cs_audit.pickling", "cs_audit.pyast")),
+    (0, ("cs_audit", "cs_audit.files", "cs_audit.pyast", "cs_audit.records")),
     (1, ("cs_audit.sources",)),
     (2, ("cs_audit.model",)),
     (3, ("cs_audit.ruleset",)),

@@ -272,12 +272,12 @@ def test_a_changed_file_that_crashes_its_worker_is_reported_and_the_rest_is_the_
 def test_a_corrupt_tree_record_means_a_full_analysis(tree: Path, tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
     _scan(tree, cache_root)
-    (record,) = cache_root.rglob("trees/*.pkl")
-    record.write_bytes(b"csa-tree" + b"\x80not a pickle")
+    (record,) = cache_root.rglob("trees/*.entry")
+    record.write_bytes(b"cs-audit tree 7\n" + b"\x80not an entry")
     target = _files_with_findings(tree, _scan(tree, None))[0]
     _insert(target, 1, "# moved\n")
     assert _scan(tree, cache_root) == _scan(tree, None)
-    assert record.read_bytes() != b"csa-tree" + b"\x80not a pickle"  # rewritten by the full analysis
+    assert record.read_bytes() != b"cs-audit tree 7\n" + b"\x80not an entry"  # rewritten by the full analysis
 
 
 # ------------------------------------------------------------------ call resolutions per root
@@ -294,15 +294,15 @@ def test_a_new_call_resolves_the_calls_of_the_changed_file_only(tree: Path, tmp_
 def test_a_corrupt_resolutions_record_means_every_file_is_resolved(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache_root = tmp_path / "cache"
     before = _scan(tree, cache_root)
-    (record,) = cache_root.rglob("resolutions/*.pkl")
-    record.write_bytes(b"csa-resolutions" + b"\x80not a pickle")
+    (record,) = cache_root.rglob("resolutions/*.entry")
+    record.write_bytes(b"cs-audit resolutions 7\n" + b"\x80not an entry")
     target = _files_with_findings(tree, before)[0]
     _insert(target, 1, "import logging\nlogging.getLogger(__name__).info(f'{__name__} loaded')\n")
     after, stats = _scan_stats(tree, cache_root)
     uncached, fresh = _scan_stats(tree, None)
     assert len(fresh.resolved) > 1 and stats.resolved == fresh.resolved
     assert after == uncached
-    assert record.read_bytes() != b"csa-resolutions" + b"\x80not a pickle"  # stored again
+    assert record.read_bytes() != b"cs-audit resolutions 7\n" + b"\x80not an entry"  # stored again
 
 
 # ------------------------------------------------------------------ site gates per root

@@ -45,8 +45,8 @@ def test_a_scan_removes_the_temp_files_a_killed_scan_left_in_the_cache(tmp_path:
     cache_root.mkdir(parents=True, mode=0o700)
     stale, kept = _plant(cache_root / "registries" / "v0-old" / "roots", [".0123456789abcdef.k1ll3d_0.tmp"],
                          [".0123456789abcdef.wr1t1ng0.tmp", "notes.tmp", ".0123456789abcd.not_m1ne.tmp"])
-    top_stale, top_kept = _plant(cache_root, [".x.pkl.k1ll3d_1.tmp"], [".x.pkl.wr1t1ng1.tmp", ".x.pkl.longer_than_8.tmp",
-                                                                      ".x.pkl.not_m1n1.tmp"])
+    top_stale, top_kept = _plant(cache_root, [".x.entry.k1ll3d_1.tmp"], [".x.entry.wr1t1ng1.tmp", ".x.entry.longer_than_8.tmp",
+                                                                      ".x.entry.not_m1n1.tmp"])
     proc = _cs_audit("scan", str(tree), "--no-history", "-q", "-f", "json", "-o", str(tmp_path / "r.json"),
                      XDG_CACHE_HOME=str(tmp_path / "xdg"))
     assert proc.returncode == 0, proc.stderr

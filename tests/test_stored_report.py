@@ -142,7 +142,7 @@ def test_a_report_a_crash_shaped_is_not_stored(tmp_path: Path) -> None:
     assert '"parser-crash"' in first
     _, second, phases, _ = _scan(root, out, "--no-history")
     assert "stored report" not in phases and second == first
-    assert not list((tmp_path / "xdg").rglob("reports/*.pkl"))
+    assert not list((tmp_path / "xdg").rglob("reports/*.entry"))
 
 
 @pytest.mark.parametrize("pass_fails", [True, False], ids=["history pass fails", "blame fails"])
@@ -171,4 +171,4 @@ def test_a_report_a_failed_history_shaped_is_not_stored(tmp_path: Path, monkeypa
     assert ("blame failed" in first) != pass_fails
     _, second, phases, _ = _scan(root, out)
     assert "stored report" not in phases and second == first
-    assert not list((tmp_path / "xdg").rglob("reports/*.pkl"))
+    assert not list((tmp_path / "xdg").rglob("reports/*.entry"))

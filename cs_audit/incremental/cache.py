@@ -1,5 +1,4 @@
-"""Per-file facts cache: one ``FileFacts | ScriptFacts | FileError`` per file (a header, then
-the pickle a worker sent back: ``pack``),
+"""Per-file facts cache: one ``FileFacts | ScriptFacts | FileError`` per file (``pack``),
 and whole-tree results keyed by every file's key (a warm scan of an unchanged tree
 loads one result: no facts, no joins), with a record per root of the last tree stored
 (``TreeRecord``: a scan after an edit that left the facts as they were, or only moved
@@ -30,22 +29,18 @@ directories and removes the others.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import enum
 import hashlib
-import io
 import os
-import pickle
 import stat
 import sys
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cs_audit import records
 from cs_audit.files import ATOMIC_TEMP, keep_newest, remove_stale_temps, try_write_atomically
-from cs_audit.pickling import restore
+from cs_audit.records import record
 from cs_audit.sources import FileError, SourceFile
 
 if TYPE_CHECKING:
@@ -53,8 +48,8 @@ if TYPE_CHECKING:
 
     CachedResult = FileFacts | ScriptFacts | FileError
 
-#: bump when the entry layout changes
-CACHE_FORMAT = 6
+#: bump when the entry layout changes (an entry of another format is a miss)
+CACHE_FORMAT = 7
 #: version directories kept (most recently used first); older ones are deleted
 KEEP_VERSIONS = 4
 #: the whole cache is searched for temp files that killed runs left at most this often, in
@@ -62,15 +57,12 @@ KEEP_VERSIONS = 4
 SWEEP_EVERY_S = 3600
 #: in the cache root: its mtime is when the cache was last searched for those files
 _SWEPT = ".swept"
-_MAGIC = b"csa-facts"
+#: the name every entry file ends in
+ENTRY_SUFFIX = ".entry"
 #: errors that are a function of the bytes (others may be transient: internal, timeout, crash)
 _CACHEABLE_ERRORS = frozenset({"syntax", "encoding", "binary"})
 
 
-
-def _dumps(value: object) -> bytes:
-    """The model's slotted dataclasses pickle as their field values (``cs_audit.pickling``)."""
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def default_cache_root() -> Path:
@@ -209,86 +201,69 @@ def entry_key(source: SourceFile, data: bytes) -> str:
 
 
 def _entry_path(cache_dir: str, key: str) -> str:
-    return os.path.join(cache_dir, key[:2], key + ".pkl")
+    return os.path.join(cache_dir, key[:2], key + ENTRY_SUFFIX)
 
 
-#: builtins a cache entry may name (containers and scalars: nothing that calls out)
-_BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytes", "bytearray", "str", "int", "float",
-                       "bool", "complex", "slice", "range"})
-#: the CRC-32 of an entry's payload, before it: a check against corruption (a torn or
-#: flipped entry), not against forgery (the unpickler refuses what cs-audit never stores)
-_DIGEST_BYTES = 4
+# Every entry, of every store: a line naming the store and the format (``_head``), the
+# BLAKE2b digest of everything else (a flipped or torn entry is a miss; the format in it,
+# a format change is a miss), the key the entry was stored under, then its value in the
+# plain format of ``cs_audit.records`` (a loader that builds only cs-audit's record classes,
+# from plain values: an entry someone else wrote cannot make it call anything).
+_DIGEST_BYTES = 32
 
 
-class _Unpickler(pickle.Unpickler):
-    """Loads only what cs-audit stores: its own classes and restore function, and plain
-    builtins; a corrupt or planted entry that names anything else is refused."""
-
-    #: (module, name) -> what ``find_class`` allowed: entries name the same few, once per entry
-    _allowed: dict[tuple[str, str], object] = {}
-
-    def find_class(self, module: str, name: str) -> object:
-        found = self._allowed.get((module, name))
-        if found is not None:
-            return found
-        if module == "builtins" and name in _BUILTINS:
-            found = super().find_class(module, name)
-        elif (module == "cs_audit" or module.startswith("cs_audit.")) and name.isidentifier() and not name.startswith("__"):
-            # one name (a dotted one walks attributes out of the module: `runner.subprocess.Popen`)
-            # for cs-audit's own record classes, defined in that module, or the restore function
-            found = super().find_class(module, name)
-            if not (found is restore or _record_class(found, module, name)):
-                found = None
-        if found is None:
-            raise pickle.UnpicklingError(f"a cache entry names {module}.{name}")
-        self._allowed[(module, name)] = found
-        return found
+def _head(kind: bytes) -> bytes:
+    return b"cs-audit %s %d\n" % (kind, CACHE_FORMAT)
 
 
-def _record_class(found: object, module: str, name: str) -> bool:
-    """A class cs-audit stores: defined in ``module`` under ``name`` (not imported into it), and
-    plain data whose construction calls nothing of its own (a dataclass, a tuple, an enum)."""
-    return (isinstance(found, type) and found.__module__ == module and found.__qualname__ == name
-            and (dataclasses.is_dataclass(found) or issubclass(found, (tuple, enum.Enum))))
+def _digest(head: bytes, key: bytes, payload: bytes | memoryview) -> bytes:
+    h = hashlib.blake2b(head, digest_size=_DIGEST_BYTES)
+    h.update(key)
+    h.update(b"\n")
+    h.update(payload)
+    return h.hexdigest().encode("ascii")
 
 
-def _loads(data: bytes) -> object:
-    return _Unpickler(io.BytesIO(data)).load()
+def _sealed(kind: bytes, key: str, payload: bytes) -> bytes:
+    """The entry of ``key`` holding ``payload`` (``records.dumps`` of its value)."""
+    head, name = _head(kind), key.encode("utf-8", "surrogatepass")
+    return b"".join((head, _digest(head, name, payload), b"\n", name, b"\n", payload))
 
 
-def _sealed(payload: bytes) -> bytes:
-    """``payload`` after its checksum: a bit flipped anywhere in it makes it a miss."""
-    return zlib.crc32(payload).to_bytes(_DIGEST_BYTES, "little") + payload
+def _opened(blob: bytes, kind: bytes, key: str) -> memoryview | None:
+    """The payload of ``_sealed`` bytes, or None when they are of another store or format, of
+    another key, or their digest does not match."""
+    head, name = _head(kind), key.encode("utf-8", "surrogatepass")
+    start = len(head) + 2 * _DIGEST_BYTES + 1
+    if not (blob.startswith(head) and blob[start:start + len(name) + 1] == name + b"\n"):
+        return None
+    payload = memoryview(blob)[start + len(name) + 1:]
+    return payload if blob[len(head):start] == _digest(head, name, payload) + b"\n" else None
 
 
-def _opened(blob: bytes) -> bytes | None:
-    """The payload of ``_sealed`` bytes, or None when the checksum does not match."""
-    payload = blob[_DIGEST_BYTES:]
-    return payload if len(blob) >= _DIGEST_BYTES and zlib.crc32(payload) == int.from_bytes(blob[:_DIGEST_BYTES], "little") else None
-
-
-def pack(result: CachedResult) -> bytes:
-    """A file's result as the bytes a facts entry holds after its header: what a worker sends
-    back (pickled and sealed once, for the pipe and the cache alike) and ``unpack`` reads."""
-    return _sealed(_dumps(result))
-
-
-def unpack(packed: bytes) -> CachedResult | None:
-    """The result ``pack`` gave ``packed``; None when the bytes are corrupt or foreign."""
-    payload = _opened(packed)
+def _value(blob: bytes, kind: bytes, key: str) -> object | None:
+    """The value of an entry (``_opened``), or None when it is no entry of ``key``."""
+    payload = _opened(blob, kind, key)
     if payload is None:
         return None
     try:
-        result = _loads(payload)
-    except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
+        return records.loads(payload)
+    except ValueError:  # a shape no entry of cs-audit has
         return None
-    from cs_audit.model import FileFacts, ScriptFacts  # here: a warm scan unpacks no facts
 
+
+_FACTS = b"facts"
+
+
+def unpack(payload: bytes | memoryview) -> CachedResult | None:
+    """The result a facts entry's payload holds; None for anything else."""
+    from cs_audit.model import FileFacts, ScriptFacts  # before loading: the records it names
+
+    try:
+        result = records.loads(payload)
+    except ValueError:
+        return None
     return result if isinstance(result, (FileFacts, ScriptFacts, FileError)) else None
-
-
-def _entry_header(key: str) -> bytes:
-    return _MAGIC + key.encode("ascii", "replace") + b"\0"
 
 
 def load(cache_dir: str, key: str) -> CachedResult | None:
@@ -298,61 +273,46 @@ def load(cache_dir: str, key: str) -> CachedResult | None:
             blob = handle.read()
     except OSError:
         return None
-    header = _entry_header(key)
-    return unpack(memoryview(blob)[len(header):]) if blob.startswith(header) else None  # type: ignore[arg-type]
+    payload = _opened(blob, _FACTS, key)
+    return unpack(payload) if payload is not None else None
 
 
 def cacheable(result: CachedResult) -> bool:
     return not isinstance(result, FileError) or result.kind in _CACHEABLE_ERRORS
 
 
-def _write_entry(target: str, magic: bytes, key: str, value: object) -> bool:
-    """Write ``magic + pickle((key, value))`` atomically (``_write_bytes``); False on failure."""
+def _write_entry(target: str, kind: bytes, key: str, value: object) -> bool:
+    """Write the entry of ``key`` holding ``value`` atomically; False on failure (a value the
+    plain format does not hold is not stored)."""
     try:
-        blob = magic + _sealed(_dumps((key, value)))
-    except pickle.PicklingError:
+        payload = records.dumps(value)
+    except (TypeError, ValueError, RecursionError):
         return False
-    return _write_bytes(target, blob)
+    return try_write_atomically(target, _sealed(kind, key, payload))
 
 
-def _write_bytes(target: str, blob: bytes) -> bool:
-    """Write ``blob`` atomically; any failure leaves the cache as it was and returns False."""
-    return try_write_atomically(target, blob)
-
-
-def _read_entry(path: str, magic: bytes, key: str) -> object | None:
+def _read_entry(path: str, kind: bytes, key: str) -> object | None:
     """The value stored under ``key`` at ``path``; None when missing, corrupt or foreign."""
     try:
         with open(path, "rb") as handle:
             blob = handle.read()
     except OSError:
         return None
-    payload = _opened(blob[len(magic):]) if blob.startswith(magic) else None
-    if payload is None:
-        return None
-    try:
-        stored_key, value = _loads(payload)  # type: ignore[misc]
-    except Exception:  # noqa: BLE001 - a corrupt entry is a miss (it gets rewritten)
-        return None
-    return value if stored_key == key else None
+    return _value(blob, kind, key)
 
 
-def store(cache_dir: str, key: str, result: CachedResult, packed: bytes | None = None) -> None:
-    """Write an entry (header + ``pack(result)``, or ``packed`` when the caller has it)
-    atomically; any failure leaves the cache as it was."""
+def store(cache_dir: str, key: str, result: CachedResult) -> None:
+    """Write the facts entry of ``key`` atomically when ``result`` is ``cacheable``; any failure
+    leaves the cache as it was."""
     if cacheable(result):
-        try:
-            body = pack(result) if packed is None else packed
-        except pickle.PicklingError:
-            return
-        _write_bytes(_entry_path(cache_dir, key), _entry_header(key) + body)
+        store_error(cache_dir, key, result)
 
 
-def store_error(cache_dir: str, key: str, error: FileError) -> None:
+def store_error(cache_dir: str, key: str, error: CachedResult) -> None:
     """Write ``error`` as the entry of ``key`` whatever its kind: for an error the caller
     knows to be a verdict on the bytes that ``cacheable`` cannot tell from its kind alone
     (a timeout of the CPU-time limit, ``api``)."""
-    _write_bytes(_entry_path(cache_dir, key), _entry_header(key) + pack(error))
+    _write_entry(_entry_path(cache_dir, key), _FACTS, key, error)
 
 
 def source_key(source: SourceFile, max_bytes: int) -> str | None:
@@ -369,7 +329,7 @@ def source_key(source: SourceFile, max_bytes: int) -> str | None:
 
 
 # --------------------------------------------------------------------------- stat memo
-_STAT_MAGIC = b"csa-stats"
+_STATS = b"stats"
 #: a file modified less than this before it was hashed is hashed again next time: its
 #: mtime may not change if it is written again within the file system's timestamp tick
 #: (git's "racily clean" entries)
@@ -384,7 +344,7 @@ StatMemo = dict[tuple[str, str], tuple[tuple[int, int, int, int], str]]
 def _root_record_path(cache_dir: str, kind: str, root: str) -> str:
     """Where the record of ``kind`` (``stats``, ``trees``) for the scanned ``root`` lives."""
     name = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
-    return os.path.join(cache_dir, kind, name + ".pkl")
+    return os.path.join(cache_dir, kind, name + ENTRY_SUFFIX)
 
 
 def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root: str,
@@ -396,7 +356,7 @@ def source_keys(sources: list[SourceFile], max_bytes: int, cache_dir: str, root:
     hashed is not trusted from the record.  ``stats``: each file's stat by ``abspath``,
     when the caller has it (``discover_tree``)."""
     path = _root_record_path(cache_dir, "stats", root)
-    stored = _read_entry(path, _STAT_MAGIC, root)
+    stored = _read_entry(path, _STATS, root)
     memo: StatMemo = stored if isinstance(stored, dict) else {}
     fresh: StatMemo = {}
     keys: list[str | None] = []
@@ -440,7 +400,7 @@ def _settled(signature: tuple[int, int, int, int], hashed_at_ns: int) -> bool:
 
 
 def _write_stat_memo(path: str, root: str, memo: StatMemo) -> None:
-    _store_recent(path, _STAT_MAGIC, root, memo, KEEP_STAT_MEMOS)
+    _store_recent(path, _STATS, root, memo, KEEP_STAT_MEMOS)
 
 
 # --------------------------------------------------------------------------- whole-tree results and reports
@@ -471,13 +431,17 @@ class _Shelf:
     ``keep`` most recently used are kept."""
 
     folder: str
-    magic: bytes
+    kind: bytes
     keep: int
+    #: its values hold the model's records (a stored report holds none: a warm scan imports no model)
+    holds_model: bool
 
     def load(self, cache_dir: str, key: str) -> object | None:
         """The value stored for ``key``, or None (missing, corrupt, foreign)."""
-        path = os.path.join(cache_dir, self.folder, key + ".pkl")
-        value = _read_entry(path, self.magic, key)
+        path = os.path.join(cache_dir, self.folder, key + ENTRY_SUFFIX)
+        if self.holds_model:
+            import cs_audit.model  # noqa: F401 - the records it names
+        value = _read_entry(path, self.kind, key)
         if value is not None:
             with contextlib.suppress(OSError):
                 os.utime(path)  # most recently used
@@ -485,25 +449,26 @@ class _Shelf:
 
     def store(self, cache_dir: str, key: str, value: object) -> None:
         """Write the value of ``key`` atomically."""
-        _store_recent(os.path.join(cache_dir, self.folder, key + ".pkl"), self.magic, key, value, self.keep)
+        _store_recent(os.path.join(cache_dir, self.folder, key + ENTRY_SUFFIX), self.kind, key, value, self.keep)
 
 
-_RESULTS = _Shelf("results", b"csa-result", KEEP_RESULTS)
-_REPORTS = _Shelf("reports", b"csa-report", KEEP_REPORTS)
+_RESULTS = _Shelf("results", b"result", KEEP_RESULTS, holds_model=True)
+_REPORTS = _Shelf("reports", b"report", KEEP_REPORTS, holds_model=False)
 load_result, store_result = _RESULTS.load, _RESULTS.store
 load_report, store_report = _REPORTS.load, _REPORTS.store
 
 
-def _store_recent(path: str, magic: bytes, key: str, value: object, keep: int) -> None:
+def _store_recent(path: str, kind: bytes, key: str, value: object, keep: int) -> None:
     """Write an entry atomically; its directory keeps the ``keep`` most recently used."""
-    if _write_entry(path, magic, key, value):
+    if _write_entry(path, kind, key, value):
         _keep_newest(os.path.dirname(path), keep)
 
 
 # --------------------------------------------------------------------------- last tree per root
-_TREE_MAGIC = b"csa-tree"
+_TREE = b"tree"
 
 
+@record
 @dataclass(frozen=True)
 class TreeRecord:
     """The last whole-tree result stored for a root: its key, the context it was computed
@@ -516,60 +481,63 @@ class TreeRecord:
 
 
 def load_tree_record(cache_dir: str, root: str) -> TreeRecord | None:
-    value = _read_entry(_root_record_path(cache_dir, "trees", root), _TREE_MAGIC, root)
+    value = _read_entry(_root_record_path(cache_dir, "trees", root), _TREE, root)
     return value if isinstance(value, TreeRecord) else None
 
 
 def store_tree_record(cache_dir: str, root: str, record: TreeRecord) -> None:
-    _store_recent(_root_record_path(cache_dir, "trees", root), _TREE_MAGIC, root, record, KEEP_STAT_MEMOS)
+    _store_recent(_root_record_path(cache_dir, "trees", root), _TREE, root, record, KEEP_STAT_MEMOS)
 
 
 # --------------------------------------------------------------------------- call resolutions per root
-_RESOLUTIONS_MAGIC = b"csa-resolutions"
+_RESOLUTIONS = b"resolutions"
 
 
 def load_resolutions(cache_dir: str, root: str) -> tuple[object, dict[str, str]] | None:
     """The call resolutions last stored for ``root`` (``callgraph.Resolutions``) and the
     entry key of each file they were worked out from (by path); None when there are none."""
-    return _load_with_keys(cache_dir, "resolutions", _RESOLUTIONS_MAGIC, root)
+    return _load_with_keys(cache_dir, "resolutions", _RESOLUTIONS, root)
 
 
 def store_resolutions(cache_dir: str, root: str, resolutions: object, keys: dict[str, str]) -> None:
-    _store_with_keys(cache_dir, "resolutions", _RESOLUTIONS_MAGIC, root, resolutions, keys)
+    _store_with_keys(cache_dir, "resolutions", _RESOLUTIONS, root, resolutions, keys)
 
 
-def _load_with_keys(cache_dir: str, kind: str, magic: bytes, root: str) -> tuple[object, dict[str, str]] | None:
-    value = _read_entry(_root_record_path(cache_dir, kind, root), magic, root)
+def _load_with_keys(cache_dir: str, folder: str, kind: bytes, root: str) -> tuple[object, dict[str, str]] | None:
+    """(value, keys) stored for ``root``; the caller has imported the module of its records."""
+    import cs_audit.model  # noqa: F401 - the records they name
+
+    value = _read_entry(_root_record_path(cache_dir, folder, root), kind, root)
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
         return value
     return None
 
 
-def _store_with_keys(cache_dir: str, kind: str, magic: bytes, root: str, value: object, keys: dict[str, str]) -> None:
-    _store_recent(_root_record_path(cache_dir, kind, root), magic, root, (value, keys), KEEP_STAT_MEMOS)
+def _store_with_keys(cache_dir: str, folder: str, kind: bytes, root: str, value: object, keys: dict[str, str]) -> None:
+    _store_recent(_root_record_path(cache_dir, folder, root), kind, root, (value, keys), KEEP_STAT_MEMOS)
 
 
 # --------------------------------------------------------------------------- site gates per root
-_GATES_MAGIC = b"csa-gates"
+_GATES = b"gates"
 
 
 def load_site_gates(cache_dir: str, root: str) -> tuple[object, dict[str, str]] | None:
     """The site gates last stored for ``root`` (``callgraph.SiteGates``) and the entry key
     of each file they were worked out from (by path); None when there are none."""
-    return _load_with_keys(cache_dir, "gates", _GATES_MAGIC, root)
+    return _load_with_keys(cache_dir, "gates", _GATES, root)
 
 
 def store_site_gates(cache_dir: str, root: str, gates: object, keys: dict[str, str]) -> None:
-    _store_with_keys(cache_dir, "gates", _GATES_MAGIC, root, gates, keys)
+    _store_with_keys(cache_dir, "gates", _GATES, root, gates, keys)
 
 
 def _keep_newest(directory: str, keep: int) -> None:
     """Delete all but the ``keep`` most recently modified entries of ``directory``."""
-    keep_newest(directory, keep, lambda e: e.name.endswith(".pkl"))
+    keep_newest(directory, keep, lambda e: e.name.endswith(ENTRY_SUFFIX))
 
 
 # --------------------------------------------------------------------------- env registries per root
-_REGISTRIES_MAGIC = b"csa-registries"
+_REGISTRIES = b"registries"
 
 
 def registries_dir(enabled: bool, cache_dir: str | None) -> str | None:
@@ -583,12 +551,14 @@ def registries_dir(enabled: bool, cache_dir: str | None) -> str | None:
 
 def load_registry_memo(directory: str, root: str) -> dict[str, tuple[tuple[int, int, int, int], int, tuple]] | None:
     """path -> (stat signature, when it was read, registries it defines) of the last scan of ``root``."""
-    value = _read_entry(_root_record_path(directory, "roots", root), _REGISTRIES_MAGIC, root)
+    import cs_audit.ruleset  # noqa: F401 - the records it names
+
+    value = _read_entry(_root_record_path(directory, "roots", root), _REGISTRIES, root)
     return value if isinstance(value, dict) else None
 
 
 def store_registry_memo(directory: str, root: str, memo: dict[str, tuple[tuple[int, int, int, int], int, tuple]]) -> None:
-    _store_recent(_root_record_path(directory, "roots", root), _REGISTRIES_MAGIC, root, memo, KEEP_STAT_MEMOS)
+    _store_recent(_root_record_path(directory, "roots", root), _REGISTRIES, root, memo, KEEP_STAT_MEMOS)
 
 
 def stat_signature(path: str, stats: dict[str, os.stat_result] | None = None) -> tuple[int, int, int, int] | None:

@@ -54,6 +54,7 @@ from cs_audit.model import (
     closure_of,
     env_switch,
 )
+from cs_audit.records import record
 from cs_audit.ruleset import RuleSet
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ class TreeModel:
 FileResolutions = tuple[int, ...]
 
 
+@record
 @dataclass(frozen=True)
 class Resolutions:
     """Where each file's call sites land, and the digest of the tables that decided it
@@ -195,6 +197,7 @@ class Resolutions:
     lands_digest: str = ""
 
 
+@record
 @dataclass(frozen=True)
 class SiteGates:
     """The switches of the sites' gates of a model (``_site_gates``), kept for a later build:
@@ -1121,6 +1124,7 @@ def root_functions(facts: dict[str, FileFacts], functions: dict[FuncKey, Functio
     return sorted(found)
 
 
+@record
 @dataclass(frozen=True)
 class Demand:
     """The calls ``build_model(whole=False)`` resolves through the types: those of the
