@@ -357,37 +357,38 @@ def _engine_tree(root: Path) -> Path:
 
 class _Scans:
     """``cs-audit scan`` of a tree through the CLI with its own XDG cache, counting the files
-    each scan parses (the parser is counted in the workers, which the scan forks)."""
+    each scan analyses (hands to ``analyse_file``, in the workers the scan forks, which parse
+    a file unless its facts are in the cache)."""
 
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        import cs_audit.extract.python as python
+        from cs_audit import api
         from cs_audit.incremental import cache
 
         self.tree = _engine_tree(tmp_path / "tree")
         self.xdg = tmp_path / "xdg"
         self.report = tmp_path / "report.json"
-        self.parsed = tmp_path / "parsed.log"
-        parse = python.parse_python
+        self.analysed = tmp_path / "analysed.log"
+        analyse = api.analyse_file
 
-        def counted(path: str, data: bytes):  # type: ignore[no-untyped-def]
-            with open(self.parsed, "a", encoding="utf-8") as log:
-                log.write(path + "\n")
-            return parse(path, data)
+        def counted(source, *args):  # type: ignore[no-untyped-def]
+            with open(self.analysed, "a", encoding="utf-8") as log:
+                log.write(source.path + "\n")
+            return analyse(source, *args)
 
-        monkeypatch.setattr(python, "parse_python", counted)
+        monkeypatch.setattr(api, "analyse_file", counted)
         monkeypatch.setattr(cache, "RACY_NS", 0)  # the stat and registry records vouch for files just written
 
     def scan(self) -> tuple[str, list[str]]:
-        """The JSON report of a scan, and the files it parsed."""
+        """The JSON report of a scan, and the files it analysed."""
         from typer.testing import CliRunner
 
         from cs_audit.cli import app
 
-        self.parsed.write_text("")
+        self.analysed.write_text("")
         result = CliRunner().invoke(app, ["scan", str(self.tree), "-f", "json", "--no-history", "-j", "1", "-o", str(self.report)],
                                     env={"XDG_CACHE_HOME": str(self.xdg)})
         assert result.exit_code == 0, result.output
-        return self.report.read_text(), sorted(self.parsed.read_text().split())
+        return self.report.read_text(), sorted(self.analysed.read_text().split())
 
     def entries(self, pattern: str) -> list[Path]:
         return sorted((self.xdg / "cs-audit").glob(pattern))
@@ -399,10 +400,10 @@ class _Scans:
                 entry.unlink()
 
 
-def test_a_warm_scan_after_a_cold_one_parses_nothing_and_gives_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_warm_scan_after_a_cold_one_analyses_nothing_and_gives_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scans = _Scans(tmp_path, monkeypatch)
-    cold, parsed = scans.scan()
-    assert parsed == ["eng/envs.py", "eng/model_runner.py"]  # the counter sees the workers
+    cold, analysed = scans.scan()
+    assert analysed == ["eng/envs.py", "eng/model_runner.py"]  # the counter sees the workers
     assert scans.scan() == (cold, [])  # the stored report
     scans.forget(("reports", "results"))
     assert scans.scan() == (cold, [])  # the facts, resolutions and site gates, read back
