@@ -164,8 +164,9 @@ def _atoms(annotation: str, names: dict[str, Any]) -> bool:
     return True
 
 
-#: the shared records (``record(shared=True)``) the current ``loads`` made, each by itself
-_SHARED: dict[Any, Any] = {}
+#: record name -> the shared records of that name (``record(shared=True)``) the current
+#: ``loads`` made, by their field values
+_SHARED: dict[str, dict[tuple[Any, ...], Any]] = {}
 
 
 def _strings(items: list[Any]) -> tuple[str, ...]:
@@ -189,7 +190,7 @@ def _maker(cls: type, names: tuple[str, ...], types: tuple[str, ...] | None) -> 
     converters = [_converter(t, module) for t in types] if types is not None else [""] * len(names)
     values = ", ".join(f"{c}(v[{i}])" if c else f"v[{i}]" for i, c in enumerate(converters))
     check = f"    if type(v) is not list or len(v) != {len(names)}:\n        raise ValueError('a {cls.__name__} of other fields')\n" if types is not None else ""
-    namespace: dict[str, Any] = {"_new": _new, "_set_class": _set_class, "cls": cls, "tuple": tuple, "_value": _value, "_tuples": _tuples, "_intern": sys.intern, "_strings": _strings, "_sd": _SHARED.setdefault,
+    namespace: dict[str, Any] = {"_new": _new, "_set_class": _set_class, "cls": cls, "tuple": tuple, "_value": _value, "_tuples": _tuples, "_intern": sys.intern, "_strings": _strings,
                                  "_object_setattr": _object_setattr, "_as_is": _as_is}
     filler = _slot_filler(cls) if getattr(cls, "__slots__", None) and not issubclass(cls, tuple) else None
     if issubclass(cls, tuple):
@@ -199,8 +200,13 @@ def _maker(cls: type, names: tuple[str, ...], types: tuple[str, ...] | None) -> 
     elif filler is not None:
         namespace["filler"] = filler
         targets = ", ".join(f"obj.{name}" for name in names)
-        tail = "_sd(obj, obj)" if cls.__name__ in _SHARED_RECORDS and types is not None else "obj"
-        source = f"def make(v):\n{check}    obj = _new(filler)\n    {targets}, = {values},\n    _set_class(obj, cls)\n    return {tail}\n"
+        if cls.__name__ in _SHARED_RECORDS and types is not None:  # one object per field values (a tuple's C hash)
+            namespace["shared"] = _SHARED.setdefault(cls.__name__, {})
+            source = (f"def make(v):\n{check}    values = {values},\n    obj = shared.get(values)\n    if obj is None:\n"
+                      f"        obj = shared[values] = _new(filler)\n        {targets}, = values\n        _set_class(obj, cls)\n"
+                      "    return obj\n")
+        else:
+            source = f"def make(v):\n{check}    obj = _new(filler)\n    {targets}, = {values},\n    _set_class(obj, cls)\n    return obj\n"
     else:
         calls = "\n".join(f"    _object_setattr(obj, {name!r}, {c or '_as_is'}(v[{i}]))" for i, (name, c) in enumerate(zip(names, converters)))
         source = f"def make(v):\n{check}    obj = _new(cls)\n{calls}\n    return obj\n"
@@ -313,4 +319,5 @@ def loads(data: bytes | memoryview) -> Any:
     except (TypeError, RecursionError) as exc:  # an unhashable key, a record's own check, nesting
         raise ValueError(str(exc)) from None
     finally:
-        _SHARED.clear()
+        for made in _SHARED.values():
+            made.clear()

@@ -399,6 +399,12 @@ def test_facts_read_back_in_the_plain_format(rs) -> None:
     calls = [(type(c), type(c.gates)) for r in results if isinstance(r, FileFacts) for c in r.calls]
     assert [(type(c), type(c.gates)) for r in back if isinstance(r, FileFacts) for c in r.calls] == calls
     assert {kind for kind, _ in calls} == {CallSite, PlainCall}
+    for facts_back in back:  # one object per distinct gate and text in an entry, as extraction made them
+        if isinstance(facts_back, FileFacts):
+            gates = [g for c in facts_back.calls for g in c.gates]
+            assert len({id(g) for g in gates}) == len(set(gates))
+            callees = [c.callee for c in facts_back.calls]
+            assert len({id(c) for c in callees}) == len(set(callees))
     with pytest.raises(dataclasses.FrozenInstanceError):
         back[results.index(facts[0])].calls[0].line = 0  # still frozen
     assert {c.__name__ for c in _slotted_model_classes()} <= set(records._MAKERS)  # every slotted model type is a record
