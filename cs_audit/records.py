@@ -135,10 +135,10 @@ def _converter(annotation: str, names: dict[str, Any]) -> str:
     """What makes a field of this annotation from what ``loads`` read: ``_intern`` for a string
     and ``_strings`` for a tuple of strings (one object per text, as the facts share them when
     extracted), "" (as it is) for another scalar or a record, ``tuple`` for a tuple of those,
-    ``_tuples`` for a tuple of fixed-size
-    tuples of those, else ``_value`` (every array in it a tuple).  Anything unforeseen gets
-    ``_value``, which is always right: the others only save its walk.  ``names``: the globals
-    of the record's module (a ``Literal`` alias of strings is a scalar)."""
+    ``_tuples`` for a tuple of fixed-size tuples of those, else ``_value`` (every array in it
+    a tuple).  Anything unforeseen gets ``_value``, which is always right: the others only
+    save its walk.  ``names``: the globals of the record's module (a ``Literal`` alias of
+    strings is a scalar)."""
     annotation = annotation.replace(" ", "")
     element = annotation[len("tuple["):-len(",...]")] if annotation.startswith("tuple[") and annotation.endswith(",...]") else None
     if element is None:
