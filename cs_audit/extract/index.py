@@ -1350,7 +1350,8 @@ class _Indexer(ast.NodeVisitor):
                 # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
                 context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
                                          rest=True, after_false=_returns_false(stmt.body[-1]),
-                                         steady_names=self.rs.steady_test_re) if rest and scope is not None else None
+                                         steady_names=self.rs.steady_test_re,
+                                         precondition=stmt.body[-1].__class__ is ast.Raise) if rest and scope is not None else None
                 if context is not None:
                     self._note_block(context, rest)
                     self.path_contexts = (*self.path_contexts, context)

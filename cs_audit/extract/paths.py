@@ -241,7 +241,8 @@ def assert_context(test: ast.expr, event_names: re.Pattern[str] | None, line: in
 def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persistent: Callable[[str], bool],
                    line: int = 0, lookups: dict[str, str] | None = None,
                    event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False,
-                   after_false: bool = False, steady_names: re.Pattern[str] | None = None) -> PathContext | None:
+                   after_false: bool = False, steady_names: re.Pattern[str] | None = None,
+                   precondition: bool = False) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call);
@@ -252,14 +253,15 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     `if <test>: return` in its block (whose warnings are not a branch of their own);
     ``after_false``: that `return` gives False or nothing (the normal answer of a check);
     ``steady_names``: names whose test is true in the steady state (a decode step), so a
-    branch that needs one false runs on an event."""
+    branch that needs one false runs on an event; ``precondition``: ``body`` follows `if <test>:
+    raise`, a check of the state every call passes, not the hit of a cache or a once-flag."""
     # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
     # `raise` returns normally on those: only the part past the last of them is the error path
     if body and not (rest and _returns_normally_first(body[:-1])):
         why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body)) or (_rejects(body) if after_false else None)
         if why is not None:
             return ("error", why, "", line)
-    found = _unset_names(test, active)
+    found = _unset_names(test, active) if not precondition else []
     if lookups:
         found = [(lookups[name], "cache") if name in lookups and shape in ("lazy", "flag") else (name, shape)
                  for name, shape in found]
