@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (7, ("cs_audit.extract",)),
     (8, ("cs_audit.joins",)),
     (9, ("cs_audit.analysis",)),
-    (10, ("cs_audit.api",)),
+    (10, ("cs_audit.api", "cs_audit.confirm")),
     (11, ("cs_audit.render",)),
     (12, ("cs_audit.ci",)),
     (13, ("cs_audit.fix",)),

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from cs_audit.cli import (
     ci,  # noqa: F401  (registers baseline, check, report, diff)
+    confirm,  # noqa: F401  (registers trace, confirm)
     fix,  # noqa: F401  (registers fix)
     graph,  # noqa: F401  (registers callgraph, why)
     scan,  # noqa: F401,I001  (registers scan, switch, rules, config, version: listed first)

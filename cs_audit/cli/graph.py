@@ -165,16 +165,11 @@ def _default_verdict(model, rs, rel: str, function: str, line: int, freq: str) -
 
 
 def _print_chain(model, rel: str, line: int, name: str, start, edges, verdict: str) -> None:
-    from cs_audit.joins.callgraph import function_id
+    from cs_audit.joins.chains import chain_lines
 
-    f = model.functions[start]
-    rule = model.roots.get(start)
     print(f"{plain(rel)}:{line} is in {plain(name)}: {verdict}")
-    print(f"  {plain(function_id(model, start))}  ({plain(start[0])}:{f.line}{', hot root: ' + rule if rule else ''})")
-    for e in edges:
-        gate = f", only with {e.switch.text}" if e.switch else ""
-        print(f"  -> {plain(function_id(model, e.callee))}  (called at {plain(e.path)}:{e.site.line} `{plain(e.site.code)}`,"
-              f" {e.how}{gate})")
+    for text in chain_lines(model, start, edges):
+        print(f"  {plain(text)}")
 
 
 def _why_not(model, key, rs) -> None:

@@ -89,3 +89,15 @@ class Chains:
         if name is None:
             name = self._names[key] = function_id(self._model, key)
         return name
+
+
+def chain_lines(model: TreeModel, start: FuncKey, edges: list[Edge]) -> list[str]:
+    """A chain as ``why`` prints it: the root with where it is, then each call with its site
+    and how it was resolved (unescaped: the caller makes the text safe for its output)."""
+    f = model.functions[start]
+    rule = model.roots.get(start)
+    lines = [f"{function_id(model, start)}  ({start[0]}:{f.line}{', hot root: ' + rule if rule else ''})"]
+    for e in edges:
+        gate = f", only with {e.switch.text}" if e.switch else ""
+        lines.append(f"-> {function_id(model, e.callee)}  (called at {e.path}:{e.site.line} `{e.site.code}`, {e.how}{gate})")
+    return lines

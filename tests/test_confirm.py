@@ -1,0 +1,133 @@
+"""``trace`` and ``confirm``: a small engine run under the recorder, then joined to its audit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cs_audit.cli import app
+
+runner = CliRunner()
+ENGINE = Path(__file__).resolve().parent.parent / "fixtures" / "confirm_engine"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the engine's tree, its trace: 6 steps of `EngineCore.step`, the first left out)."""
+    tree = tmp_path_factory.mktemp("confirm") / "engine_tree"
+    shutil.copytree(ENGINE, tree)
+    out = tree.parent / "run.json"
+    result = runner.invoke(app, ["trace", "--root", "EngineCore.step", "--warmup", "1", "--tree", str(tree), "-o", str(out),
+                                 "--", sys.executable, str(tree / "run.py"), "6"])
+    assert result.exit_code == 0, result.output
+    return tree, out
+
+
+def _confirm(*args: str) -> dict:
+    result = runner.invoke(app, ["confirm", *args, "--format", "json", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_trace_counts_calls_per_function_after_the_warm_up(traced: tuple[Path, Path]) -> None:
+    tree, out = traced
+    data = json.loads(out.read_text())
+    assert (data["steps"], data["step_calls"], data["warmup"]) == (5, 6, 1)
+    core = data["functions"][str(tree / "engine" / "core.py")]
+    assert core["EngineCore._record"] == [5, 6] and core["EngineCore._load_layout"] == [0, 1]
+    assert data["functions"][str(tree / "engine" / "runner.py")]["ModelRunner._forward.<locals>.scale"] == [5, 6]
+    assert str(tree / "engine" / "verifier.py") not in data["modules"]
+
+
+def test_confirm_gives_each_finding_what_the_run_observed(traced: tuple[Path, Path]) -> None:
+    tree, out = traced
+    report = _confirm(str(out), str(tree))
+    status = {(f["path"], f["line"]): f["observed"] for f in report["findings"]}
+    assert status[("engine/core.py", 33)] == {"calls_per_step": 1.0, "status": "per-step"}  # the per-step log line
+    assert status[("engine/runner.py", 10)]["status"] == "per-step"
+    assert status[("engine/core.py", 30)] == {"calls_per_step": 0.0, "status": "not-per-step"}  # once, on the first step
+    assert status[("engine/verifier.py", 11)]["status"] == "not-covered"  # never imported
+    assert status[("engine/verifier.py", 13)]["status"] == "not-covered"
+    assert report["agreement"] == {"claimed_per_step": 6, "claimed_ran_per_step": 5, "ran_per_step": 5, "ran_per_step_claimed": 5}
+    [worst] = report["worst"]
+    assert (worst["path"], worst["line"]) == ("engine/core.py", 30)
+    assert worst["chain"][-1].startswith("-> engine.core.EngineCore._load_layout  (called at engine/core.py:23")
+
+
+def test_confirm_text_lists_the_worst_disagreement_with_its_chain(traced: tuple[Path, Path]) -> None:
+    tree, out = traced
+    result = runner.invoke(app, ["confirm", str(out), str(tree), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "profile: trace, 5 steps counted after 1 warm-up" in text
+    assert "the graph calls per step 6: ran per step 5/6 (83%)" in text
+    assert "engine/core.py:30 env-read-hot in EngineCore._load_layout: 0.00 calls/step, 1 in all" in text
+    assert "      -> engine.core.EngineCore._load_layout  (called at engine/core.py:23 `self._load_layout()`" in text
+
+
+def test_trace_steps_stops_counting_after_that_many(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, _ = traced
+    out = tmp_path / "two.json"
+    result = runner.invoke(app, ["trace", "--root", "step", "--steps", "2", "--tree", str(tree), "-o", str(out),
+                                 "--", sys.executable, str(tree / "run.py"), "6"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["steps"] == 2
+    assert data["functions"][str(tree / "engine" / "core.py")]["EngineCore._record"] == [2, 2]
+
+
+def _fails(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("", "the file is empty"),
+    ('{"format": "cs-audit-trace", "version": 1, "steps": 3, "functions": {"/x/engine/co', "truncated"),
+    ("not a profile at all\n", "not a profile cs-audit reads"),
+    ('{"traceEvents": [{"ph": "X", "name": "main (/x/run.py:1)"', "truncated"),
+    ("main (run.py:3);step (engine/core.py:21) twelve\n", "not a profile cs-audit reads"),
+])
+def test_a_bad_profile_is_one_line(traced: tuple[Path, Path], tmp_path: Path, text: str, said: str) -> None:
+    tree, _ = traced
+    bad = tmp_path / "bad.prof"
+    bad.write_text(text)
+    assert said in _fails(["confirm", str(bad), str(tree), "-j", "1"])
+
+
+def test_a_profile_of_another_tree_is_one_line(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, _ = traced
+    other = tmp_path / "other"
+    (other / "pkg").mkdir(parents=True)
+    (other / "pkg" / "main.py").write_text("def go():\n    return 1\n\nfor _ in range(3):\n    go()\n")
+    out = tmp_path / "other.json"
+    result = runner.invoke(app, ["trace", "--root", "go", "--tree", str(other), "-o", str(out), "--",
+                                 sys.executable, str(other / "pkg" / "main.py")])
+    assert result.exit_code == 0, result.output
+    assert "none of the profile's 1 files is in" in _fails(["confirm", str(out), str(tree), "-j", "1"])
+
+
+def test_frames_that_match_no_function_are_counted(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, out = traced
+    data = json.loads(out.read_text())
+    data["functions"][str(tree / "engine" / "core.py")]["EngineCore.gone"] = [5, 5]
+    data["functions"]["/elsewhere/lib/helpers.py"] = {"helper": [1, 1]}
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    report = _confirm(str(edited), str(tree))
+    assert report["frames_not_functions"] == 7  # six module and class bodies, and the function the tree lacks
+    assert report["files_outside"] == 1
+
+
+def test_trace_of_something_not_python_is_one_line(tmp_path: Path) -> None:
+    said = _fails(["trace", "-o", str(tmp_path / "x.json"), "--", "/bin/sh", "-c", "true"])
+    assert "not a Python program" in said
