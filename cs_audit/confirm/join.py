@@ -22,9 +22,11 @@ from cs_audit.model import HOT_FREQUENCIES, Finding, FuncKey
 #: observed calls per step from which a function runs per step, and under which it is rare
 PER_STEP_MIN = 0.9
 RARE_MAX = 0.1
-STATUSES = ("per-step", "not-per-step", "ran", "never-ran", "not-covered")
+#: ``ran``: a profile with no call rate shows it ran; ``unseen``: in no sample of a sampling
+#: profile, which does not show that it never ran
+STATUSES = ("per-step", "not-per-step", "ran", "unseen", "never-ran", "not-covered")
 STATUS_WORDS = {"per-step": "ran per step", "not-per-step": "ran, not per step", "ran": "ran (no rate)",
-                "never-ran": "never ran", "not-covered": "not covered"}
+                "unseen": "in no sample", "never-ran": "never ran", "not-covered": "not covered"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ class Run:
         key = (path, function)
         total = self.calls.get(key, (0, 0))[1]
         if not total:
-            return Observed("never-ran", 0.0 if self.has_rates else None)
+            return Observed("unseen" if self.profile.sampled else "never-ran", 0.0 if self.has_rates else None)
         rate = self.rate(key)
         if rate is None:
             return Observed("ran", None, total)

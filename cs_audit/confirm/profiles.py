@@ -104,7 +104,7 @@ def sniff(head: bytes) -> str | None:
     if re.match(rb'\{\s*("|\})', text):
         if b'"cs-audit-trace"' in head:
             return "trace"
-        if b"speedscope" in head or b'"shared"' in head:
+        if b"speedscope" in head or b'"shared"' in head or b'"profiles"' in head:
             return "speedscope"
         return "torch" if b"python_function" in head or b'"schemaVersion"' in head else "viztracer"
     if re.match(rb"\[\s*[{\]]", text):
