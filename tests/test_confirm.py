@@ -131,3 +131,35 @@ def test_frames_that_match_no_function_are_counted(traced: tuple[Path, Path], tm
 def test_trace_of_something_not_python_is_one_line(tmp_path: Path) -> None:
     said = _fails(["trace", "-o", str(tmp_path / "x.json"), "--", "/bin/sh", "-c", "true"])
     assert "not a Python program" in said
+
+
+def test_scan_profile_adds_what_the_run_observed_to_the_reports(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, out = traced
+    result = runner.invoke(app, ["scan", str(tree), "--profile", str(out), "--format", "json", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    observed = {(f["path"], f["line"]): f["observed"] for f in json.loads(result.stdout)["findings"]}
+    assert observed[("engine/core.py", 33)] == {"calls_per_step": 1.0, "status": "per-step"}
+    assert observed[("engine/core.py", 30)] == {"calls_per_step": 0.0, "status": "not-per-step"}
+    assert observed[("engine/verifier.py", 13)] == {"calls_per_step": None, "status": "not-covered"}
+    markdown = runner.invoke(app, ["scan", str(tree), "--profile", str(out), "--format", "markdown", "-j", "1"]).stdout
+    assert "| # | What runs with no debug env | file:line | Freq | Observed | Via | GPU sync | Est. cost / note |" in markdown
+    assert "| `engine/core.py:33` | step | 1.00/step | `EngineCore.step (+1 call)` |" in markdown
+    assert "| `engine/core.py:30` | step | 0.00/step, not per step (1 call in all) |" in markdown
+    assert "| `engine/verifier.py:13` | step | not covered |" in markdown
+    page = runner.invoke(app, ["scan", str(tree), "--profile", str(out), "--format", "html", "-j", "1"]).stdout
+    assert "<th>freq</th><th>observed</th><th>via</th>" in page and '<td data-label="observed">1.00/step</td>' in page
+
+
+def test_scan_without_profile_has_no_observed(traced: tuple[Path, Path]) -> None:
+    tree, _ = traced
+    report = json.loads(runner.invoke(app, ["scan", str(tree), "--format", "json", "-j", "1"]).stdout)
+    assert all("observed" not in f for f in report["findings"])
+    markdown = runner.invoke(app, ["scan", str(tree), "--format", "markdown", "-j", "1"]).stdout
+    assert "| # | What runs with no debug env | file:line | Freq | Via | GPU sync | Est. cost / note |" in markdown
+
+
+def test_scan_with_a_bad_profile_stops_before_the_scan(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, _ = traced
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert "the file is empty" in _fails(["scan", str(tree), "--profile", str(empty), "--format", "json", "-j", "1"])

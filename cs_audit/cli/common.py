@@ -334,3 +334,15 @@ def emit(text: str, output: Path | None) -> None:
         write_output(output, text)
     else:
         sys.stdout.write(text)
+
+
+def load_profile(profile_path: Path, profile_format: str | None, root: list[str], steps: int):
+    """A run's profile (``confirm``, ``scan --profile``), its steps from ``steps`` or ``root``
+    when given; a bad one ends the command in one line."""
+    from cs_audit.confirm.profiles import ProfileError
+    from cs_audit.confirm.report import profile_with_steps
+
+    try:
+        return profile_with_steps(profile_path, profile_format, root, steps)
+    except ProfileError as exc:
+        fail(str(exc))

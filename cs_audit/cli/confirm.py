@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from cs_audit.cli.common import CONFIG, app, check_writable, fail, output_path, say, write_output
+from cs_audit.cli.common import CONFIG, app, check_writable, fail, load_profile, output_path, say, write_output
 
 #: interpreter options that take no value, passed on to the traced program's interpreter
 _FLAGS = re.compile(r"^-[bBdEiIOqsSuvR]+$")
@@ -126,24 +126,6 @@ def confirm(
         write_output(output, text)
     else:
         sys.stdout.write(text)
-
-
-def load_profile(profile_path: Path, profile_format: str | None, root: list[str], steps: int):
-    """The profile, with its steps from ``--steps`` or ``--root`` when given; a bad one ends the command."""
-    from cs_audit.confirm.profiles import ProfileError, read_profile
-    from cs_audit.confirm.report import steps_of
-
-    try:
-        profile = read_profile(profile_path, profile_format)
-    except ProfileError as exc:
-        fail(str(exc))
-    if steps:
-        profile.steps = steps
-    elif root and not profile.sampled:
-        profile.steps = steps_of(profile, root)
-        if not profile.steps:
-            fail(f"{profile_path}: no frame of the profile is {', '.join(root)} (the --root)")
-    return profile
 
 
 def join_or_fail(profile, profile_path: Path, root: Path, tree_files):

@@ -40,24 +40,26 @@ def _load(path: Path, config_file: Path | None = None, **overrides: object):
         fail(f"configuration error: {exc}")
 
 
-def render_format(format: str, result, rs, max_annotations: int | None = None, path: Path | None = None) -> str:
+def render_format(format: str, result, rs, max_annotations: int | None = None, path: Path | None = None,
+                  observed=None) -> str:
     """The report of ``result`` in one of ``FORMATS`` other than text (``path``: the scanned
-    tree, whose source lines the html format quotes)."""
+    tree, whose source lines the html format quotes; ``observed``: what a profile showed of
+    each finding, for the json, markdown and html formats)."""
     if format == "html":
         from cs_audit.render.html import render_html
 
         sources = {}
         if path is not None:
             sources = _source_lines(path if path.is_dir() else path.parent, result.findings, full=True)
-        return render_html(result, rs, sources, report_name(path) if path is not None else None)
+        return render_html(result, rs, sources, report_name(path) if path is not None else None, observed)
     if format == "json":
         from cs_audit.render.json import render_json
 
-        return render_json(result)
+        return render_json(result, observed)
     if format == "markdown":
         from cs_audit.render.markdown import render_markdown
 
-        return render_markdown(result, rs)
+        return render_markdown(result, rs, observed=observed)
     from cs_audit.ci.gate import context_for
 
     ctx = context_for(result)
@@ -101,10 +103,15 @@ def scan(
     select: list[str] = state.SELECT,
     extend_select: list[str] = state.EXTEND_SELECT,
     ignore: list[str] = state.IGNORE,
+    profile_path: Optional[Path] = typer.Option(None, "--profile", help="a run's profile (as `confirm` reads): an observed column in §1, `observed` in the JSON"),
+    profile_root: list[str] = typer.Option([], "--profile-root", help="the step root of a call-count profile that does not count its steps"),
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    profile = None
+    if profile_path is not None:
+        profile = state.load_profile(profile_path, None, profile_root, 0)
     terminal = format in TERMINAL_FORMATS
     out = state.output_path(output)
     target = out or (_report_target(path) if terminal else None)
@@ -113,9 +120,9 @@ def scan(
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
                        cache=False if no_cache else None, **state.selection_overrides(select, extend_select, ignore))
     # what the rendering reads besides the audit (the output file's name is only printed)
-    render_id = repr((format, max_annotations, statistics, str(path), os.path.realpath(path), out is None))
+    render_id = repr((format, max_annotations, statistics, str(path), os.path.realpath(path), out is None, _profile_id(profile_path, profile_root)))
     report = state.run_with_progress(config, rs, quiet=quiet, report=(
-        lambda result: _report(format, result, rs, config, max_annotations, path, out is None, statistics), render_id))
+        lambda result: _report(format, result, rs, config, max_annotations, path, out is None, statistics, profile), render_id))
     for line in report.warnings:
         say(line)
     if target is not None:
@@ -132,20 +139,46 @@ def scan(
         raise typer.Exit(1)
 
 
-def _report(format: str, result, rs, config, max_annotations: int | None, path: Path, under_reports: bool, statistics: bool):
+def _profile_id(profile_path: Path | None, profile_root: list[str]) -> str:
+    """What a stored report must have been rendered with: the profile's path, size and time."""
+    if profile_path is None:
+        return ""
+    st = profile_path.stat()
+    return repr((os.path.realpath(profile_path), st.st_size, st.st_mtime_ns, profile_root))
+
+
+def _observed(profile, config, result) -> tuple[dict | None, tuple[str, ...]]:
+    """What ``profile`` (None: no --profile) showed of each finding, and a warning line when
+    none of its files is the tree's."""
+    if profile is None:
+        return None, ()
+    from cs_audit.confirm.join import join, observe_findings
+    from cs_audit.extract.discover import discover
+
+    sources, _ = discover(Path(config.root), config.exclude)
+    run = join(profile, Path(config.root), [s.path for s in sources if s.path.endswith((".py", ".pyw"))])
+    warning = () if run.root is not None else (
+        f"cs-audit: the --profile's files are none of {result.root}'s (a profile of another tree?): every finding is 'not covered'",)
+    return observe_findings(run, result.findings), warning
+
+
+def _report(format: str, result, rs, config, max_annotations: int | None, path: Path, under_reports: bool, statistics: bool,
+            profile=None):
     """``result`` rendered in ``format``, with what ``scan`` decides from it; for the terminal
     formats, the markdown report and the lines of the terminal (``_print_terminal``)."""
     from cs_audit.api import Report
     from cs_audit.ci.suppress import apply_suppressions
 
     kept = list(apply_suppressions(result).kept)  # no repository prefix needed: no git call
-    decided = {"reported": bool(kept), "skipped": bool(result.errors), "warnings": tuple(unmatched_root_warnings(config, result))}
+    observed, profile_warning = _observed(profile, config, result)
+    decided = {"reported": bool(kept), "skipped": bool(result.errors),
+               "warnings": (*unmatched_root_warnings(config, result), *profile_warning)}
     if format not in TERMINAL_FORMATS:
-        return Report(render_format(format, result, rs, max_annotations, path), **decided)
+        return Report(render_format(format, result, rs, max_annotations, path, observed), **decided)
     from cs_audit.render.console import finding_lines, statistics_lines, summary_lines
     from cs_audit.render.markdown import render_markdown
 
-    markdown = render_markdown(result, rs, report_name(path), tree_digest(path) if under_reports else None)
+    markdown = render_markdown(result, rs, report_name(path), tree_digest(path) if under_reports else None, observed)
     base = path if path.is_dir() else path.parent
     # the summary and the finding lines name a file alike, from where the user ran the scan
     shown_base = str(result.root) if path.is_dir() else str(base)

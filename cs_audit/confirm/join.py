@@ -39,6 +39,17 @@ class Observed:
     calls: int = 0
 
 
+def observed_words(o: Observed | None) -> str:
+    """A finding's observed column: its calls per step, or what the run shows of it."""
+    if o is None:
+        return "—"
+    if o.status == "per-step":
+        return f"{o.calls_per_step:.2f}/step"
+    if o.status == "not-per-step":
+        return f"{o.calls_per_step:.2f}/step, not per step ({o.calls} call{'s' if o.calls != 1 else ''} in all)"
+    return STATUS_WORDS[o.status]
+
+
 @dataclass(frozen=True, slots=True)
 class _Def:
     qualname: str

@@ -4,9 +4,10 @@ of the static graph with the run, and the worst disagreements with their chains.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cs_audit.confirm.join import RARE_MAX, Agreement, Observed, Run, agreement, claimed_per_step, observe_findings
-from cs_audit.confirm.profiles import Profile
+from cs_audit.confirm.profiles import Profile, ProfileError, read_profile
 from cs_audit.model import HOT_FREQUENCIES, AuditResult, Finding, FuncKey
 
 
@@ -52,6 +53,19 @@ def steps_of(profile: Profile, roots: list[str]) -> int:
                 total += calls
                 break
     return total
+
+
+def profile_with_steps(path: Path, format: str | None, roots: list[str], steps: int) -> Profile:
+    """The profile in ``path``, its steps ``steps`` when given, else the calls of ``roots`` in
+    a call-count profile; ``ProfileError`` when unreadable or when no frame is a root."""
+    profile = read_profile(path, format)
+    if steps:
+        profile.steps = steps
+    elif roots and not profile.sampled:
+        profile.steps = steps_of(profile, roots)
+        if not profile.steps:
+            raise ProfileError(f"{path}: no frame of the profile is {', '.join(roots)} (the step root)")
+    return profile
 
 
 def confirm(profile: Profile, run: Run, result: AuditResult, model, limit: int) -> Confirmation:

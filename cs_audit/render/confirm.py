@@ -9,7 +9,7 @@ from typing import Any
 from cs_audit.confirm.join import PER_STEP_MIN, RARE_MAX, STATUS_WORDS, STATUSES, claimed_per_step
 from cs_audit.confirm.report import Confirmation
 from cs_audit.render.check import plain
-from cs_audit.render.json import dumps
+from cs_audit.render.json import dumps, observed_dict
 
 
 def _pct(a: int, b: int) -> str:
@@ -77,10 +77,6 @@ def render_confirm_text(c: Confirmation, limit: int) -> str:
             out.append(f"  {m.key[0]}:{m.key[1]}  {m.calls_per_step:.2f} calls/step; graph: {freq}; "
                        f"{len(m.findings)} finding(s), first {m.findings[0].rule} at line {m.findings[0].line}")
     return "\n".join(plain(line) for line in out) + "\n"
-
-
-def observed_dict(o) -> dict[str, Any]:
-    return {"calls_per_step": None if o.calls_per_step is None else round(o.calls_per_step, 4), "status": o.status}
 
 
 def render_confirm_json(c: Confirmation) -> str:

@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from html import escape
 
+from cs_audit.confirm.join import Observed, observed_words
 from cs_audit.model import AuditResult, Finding, Switch, outside_git_notes
 from cs_audit.render.markdown import (
     HOT,
@@ -66,16 +67,17 @@ def _loc(f: Finding) -> str:
 
 
 def render_html(result: AuditResult, rs: RuleSet, sources: Mapping[tuple[str, int], str] | None = None,
-                name: str | None = None) -> str:
+                name: str | None = None, observed: Mapping[str, Observed] | None = None) -> str:
     """The page; ``sources``: (path, line) -> the text of that line, for the findings'
-    lines (missing lines fall back to the finding's code); ``name``: the tree's name."""
+    lines (missing lines fall back to the finding's code); ``name``: the tree's name;
+    ``observed``: what a run showed of each finding (``scan --profile``), a column of §1."""
     sources = sources or {}
     colours = {rule: _PALETTE[i % len(_PALETTE)] for i, rule in enumerate(rs.rules)}
     shown = name or title(result)
     body = [
         _header(result, rs, shown, colours),
         _pictures(result, rs, colours),
-        _ranked(result, rs),
+        _ranked(result, rs, observed),
         _findings(result, rs, sources, colours),
         _inventory(result),
         _switch_pages(result),
@@ -209,13 +211,14 @@ def _path_cell(text: str) -> str:
     return h(text).replace("/", "/<wbr>")
 
 
-def _ranked_table(rows: list[Statement], start: int) -> str:
+def _ranked_table(rows: list[Statement], start: int, observed: Mapping[str, Observed] | None = None) -> str:
     # fixed column widths: in an automatic layout the code column shrank to a few letters
-    widths = ("2.6em", None, "22%", "5.5em", "19%", "5.8em", "6.5em")
+    widths = ("2.6em", None, "22%", "5.5em", *(("8em",) if observed is not None else ()), "19%", "5.8em", "6.5em")
     cols = "".join(f'<col style="width:{w}">' if w else "<col>" for w in widths)
     out = [f'<table class="sortable stacks ranked"><colgroup>{cols}</colgroup><thead><tr><th data-type="num">#</th>'
-           "<th>what runs with no debug env</th><th>file:line</th><th>freq</th><th>via</th><th>GPU sync</th>"
-           '<th data-type="num">µs/step</th></tr></thead><tbody>']
+           "<th>what runs with no debug env</th><th>file:line</th><th>freq</th>"
+           + ("<th>observed</th>" if observed is not None else "")
+           + '<th>via</th><th>GPU sync</th><th data-type="num">µs/step</th></tr></thead><tbody>']
     for i, s in enumerate(rows[:RANKED_PER_SIDE], start):
         f = s.first
         first, last = s.span
@@ -224,7 +227,8 @@ def _ranked_table(rows: list[Statement], start: int) -> str:
         out.append(f'<tr><td data-label="#">{i}</td><td class="what">{_words(statement_words(s))}<br><code class="src">{h(f.code)}</code></td>'
                    f'<td class="at"><a href="#{anchor("f", f.fingerprint)}"><code>{_path_cell(loc)}</code></a></td>'
                    f'<td data-label="freq">{h(s.frequency)}</td>'
-                   f"<td data-label=\"via\">{h(via_words(f)).replace('.', '.<wbr>') if f.hot_path else '—'}</td>"
+                   + (f'<td data-label="observed">{h(observed_words(observed.get(f.fingerprint)))}</td>' if observed is not None else "")
+                   + f"<td data-label=\"via\">{h(via_words(f)).replace('.', '.<wbr>') if f.hot_path else '—'}</td>"
                    f'<td data-label="GPU sync">{"<b>yes</b>" if s.gpu_sync else "no"}</td>'
                    f'<td data-label="µs/step" data-v="{s.cost_us}">{round(s.cost_us, 2):g}</td></tr>')
     out.append("</tbody></table>")
@@ -233,7 +237,7 @@ def _ranked_table(rows: list[Statement], start: int) -> str:
     return "".join(out)
 
 
-def _ranked(result: AuditResult, rs: RuleSet) -> str:
+def _ranked(result: AuditResult, rs: RuleSet, observed: Mapping[str, Observed] | None = None) -> str:
     """§1 as the markdown has it: one row per statement (its rules' findings merged, their
     costs summed), grouped by process side, numbered and ranked alike."""
     rows = statements(default_on_rows(result, rs))
@@ -249,7 +253,7 @@ def _ranked(result: AuditResult, rs: RuleSet) -> str:
         members = sides[side]
         if len(order) > 1:
             out.append(f"<h3>1.{i} {h(side) or 'no process named'} ({len(members)} statements)</h3>")
-        out.append(_ranked_table(members, n))
+        out.append(_ranked_table(members, n, observed))
         t = side_total(members, rs)
         models = f" (code any model may run ≈ {t.shared:,.0f}, plus {h(', '.join(t.counted))})" if t.models else ""
         syncs = sum(1 for s in members if s.gpu_sync)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -197,7 +198,9 @@ def note_dict(n: Notification) -> dict[str, Any]:
     return {"id": n.id, "path": n.path, "line": n.line, "level": n.level, "message": n.message}
 
 
-def report_dict(result: AuditResult) -> dict[str, Any]:
+def report_dict(result: AuditResult, observed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``observed``: fingerprint -> what a run showed of the finding (``confirm.join.Observed``),
+    from ``scan --profile``; without it the report is as it always was."""
     roots: dict[str, Any] = {}
     notes = root_notes(result.roots) + outside_git_notes(result)
     if result.roots is not None:
@@ -209,7 +212,8 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "root": result.root,
         "commit": result.commit,
-        "findings": [finding_dict(f) for f in result.findings],
+        "findings": [finding_dict(f) for f in result.findings] if observed is None else [
+            {**finding_dict(f), "observed": observed_dict(observed[f.fingerprint])} for f in result.findings],
         "switches": [switch_dict(s) for s in result.switches],
         "duplicates": [
             {"name": g.name, "sites": [{"path": s.path, "line": s.line, "function": s.function} for s in g.sites]}
@@ -231,5 +235,10 @@ def deployment_dict(d: Deployment) -> dict[str, Any]:
     }
 
 
-def render_json(result: AuditResult) -> str:
-    return dumps(report_dict(result)) + "\n"
+def observed_dict(o: Any) -> dict[str, Any]:
+    """``{calls_per_step, status}`` of a ``confirm.join.Observed``."""
+    return {"calls_per_step": None if o.calls_per_step is None else round(o.calls_per_step, 4), "status": o.status}
+
+
+def render_json(result: AuditResult, observed: Mapping[str, Any] | None = None) -> str:
+    return dumps(report_dict(result, observed)) + "\n"

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePath
 
 from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import is_level_knob, minimal_names
+from cs_audit.confirm.join import Observed, observed_words
 from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, RootMatch, SwitchRef, is_aside, outside_git_notes
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import EAGER, RuleSet
@@ -74,12 +76,14 @@ def title(result: AuditResult) -> str:
 TREE_MARK = "<!-- cs-audit tree: {} -->"
 
 
-def render_markdown(result: AuditResult, rs: RuleSet, name: str | None = None, tree: str | None = None) -> str:
+def render_markdown(result: AuditResult, rs: RuleSet, name: str | None = None, tree: str | None = None,
+                    observed: Mapping[str, Observed] | None = None) -> str:
     """The audit markdown; ``name``: the tree's name in the title (default: the last part
-    of ``result.root`` as given); ``tree``: the digest recorded as ``TREE_MARK``."""
+    of ``result.root`` as given); ``tree``: the digest recorded as ``TREE_MARK``;
+    ``observed``: what a run showed of each finding (``scan --profile``), a column of §1."""
     parts = [
         _header(result, name),
-        _default_on_table(result, rs),
+        _default_on_table(result, rs, observed),
         enabled_cost(result, rs),
         same_information(result, rs),
         disposition_tables(result),
@@ -348,15 +352,17 @@ def _rule_noun(f: Finding) -> str:
             "sync-in-debug": "**device sync**", "per-call-open": "open per call", "redundant-flush": "flush"}.get(f.rule, f.rule)
 
 
-def _side_table(rows: list[Statement], start: int) -> list[str]:
-    lines = ["| # | What runs with no debug env | file:line | Freq | Via | GPU sync | Est. cost / note |",
-             "|---|---|---|---|---|---|---|"]
+def _side_table(rows: list[Statement], start: int, observed: Mapping[str, Observed] | None = None) -> list[str]:
+    seen = "" if observed is None else " Observed |"
+    lines = [f"| # | What runs with no debug env | file:line | Freq |{seen} Via | GPU sync | Est. cost / note |",
+             "|---|---|---|---|---|---|---|" + ("---|" if seen else "")]
     for i, s in enumerate(rows[:RANKED_PER_SIDE], start):
         f = s.first
         first, last = s.span
         loc = code(f"{f.path}:{first}" if first == last else f"{f.path}:{first}-{last}")
+        ran = "" if observed is None else f" {observed_words(observed.get(f.fingerprint))} |"
         lines.append(
-            f"| {i} | {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} | {code(via_words(f)) if f.hot_path else '—'} |"
+            f"| {i} | {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} |{ran} {code(via_words(f)) if f.hot_path else '—'} |"
             f" {'**yes**' if s.gpu_sync else 'no'} | {_statement_cost(s)} |"
         )
     rest = rows[RANKED_PER_SIDE:]
@@ -504,7 +510,7 @@ def _demoted_table(result: AuditResult, rs: RuleSet) -> list[str]:
     return [*lines, ""]
 
 
-def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
+def _default_on_table(result: AuditResult, rs: RuleSet, observed: Mapping[str, Observed] | None = None) -> str:
     rows = statements(default_on_rows(result, rs))
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", "", verdict(result, rs), ""]
     if not rows:
@@ -518,12 +524,16 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
         "reached from, and how many calls below it (`cs-audit why FILE:LINE` prints the chain).",
         "",
     ]
+    if observed is not None:
+        lines += ["Observed: what the profile given to `scan --profile` shows of the statement's function: its calls "
+                  "per step, or that it never ran, or that its module was not loaded (not covered); "
+                  "`cs-audit confirm PROFILE` lists the disagreements with their chains.", ""]
     sides: dict[str, list[Statement]] = {}
     for s in rows:
         sides.setdefault(_side(s), []).append(s)
     if len(sides) == 1:
         side = next(iter(sides))
-        lines += [*_side_table(rows, 1), "", _bottom_line(rows, side, rs), ""]
+        lines += [*_side_table(rows, 1, observed), "", _bottom_line(rows, side, rs), ""]
         return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
     order = sorted(sides, key=lambda k: (k == "", -sum(s.cost_us for s in sides[k]), k))
     lines += ["Grouped by process side (the `process` of the hot root each statement is reached from, "
@@ -532,7 +542,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet) -> str:
     for i, side in enumerate(order, 1):
         members = sides[side]
         lines += [f"### 1.{i} {cell(side) if side else 'no process named'} ({len(members)} statements)", "",
-                  *_side_table(members, n), "", _bottom_line(members, side, rs), ""]
+                  *_side_table(members, n, observed), "", _bottom_line(members, side, rs), ""]
         n += min(len(members), RANKED_PER_SIDE)
     return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
 
