@@ -54,14 +54,14 @@ def trace(
     root: list[str] = typer.Option([], "--root", help="the step root: a function's qualname or its last parts (repeatable); its calls are the steps"),
     warmup: int = typer.Option(0, "--warmup", min=0, help="steps left out before counting starts"),
     steps: int = typer.Option(0, "--steps", min=0, help="write the JSON once this many steps are counted and stop recording (a server goes on running)"),
-    tree: list[Path] = typer.Option([], "--tree", help="a folder whose functions are recorded (repeatable; default: the current folder)"),
+    tree: list[Path] = typer.Option([], "--tree", help="a folder whose functions are recorded (repeatable; default: the current folder, unless --package is given)"),
     package: list[str] = typer.Option([], "--package", help="record the functions of this installed package too (repeatable)"),
 ) -> None:
     """Run a Python program and record the calls of each function of the tree, per step of --root."""
     output = output_path(output_raw)
     assert output is not None
     check_writable(output)
-    folders = tree or [Path(".")]
+    folders = tree or ([] if package else [Path(".")])
     for folder in folders:
         if not folder.is_dir():
             fail(f"{folder}: not a directory")

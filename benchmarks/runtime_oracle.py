@@ -1,0 +1,199 @@
+"""The runtime oracle of cs-audit's frequency claims, on Hugging Face transformers, in one command.
+
+    python benchmarks/runtime_oracle.py [--cs-audit CMD] [--out DIR] [--warmup N] [--new-tokens N]
+
+cs-audit says which log / env-read / sync sites run "per step".  This checks that against a
+real run, with cs-audit's own ``trace`` and ``confirm``:
+
+1. makes (or reuses) a venv of its own with torch and transformers pinned below; neither
+   becomes a dependency of cs-audit;
+2. ``cs-audit trace --package transformers`` runs this file's ``--child`` in that venv: it builds
+   tiny random models from configs (no hub download: a dense llama and the MoE mixtral and
+   qwen3_moe; 2 layers, hidden 64, vocab 1000), all of them before the first step, then runs
+   ``generate()`` greedy and sampled on each.  The step root is the top model's ``forward``
+   (one iteration of the generation loop: prefill or one decoded token); the first ``--warmup``
+   steps are left out;
+3. ``cs-audit confirm`` scans the installed transformers and joins the trace to it;
+4. prints and writes ``oracle.md``: function-level PRECISION (of the functions holding a finding
+   claimed per step by default, in modules the run loaded, how many ran at least 0.9 times a
+   step) and RECALL (of the functions holding an ungated finding that ran per step, how many
+   are claimed per step), the graph's agreement over every function (``confirm``'s summary),
+   the claimed findings by observed status, and ``confirm``'s text with the worst
+   disagreements and their chains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+TORCH = "torch==2.13.0"
+TRANSFORMERS = "transformers==5.17.0"
+HOT = {"step", "request", "round", "layer"}
+MODELS = {  # model_type -> (config overrides on top of the common tiny sizes, the top model's class)
+    "llama": ({}, "LlamaForCausalLM"),
+    "mixtral": ({"num_local_experts": 4, "num_experts_per_tok": 2}, "MixtralForCausalLM"),
+    "qwen3_moe": ({"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}, "Qwen3MoeForCausalLM"),
+}
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=1000, max_position_embeddings=256)
+
+
+class Failure(Exception):
+    """An expected failure: printed as one line, exit status 2."""
+
+
+# ---------------------------------------------------------------- child (runs in the venv, under trace)
+
+def child(new_tokens: int, seed: int) -> None:
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    models = []
+    for model_type, (extra, _) in MODELS.items():  # every model built before the first step
+        config = AutoConfig.for_model(model_type, **TINY, **extra)
+        torch.manual_seed(seed)
+        models.append(AutoModelForCausalLM.from_config(config).eval())
+    ids = torch.randint(3, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(seed))
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0  # the second row left-padded
+    for model in models:
+        for sample in (False, True):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                               do_sample=sample, pad_token_id=0)
+    print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__}))
+
+
+# ---------------------------------------------------------------- parent
+
+def run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
+    except OSError as exc:
+        raise Failure(f"{what}: cannot run {cmd[0]}: {exc.strerror}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        raise Failure(f"{what} failed (exit {proc.returncode}): {last}")
+    return proc
+
+
+def ensure_venv(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"making the venv {venv}", file=sys.stderr)
+        run([sys.executable, "-m", "venv", str(venv)], "python -m venv")
+    check = f"import importlib.metadata as m; assert m.version('torch').split('+')[0] == {TORCH.split('==')[1]!r}; " \
+            f"assert m.version('transformers') == {TRANSFORMERS.split('==')[1]!r}"
+    if subprocess.run([str(python), "-c", check], capture_output=True).returncode != 0:
+        print(f"installing {TORCH} {TRANSFORMERS} into {venv}", file=sys.stderr)
+        run([str(python), "-m", "pip", "install", "-q", TORCH, TRANSFORMERS], "pip install")
+    return python
+
+
+def pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / b:.0f}%)" if b else f"{a}/0 (n/a)"
+
+
+def summary(trace: dict, confirm: dict, versions: dict) -> list[str]:
+    """The oracle's figures from ``confirm --format json``: finding-holding functions, as the
+    oracle measured before ``confirm`` existed, then confirm's agreement over every function."""
+    def claimed(f: dict) -> bool:
+        return f["switch"] is None and f["frequency"] in HOT and f["path_kind"] == "normal"
+
+    by_fn: dict[tuple[str, str], list[dict]] = {}
+    for f in confirm["findings"]:
+        if f["function"] and f["switch"] is None:
+            by_fn.setdefault((f["path"], f["function"]), []).append(f)
+    status = {k: fs[0]["observed"]["status"] for k, fs in by_fn.items()}
+    claimed_fns = {k for k, fs in by_fn.items() if any(claimed(f) for f in fs)}
+    covered = {k for k in claimed_fns if status[k] != "not-covered"}
+    per_step = {k for k in covered if status[k] == "per-step"}
+    hot = {k for k in by_fn if status[k] == "per-step"}
+    found = hot & claimed_fns
+    counts = Counter(f["observed"]["status"] for f in confirm["findings"] if claimed(f))
+    a = confirm["agreement"] or {}
+    steps = trace["steps"]
+    return [
+        f"# Runtime oracle: transformers {versions.get('transformers')} (torch {versions.get('torch')})", "",
+        f"Models {', '.join(MODELS)}; {len(MODELS) * 2} generate() calls, greedy and sampled, batch 2; "
+        f"{steps} steps (top-model forwards) counted after {trace['warmup']} warm-up; "
+        f"{confirm['files_loaded']} transformers modules loaded; {len(confirm['findings'])} findings.", "",
+        f"- PRECISION (functions with a finding claimed per step, in loaded modules, that ran per step): "
+        f"{pct(len(per_step), len(covered))}",
+        f"- RECALL (functions with an ungated finding that ran per step, claimed per step): {pct(len(found), len(hot))}",
+        f"- Graph agreement, every function of loaded modules: called per step by the graph {a.get('claimed_per_step')}, "
+        f"of them ran per step {pct(a.get('claimed_ran_per_step', 0), a.get('claimed_per_step', 0))}; "
+        f"ran per step {a.get('ran_per_step')}, of them called per step by the graph "
+        f"{pct(a.get('ran_per_step_claimed', 0), a.get('ran_per_step', 0))}",
+        "- Findings claimed per step by default, by observed status: "
+        + ", ".join(f"{s} {n}" for s, n in sorted(counts.items())), "",
+        "Confirmed per step: " + (", ".join(f"`{f['path']}:{f['line']}` {f['rule']}" for f in confirm["findings"]
+                                            if claimed(f) and f["observed"]["status"] == "per-step") or "none"), "",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cs-audit", default="cs-audit", help="the cs-audit command (e.g. 'python -m cs_audit')")
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache/cs-audit-oracle/out")
+    parser.add_argument("--venv", type=Path, default=Path.home() / ".cache/cs-audit-oracle/venv")
+    parser.add_argument("--warmup", type=int, default=1, help="steps left out at the start (the first prefill)")
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", "-j", type=int, default=1)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.new_tokens, args.seed)
+        return 0
+    out = args.out.expanduser().resolve()
+    cs_audit = args.cs_audit.split()
+    try:
+        if args.warmup < 0 or args.new_tokens < 1:
+            raise Failure("--new-tokens must be at least 1, and --warmup at least 0")
+        if not cs_audit or not shutil.which(cs_audit[0]):
+            raise Failure(f"cs-audit command not found: {args.cs_audit!r} (pass --cs-audit)")
+        out.mkdir(parents=True, exist_ok=True)
+        python = ensure_venv(args.venv.expanduser().resolve())
+        trace_path, confirm_path = out / "runtime.json", out / "confirm.json"
+        roots = [f"--root={cls}.forward" for _, cls in MODELS.values()]
+        print("running generate() under cs-audit trace", file=sys.stderr)
+        traced = run([*cs_audit, "trace", "--package", "transformers", *roots, "--warmup", str(args.warmup),
+                      "-o", str(trace_path), "--", str(python), os.path.abspath(__file__), "--child",
+                      "--new-tokens", str(args.new_tokens), "--seed", str(args.seed)], "cs-audit trace",
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
+        versions = json.loads(traced.stdout.strip().splitlines()[-1])
+        trace = json.loads(trace_path.read_text(encoding="utf-8"))
+        if trace["steps"] <= 0:
+            raise Failure("the run counted no step after the warm-up")
+        tree = trace["folders"][0]
+        print(f"confirming against a scan of {tree}", file=sys.stderr)
+        common = [str(trace_path), tree, "-j", str(args.jobs)]
+        run([*cs_audit, "confirm", *common, "--format", "json", "-o", str(confirm_path)], "cs-audit confirm")
+        text = run([*cs_audit, "confirm", *common, "--limit", "25"], "cs-audit confirm").stdout
+        confirm = json.loads(confirm_path.read_text(encoding="utf-8"))
+        report = "\n".join(summary(trace, confirm, versions) + ["## cs-audit confirm", "", "```", text.rstrip(), "```", ""])
+        (out / "oracle.md").write_text(report, encoding="utf-8")
+        print(report)
+        print(f"written: {out / 'oracle.md'}, {trace_path}, {confirm_path}", file=sys.stderr)
+    except Failure as exc:
+        print(f"runtime_oracle: {exc}", file=sys.stderr)
+        return 2
+    except (json.JSONDecodeError, KeyError, IndexError) as exc:
+        print(f"runtime_oracle: unexpected output from cs-audit: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
