@@ -82,7 +82,7 @@ def test_running_out_of_memory_is_one_line_and_exit_2(tmp_path: Path) -> None:
     root = _deep_tree(tmp_path)
     out = tmp_path / "report.json"
     program = ("import sys, cs_audit.render.json as j\n"
-               "def render(result): raise MemoryError\n"
+               "def render(result, observed=None): raise MemoryError\n"
                "j.render_json = render\n"
                "from cs_audit.cli import main\n"
                f"sys.argv = ['cs-audit', 'scan', {str(root)!r}, '-f', 'json', '-o', {str(out)!r}, '--no-cache', '--no-history', '-q']\n"
