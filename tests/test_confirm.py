@@ -163,3 +163,48 @@ def test_scan_with_a_bad_profile_stops_before_the_scan(traced: tuple[Path, Path]
     empty = tmp_path / "empty.json"
     empty.write_text("")
     assert "the file is empty" in _fails(["scan", str(tree), "--profile", str(empty), "--format", "json", "-j", "1"])
+
+
+def test_trace_counts_a_generator_or_coroutine_once_a_call_not_once_a_resume(tmp_path: Path) -> None:
+    tree = tmp_path / "gen"
+    tree.mkdir()
+    (tree / "prog.py").write_text(
+        "import asyncio\n\n\ndef tokens():\n    yield 1\n    yield 2\n    yield 3\n\n\n"
+        "async def fetch():\n    await asyncio.sleep(0)\n    await asyncio.sleep(0)\n    return 1\n\n\n"
+        "def step():\n    list(tokens())\n    asyncio.run(fetch())\n\n\nfor _ in range(4):\n    step()\n")
+    out = tmp_path / "gen.json"
+    result = runner.invoke(app, ["trace", "--root", "step", "--tree", str(tree), "-o", str(out), "--",
+                                 sys.executable, str(tree / "prog.py")])
+    assert result.exit_code == 0, result.output
+    calls = json.loads(out.read_text())["functions"][str(tree / "prog.py")]
+    assert (calls["tokens"], calls["fetch"], calls["step"]) == ([4, 4], [4, 4], [4, 4])
+
+
+def _newer_python() -> list[str]:
+    """A Python 3.12+ interpreter that runs here (a pyenv shim may name one it will not run)."""
+    import glob
+    import subprocess
+
+    found = [shutil.which(f"python3.{minor}") for minor in range(12, 16)]
+    found += sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.1[2-9]*" / "bin" / "python3")))
+    for candidate in filter(None, found):
+        check = subprocess.run([candidate, "-c", "import sys; assert sys.version_info >= (3, 12)"], capture_output=True)
+        if check.returncode == 0:
+            return [candidate]
+    return []
+
+
+NEWER = _newer_python()
+
+
+@pytest.mark.skipif(not NEWER, reason="no Python 3.12+ interpreter on PATH")
+@pytest.mark.parametrize("tracer", ["monitoring", "setprofile"])
+def test_trace_under_python_3_12_counts_alike_with_either_tracer(traced: tuple[Path, Path], tmp_path: Path, tracer: str) -> None:
+    tree, out_311 = traced
+    out = tmp_path / f"{tracer}.json"
+    result = runner.invoke(app, ["trace", "--tracer", tracer, "--root", "EngineCore.step", "--warmup", "1", "--tree", str(tree),
+                                 "-o", str(out), "--", NEWER[0], str(tree / "run.py"), "6"])
+    assert result.exit_code == 0, result.output
+    data, before = json.loads(out.read_text()), json.loads(out_311.read_text())
+    assert data["python"].startswith(("3.12", "3.13"))
+    assert (data["steps"], data["functions"]) == (before["steps"], before["functions"])

@@ -56,8 +56,11 @@ def trace(
     steps: int = typer.Option(0, "--steps", min=0, help="write the JSON once this many steps are counted and stop recording (a server goes on running)"),
     tree: list[Path] = typer.Option([], "--tree", help="a folder whose functions are recorded (repeatable; default: the current folder, unless --package is given)"),
     package: list[str] = typer.Option([], "--package", help="record the functions of this installed package too (repeatable)"),
+    tracer: str = typer.Option("auto", "--tracer", help="auto (sys.monitoring on Python 3.12+, else sys.setprofile), setprofile or monitoring"),
 ) -> None:
     """Run a Python program and record the calls of each function of the tree, per step of --root."""
+    if tracer not in ("auto", "setprofile", "monitoring"):
+        fail(f"unknown tracer {tracer!r}; choose from auto, setprofile, monitoring")
     output = output_path(output_raw)
     assert output is not None
     check_writable(output)
@@ -69,7 +72,8 @@ def trace(
     if not root:
         say("cs-audit trace: no --root given: calls are counted, but no rate per step")
     recorder = Path(__file__).resolve().parent.parent / "confirm" / "recorder.py"
-    argv = [python, *opts, str(recorder), "-o", str(output.resolve()), "--warmup", str(warmup), "--steps", str(steps)]
+    argv = [python, *opts, str(recorder), "-o", str(output.resolve()), "--warmup", str(warmup), "--steps", str(steps),
+            "--tracer", tracer]
     for r in root:
         argv += ["--root", r]
     for folder in folders:
