@@ -164,3 +164,16 @@ def test_the_stream_reader_reads_across_chunk_ends(monkeypatch: pytest.MonkeyPat
     path.write_text(json.dumps(doc))
     with path.open() as handle:
         assert [v for _, v in jsonstream.items(handle, {("traceEvents",)})] == doc["traceEvents"]
+
+
+def test_a_root_named_by_a_function_name_counts_only_the_trees_function(tree: Path, tmp_path: Path) -> None:
+    # pstats names functions without their class: a `step` outside the tree is no step of it
+    driver = tmp_path / "driver.py"
+    driver.write_text(f"import runpy, sys\n\n\ndef step():\n    pass\n\n\nfor _ in range(10):\n    step()\n"
+                      f"sys.argv = ['run.py', '4']\nsys.path.insert(0, {str(tree)!r})\n"
+                      f"runpy.run_path({str(tree / 'run.py')!r}, run_name='__main__')\n")
+    out = tmp_path / "driver.prof"
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), str(driver)], check=True, capture_output=True)
+    report = _statuses(out, tree, "--root", "EngineCore.step")
+    assert report["profile"]["steps"] == 4
+    assert report["by_site"][PER_STEP] == {"calls_per_step": 1.0, "status": "per-step"}

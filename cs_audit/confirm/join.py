@@ -77,9 +77,8 @@ class Run:
     outside: int = 0
     elsewhere: int = 0
 
-    @property
-    def steps(self) -> int | None:
-        return self.profile.steps
+    #: the steps rates are per: the profile's, or the calls of the step root placed in the tree
+    steps: int | None = None
 
     @property
     def has_rates(self) -> bool:
@@ -176,7 +175,7 @@ def join(profile: Profile, root: Path, tree_files: Iterable[str]) -> Run:
     by path from the root)."""
     files = {f.file for f in profile.counts} | set(profile.modules or ())
     placed, implied, outside, elsewhere = place_files(files, tree_files)
-    run = Run(profile, root=implied)
+    run = Run(profile, root=implied, steps=profile.steps)
     run.outside, run.elsewhere = outside, elsewhere
     run.loaded = {placed[f] for f in profile.modules or () if f in placed} | {placed[f.file] for f in profile.counts if f.file in placed}
     indexes: dict[str, list[_Def]] = {}
@@ -196,6 +195,12 @@ def join(profile: Profile, root: Path, tree_files: Iterable[str]) -> Run:
         row = run.calls.setdefault((rel, found.qualname), [0, 0])
         row[0] += counted
         row[1] += total
+    if profile.step_roots:
+        # a root counted by its name alone (`step`) also counted every other `step`: the
+        # calls of the functions of the tree the root names, when it names some
+        placed_steps = sum(total for (_, qualname), (_, total) in run.calls.items()
+                           if any(qualname == r or qualname.endswith("." + r) for r in profile.step_roots))
+        run.steps = placed_steps or run.steps
     return run
 
 

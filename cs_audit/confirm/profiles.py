@@ -58,6 +58,9 @@ class Profile:
     #: the files of the modules the run loaded, when the profile lists them
     modules: frozenset[str] | None = None
     samples: int = 0
+    #: the step roots ``steps`` was counted from by frame names (``--root``); the join
+    #: counts them again among the tree's functions
+    step_roots: tuple[str, ...] = ()
 
     @property
     def sampled(self) -> bool:

@@ -62,7 +62,7 @@ def profile_with_steps(path: Path, format: str | None, roots: list[str], steps: 
     if steps:
         profile.steps = steps
     elif roots and not profile.sampled:
-        profile.steps = steps_of(profile, roots)
+        profile.steps, profile.step_roots = steps_of(profile, roots), tuple(roots)
         if not profile.steps:
             raise ProfileError(f"{path}: no frame of the profile is {', '.join(roots)} (the step root)")
     return profile

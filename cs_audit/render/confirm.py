@@ -26,8 +26,8 @@ def run_lines(c: Confirmation) -> list[str]:
     if p.sampled:
         what = (f"{p.format}, {p.samples} samples: a sampling profile gives time shares, not calls, so a function "
                 "seen in a sample only counts as having run")
-    elif p.steps:
-        what = f"{p.format}, {p.steps} steps counted after {p.warmup} warm-up" + (
+    elif run.steps:
+        what = f"{p.format}, {run.steps} steps counted after {p.warmup} warm-up" + (
             f"; step = {', '.join(p.step_functions)}" if p.step_functions else "")
     else:
         what = f"{p.format}, no step count (pass --root QUALNAME or --steps N for calls per step)"
@@ -82,7 +82,7 @@ def render_confirm_text(c: Confirmation, limit: int) -> str:
 def render_confirm_json(c: Confirmation) -> str:
     p, run, a = c.profile, c.run, c.agreement
     data: dict[str, Any] = {
-        "profile": {"format": p.format, "sampled": p.sampled, "steps": p.steps, "warmup": p.warmup,
+        "profile": {"format": p.format, "sampled": p.sampled, "steps": run.steps, "warmup": p.warmup,
                     "step_functions": list(p.step_functions), "samples": p.samples, "command": list(p.command)},
         "tree": c.tree, "ran_from": run.root, "files_loaded": len(run.loaded), "files_outside": run.outside,
         "files_elsewhere": run.elsewhere, "frames_not_functions": run.not_functions,
