@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -208,3 +209,24 @@ def test_trace_under_python_3_12_counts_alike_with_either_tracer(traced: tuple[P
     data, before = json.loads(out.read_text()), json.loads(out_311.read_text())
     assert data["python"].startswith(("3.12", "3.13"))
     assert (data["steps"], data["functions"]) == (before["steps"], before["functions"])
+
+
+def test_trace_runs_a_module_with_the_programs_own_imports(tmp_path: Path) -> None:
+    # the recorder's folder holds report.py and join.py: the program's own must win
+    tree = tmp_path / "modtree"
+    (tree / "app").mkdir(parents=True)
+    (tree / "report.py").write_text("MARK = 'the program report'\n")
+    (tree / "app" / "__init__.py").write_text("")
+    (tree / "app" / "__main__.py").write_text(
+        "import sys\nimport report\n\n\ndef step():\n    return report.MARK\n\n\n"
+        "for _ in range(3):\n    step()\nassert report.MARK == 'the program report'\nsys.exit(3)\n")
+    out = tmp_path / "mod.json"
+    cwd = os.getcwd()
+    os.chdir(tree)
+    try:
+        result = runner.invoke(app, ["trace", "--root", "step", "-o", str(out), "--", sys.executable, "-m", "app"])
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 3, result.output  # the program's own exit status
+    data = json.loads(out.read_text())
+    assert data["steps"] == 3 and data["functions"][str(tree / "app" / "__main__.py")]["step"] == [3, 3]

@@ -248,11 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), stop)
+    # sys.path[0] is this file's folder, whose modules (`report`, `join`) must not shadow the
+    # program's: it becomes what `python prog.py` or `python -m module` would have put there
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
     if program[0] == "-m":
         if len(program) < 2:
             sys.stderr.write("cs-audit trace: -m needs a module name\n")
             return 2
         sys.argv = [program[1], *program[2:]]
+        sys.path.insert(0, os.getcwd())
         run = lambda: runpy.run_module(program[1], run_name="__main__", alter_sys=True)  # noqa: E731
     else:
         script = program[0]
