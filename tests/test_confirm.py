@@ -230,3 +230,13 @@ def test_trace_runs_a_module_with_the_programs_own_imports(tmp_path: Path) -> No
     assert result.exit_code == 3, result.output  # the program's own exit status
     data = json.loads(out.read_text())
     assert data["steps"] == 3 and data["functions"][str(tree / "app" / "__main__.py")]["step"] == [3, 3]
+
+
+def test_scan_with_a_profile_of_another_tree_warns_and_covers_nothing(traced: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, _ = traced
+    raw = tmp_path / "other.txt"
+    raw.write_text("main (otherpkg/main.py:3);work (otherpkg/work.py:9) 5\n")
+    result = runner.invoke(app, ["scan", str(tree), "--profile", str(raw), "--format", "json", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert "--profile's files are none of" in result.stderr
+    assert {f["observed"]["status"] for f in json.loads(result.stdout)["findings"]} == {"not-covered"}
