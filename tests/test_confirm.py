@@ -240,3 +240,27 @@ def test_scan_with_a_profile_of_another_tree_warns_and_covers_nothing(traced: tu
     assert result.exit_code == 0, result.output
     assert "--profile's files are none of" in result.stderr
     assert {f["observed"]["status"] for f in json.loads(result.stdout)["findings"]} == {"not-covered"}
+
+
+def test_ctrl_c_stops_the_program_and_its_counts_are_written(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    # a server that takes a while to shut down after Ctrl-C, as a real one does
+    started = tmp_path / "started"
+    (tmp_path / "serve.py").write_text(
+        f"import pathlib, time\n\n\ndef step():\n    time.sleep(0.01)\n\n\npathlib.Path({str(started)!r}).touch()\n"
+        "try:\n    while True:\n        step()\nexcept KeyboardInterrupt:\n    time.sleep(1)\n    raise\n")
+    out = tmp_path / "serve.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "cs_audit", "trace", "--root", "step", "--tree", str(tmp_path), "-o", str(out),
+                             "--", sys.executable, str(tmp_path / "serve.py")], start_new_session=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole group
+    assert proc.wait(timeout=30) == 130
+    assert json.loads(out.read_text())["steps"] > 0

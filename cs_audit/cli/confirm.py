@@ -81,9 +81,15 @@ def trace(
     for name in package:
         argv += ["--package", name]
     try:
-        status = subprocess.call([*argv, "--", *program])
+        child = subprocess.Popen([*argv, "--", *program])
     except OSError as exc:
         fail(f"{python}: cannot run: {exc.strerror}")
+    while True:
+        try:
+            status = child.wait()
+            break
+        except KeyboardInterrupt:  # Ctrl-C reached the program too: wait while it writes its counts
+            continue
     if not output.is_file():
         fail(f"the traced program wrote no {output} (exit {status})")
     raise typer.Exit(status)
