@@ -30,7 +30,7 @@ from cs_audit.extract.discover import discover, discover_tree, display_path, git
 from cs_audit.incremental import cache
 from cs_audit.records import record
 from cs_audit.ruleset import EAGER, RuleDataError, RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
-from cs_audit.sources import FileError, Repository, SourceFile
+from cs_audit.sources import FileError, IgnoredFolder, Repository, SourceFile
 
 if TYPE_CHECKING:
     from cs_audit.joins.callgraph import Resolutions, SiteGates
@@ -438,6 +438,7 @@ class _Tree:
     sources: list[SourceFile]
     errors: list[FileError]
     repos: list[Repository]
+    ignored: list[IgnoredFolder]
     cache_dir: str | None
     keys: list[str | None]
     decisions: dict[str, Decision]
@@ -448,7 +449,8 @@ def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, 
     rs = prepare_ruleset(config, rs)
     root = Path(config.root)
     stats: dict[str, os.stat_result] = {}  # each file's, taken once for the memos below
-    sources, errors, repos = discover_tree(root, config.exclude, stats)
+    found = discover_tree(root, config.exclude, stats)
+    sources, errors = found.files, found.errors
     rs = tree_ruleset(rs, sources, config, stats)
     run.lap("discover")
     cache_dir = cache.open_cache(config.cache, config.cache_dir, rs.digest)  # once per scan, main process
@@ -458,7 +460,7 @@ def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, 
         decisions = load_decisions(root)
     except DecisionsError as exc:
         decisions, decisions_error = {}, FileError(DECISIONS_FILE, "io", str(exc))
-    return _Tree(rs, root, sources, errors, repos, cache_dir, keys, decisions, decisions_error)
+    return _Tree(rs, root, sources, errors, found.repos, found.ignored, cache_dir, keys, decisions, decisions_error)
 
 
 def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
@@ -522,6 +524,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
         deployment=analysis.deployment,
         aside=config.aside,
         outside_git=outside,
+        ignored=tuple(tree.ignored),
         stats=ScanStats(files=len(sources), analysed=tuple(sorted(set(run.analysed))), result=run.result,
                         resolved=run.resolved),
     )

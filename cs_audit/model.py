@@ -13,9 +13,10 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Literal
 
 from cs_audit.records import record, tuple_record
+from cs_audit.sources import IGNORED_FILES_COUNTED
 
 if TYPE_CHECKING:
-    from cs_audit.sources import FileError
+    from cs_audit.sources import FileError, IgnoredFolder
 
 Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 #: a function of the tree, as the joins key it: (path, qualname)
@@ -981,6 +982,9 @@ class AuditResult:
     #: each repository whose ``.git`` names a git directory outside the tree: its commit,
     #: history and blame in the report are that repository's
     outside_git: tuple[tuple[str, str], ...] = ()
+    #: the folders a ``.gitignore`` of the tree lists that hold a repository (scanned) or
+    #: Python files (not scanned)
+    ignored: tuple[IgnoredFolder, ...] = ()
 
 
 @record
@@ -1006,12 +1010,14 @@ SKIPPED = "file-skipped"
 NO_ROOT = "no-hot-root"
 SUB_REPO = "sub-repository"
 OUTSIDE_GIT = "git-dir-outside"
+IGNORED = "ignored-folder"
 NOTIFICATION_IDS = {
     INVALID: "a `# cs-audit: ignore[...]` comment without a reason, without a known rule id, or malformed: it suppresses nothing",
     UNUSED: "a `# cs-audit: ignore[...]` comment that matches no finding on its line or statement",
     SKIPPED: "a file cs-audit could not analyse (syntax, encoding, size, ...): its findings are unknown",
     NO_ROOT: "no configured hot root matches a function of the tree: its hot paths are unknown until hot_roots are configured",
     SUB_REPO: "a submodule or nested repository: what `check --since` or `report` compared its files with",
+    IGNORED: "a folder a `.gitignore` lists: a repository of its own in it is scanned all the same, other Python files in it are not",
     OUTSIDE_GIT: "a `.git` file or symlink naming a git directory outside the scanned tree: the commit, history and blame shown are that repository's",
 }
 #: error kinds that mean the scan did not finish its job (exit 2 in ``check``)
@@ -1044,6 +1050,27 @@ def outside_git_notes(result: AuditResult) -> tuple[Notification, ...]:
                      f".git of {'the scanned folder' if path == '.' else path} names the git directory {where}, "
                      "outside the scanned tree: the commit, history and blame reported for it are that repository's", "note")
         for path, where in result.outside_git)
+
+
+def ignored_notes(result: AuditResult) -> tuple[Notification, ...]:
+    """A note per folder a ``.gitignore`` of the tree lists: scanned as the repository it
+    holds, or not scanned with its Python files."""
+    out = []
+    for folder in result.ignored:
+        if folder.repository:
+            message = (f"{folder.path}: listed by a .gitignore of the tree but a git repository of its own (or holding "
+                       "them): scanned, with its own .gitignore")
+        else:
+            many = f"{folder.python_files}+" if folder.python_files >= IGNORED_FILES_COUNTED else str(folder.python_files)
+            message = (f"{folder.path}: listed by a .gitignore, not scanned ({many} Python "
+                       f"file{'s' if folder.python_files != 1 else ''}; scan the folder itself to audit it)")
+        out.append(Notification(IGNORED, folder.path, None, message, "note"))
+    return tuple(out)
+
+
+def tree_notes(result: AuditResult) -> tuple[Notification, ...]:
+    """What every report says of the tree's shape: ignored folders, git directories outside it."""
+    return ignored_notes(result) + outside_git_notes(result)
 
 
 @dataclass(frozen=True)

@@ -41,3 +41,20 @@ class Repository:
 
     path: str
     kind: str
+
+
+#: the Python files of an ignored folder are counted up to this many
+IGNORED_FILES_COUNTED = 1000
+
+
+@record
+@dataclass(frozen=True, slots=True)
+class IgnoredFolder:
+    """A folder that the ``.gitignore`` of the repository holding it lists.  ``repository``:
+    it is a git repository of its own (or holds one), entered and scanned all the same, with
+    its own ``.gitignore``; otherwise it was not scanned, and ``python_files`` counts the
+    Python files in it (at most ``IGNORED_FILES_COUNTED``)."""
+
+    path: str
+    repository: bool
+    python_files: int = 0

@@ -109,3 +109,102 @@ def expected_sha(fork: Path, name: str) -> tuple[str, str]:
     subject, repo = EXPECTED[name]
     where = fork / repo if repo else fork
     return sha_of(where, subject)[:9], repo
+
+
+# -- the CompressSpec layout: an outer workspace whose .gitignore lists its engine checkout
+
+#: the upstream engine: a registry of switches and a runner whose step reads one of them
+_UP_ENVS = '''\
+import os
+
+environment_variables = {
+    "VLLM_LOGGING_LEVEL": lambda: os.getenv("VLLM_LOGGING_LEVEL", "INFO"),
+    "VLLM_SLOW_CHECKS": lambda: os.getenv("VLLM_SLOW_CHECKS", "0") == "1",
+}
+'''
+_UP_RUNNER = '''\
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+
+class GPUModelRunner:
+    def execute_model(self, batch):
+        if os.environ.get("VLLM_SLOW_CHECKS") == "1":
+            self.check(batch)
+        out = self.forward(batch)
+        logger.debug("step done")
+        return out
+
+    def forward(self, batch):
+        logger.info("forward %s", batch)
+        return batch
+
+    def check(self, batch):
+        return batch
+'''
+_UP_UTILS = "def helper(x):\n    return x\n"
+
+
+def _fork_runner(upstream: str) -> str:
+    """The fork's edits of the runner: a switch of its own and a per-step log nothing gates."""
+    return upstream.replace(
+        "        out = self.forward(batch)\n",
+        "        out = self.forward(batch)\n"
+        "        logger.info(f\"[CS] step {len(batch)}\")\n"
+        "        if os.environ.get(\"CS_STATE_DEBUG\") == \"1\":\n"
+        "            print(\"[CS] state\", out)\n",
+    )
+
+
+_CPU_VERIFY = '''\
+import os
+
+MY_DEBUG = os.environ.get("MY_DEBUG", "0") == "1"
+
+
+def verify(tokens):
+    if MY_DEBUG:
+        print("verify", tokens)
+    return tokens
+'''
+#: the upstream commits of ``vllm/``, then the fork's (subject, files)
+UPSTREAM_COMMITS = (
+    ("upstream: engine", {"vllm/envs.py": _UP_ENVS, "vllm/worker/runner.py": _UP_RUNNER}),
+    ("upstream: utils", {"vllm/utils.py": _UP_UTILS}),
+)
+FORK_COMMITS = (
+    ("cs: per-step state log and CS_STATE_DEBUG", {"vllm/worker/runner.py": _fork_runner(_UP_RUNNER)}),
+    ("cs: a _diag copy of the utils", {"vllm/utils_diag.py": _UP_UTILS.replace("helper", "helper_diag")}),
+)
+#: the tag naming the upstream release the fork is based on
+UPSTREAM_TAG = "v0.33.0"
+
+
+def make_compressspec(tmp: Path) -> Path:
+    """``tmp/ws``: an outer repository whose ``.gitignore`` lists ``vllm/``, a repository of
+    upstream commits (tagged ``UPSTREAM_TAG``) then the fork's, and ``vllm_cpu/``, a
+    submodule of the fork's own code.  Returns the outer work tree."""
+    cpu_src = tmp / "vllm_cpu-src"
+    cpu_src.mkdir()
+    git(cpu_src, "init", "-q", "-b", "main")
+    commit_files(cpu_src, "cpu: verify", {"vllm_cpu/verify.py": _CPU_VERIFY}, day=1)
+    ws = tmp / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q", "-b", "main")
+    commit_files(ws, "ws: start", {".gitignore": "vllm/\n", "run.sh": "#!/bin/sh\nexport MY_DEBUG=1\npython -m vllm\n"}, day=0)
+    git(ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(cpu_src), "vllm_cpu")
+    commit_files(ws, "ws: vllm_cpu as a submodule", {}, day=2)
+    engine = ws / "vllm"
+    engine.mkdir()
+    git(engine, "init", "-q", "-b", "main")
+    day = 0
+    for subject, files in UPSTREAM_COMMITS:
+        commit_files(engine, subject, files, day=day)
+        day += 1
+    git(engine, "tag", UPSTREAM_TAG)
+    for subject, files in FORK_COMMITS:
+        day += 1
+        commit_files(engine, subject, files, day=day)
+    return ws

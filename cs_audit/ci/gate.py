@@ -37,8 +37,8 @@ from cs_audit.model import (
     Gates,
     Notification,
     ReportContext,
-    outside_git_notes,
     root_notes,
+    tree_notes,
 )
 from cs_audit.ruleset import RuleSet
 
@@ -398,4 +398,4 @@ def context_for(result: AuditResult, prefix: str | None = None) -> ReportContext
     sup = apply_suppressions(result)
     root = Path(result.root)
     return ReportContext(repo_prefix(root) if prefix is None else prefix, sup,
-                         sup.notes + tuple(skipped_notes(result)) + root_notes(result.roots) + outside_git_notes(result))
+                         sup.notes + tuple(skipped_notes(result)) + root_notes(result.roots) + tree_notes(result))

@@ -4,7 +4,11 @@ Inside a git work tree the file list comes from ``git ls-files`` (tracked and
 untracked-but-not-ignored); elsewhere (and when the root itself is ignored by an
 enclosing repository) from a walk.  A submodule (a gitlink that is checked out) and a
 nested repository (a directory with its own ``.git``, file or directory) are entered and
-listed with their own ``git ls-files``, so their own ``.gitignore`` applies; a submodule
+listed with their own ``git ls-files``, so their own ``.gitignore`` applies, also when the
+``.gitignore`` of the repository holding them lists them (a fork's outer repository that
+ignores its engine's checkout): what an enclosing repository ignores is not ignored by the
+inner one.  A listed folder holding no repository is not scanned, and is named with its
+Python files counted (``Discovered.ignored``, a note of the report).  A submodule
 that is not checked out is an error entry (kind ``submodule``), never skipped silently.  Neither follows symlinks: a link met on the
 way is listed as a skipped ``symlink`` (so ``a -> .`` cannot loop and nothing
 outside the root is read).  Discovery only reads: ``git`` runs with optional
@@ -22,12 +26,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs_audit.extract.excludes import ExcludeMatcher, exclude_matcher
 from cs_audit.files import read_regular
 from cs_audit.git import runner
-from cs_audit.sources import FileError, Repository, SourceFile
+from cs_audit.sources import IGNORED_FILES_COUNTED, FileError, IgnoredFolder, Repository, SourceFile
 
 SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".venv", "node_modules", ".hg", ".svn"})
 
@@ -245,26 +250,39 @@ def file_kind(relpath: str, head: bytes) -> str | None:
 
 def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[FileError]]:
     """Files under ``root`` worth reading, sorted by path, plus what was skipped."""
-    files, errors, _ = discover_tree(root, excludes)
-    return files, errors
+    found = discover_tree(root, excludes)
+    return found.files, found.errors
 
 
-def discover_tree(root: Path, excludes: tuple[str, ...] = (), stats: dict[str, os.stat_result] | None = None,
-                  ) -> tuple[list[SourceFile], list[FileError], list[Repository]]:
-    """As :func:`discover`, with the sub-repositories entered (by path from ``root``).
+@dataclass
+class Discovered:
+    """What :func:`discover_tree` found: the files to read, what was skipped, the
+    sub-repositories entered and the folders a ``.gitignore`` lists (by path from the root)."""
+
+    files: list[SourceFile] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    repos: list[Repository] = field(default_factory=list)
+    ignored: list[IgnoredFolder] = field(default_factory=list)
+    #: the ``lstat`` of each file found, by its ``abspath``
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+
+
+def discover_tree(root: Path, excludes: tuple[str, ...] = (), stats: dict[str, os.stat_result] | None = None) -> Discovered:
+    """As :func:`discover`, with the sub-repositories entered and the ignored folders.
     ``stats``: filled with the ``lstat`` of each file found, by its ``abspath`` (a regular
     file's: what ``stat`` gives), so that the scan does not ask again."""
-    errors: list[FileError] = []
+    found = Discovered(stats={} if stats is None else stats)
     if root.is_file():
         kind = file_kind(root.name, _head(root))
-        return ([SourceFile(display_path(root.name), str(root), kind)] if kind else []), errors, []
-    files: list[SourceFile] = []
-    repos: list[Repository] = []
+        if kind:
+            found.files.append(SourceFile(display_path(root.name), str(root), kind))
+        return found
     matcher = exclude_matcher(tuple(excludes)) if excludes else None
-    _discover_into(root, "", matcher, files, errors, repos, 0, {} if stats is None else stats)
-    files.sort(key=lambda f: f.path)
-    repos.sort(key=lambda r: r.path)
-    return files, errors, repos
+    _discover_into(root, "", matcher, found, 0)
+    found.files.sort(key=lambda f: f.path)
+    found.repos.sort(key=lambda r: r.path)
+    found.ignored.sort(key=lambda i: i.path)
+    return found
 
 
 def _is_repository(path: str) -> bool:
@@ -280,15 +298,72 @@ def _is_gitlink(root: Path, rel: str) -> bool:
     return proc is not None and proc[0] == 0 and proc[1].startswith(b"160000 ")
 
 
-def _discover_into(root: Path, base: str, excluded: ExcludeMatcher | None, files: list[SourceFile],
-                   errors: list[FileError], repos: list[Repository], depth: int, stats: dict[str, os.stat_result]) -> None:
-    """List the files of ``root`` (shown as ``base`` + their path) into ``files``; recurse
-    into the sub-repositories it holds."""
+#: how deep below a folder a ``.gitignore`` lists discovery looks for repositories, and how
+#: many of its folders it opens (a build or data folder can be large)
+IGNORED_SEARCH_DEPTH = 3
+IGNORED_SEARCH_DIRS = 2000
+
+
+def _ignored_folders(root: Path) -> list[str]:
+    """The folders the ``.gitignore`` files (and ``info/exclude``) of the repository at
+    ``root`` list, relative to ``root``: ``git ls-files`` shows none of their files, and a
+    repository of its own among them (a fork's checkout of its engine) is still the tree's."""
+    proc = _git(root, "ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory", "--", ".")
+    if proc is None or proc[0] != 0:
+        return []
+    return [os.fsdecode(raw)[:-1] for raw in proc[1].split(b"\0") if raw.endswith(b"/")]
+
+
+def _search_ignored(folder: str) -> tuple[list[str], int]:
+    """The repositories inside ignored ``folder`` (absolute paths; the folder itself when it
+    is one), at most ``IGNORED_SEARCH_DEPTH`` folders down, and how many Python files the
+    rest holds (up to ``IGNORED_FILES_COUNTED``).  Symlinks are not followed."""
+    if _is_repository(folder):
+        return [folder], 0
+    repos: list[str] = []
+    python = 0
+    opened = 0
+    level = [folder]
+    for _ in range(IGNORED_SEARCH_DEPTH + 1):
+        below: list[str] = []
+        for directory in level:
+            if opened >= IGNORED_SEARCH_DIRS:
+                return repos, python
+            opened += 1
+            try:
+                with os.scandir(directory) as scan:
+                    entries = list(scan)
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name in SKIP_DIRS:
+                            continue
+                        if _is_repository(entry.path):
+                            repos.append(entry.path)
+                        else:
+                            below.append(entry.path)
+                    elif entry.name.endswith(".py") and python < IGNORED_FILES_COUNTED:
+                        python += 1
+                except OSError:
+                    continue
+        level = sorted(below)
+    return repos, python
+
+
+def _discover_into(root: Path, base: str, excluded: ExcludeMatcher | None, found: Discovered, depth: int) -> None:
+    """List the files of ``root`` (shown as ``base`` + their path) into ``found``; recurse
+    into the sub-repositories it holds, those its ``.gitignore`` lists included."""
+    files, errors, stats = found.files, found.errors, found.stats
     top = os.path.join(os.fspath(root), "")  # a file's path is ``top + rel``
     listed = _git_files(root)
     relpaths = listed if listed is not None else _walk(root, errors)
     linked: dict[str, bool] = {}
     links: set[str] = set()  # symlinks reported so far (git lists a link and the paths it shadows)
+    entered: list[tuple[str, str, str]] = []  # (absolute path, shown path, kind) of the repositories to enter
     for rel in sorted(set(relpaths)):
         directory = rel.endswith("/")
         rel = rel.rstrip("/")
@@ -328,11 +403,7 @@ def _discover_into(root: Path, base: str, excluded: ExcludeMatcher | None, files
                 elif _candidate_name(rel):
                     errors.append(FileError(shown, "io", "a directory, not a regular file: skipped"))
                 continue
-            if depth >= MAX_REPO_DEPTH:
-                errors.append(FileError(shown, "io", "repository nested too deep: not entered"))
-                continue
-            repos.append(Repository(shown, kind))
-            _discover_into(Path(full), shown + "/", excluded, files, errors, repos, depth + 1, stats)
+            entered.append((full, shown, kind))
             continue
         if not stat.S_ISREG(mode):
             if _candidate_name(rel):
@@ -349,6 +420,26 @@ def _discover_into(root: Path, base: str, excluded: ExcludeMatcher | None, files
         kind = file_kind(rel, _head(full))
         if kind:
             files.append(SourceFile(shown, full, kind))
+    if listed is not None:
+        for rel in _ignored_folders(root):
+            shown = display_path(base + rel)
+            if rel.rsplit("/", 1)[-1] in SKIP_DIRS or (excluded is not None and excluded.excludes(shown)):
+                continue
+            inner, python = _search_ignored(top + rel)
+            if inner:
+                found.ignored.append(IgnoredFolder(shown, repository=True))
+                for full in inner:
+                    inner_shown = display_path(base + os.path.relpath(full, top).replace(os.sep, "/"))
+                    if excluded is None or not excluded.excludes(inner_shown):
+                        entered.append((full, inner_shown, "nested"))
+            elif python:
+                found.ignored.append(IgnoredFolder(shown, repository=False, python_files=python))
+    for full, shown, kind in entered:
+        if depth >= MAX_REPO_DEPTH:
+            errors.append(FileError(shown, "io", "repository nested too deep: not entered"))
+            continue
+        found.repos.append(Repository(shown, kind))
+        _discover_into(Path(full), shown + "/", excluded, found, depth + 1)
 
 
 def _head(path: str | Path) -> bytes:

@@ -8,7 +8,7 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
-from cs_audit.model import AuditResult, Finding, Switch, outside_git_notes
+from cs_audit.model import AuditResult, Finding, Switch, tree_notes
 from cs_audit.render.check import plain, plural
 from cs_audit.render.markdown import default_on_rows, hot_path_steps, verdict, via_words
 from cs_audit.ruleset import RuleSet
@@ -46,7 +46,7 @@ def summary_lines(result: AuditResult, rs: RuleSet, base: str) -> list[Line]:
             out.append((plain(f"  event loop {e.path}:{e.line} {e.function} (calls {', '.join(e.steps)})"), ""))
         if roots.warning:
             out.append((plain(f"warning: {roots.warning}"), "bold yellow"))
-    out += [(plain(f"note: {n.message}"), "yellow") for n in outside_git_notes(result)]
+    out += [(plain(f"note: {n.message}"), "yellow") for n in tree_notes(result)]
     if counts:
         rows = [("rule", "severity", "count", "default-ON")]
         for rule_id in rs.rules:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 
 from cs_audit.confirm.join import Observed, observed_words
-from cs_audit.model import AuditResult, Finding, Switch, outside_git_notes
+from cs_audit.model import AuditResult, Finding, Switch, tree_notes
 from cs_audit.render.markdown import (
     HOT,
     RANKED_PER_SIDE,
@@ -122,7 +122,7 @@ def _header(result: AuditResult, rs: RuleSet, shown: str, colours: Mapping[str, 
     cards = "".join(f'<div class="card"><div class="n">{h(v)}</div><div class="k">{h(k)}</div></div>' for k, v in facts)
     roots = f'<p class="note">{h(result.roots.summary)}</p>' if result.roots is not None else ""
     warning = f'<p class="warn">{h(result.roots.warning)}</p>' if result.roots is not None and result.roots.warning else ""
-    warning += "".join(f'<p class="warn">{h(n.message)}</p>' for n in outside_git_notes(result))
+    warning += "".join(f'<p class="warn">{h(n.message)}</p>' for n in tree_notes(result))
     return (f"<header><h1>cs-audit: {h(shown)}</h1><div class=\"cards\">{cards}</div>"
             f"<div class=\"chips\">{chips}</div>{roots}{warning}"
             "<p class=\"note\">Default assumed throughout: no debug env set, loggers at their default level. "

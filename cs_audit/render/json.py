@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
-from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, Notification, Switch, outside_git_notes, root_notes
+from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, Notification, Switch, root_notes, tree_notes
 
 SCHEMA_VERSION = 1
 
@@ -202,7 +202,7 @@ def report_dict(result: AuditResult, observed: Mapping[str, Any] | None = None) 
     """``observed``: fingerprint -> what a run showed of the finding (``confirm.join.Observed``),
     from ``scan --profile``; without it the report is as it always was."""
     roots: dict[str, Any] = {}
-    notes = root_notes(result.roots) + outside_git_notes(result)
+    notes = root_notes(result.roots) + tree_notes(result)
     if result.roots is not None:
         roots["hot_roots"] = roots_dict(result.roots)
     if result.roots is not None or notes:

@@ -17,7 +17,7 @@ from pathlib import PurePath
 from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import is_level_knob, minimal_names
 from cs_audit.confirm.join import Observed, observed_words
-from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, RootMatch, SwitchRef, is_aside, outside_git_notes
+from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, RootMatch, SwitchRef, is_aside, tree_notes
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import EAGER, RuleSet
 
@@ -106,7 +106,7 @@ def _header(result: AuditResult, name: str | None = None) -> str:
         f"# cs-audit: {cell(name or title(result))}",
         "",
         f"- Commit: {code(result.commit[:12]) if result.commit else 'not a git checkout' if not result.history_note else cell(result.history_note)}",
-        *(f"- **Note: {cell(n.message)}.**" for n in outside_git_notes(result)),
+        *(f"- **Note: {cell(n.message)}.**" for n in tree_notes(result)),
         f"- Files scanned: {result.files_scanned}; skipped: {len(result.errors)}",
         f"- Switches (env vars read): {len(result.switches)}",
         "- Findings: " + (", ".join(f"{code(rule)} {n}" for rule, n in sorted(counts.items())) or "none"),
