@@ -51,10 +51,11 @@ def test_check_since_head_in_the_outer_repository_fails_a_new_emitter_in_the_eng
     runner.write_text(before.replace("        return batch\n\n    def check",
                                      "        logger.warning(f\"[CS] forward {batch}\")\n        return batch\n\n    def check", 1))
     try:
-        for cwd in (ws, ws / "vllm_cpu"):
-            proc = cs_audit("check", "--since", "HEAD", "-j", "1", str(ws), cwd=cwd)
+        # from the outer repository, and from a folder of the engine (checked from the engine's top)
+        for cwd, shown in ((ws, "vllm/vllm/worker/runner.py"), (ws / "vllm/vllm/worker", "vllm/worker/runner.py")):
+            proc = cs_audit("check", "--since", "HEAD", "-j", "1", ".", cwd=cwd)
             assert proc.returncode == 1, proc.stdout + proc.stderr
-            assert "NEW vllm/vllm/worker/runner.py:20:9 default-on-emitter" in proc.stdout
+            assert f"NEW {shown}:20:9 default-on-emitter" in proc.stdout
     finally:
         runner.write_text(before)
     assert git(ws / "vllm", "status", "--porcelain") == ""

@@ -27,6 +27,7 @@ from cs_audit.extract.suppressions import parse_comment, suppressions_in
 from cs_audit.model import AuditResult, BaselineEntry, Finding, Gates
 from cs_audit.ruleset import load_ruleset
 from tests.gitrepo import HOT_ENGINE, commit_files, git, make_repo
+from tests.test_cli_like_ruff import cs_audit, one_line
 
 runner = CliRunner()
 PROJECT = Path(__file__).resolve().parent.parent
@@ -155,12 +156,43 @@ def test_since_ignores_findings_on_unchanged_lines(history: Path) -> None:
     assert f"NEW engine/extra.py:{LOG_LINE}:9 default-on-emitter" in result.stdout
 
 
-def test_since_in_a_subdirectory_maps_paths(tmp_path: Path) -> None:
+def test_since_in_a_subdirectory_checks_the_repository_whole(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, [("init", {"svc/engine/runner.py": BASE, "README": "x\n"})])
     (repo / "svc/engine/runner.py").write_text(LOGGED)
     code, doc = check_json(str(repo / "svc"), "--since", "HEAD")
     assert code == 1
-    assert {f["path"] for f in doc["check"]["new"]} == {"engine/runner.py"}
+    assert {f["path"] for f in doc["check"]["new"]} == {"svc/engine/runner.py"}
+
+
+# a gate read through a helper module outside the engine's folder
+_FLAGS = "import os\n\n\ndef trace_on():\n    return os.environ.get('ENGINE_TRACE', '0') == '1'\n"
+_HELPED = BASE.replace("import os\n", "import os\n\nfrom tools.flags import trace_on\n").replace(
+    "        if _TRACE:\n            logger.debug(\"trace %s\", out)\n", "        if trace_on():\n            logger.info(f\"trace {out}\")\n")
+
+
+def test_check_from_a_subfolder_gives_the_repository_roots_answer(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": BASE, "tools/flags.py": _FLAGS, "tools/__init__.py": ""})])
+    (repo / "engine/runner.py").write_text(_HELPED)  # a gated trace: new, but gated
+    answers = []
+    for where in (repo, repo / "engine"):
+        proc = cs_audit("check", ".", "--since", "HEAD", "-j", "1", "-f", "json", "--gate", "env-read-hot:off", cwd=where)
+        doc = json.loads(proc.stdout)
+        answers.append((proc.returncode, [(f["rule"], f["path"], f["line"]) for f in doc["check"]["new"]]))
+    assert answers[0] == answers[1] == (0, []), answers  # from engine/ alone trace_on() resolved to nothing
+
+
+def test_a_changed_file_that_does_not_parse_fails_the_check(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, [("init", {"engine/runner.py": BASE, "engine/other.py": "x = 1\n"})])
+    (repo / "engine/other.py").write_text("def broken(:\n")
+    proc = cs_audit("check", ".", "--since", "HEAD", "-j", "1", cwd=repo)
+    assert proc.returncode == 2, proc.stdout
+    assert one_line(proc.stderr).startswith("cs-audit: engine/other.py does not parse (")
+    assert "incomplete: engine/other.py: syntax" in proc.stdout
+    allowed = cs_audit("check", ".", "--since", "HEAD", "-j", "1", "--allow-parse-errors", cwd=repo)
+    assert allowed.returncode == 0 and allowed.stderr == "", allowed.stdout + allowed.stderr
+    # a file that did not parse before and is not changed is outside the scope of --since
+    git(repo, "commit", "-qam", "broken", "--no-verify")
+    assert cs_audit("check", ".", "--since", "HEAD", "-j", "1", cwd=repo).returncode == 0
 
 
 # ---------------------------------------------------------------------------
@@ -204,7 +236,8 @@ def test_since_outside_git_exits_2(tmp_path: Path) -> None:
 
 def test_could_not_complete_wins_over_new_findings(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, [("init", {"engine/runner.py": LOGGED, "engine/broken.py": "def f(:\n"})])
-    assert cli("check", str(repo), "-j", "1").exit_code == 1  # a syntax error alone does not stop the gate
+    assert cli("check", str(repo), "-j", "1").exit_code == 2  # a file in the scope that does not parse
+    assert cli("check", str(repo), "-j", "1", "--allow-parse-errors").exit_code == 1
     result = cli("check", str(repo), "--strict", "-j", "1")
     assert result.exit_code == 2
     assert "incomplete: engine/broken.py: syntax" in result.stdout
@@ -582,7 +615,7 @@ def test_entries_of_a_file_that_no_longer_parses_are_not_fixed(tmp_path: Path) -
     assert cli("baseline", str(repo), "-o", str(baseline), "-j", "1").exit_code == 0
     recorded = baseline.read_bytes()
     (repo / "engine/runner.py").write_text(LOGGED + "def broken(:\n")
-    code, doc = check_json(str(repo), "--baseline", str(baseline), "--update-baseline")
+    code, doc = check_json(str(repo), "--baseline", str(baseline), "--update-baseline", "--allow-parse-errors")
     assert code == 0 and doc["check"]["fixed"] == []
     assert json.loads(baseline.read_bytes())["findings"] == json.loads(recorded)["findings"]
 

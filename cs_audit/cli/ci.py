@@ -102,6 +102,7 @@ def baseline(
     output = output_path(output_raw)
     assert output is not None
     check_writable(output)
+    path = _work_tree_top(path, quiet)
     config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
     result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
@@ -119,6 +120,8 @@ def check(
     output_raw: Optional[str] = typer.Option(None, "--output", "-o", help="write the report here (default: stdout)"),
     gate: list[str] = typer.Option([], "--gate", help="which findings of a rule gate: RULE:hot|default|any|off (repeatable; default: hot for the gates_ci rules of rules.yaml)"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when any file was skipped"),
+    allow_parse_errors: bool = typer.Option(False, "--allow-parse-errors",
+                                            help="go on when a file in the check's scope does not parse (default: exit 2)"),
     jobs: Optional[int] = _JOBS,
     exclude: list[str] = _EXCLUDE,
     max_annotations: int = MAX_ANNOTATIONS,
@@ -155,6 +158,7 @@ def check(
     for target in (output, baseline_file if update_baseline else None):
         if target is not None:
             check_writable(target)
+    path = _work_tree_top(path, quiet)
     config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
     try:
         gates = parse_gates(gate, rs, config.gate, config.config_source)
@@ -187,9 +191,11 @@ def check(
         candidates, fixed, outcome.moved = check_against_baseline(kept, result.findings, base, gates)
         # an entry in a file that could not be analysed this time is unknown, not fixed
         outcome.fixed = [e for e in fixed if e.path not in skipped]
+    changed: dict[str, frozenset[int]] | None = None  # None: every file is in the check's scope
     if repo is not None and since_sha is not None:
         try:
-            candidates = _new_since(repo, since_sha, path, config, kept, candidates, outcome, result.repositories)
+            changed = _changed_since(repo, since_sha, path, outcome, result.repositories)
+            candidates = _new_since(repo, since_sha, path, config, kept, candidates, outcome, changed)
         except GitError as exc:
             outcome.incomplete.append(f"--since {since}: {exc}")
         except ConfigError as exc:
@@ -202,6 +208,8 @@ def check(
     for e in result.errors:
         if strict or e.kind in INCOMPLETE:
             outcome.incomplete.append(f"{e.path}: {e.kind}: {e.message}")
+    if not allow_parse_errors:
+        _unparsed_in_scope(result, changed, outcome, strict)
 
     if update_baseline and base is not None and baseline_file is not None:
         if outcome.incomplete:
@@ -250,23 +258,70 @@ def check(
         raise typer.Exit(1)
 
 
-def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: list[Finding],
-               candidates: list[Finding], outcome: CheckOutcome,
-               repositories: tuple[tuple[str, str | None], ...] = ()) -> list[Finding]:
-    """Candidates on lines changed since ``sha`` that the audit of ``sha`` did not already have.
+def _work_tree_top(path: Path, quiet: bool) -> Path:
+    """The top of the git work tree holding folder ``path`` (``path`` itself outside git, in
+    a bare repository or for a file): a subfolder's findings depend on code outside it (its
+    helpers, the registry of its switches), so check answers for the repository whole,
+    wherever it runs, with the same paths as at the top."""
+    from cs_audit.git.repo import GitError, GitRepo
 
-    All current (unsuppressed) findings are matched against those of ``sha``, so a copy of
-    an existing line is new while the original still pairs with itself."""
-    from cs_audit.ci.gate import changed_lines, context_for, match_findings, sub_repository_changes, touches
-    from cs_audit.ci.revisions import TreeAuditor
+    if not path.is_dir():
+        return path
+    try:
+        repo = GitRepo.open(path)
+    except GitError:
+        return path
+    if repo.bare or not repo.rel:
+        return path
+    if not quiet:
+        say(f"cs-audit: {path} is inside the repository at {repo.toplevel}: checking the repository whole")
+    return repo.toplevel
+
+
+#: error kinds of a file whose code could not be read as Python
+UNPARSED = frozenset({"syntax", "encoding"})
+
+
+def _unparsed_in_scope(result: AuditResult, changed: dict[str, frozenset[int]] | None, outcome: CheckOutcome,
+                       strict: bool) -> None:
+    """A file in the check's scope (changed since ``--since``; every file without it) that
+    does not parse makes the check incomplete, named on one line of stderr: its findings,
+    and the hot roots it holds, are unknown, as ruff fails on a syntax error."""
+    broken = [e for e in result.errors if e.kind in UNPARSED and (changed is None or e.path in changed)]
+    if not broken:
+        return
+    first = broken[0]
+    more = f" (and {plural(len(broken) - 1, 'more file')})" if len(broken) > 1 else ""
+    say(f"cs-audit: {first.path} does not parse ({first.message}){more}: its findings are unknown; "
+        "fix it, or pass --allow-parse-errors to check the rest")
+    if not strict:  # --strict listed every skipped file already
+        outcome.incomplete.extend(f"{e.path}: {e.kind}: {e.message}" for e in broken)
+
+
+def _changed_since(repo: GitRepo, sha: str, path: Path, outcome: CheckOutcome,
+                   repositories: tuple[tuple[str, str | None], ...] = ()) -> dict[str, frozenset[int]]:
+    """Lines changed since ``sha`` by path from the scanned root, those of the tree's
+    sub-repositories included (each compared on its own: the outer diff holds none of their files)."""
+    from cs_audit.ci.gate import changed_lines, sub_repository_changes
 
     changed = changed_lines(repo, sha)
     subs = [(p, c) for p, c in repositories if p != "."]
     if subs:
-        # the outer diff holds none of their files: each is compared on its own
         more, notes = sub_repository_changes(repo, sha, path if path.is_dir() else path.parent, subs)
         changed.update(more)
         outcome.notes.extend(notes)
+    return changed
+
+
+def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: list[Finding],
+               candidates: list[Finding], outcome: CheckOutcome, changed: dict[str, frozenset[int]]) -> list[Finding]:
+    """Candidates on ``changed`` lines (since ``sha``) that the audit of ``sha`` did not already have.
+
+    All current (unsuppressed) findings are matched against those of ``sha``, so a copy of
+    an existing line is new while the original still pairs with itself."""
+    from cs_audit.ci.gate import context_for, match_findings, touches
+    from cs_audit.ci.revisions import TreeAuditor
+
     candidates = [f for f in candidates if touches(f, changed)]
     if not candidates:
         return candidates  # nothing on a changed line: no need to audit the older tree
