@@ -507,10 +507,14 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
 
     switches, overridden = apply_dispositions(switches, rs, tree.decisions, config.aside)
     reported, suppressions = selected(findings, analysis.suppressions, selection_of(config, rs))
+    from cs_audit.analysis.env_read_hot import split_cheap
+
+    reported, cheap_reads = split_cheap(reported)
     return AuditResult(
         root=display_path(config.root),
         commit=commit,
         findings=reported,
+        cheap_reads=cheap_reads,
         switches=tuple(switches),
         duplicates=duplicates,
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message))),

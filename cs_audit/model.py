@@ -985,6 +985,9 @@ class AuditResult:
     #: the folders a ``.gitignore`` of the tree lists that hold a repository (scanned) or
     #: Python files (not scanned)
     ignored: tuple[IgnoredFolder, ...] = ()
+    #: the hot env reads the audit knows cost nothing (a registry cached at start-up):
+    #: checked, not findings
+    cheap_reads: tuple[Finding, ...] = ()
 
 
 @record

@@ -4,7 +4,10 @@ output paths", bullets 2 and 3): flagged and silent snippets per behaviour."""
 
 from __future__ import annotations
 
-from cs_audit.testing import scan_files
+import json
+from pathlib import Path
+
+from cs_audit.testing import scan_files, write_tree
 from tests.test_rules import hot
 
 
@@ -150,8 +153,9 @@ class EngineCore:
 
 
 def _engine(engine: str) -> list:
+    """The env-read-hot findings of the engine, and its reads known cheap (checked, not findings)."""
     result = scan_files({"vllm/__init__.py": "", "vllm/envs.py": VLLM_ENVS, "vllm/v1/core.py": engine})
-    return [f for f in result.findings if f.rule == "env-read-hot"]
+    return [f for f in (*result.findings, *result.cheap_reads) if f.rule == "env-read-hot"]
 
 
 def test_registry_read_after_the_cache_call_is_cached_low_and_not_costed() -> None:
@@ -162,6 +166,26 @@ def test_registry_read_after_the_cache_call_is_cached_low_and_not_costed() -> No
     assert (f.line, f.detail.var, f.detail.cached, f.cost_us) == (10, "VLLM_STEP_LOG", "vllm.envs.enable_envs_cache", 0.0)
     assert finding_dict(f)["severity"] == "low" and "cached once `vllm.envs.enable_envs_cache()`" in f.message
     assert not Gates({"env-read-hot": False}).gates(f)
+
+
+def test_a_read_known_cheap_is_checked_not_a_finding_a_sarif_result_nor_a_fix_target(tmp_path: Path) -> None:
+    """#43: a read through a registry cached at start-up costs 0 µs: listed under "checked,
+    cheap", never a default-on finding, a SARIF result or something `fix` rewrites."""
+    from tests.test_cli_like_ruff import cs_audit
+
+    root = write_tree(tmp_path / "t", {"vllm/__init__.py": "", "vllm/envs.py": VLLM_ENVS, "vllm/v1/core.py": ENGINE})
+    doc = json.loads(cs_audit("scan", str(root), "-f", "json", "--no-history", "-j", "1").stdout)
+    assert [f["rule"] for f in doc["findings"]] == []
+    assert [(f["path"], f["line"]) for f in doc["checked_cheap"]] == [("vllm/v1/core.py", 10)]
+    sarif = json.loads(cs_audit("scan", str(root), "-f", "sarif", "--no-history", "-j", "1").stdout)
+    assert sarif["runs"][0]["results"] == []
+    text = cs_audit("scan", str(root), "--no-history", "-j", "1", "-o", str(tmp_path / "r.md"))
+    assert "checked, cheap: 1 hot env read of 1 switch through a registry" in text.stdout
+    assert "### Checked, cheap" in (tmp_path / "r.md").read_text()
+    before = (root / "vllm/v1/core.py").read_text()
+    fixed = cs_audit("fix", str(root), "-j", "1")
+    assert fixed.returncode == 0, fixed.stderr
+    assert (root / "vllm/v1/core.py").read_text() == before
 
 
 def test_registry_read_is_per_call_when_the_cache_is_never_turned_on_at_start_up() -> None:

@@ -126,7 +126,7 @@ def test_scan_sarif_is_valid_and_complete(repo: Path, validator: jsonschema.Draf
 
 
 def test_check_sarif_marks_new_results_and_is_valid(repo: Path, validator: jsonschema.Draft4Validator) -> None:
-    result = runner.invoke(app, ["check", str(repo / "svc"), "--since", "HEAD~1", "--format", "sarif", "-j", "1"])
+    result = runner.invoke(app, ["check", str(repo / "svc"), "--since", "HEAD~1", "--format", "sarif", "-j", "1", "--allow-parse-errors"])
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert _errors(validator, doc) == []
@@ -175,7 +175,7 @@ def test_github_format_for_scan_and_check(repo: Path) -> None:
     assert "file=svc/engine/a%3Ab/café.py" in scan.stdout
     assert "cs-audit eager-format::" not in "\n".join(ln for ln in lines if "svc/engine/runner.py" in ln)  # suppressed
     assert any("cs-audit invalid-suppression" in line and "line=16" in line for line in lines)
-    check = runner.invoke(app, ["check", str(repo / "svc"), "--since", "HEAD~1", "--format", "github", "-j", "1"])
+    check = runner.invoke(app, ["check", str(repo / "svc"), "--since", "HEAD~1", "--format", "github", "-j", "1", "--allow-parse-errors"])
     assert check.exit_code == 1
     errors = [line for line in check.stdout.splitlines() if line.startswith("::error file=")]
     assert any(f"file=svc/engine/runner.py,line={LOG_LINE},col=9,title=cs-audit default-on-emitter" in e for e in errors)

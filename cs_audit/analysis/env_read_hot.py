@@ -77,6 +77,18 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 break
 
 
+def known_cheap(f: Finding) -> bool:
+    """Whether ``f`` is a read the audit knows costs nothing per call: through a registry the
+    engine caches at start-up.  Such a read is checked, not a finding: no default-on count,
+    no SARIF result, no ``fix`` target (the report lists it under "checked, cheap")."""
+    return f.rule == RULE and isinstance(f.detail, EnvReadDetail) and bool(f.detail.cached)
+
+
+def split_cheap(findings: tuple[Finding, ...]) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """(the findings, the reads known cheap) of ``findings``."""
+    return tuple(f for f in findings if not known_cheap(f)), tuple(f for f in findings if known_cheap(f))
+
+
 def _at_callers(model: TreeModel, key: tuple[str, str]) -> bool:
     """Whether the reads of function ``key`` are reported at its call sites instead (an accessor
     that is called; a root has no call sites to carry them)."""

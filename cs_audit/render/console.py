@@ -10,7 +10,7 @@ from rich.text import Text
 
 from cs_audit.model import AuditResult, Finding, Switch, tree_notes
 from cs_audit.render.check import plain, plural
-from cs_audit.render.markdown import default_on_rows, hot_path_steps, verdict, via_words
+from cs_audit.render.markdown import cached_reads_line, default_on_rows, hot_path_steps, verdict, via_words
 from cs_audit.ruleset import RuleSet
 
 TOP_SITES = 10
@@ -47,6 +47,8 @@ def summary_lines(result: AuditResult, rs: RuleSet, base: str) -> list[Line]:
         if roots.warning:
             out.append((plain(f"warning: {roots.warning}"), "bold yellow"))
     out += [(plain(f"note: {n.message}"), "yellow") for n in tree_notes(result)]
+    if result.cheap_reads:
+        out.append((plain(f"checked, cheap: {cached_reads_line(result)}").replace("`", ""), ""))
     if counts:
         rows = [("rule", "severity", "count", "default-ON")]
         for rule_id in rs.rules:

@@ -221,6 +221,8 @@ def report_dict(result: AuditResult, observed: Mapping[str, Any] | None = None) 
         ],
         "errors": [{"path": e.path, "message": e.message, "kind": e.kind} for e in result.errors],
         "repositories": [{"path": path, "commit": commit} for path, commit in result.repositories],
+        # reads known to cost nothing (a registry cached at start-up): checked, not findings
+        **({"checked_cheap": [finding_dict(f) for f in result.cheap_reads]} if result.cheap_reads else {}),
         **roots,
         **({"deployment": deployment_dict(result.deployment)} if result.deployment is not None else {}),
     }

@@ -17,7 +17,7 @@ from pathlib import PurePath
 from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import is_level_knob, minimal_names
 from cs_audit.confirm.join import Observed, observed_words
-from cs_audit.model import AuditResult, Deployment, Finding, HotRoots, RootMatch, SwitchRef, is_aside, tree_notes
+from cs_audit.model import AuditResult, Deployment, EnvReadDetail, Finding, HotRoots, RootMatch, SwitchRef, is_aside, tree_notes
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import EAGER, RuleSet
 
@@ -435,19 +435,37 @@ def _checked_cheap(result: AuditResult, rows: list[Statement]) -> list[str]:
     # instrumentation only: a feature toggle's fast path is the feature off, not a cheap probe
     shown = [c for c in cheap if (c.path, c.function) not in costly and not (result.aside and is_aside(c.path, result.aside))
              and (c.switch in observing or c.switch.startswith("flag:"))]
-    if not shown:
+    reads = cached_reads_line(result)
+    if not shown and not reads:
         return []
-    lines = ["### Checked, cheap", "",
-             "Instrumentation called on default-ON hot paths that does nothing there but check a switch resolved "
-             "before the call (an entry `return` unless it is set, a disabled logger's shared no-op, a "
-             "`nullcontext()` fast path): checked, and it costs only the call and the check.", "",
-             "| Function | Fast path | Switch | Freq | Default-ON calls | Side |", "|---|---|---|---|---|---|"]
+    lines = ["### Checked, cheap", ""]
+    if reads:
+        lines += [f"{reads} (`cs-audit scan --format json`: `checked_cheap`).", ""]
+    if not shown:
+        return lines
+    lines += ["Instrumentation called on default-ON hot paths that does nothing there but check a switch resolved "
+              "before the call (an entry `return` unless it is set, a disabled logger's shared no-op, a "
+              "`nullcontext()` fast path): checked, and it costs only the call and the check.", "",
+              "| Function | Fast path | Switch | Freq | Default-ON calls | Side |", "|---|---|---|---|---|---|"]
     for c in shown[:MAX_CHEAP]:
         lines.append(f"| {code(c.function)} {code(f'{c.path}:{c.line}')} | {c.how} | {code(c.switch)} | {c.frequency} | "
                      f"{c.calls} | {cell(c.process) or '—'} |")
     if len(shown) > MAX_CHEAP:
         lines += ["", f"… and {len(shown) - MAX_CHEAP} more such functions (`cs-audit scan --format json`: `hot_roots.cheap`)."]
     return [*lines, ""]
+
+
+def cached_reads_line(result: AuditResult) -> str:
+    """One sentence on the hot env reads through a registry cached at start-up ("" for none):
+    checked, 0 µs per call, so neither findings nor ``fix`` targets."""
+    reads = result.cheap_reads
+    if not reads:
+        return ""
+    names = sorted({r.detail.var for r in reads if isinstance(r.detail, EnvReadDetail)})
+    after = sorted({r.detail.cached for r in reads if isinstance(r.detail, EnvReadDetail)})
+    return (f"{len(reads)} hot env read{'s' if len(reads) != 1 else ''} of {len(names)} switch{'es' if len(names) != 1 else ''} "
+            f"through a registry the engine caches once {', '.join(code(a + '()') for a in after)} has run at start-up: "
+            "checked, ≈ 0 µs per call, not findings")
 
 
 #: the demoted sites listed one per row, the costliest first
@@ -515,7 +533,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet, observed: Mapping[str, O
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", "", verdict(result, rs), ""]
     if not rows:
         lines += ["Nothing on a hot path runs every step with no debug env set.", ""]
-        return "\n".join(lines + _demoted_table(result, rs))
+        return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
     lines += [
         "Freq: **step** = one engine step; **request** = once per request per step; **round** = one verify round "
         "of one request; **layer** = once per layer per step.",
