@@ -33,6 +33,7 @@ from cs_audit.ruleset import EAGER, RuleDataError, RuleSet, extend_rule_texts, l
 from cs_audit.sources import FileError, IgnoredFolder, Repository, SourceFile
 
 if TYPE_CHECKING:
+    from cs_audit.git.upstream import Origins
     from cs_audit.joins.callgraph import Resolutions, SiteGates
     from cs_audit.model import (
         AuditResult,
@@ -474,6 +475,37 @@ def _heads(tree: _Tree) -> tuple[str | None, tuple[tuple[str, str | None], ...]]
     return git_head(tree.root), tuple((r.path, git_head(tree.root / r.path)) for r in tree.repos)
 
 
+def upstream_origins(root: Path, repositories: Iterable[tuple[str, str | None]], config: AuditConfig) -> Origins:
+    """Whose each line of the tree is (``cs_audit.git.upstream``): the upstream the
+    configuration names or each repository shows; a downloaded distribution is kept in the cache."""
+    from cs_audit.git.upstream import origins
+
+    def cache_folder() -> Path | None:
+        return cache.safe_folder(config.cache_dir, "upstream") if config.cache else None
+
+    return origins(root, [path for path, _ in repositories], config.upstream, cache_folder)
+
+
+def _with_origins(root: Path, repositories: tuple[tuple[str, str | None], ...], config: AuditConfig,
+                  findings: list[Finding], switches: list[Switch],
+                  ) -> tuple[list[Finding], list[Switch], tuple[tuple[str, str, str, str], ...]]:
+    """The findings and switches tagged own, modified or upstream when the tree names or shows
+    an upstream (``cs_audit.git.upstream``), and what each upstream was; as given otherwise."""
+    from cs_audit.git.upstream import OWN, UPSTREAM
+
+    found = upstream_origins(root, repositories, config)
+    uses = tuple((u.repository, u.spec, u.how, u.error) for u in found.uses)
+    if not found.known:
+        return findings, switches, uses
+    tagged = [replace(f, origin=found.of(f.path, f.line, f.end_line)) for f in findings]
+    own_switches = []
+    for s in switches:
+        lines = [(r.path, r.line) for r in s.reads] + [(x.path, x.line) for x in s.setters if x.kind == "set"]
+        own = any(found.of(path, line) == OWN for path, line in lines)
+        own_switches.append(replace(s, origin=OWN if own or not lines else UPSTREAM))
+    return tagged, own_switches, uses
+
+
 def outside_git(root: Path, repositories: Iterable[tuple[str, str | None]]) -> tuple[tuple[str, str], ...]:
     """(path, git directory) of each repository whose ``.git`` names a git directory outside
     the scanned tree (a worktree's, a submodule scanned alone, or one planted to borrow
@@ -500,6 +532,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
     repositories += heads[1] if heads is not None else tuple((r.path, git_head(root / r.path)) for r in repos)
     outside = outside_git(root, repositories)
     run.lap("history")
+    findings, switches, upstream = _with_origins(root, repositories, config, findings, switches)
     if tree.decisions_error is not None:
         errors.append(tree.decisions_error)
     from cs_audit.analysis.disposition import apply_dispositions
@@ -510,11 +543,19 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
     from cs_audit.analysis.env_read_hot import split_cheap
 
     reported, cheap_reads = split_cheap(reported)
+    from cs_audit.git.upstream import MODIFIED, UPSTREAM
+
+    upstream_findings: tuple[Finding, ...] = ()
+    if not config.include_upstream:
+        upstream_findings = tuple(f for f in reported if f.origin in (UPSTREAM, MODIFIED))
+        reported = tuple(f for f in reported if f.origin not in (UPSTREAM, MODIFIED))
     return AuditResult(
         root=display_path(config.root),
         commit=commit,
         findings=reported,
         cheap_reads=cheap_reads,
+        upstream=upstream,
+        upstream_findings=upstream_findings,
         switches=tuple(switches),
         duplicates=duplicates,
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.kind, e.message))),
@@ -571,7 +612,7 @@ def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], r
             key = cache.report_key(
                 [(s.path, k) for s, k in zip(tree.sources, tree.keys)],  # type: ignore[misc]
                 repr((_result_context(config, tree.errors), replace(config, jobs=0), heads, outside,
-                      sorted(tree.decisions.items()), tree.decisions_error, render_id)))
+                      sorted(tree.decisions.items()), tree.decisions_error, render_id, tree.ignored)))
             stored = cache.load_report(tree.cache_dir, key)
             if isinstance(stored, Report):
                 run.lap("stored report")

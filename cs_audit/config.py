@@ -20,7 +20,7 @@ MAX_CONFIG_BYTES = 1 << 20
 #: the largest ``max_file_bytes`` a project may set
 MAX_FILE_BYTES_LIMIT = 1 << 30
 _KEYS = {"hot_roots", "deployment", "exclude", "aside", "default_level", "max_file_bytes", "select", "extend_select", "ignore", "per_file_ignores",
-         "gate", *EXTENSIBLE}
+         "gate", "upstream", "include_upstream", *EXTENSIBLE}
 #: the keys that list rule ids (checked against the rule set in ``api.prepare_ruleset``)
 RULE_LISTS = ("select", "extend_select", "ignore")
 
@@ -67,6 +67,11 @@ class AuditConfig:
     #: default), the options it sets, the env vars it sets, the models it serves and the optional
     #: features it turns on; every gate is decided with them
     deployment: tuple[str | None, tuple[tuple[str, Any], ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
+    #: (repository path from the scanned root, "." for the tree whole; its upstream: a
+    #: revision, ``NAME==VERSION`` or a folder made absolute), see ``cs_audit.git.upstream``
+    upstream: tuple[tuple[str, str], ...] = ()
+    #: report, fix and gate the upstream's lines too (default: the fork's own alone)
+    include_upstream: bool = False
 
 
 def root_package(config: AuditConfig) -> str | None:
@@ -259,6 +264,32 @@ def _check_deployment(value: Any, source: str | None) -> tuple[str | None, tuple
     return platform, tuple(sorted(options.items())), tuple(sorted(set(env))), tuple(sorted(set(models))), tuple(sorted(set(features)))
 
 
+def _check_upstream(value: Any, source: str | None, config_dir: Path | None, base: Path) -> tuple[tuple[str, str], ...]:
+    """``upstream``: one spec for the tree (``"vllm==0.33.0"``, ``"v0.33.0"``, a folder) or a
+    table of repository path -> spec (``{vllm = "v0.33.0"}``), paths from the configuration's
+    folder; a folder spec is made absolute from there too."""
+    if value is None:
+        return ()
+    example = 'upstream = "vllm==0.33.0" (a release), "v0.33.0" (a revision) or {vllm = "v0.33.0"} (per repository)'
+    pairs = [(".", value)] if isinstance(value, str) else list(value.items()) if isinstance(value, dict) else None
+    if pairs is None or not all(isinstance(k, str) and k and isinstance(v, str) and v.strip() and "\0" not in v for k, v in pairs):
+        raise ConfigError(f"{source}: {example}")
+    here = Path(os.path.abspath(config_dir or base))
+    out = []
+    for repo, spec in pairs:
+        spec = spec.strip()
+        if spec.startswith(("./", "../")):
+            spec = str(here / spec)
+        if repo != ".":
+            # a repository path from the configuration's folder, as the scan of ``base`` sees it
+            rel = os.path.relpath(here / repo, os.path.abspath(base)).replace(os.sep, "/")
+            if rel.startswith(".."):
+                continue  # a repository outside the scanned folder
+            repo = rel
+        out.append((repo, spec))
+    return tuple(sorted(out))
+
+
 def load_config(root: str, config_file: Path | None = None, **overrides: Any) -> AuditConfig:
     """The configuration of a scan of ``root``: the project's table (``config_file`` or
     the nearest, see ``_read_project_table``), every key checked, under ``overrides``."""
@@ -292,7 +323,12 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
         "default_level": table.get("default_level"), "config_source": source,
         "rule_tables": tuple((key, table[key]) for key in EXTENSIBLE if key in table),
         "gate": tuple(sorted(gate.items())), "deployment": deployment,
+        "upstream": _check_upstream(table.get("upstream"), source, config_dir, base),
     }
+    include = table.get("include_upstream", False)
+    if not isinstance(include, bool):
+        raise ConfigError(f"{source}: include_upstream must be true or false")
+    values["include_upstream"] = include
     if "max_file_bytes" in table:
         size = table["max_file_bytes"]
         if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_FILE_BYTES_LIMIT:

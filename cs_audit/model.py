@@ -693,6 +693,9 @@ class Finding:
     #: how many functions of the chain ``hot_path`` leaves out between its root and its
     #: second step (0: it is the whole chain; ``cs-audit why`` prints the whole chain)
     hot_path_elided: int = 0
+    #: whose line it is when the tree names an upstream (``cs_audit.git.upstream``): "own",
+    #: "modified" (an upstream line of a file the fork changed) or "upstream"; "" when none is named
+    origin: str = ""
 
 
 @record
@@ -836,6 +839,9 @@ class Switch:
     category_reasons: tuple[str, ...] = ()
     #: the category came from the name alone (the code showed nothing that decides)
     category_by_name: bool = False
+    #: "own" when a line of the fork's reads or sets it, "upstream" when only the upstream's
+    #: lines do; "" when the tree names no upstream
+    origin: str = ""
 
     @property
     def levels(self) -> tuple[int, ...]:
@@ -988,6 +994,12 @@ class AuditResult:
     #: the hot env reads the audit knows cost nothing (a registry cached at start-up):
     #: checked, not findings
     cheap_reads: tuple[Finding, ...] = ()
+    #: (repository path, spec, how it was found, why it could not be used or "") of each
+    #: upstream the tree names or shows (``cs_audit.git.upstream``)
+    upstream: tuple[tuple[str, str, str, str], ...] = ()
+    #: the findings on the upstream's lines, left out of ``findings`` (``--include-upstream``
+    #: keeps them there): counted, not listed
+    upstream_findings: tuple[Finding, ...] = ()
 
 
 @record
@@ -1014,12 +1026,14 @@ NO_ROOT = "no-hot-root"
 SUB_REPO = "sub-repository"
 OUTSIDE_GIT = "git-dir-outside"
 IGNORED = "ignored-folder"
+UPSTREAM_NOTE = "upstream"
 NOTIFICATION_IDS = {
     INVALID: "a `# cs-audit: ignore[...]` comment without a reason, without a known rule id, or malformed: it suppresses nothing",
     UNUSED: "a `# cs-audit: ignore[...]` comment that matches no finding on its line or statement",
     SKIPPED: "a file cs-audit could not analyse (syntax, encoding, size, ...): its findings are unknown",
     NO_ROOT: "no configured hot root matches a function of the tree: its hot paths are unknown until hot_roots are configured",
     SUB_REPO: "a submodule or nested repository: what `check --since` or `report` compared its files with",
+    UPSTREAM_NOTE: "the upstream a fork's own lines are told from (`upstream` in the configuration, or detected)",
     IGNORED: "a folder a `.gitignore` lists: a repository of its own in it is scanned all the same, other Python files in it are not",
     OUTSIDE_GIT: "a `.git` file or symlink naming a git directory outside the scanned tree: the commit, history and blame shown are that repository's",
 }
@@ -1071,9 +1085,28 @@ def ignored_notes(result: AuditResult) -> tuple[Notification, ...]:
     return tuple(out)
 
 
+def upstream_notes(result: AuditResult) -> tuple[Notification, ...]:
+    """A note per upstream the tree names or shows: what it was compared with, and how many
+    findings on its lines the report leaves out (or why it could not be used)."""
+    out = []
+    left = len(result.upstream_findings)
+    for repo, spec, how, error in result.upstream:
+        where = "the tree" if repo == "." else repo
+        if error:
+            message = f"{where}: upstream {spec} ({how}) not used: {error}; every line counts as own"
+        else:
+            message = f"{where}: own lines are those that differ from the upstream {spec} ({how})"
+            if left:
+                message += f"; {left} finding{'s' if left != 1 else ''} on upstream lines left out (--include-upstream lists them)"
+                left = 0  # said once
+        out.append(Notification(UPSTREAM_NOTE, "" if repo == "." else repo, None, message, "note"))
+    return tuple(out)
+
+
 def tree_notes(result: AuditResult) -> tuple[Notification, ...]:
-    """What every report says of the tree's shape: ignored folders, git directories outside it."""
-    return ignored_notes(result) + outside_git_notes(result)
+    """What every report says of the tree's shape: ignored folders, git directories outside
+    it, the upstream its own lines are told from."""
+    return ignored_notes(result) + outside_git_notes(result) + upstream_notes(result)
 
 
 @dataclass(frozen=True)

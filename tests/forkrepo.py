@@ -171,7 +171,8 @@ def verify(tokens):
 '''
 #: the upstream commits of ``vllm/``, then the fork's (subject, files)
 UPSTREAM_COMMITS = (
-    ("upstream: engine", {"vllm/envs.py": _UP_ENVS, "vllm/worker/runner.py": _UP_RUNNER}),
+    ("upstream: engine", {"vllm/envs.py": _UP_ENVS, "vllm/worker/runner.py": _UP_RUNNER,
+                          "vllm/version.py": '__version__ = "0.33.0"\n'}),
     ("upstream: utils", {"vllm/utils.py": _UP_UTILS}),
 )
 FORK_COMMITS = (

@@ -60,3 +60,146 @@ def test_check_since_head_in_the_outer_repository_fails_a_new_emitter_in_the_eng
         runner.write_text(before)
     assert git(ws / "vllm", "status", "--porcelain") == ""
     assert os.listdir(ws / "vllm_cpu")
+
+
+# -- own versus upstream (#43 "Upstream versus own code")
+
+
+def _by_origin(report: dict) -> dict[str, list[tuple[str, str, int]]]:
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    for f in report["findings"]:
+        out.setdefault(f.get("origin", ""), []).append((f["rule"], f["path"], f["line"]))
+    return out
+
+
+def test_the_upstream_is_detected_and_only_the_forks_own_lines_are_reported(ws: Path) -> None:
+    report = _scan(ws)
+    [use] = report["upstream"]
+    assert (use["repository"], use["spec"]) == ("vllm", "v0.33.0")
+    assert use["how"].startswith("detected: the tag v0.33.0 names the version vllm/version.py states")
+    # the fork's per-step log and its switch's read are its own; upstream's read of VLLM_SLOW_CHECKS is left out
+    assert _by_origin(report) == {"own": [("default-on-emitter", "vllm/vllm/worker/runner.py", 12),
+                                          ("eager-format", "vllm/vllm/worker/runner.py", 12),
+                                          ("env-read-hot", "vllm/vllm/worker/runner.py", 13)]}
+    assert report["upstream_findings"] == 2
+    switches = {s["name"]: (s["origin"], s["disposition"], s["reasons"][0].split(":")[0]) for s in report["switches"]}
+    assert switches["VLLM_SLOW_CHECKS"] == ("upstream", "KEEP", "upstream")
+    assert switches["VLLM_LOGGING_LEVEL"] == ("upstream", "KEEP", "upstream")
+    assert switches["CS_STATE_DEBUG"][0] == "own" and switches["CS_STATE_DEBUG"][2] != "upstream"
+    assert switches["MY_DEBUG"][:2] == ("own", "MERGE")  # the submodule is the fork's own code whole
+    notes = [n["message"] for n in report["notes"] if n["id"] == "upstream"]
+    assert notes == ["vllm: own lines are those that differ from the upstream v0.33.0 (detected: the tag v0.33.0 names the "
+                     "version vllm/version.py states); 2 findings on upstream lines left out (--include-upstream lists them)"]
+
+
+def test_include_upstream_lists_them_after_the_forks_own(ws: Path, tmp_path: Path) -> None:
+    report = _scan(ws, "--include-upstream")
+    assert sorted(_by_origin(report)) == ["modified", "own"]  # upstream lines of a file the fork changed
+    md = cs_audit("scan", str(ws), "--no-history", "-j", "1", "--include-upstream", "-f", "markdown").stdout
+    ranked = [line for line in md.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |") or line.startswith("| 3 |")]
+    # §1 ranks the fork's own statements first: its env read (≈ 1 µs) before upstream's per-step log (≈ 17 µs)
+    assert "[CS] step" in ranked[0] and "CS_STATE_DEBUG" in ranked[1] and "forward %s" in ranked[2], ranked
+
+
+def test_the_forks_switches_get_its_own_prefix(ws: Path) -> None:
+    md = cs_audit("scan", str(ws), "--no-history", "-j", "1", "-f", "markdown").stdout
+    assert "| `CS_TRACE` | `0` (default) |" in md and "| `CS_OUT` | path |" in md
+    assert "VLLM_TRACE" not in md and "VLLM_OUT" not in md
+    assert "2 upstream switches that no line of the fork's reads or sets are left alone" in md
+
+
+def test_fix_leaves_the_upstreams_lines_alone(ws: Path) -> None:
+    proc = cs_audit("fix", str(ws), "-j", "1")
+    assert proc.returncode == 1, proc.stderr
+    changed = [line for line in proc.stdout.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+    assert changed and all("VLLM_SLOW_CHECKS" not in line and "forward %s" not in line for line in changed), changed
+    wide = cs_audit("fix", str(ws), "-j", "1", "--include-upstream").stdout
+    assert "VLLM_SLOW_CHECKS" in wide
+    assert git(ws / "vllm", "status", "--porcelain") == ""  # a diff, nothing written
+
+
+def test_an_unchanged_copy_of_the_distribution_is_upstream_whole_and_one_edit_is_own(tmp_path: Path) -> None:
+    """`upstream = "NAME==VERSION"`: the tree is compared with that distribution's files
+    (here installed where the scan's Python finds it); a one-line edit makes that site own."""
+    from tests.forkrepo import UPSTREAM_COMMITS
+
+    files = {rel: text for _, commit in UPSTREAM_COMMITS for rel, text in commit.items()}
+    site = tmp_path / "site"
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    info = site / "vllm-0.33.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.33.0\n")
+    (info / "RECORD").write_text("".join(f"{rel},,\n" for rel in files) + "vllm-0.33.0.dist-info/METADATA,,\n")
+    tree = tmp_path / "tree"
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    (tree / "pyproject.toml").write_text('[tool.cs-audit]\nupstream = "vllm==0.33.0"\n')
+    env = {"PYTHONPATH": f"{Path(__file__).resolve().parents[1]}{os.pathsep}{site}"}
+
+    def scan(*args: str) -> dict:
+        proc = cs_audit("scan", str(tree), "--no-history", "-j", "1", "-f", "json", "--no-cache", *args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    clean = scan("--include-upstream")
+    assert clean["upstream"][0]["how"] == "configured" and clean["upstream"][0]["error"] is None
+    assert {f["origin"] for f in clean["findings"]} == {"upstream"} and len(clean["findings"]) == 2
+    runner = tree / "vllm/worker/runner.py"
+    runner.write_text(runner.read_text().replace('logger.info("forward %s", batch)', 'logger.info(f"forward {batch}")'))
+    edited = scan()
+    assert [(f["rule"], f["line"], f["origin"]) for f in edited["findings"]] == [
+        ("default-on-emitter", 16, "own"), ("eager-format", 16, "own")]
+
+
+def test_a_distribution_pip_fetches_is_kept_in_the_cache(tmp_path: Path) -> None:
+    """Not installed: pip downloads the wheel (here from a local folder of wheels) into the
+    cache once; the next scan reads it from there."""
+    import zipfile
+
+    from tests.forkrepo import UPSTREAM_COMMITS
+
+    files = {rel: text for _, commit in UPSTREAM_COMMITS for rel, text in commit.items()}
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "fakeengine-1.0-py3-none-any.whl", "w") as whl:
+        for rel, text in files.items():
+            whl.writestr(rel, text)
+        whl.writestr("fakeengine-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fakeengine\nVersion: 1.0\n")
+        whl.writestr("fakeengine-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr("fakeengine-1.0.dist-info/RECORD", "")
+    tree = tmp_path / "tree"
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    (tree / "pyproject.toml").write_text('[tool.cs-audit]\nupstream = "fakeengine==1.0"\n')
+    cache = tmp_path / "xdg"
+    env = {"PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1", "XDG_CACHE_HOME": str(cache)}
+    for _ in range(2):
+        proc = cs_audit("scan", str(tree), "--no-history", "-j", "1", "-f", "json", env=env)
+        report = json.loads(proc.stdout)
+        assert report["upstream"][0]["error"] is None, report["upstream"]
+        assert report["findings"] == [] and report["upstream_findings"] == 2
+        env["PIP_FIND_LINKS"] = str(tmp_path / "nowhere")  # the second scan cannot download
+    assert (cache / "cs-audit/upstream/fakeengine-1.0/.complete").is_file()
+    # a distribution pip cannot fetch: said, and every line is own
+    (tree / "pyproject.toml").write_text('[tool.cs-audit]\nupstream = "fakeengine==9.9"\n')
+    report = json.loads(cs_audit("scan", str(tree), "--no-history", "-j", "1", "-f", "json", env=env).stdout)
+    assert "pip download fakeengine==9.9 failed" in report["upstream"][0]["error"]
+    assert len(report["findings"]) == 2 and "origin" not in report["findings"][0]
+
+
+def test_the_forks_switches_are_dated_by_the_engines_own_history(ws: Path) -> None:
+    proc = cs_audit("scan", str(ws), "-j", "1", "-f", "json")
+    added = {s["name"]: (s["added_in"] or {}).get("subject") for s in json.loads(proc.stdout)["switches"]}
+    assert added["CS_STATE_DEBUG"] == "cs: per-step state log and CS_STATE_DEBUG"
+    assert added["MY_DEBUG"] == "cpu: verify"
+
+
+def test_a_malformed_upstream_is_a_configuration_error(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t/pyproject.toml").write_text("[tool.cs-audit]\nupstream = 3\n")
+    proc = cs_audit("scan", str(tmp_path / "t"), "--no-history")
+    assert proc.returncode == 2 and proc.stderr.startswith("cs-audit: configuration error: pyproject.toml [tool.cs-audit]: upstream = ")

@@ -38,6 +38,17 @@ def minimal_names(names: list[str], rs: RuleSet) -> dict[str, str]:
     return {key: value.replace("{tree_prefix}", own).replace("{prefix}", prefix) for key, value in rs.minimal_set.items()}
 
 
+#: the disposition rule id of a switch only the upstream's lines read or set
+UPSTREAM_RULE = "upstream"
+
+
+def prefix_names(switches: list[Switch] | tuple[Switch, ...]) -> list[str]:
+    """The names the proposed prefix and minimal set follow: the fork's own switches when the
+    tree names an upstream (its `VLLM_` majority is not the fork's spelling), else all."""
+    own = sorted(s.name for s in switches if s.origin != "upstream")
+    return own if any(s.origin == "upstream" for s in switches) else sorted(s.name for s in switches)
+
+
 def _sibling(s: Switch, names: set[str]) -> str | None:
     """`X_TRACE_LEVEL` -> `X_TRACE` when the tree reads that on/off switch."""
     for suffix in ("_LEVEL", "_VERBOSITY", "_VERBOSE"):
@@ -124,14 +135,20 @@ def proposed_level(s: Switch, rs: RuleSet, ms: dict[str, str] | None = None) -> 
 
 def apply_dispositions(switches: list[Switch], rs: RuleSet, decisions: dict[str, Decision],
                        aside: tuple[str, ...] = ()) -> tuple[list[Switch], list[str]]:
-    level_knobs = sorted(s.name for s in switches if is_level_knob(s, rs))
-    names = {s.name for s in switches}
-    ms = minimal_names(sorted(names), rs)
-    own = tree_prefix(sorted(names), "")
+    judged = [s for s in switches if s.origin != "upstream"]
+    level_knobs = sorted(s.name for s in judged if is_level_knob(s, rs))
+    names = {s.name for s in judged}
+    ms = minimal_names(prefix_names(switches), rs)
+    own = tree_prefix(prefix_names(switches), "")
     out: list[Switch] = []
     overridden: list[str] = []
     for s in switches:
         reasons = evidence(s, level_knobs, rs)
+        if s.origin == "upstream" and s.name not in decisions:
+            out.append(replace(s, disposition="KEEP", merge_into=None, decided_by=UPSTREAM_RULE,
+                               reasons=(f"{UPSTREAM_RULE}: the upstream's switch, left alone: no line of the fork's "
+                                        "reads or sets it", *s.category_reasons, *reasons)))
+            continue
         decision = decisions.get(s.name)
         if decision is not None:
             overridden.append(s.name)

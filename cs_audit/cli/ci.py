@@ -19,6 +19,7 @@ from cs_audit.cli.common import (
     CONFIG,
     EXTEND_SELECT,
     IGNORE,
+    INCLUDE_UPSTREAM,
     MAX_ANNOTATIONS,
     SELECT,
     app,
@@ -66,14 +67,15 @@ def _file_progress(label: str):
 
 
 def _config(path: Path, jobs: int | None, exclude: list[str], config_file: Path | None = None,
-            **selection: tuple[str, ...]) -> tuple[AuditConfig, RuleSet]:
+            include_upstream: bool = False, **selection: tuple[str, ...]) -> tuple[AuditConfig, RuleSet]:
     from cs_audit.api import prepare_ruleset
     from cs_audit.config import ConfigError, load_config
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
     check_scannable(path)
     try:
-        config = load_config(str(path), config_file, jobs=jobs, exclude=tuple(exclude), history=False, **selection)
+        config = load_config(str(path), config_file, jobs=jobs, exclude=tuple(exclude), history=False,
+                             include_upstream=include_upstream or None, **selection)
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
@@ -94,6 +96,7 @@ def baseline(
     select: list[str] = SELECT,
     extend_select: list[str] = EXTEND_SELECT,
     ignore: list[str] = IGNORE,
+    include_upstream: bool = INCLUDE_UPSTREAM,
 ) -> None:
     """Record today's findings by fingerprint (suppressed ones left out) for `check --baseline`."""
     from cs_audit.ci.gate import context_for, entry_of, render_baseline
@@ -103,7 +106,7 @@ def baseline(
     assert output is not None
     check_writable(output)
     path = _work_tree_top(path, quiet)
-    config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
+    config, rs = _config(path, jobs, exclude, config_file, include_upstream, **selection_overrides(select, extend_select, ignore))
     result = run_with_progress(config, rs, quiet=quiet, keep=False)
     ctx = context_for(result)
     write_output(output, render_baseline((entry_of(f) for f in ctx.suppressed.kept), result.commit))
@@ -130,6 +133,7 @@ def check(
     select: list[str] = SELECT,
     extend_select: list[str] = EXTEND_SELECT,
     ignore: list[str] = IGNORE,
+    include_upstream: bool = INCLUDE_UPSTREAM,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
     from cs_audit.ci.gate import (
@@ -159,7 +163,7 @@ def check(
         if target is not None:
             check_writable(target)
     path = _work_tree_top(path, quiet)
-    config, rs = _config(path, jobs, exclude, config_file, **selection_overrides(select, extend_select, ignore))
+    config, rs = _config(path, jobs, exclude, config_file, include_upstream, **selection_overrides(select, extend_select, ignore))
     try:
         gates = parse_gates(gate, rs, config.gate, config.config_source)
         base = load_baseline(baseline_file) if baseline_file is not None else None

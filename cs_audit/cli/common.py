@@ -180,6 +180,10 @@ def fail(message: str, hint: str | None = None, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+#: ``--include-upstream`` of the commands that report, gate or fix findings
+INCLUDE_UPSTREAM = typer.Option(False, "--include-upstream",
+                                help="also the findings on the upstream's lines (default: the fork's own, when the tree names an upstream)")
+
 #: ``--config FILE`` of the commands that scan the work tree
 CONFIG = typer.Option(None, "--config", help="the configuration file to use (pyproject.toml, cs-audit.toml or cs-audit.yaml) "
                                              "instead of the nearest one above PATH")

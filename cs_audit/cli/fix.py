@@ -34,6 +34,7 @@ def fix(
     no_cache: bool = typer.Option(False, "--no-cache", help="neither read nor write the per-file facts cache"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress, no notes; only the diff and errors"),
     config_file: Optional[Path] = state.CONFIG,
+    include_upstream: bool = state.INCLUDE_UPSTREAM,
 ) -> None:
     """Fix what the audit finds: lazy log messages, gated helper arguments, hoisted env reads,
     one copy of a duplicated helper, no redundant flush.  Prints a diff unless --write."""
@@ -48,7 +49,7 @@ def fix(
     if unknown:
         fail(f"no fix for rule {', '.join(unknown)}; rules with a fix: {', '.join(FIXABLE)}")
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=False,
-                       cache=False if no_cache else None, select=wanted)
+                       cache=False if no_cache else None, select=wanted, include_upstream=include_upstream or None)
     plan = fix_tree(config, rs, wanted, hot_only, into, unsafe_fixes)
     for error in plan.errors:
         say(f"cs-audit: fix: {error}")

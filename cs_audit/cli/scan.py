@@ -105,6 +105,7 @@ def scan(
     ignore: list[str] = state.IGNORE,
     profile_path: Optional[Path] = typer.Option(None, "--profile", help="a run's profile (as `confirm` reads): an observed column in §1, `observed` in the JSON"),
     profile_root: list[str] = typer.Option([], "--profile-root", help="the step root of a call-count profile that does not count its steps"),
+    include_upstream: bool = state.INCLUDE_UPSTREAM,
 ) -> None:
     """Scan PATH and write the audit (terminal summary + markdown, or JSON)."""
     if format not in FORMATS:
@@ -118,7 +119,8 @@ def scan(
     if target is not None:
         check_writable(target)
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=not no_history,
-                       cache=False if no_cache else None, **state.selection_overrides(select, extend_select, ignore))
+                       cache=False if no_cache else None, include_upstream=include_upstream or None,
+                       **state.selection_overrides(select, extend_select, ignore))
     # what the rendering reads besides the audit (the output file's name is only printed)
     render_id = repr((format, max_annotations, statistics, str(path), os.path.realpath(path), out is None, _profile_id(profile_path, profile_root)))
     report = state.run_with_progress(config, rs, quiet=quiet, report=(

@@ -144,7 +144,18 @@ def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: s
     result, facts, stamps = fix_inputs(config, rs)
     root = os.path.abspath(config.root)
     base = root if os.path.isdir(root) else os.path.dirname(root)
-    by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe)
+    own = None
+    if result.upstream and not config.include_upstream:
+        from pathlib import Path
+
+        from cs_audit.api import upstream_origins
+        from cs_audit.git.upstream import OWN
+
+        origins = upstream_origins(Path(base), result.repositories, config)
+        if origins.known:
+            def own(path: str, line: int, end_line: int) -> bool:
+                return origins.of(path, line, end_line) == OWN
+    by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe, own)
     plan = plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe))
     # the scan does not follow a symlink: its file or folder goes unfixed, said once
     plan.notes.extend(Note(e.path, 0, "", "a symlink: not followed, not fixed") for e in result.errors

@@ -5,6 +5,8 @@ slower), unless ``--hot-only`` keeps to the findings on a hot path."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cs_audit.fix.base import HOT, Target
 from cs_audit.model import AuditResult, CallSite, EmitterDetail, EnvReadDetail, FileFacts, Finding
 
@@ -18,14 +20,18 @@ def _suppressed(facts: FileFacts | None, rule: str, line: int) -> bool:
 
 def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tuple[str, ...],
                     hot_only: bool, root: str = ".", into: str | None = None,
-                    unsafe: bool = False) -> dict[str, dict[str, list[Target]]]:
+                    unsafe: bool = False, own: Callable[[str, int, int], bool] | None = None,
+                    ) -> dict[str, dict[str, list[Target]]]:
+    """``own``: whether lines of a file are the fork's own (None: every line is); a target on
+    the upstream's lines is left alone, so a rebase meets no edit of ours there."""
     from cs_audit.ci.suppress import apply_suppressions
 
     kept = apply_suppressions(result).kept
     out: dict[str, dict[str, list[Target]]] = {}
 
     def add(path: str, target: Target) -> None:
-        out.setdefault(path, {}).setdefault(target.rule, []).append(target)
+        if own is None or own(path, target.line, target.end_line):
+            out.setdefault(path, {}).setdefault(target.rule, []).append(target)
 
     findings = [f for f in kept if f.rule in rules and (not hot_only or f.frequency in HOT)]
     if "eager-format" in rules:

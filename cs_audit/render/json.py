@@ -100,6 +100,9 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         data["hot_path_elided"] = f.hot_path_elided
     if f.process:
         data["process"] = f.process
+    if f.origin:
+        # own | modified | upstream: set when the tree names or shows an upstream
+        data["origin"] = f.origin
     data.update(detail_fields(f))
     return data
 
@@ -143,6 +146,7 @@ def switch_dict(s: Switch) -> dict[str, Any]:
         "merge_into": s.merge_into,
         "reasons": list(s.reasons),
         "levels": _levels_list(s),
+        **({"origin": s.origin} if s.origin else {}),
     }
 
 
@@ -223,6 +227,9 @@ def report_dict(result: AuditResult, observed: Mapping[str, Any] | None = None) 
         "repositories": [{"path": path, "commit": commit} for path, commit in result.repositories],
         # reads known to cost nothing (a registry cached at start-up): checked, not findings
         **({"checked_cheap": [finding_dict(f) for f in result.cheap_reads]} if result.cheap_reads else {}),
+        # the upstream each repository's own lines are told from, and the findings on its lines left out
+        **({"upstream": [{"repository": r, "spec": spec, "how": how, "error": error or None} for r, spec, how, error in result.upstream],
+            "upstream_findings": len(result.upstream_findings)} if result.upstream else {}),
         **roots,
         **({"deployment": deployment_dict(result.deployment)} if result.deployment is not None else {}),
     }

@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 from pathlib import PurePath
 
 from cs_audit.analysis.categories import OBSERVING
-from cs_audit.analysis.disposition import is_level_knob, minimal_names
+from cs_audit.analysis.disposition import UPSTREAM_RULE, is_level_knob, minimal_names, prefix_names
 from cs_audit.confirm.join import Observed, observed_words
 from cs_audit.model import AuditResult, Deployment, EnvReadDetail, Finding, HotRoots, RootMatch, SwitchRef, is_aside, tree_notes
 from cs_audit.render.json import detail_fields
@@ -177,7 +177,7 @@ def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
     """§1's findings: what runs by default every time its hot chain does, the costliest first
     (a site behind a guard, in its function or up its chain, is in ``demoted_rows``)."""
     rows = [f for f in _reached_by_default(result, rs) if f.path_kind == "normal"]
-    rows.sort(key=lambda f: (-f.cost_us, f.path, f.line, f.rule))
+    rows.sort(key=lambda f: (f.origin in ("upstream", "modified"), -f.cost_us, f.path, f.line, f.rule))
     return rows
 
 
@@ -217,6 +217,11 @@ class Statement:
         return "normal" if any(f.path_kind == "normal" for f in self.findings) else self.findings[0].path_kind
 
     @property
+    def upstream(self) -> bool:
+        """No finding of it is on a line of the fork's own (``Finding.origin``)."""
+        return all(f.origin in ("upstream", "modified") for f in self.findings)
+
+    @property
     def span(self) -> tuple[int, int]:
         return min(f.line for f in self.findings), max(f.end_line for f in self.findings)
 
@@ -232,7 +237,8 @@ def statements(rows: list[Finding]) -> list[Statement]:
         else:
             groups.append([f])
     out = [Statement(tuple(g)) for g in groups]
-    out.sort(key=lambda s: (-s.cost_us, s.first.path, s.span, s.first.rule))
+    # the fork's own statements first (all are, when the tree names no upstream)
+    out.sort(key=lambda s: (s.upstream, -s.cost_us, s.first.path, s.span, s.first.rule))
     return out
 
 
@@ -876,7 +882,7 @@ def _stop_words(result: AuditResult, rs: RuleSet) -> frozenset[str]:
     """Words that never make a group alone: the generic ones and the tree's own names (its
     folder name, its env prefix)."""
     own = {title(result).lower()}
-    own.add(minimal_names([s.name for s in result.switches], rs)["output_root"].split("_")[0].lower())
+    own.add(minimal_names(prefix_names(result.switches), rs)["output_root"].split("_")[0].lower())
     return _GENERIC_WORDS | frozenset(own)
 
 
@@ -952,15 +958,26 @@ def _why(reasons: tuple[str, ...]) -> str:
     return cell("; ".join(reasons))
 
 
+#: upstream switches named in §3.2's line on them
+MAX_UPSTREAM_NAMES = 12
+
+
 def disposition_tables(result: AuditResult) -> str:
     lines = ["### 3.2 Disposition", ""]
     if result.overridden:
         lines += [f"Decided by the project's `cs-audit.decisions.yaml` (overriding the rules): "
                   f"{', '.join(code(n) for n in result.overridden)}.", ""]
-    keep = [s for s in result.switches if s.disposition == "KEEP" and s.category in OBSERVING]
-    kept_others = [s for s in result.switches if s.disposition == "KEEP" and s.category not in OBSERVING]
-    merge = [s for s in result.switches if s.disposition == "MERGE"]
-    remove = [s for s in result.switches if s.disposition == "REMOVE"]
+    judged = [s for s in result.switches if s.decided_by != UPSTREAM_RULE]
+    keep = [s for s in judged if s.disposition == "KEEP" and s.category in OBSERVING]
+    kept_others = [s for s in judged if s.disposition == "KEEP" and s.category not in OBSERVING]
+    merge = [s for s in judged if s.disposition == "MERGE"]
+    remove = [s for s in judged if s.disposition == "REMOVE"]
+    upstream = [s for s in result.switches if s.decided_by == UPSTREAM_RULE]
+    if upstream:
+        lines += [f"The fork's own switches are judged below; {len(upstream)} upstream switch{'es' if len(upstream) != 1 else ''} "
+                  "that no line of the fork's reads or sets are left alone (upstream, KEEP): "
+                  + ", ".join(code(s.name) for s in upstream[:MAX_UPSTREAM_NAMES])
+                  + (f" and {len(upstream) - MAX_UPSTREAM_NAMES} more" if len(upstream) > MAX_UPSTREAM_NAMES else "") + ".", ""]
 
     def first_read(s) -> str:
         return code(f"{s.reads[0].path}:{s.reads[0].line}") if s.reads else ""
@@ -1001,8 +1018,8 @@ def _subpath(name: str) -> str:
 
 
 def output_root(result: AuditResult, rs: RuleSet) -> str:
-    root = minimal_names([s.name for s in result.switches], rs)["output_root"]
-    dirs = [s for s in result.switches if s.category == "output-path"]
+    root = minimal_names(prefix_names(result.switches), rs)["output_root"]
+    dirs = [s for s in result.switches if s.category == "output-path" and s.decided_by != UPSTREAM_RULE]
     inputs = [s for s in result.switches if s.category == "input-path"]
     literal = [f for f in result.findings if f.rule == "hardcoded-output-path"]
     stamps = [f for f in result.findings if f.rule == "own-timestamp"]
@@ -1036,8 +1053,8 @@ def output_root(result: AuditResult, rs: RuleSet) -> str:
 
 
 def minimal_switch_set(result: AuditResult, rs: RuleSet) -> str:
-    ms = minimal_names([s.name for s in result.switches], rs)
-    debug = [s for s in result.switches if s.category in OBSERVING or s.category == "output-path"]
+    ms = minimal_names(prefix_names(result.switches), rs)
+    debug = [s for s in result.switches if (s.category in OBSERVING or s.category == "output-path") and s.decided_by != UPSTREAM_RULE]
     if not debug:
         return ""
     groups: dict[str, list[str]] = {}
