@@ -156,12 +156,12 @@ def test_since_ignores_findings_on_unchanged_lines(history: Path) -> None:
     assert f"NEW engine/extra.py:{LOG_LINE}:9 default-on-emitter" in result.stdout
 
 
-def test_since_in_a_subdirectory_checks_the_repository_whole(tmp_path: Path) -> None:
+def test_since_in_a_subdirectory_maps_paths(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, [("init", {"svc/engine/runner.py": BASE, "README": "x\n"})])
     (repo / "svc/engine/runner.py").write_text(LOGGED)
-    code, doc = check_json(str(repo / "svc"), "--since", "HEAD")
+    code, doc = check_json(str(repo / "svc"), "--since", "HEAD")  # a folder named: checked alone
     assert code == 1
-    assert {f["path"] for f in doc["check"]["new"]} == {"svc/engine/runner.py"}
+    assert {f["path"] for f in doc["check"]["new"]} == {"engine/runner.py"}
 
 
 # a gate read through a helper module outside the engine's folder

@@ -8,6 +8,7 @@ analysis crashed, ...); 2 wins over 1.  ``report`` and ``diff`` exit 0 or 2.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -263,13 +264,18 @@ def check(
 
 
 def _work_tree_top(path: Path, quiet: bool) -> Path:
-    """The top of the git work tree holding folder ``path`` (``path`` itself outside git, in
-    a bare repository or for a file): a subfolder's findings depend on code outside it (its
-    helpers, the registry of its switches), so check answers for the repository whole,
-    wherever it runs, with the same paths as at the top."""
+    """Run in a subfolder of a git work tree (``path`` the current folder), the top of that
+    work tree: a subfolder's findings depend on code outside it (its helpers, the registry of
+    its switches), so check answers for the repository whole wherever it runs, with the same
+    paths as at the top.  ``path`` itself for a folder named on the command line, a file, or
+    outside git."""
     from cs_audit.git.repo import GitError, GitRepo
 
-    if not path.is_dir():
+    try:
+        here = path.is_dir() and os.path.samefile(path, os.getcwd())
+    except OSError:
+        here = False
+    if not here:
         return path
     try:
         repo = GitRepo.open(path)
