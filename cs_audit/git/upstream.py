@@ -156,12 +156,18 @@ def _installed(name: str, version: str) -> dict[str, str] | None:
     return out
 
 
+#: the members of a wheel kept in the cache: what a finding or a setter can be on (vLLM's
+#: wheel is mostly compiled kernels)
+_COMPARED_SUFFIXES = (".py", ".sh", ".bash", ".env", ".yml", ".yaml", ".mk")
+
+
 def _unpack_wheel(wheel: Path, into: Path) -> None:
-    """Unzip ``wheel`` into ``into``: members with absolute paths or ``..`` are left out."""
+    """Unzip the source files of ``wheel`` into ``into``: members with absolute paths or
+    ``..`` are left out, and so are compiled ones."""
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.infolist():
             name = member.filename
-            if member.is_dir() or name.startswith("/") or ".." in name.split("/"):
+            if member.is_dir() or name.startswith("/") or ".." in name.split("/") or not name.endswith(_COMPARED_SUFFIXES):
                 continue
             target = into / name
             target.parent.mkdir(parents=True, exist_ok=True)
