@@ -203,3 +203,19 @@ def test_a_malformed_upstream_is_a_configuration_error(tmp_path: Path) -> None:
     (tmp_path / "t/pyproject.toml").write_text("[tool.cs-audit]\nupstream = 3\n")
     proc = cs_audit("scan", str(tmp_path / "t"), "--no-history")
     assert proc.returncode == 2 and proc.stderr.startswith("cs-audit: configuration error: pyproject.toml [tool.cs-audit]: upstream = ")
+
+
+def test_fix_since_a_revision_keeps_to_the_lines_changed_since(tmp_path: Path) -> None:
+    from tests.gitrepo import make_repo
+
+    module = ("import logging\n\nlogger = logging.getLogger(__name__)\n\n\ndef old(x):\n    logger.info(f\"old {x}\")\n"
+              "    return x\n")
+    repo = make_repo(tmp_path, [("init", {"engine/mod.py": module})])
+    (repo / "engine/mod.py").write_text(module + "\n\ndef new(x):\n    logger.info(f\"new {x}\")\n    return x\n")
+    everything = cs_audit("fix", ".", "-j", "1", cwd=repo)
+    assert 'logger.info("old %s", x)' in everything.stdout and 'logger.info("new %s", x)' in everything.stdout
+    since = cs_audit("fix", ".", "-j", "1", "--since", "HEAD", cwd=repo)
+    assert since.returncode == 1, since.stderr
+    assert 'logger.info("new %s", x)' in since.stdout and "old %s" not in since.stdout
+    bad = cs_audit("fix", ".", "-j", "1", "--since", "mian", cwd=repo)
+    assert bad.returncode == 2 and bad.stderr.startswith("cs-audit: --since: unknown revision 'mian'")

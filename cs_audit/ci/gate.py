@@ -238,10 +238,15 @@ def _pinned(repo: GitRepo, sha: str, path: str) -> str | None:
 
 
 def touches(f: Finding, changed: dict[str, frozenset[int]]) -> bool:
-    lines = changed.get(f.path)
+    return lines_changed(changed, f.path, f.line, f.end_line)
+
+
+def lines_changed(changed: dict[str, frozenset[int]], path: str, line: int, end_line: int) -> bool:
+    """Whether lines ``line``..``end_line`` of ``path`` are among ``changed``."""
+    lines = changed.get(path)
     if not lines:
         return False
-    return lines is ALL or any(n in lines for n in range(f.line, max(f.line, f.end_line) + 1))
+    return lines is ALL or any(n in lines for n in range(line, max(line, end_line) + 1))
 
 
 # ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ def fix(
     diff: bool = typer.Option(False, "--diff", help="print a unified diff and change nothing (the default); exit 1 if there is anything to fix"),
     write: bool = typer.Option(False, "--write", help="rewrite the files in place, atomically"),
     hot_only: bool = typer.Option(False, "--hot-only", help="fix only findings on a hot path (step, layer, request, round)"),
+    since: Optional[str] = typer.Option(None, "--since", help="fix only sites on lines changed since this revision"),
     into: Optional[str] = typer.Option(None, "--into", help="duplicate-helper: the module (dotted) that keeps the one copy"),
     unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="also make fixes that change when a file is closed (per-call open -> cached handle)"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="worker processes (default: cores)"),
@@ -50,7 +51,12 @@ def fix(
         fail(f"no fix for rule {', '.join(unknown)}; rules with a fix: {', '.join(FIXABLE)}")
     config, rs = _load(path, config_file, jobs=jobs, exclude=tuple(exclude), history=False,
                        cache=False if no_cache else None, select=wanted, include_upstream=include_upstream or None)
-    plan = fix_tree(config, rs, wanted, hot_only, into, unsafe_fixes)
+    from cs_audit.git.repo import GitError
+
+    try:
+        plan = fix_tree(config, rs, wanted, hot_only, into, unsafe_fixes, since)
+    except GitError as exc:
+        fail(f"--since: {exc}", exc.hint)
     for error in plan.errors:
         say(f"cs-audit: fix: {error}")
     if not quiet:

@@ -132,9 +132,43 @@ def write(plan: FixPlan) -> list[tuple[str, str]]:
     return left
 
 
+def _own_lines(config, result, base: str):
+    """Whether lines of a file are the fork's own, when the tree names an upstream (None:
+    every line is, or ``--include-upstream``)."""
+    if not result.upstream or config.include_upstream:
+        return None
+    from pathlib import Path
+
+    from cs_audit.api import upstream_origins
+    from cs_audit.git.upstream import OWN
+
+    origins = upstream_origins(Path(base), result.repositories, config)
+    if not origins.known:
+        return None
+    return lambda path, line, end: origins.of(path, line, end) == OWN
+
+
+def _changed_since(since: str, result, base: str):
+    """Whether lines of a file changed since revision ``since`` (those of the sub-repositories
+    compared as ``check --since`` compares them)."""
+    from pathlib import Path
+
+    from cs_audit.ci.gate import changed_lines, lines_changed, sub_repository_changes
+    from cs_audit.git.repo import GitRepo
+
+    repo = GitRepo.open(Path(base))
+    sha = repo.verify(since)
+    changed = changed_lines(repo, sha)
+    subs = [(p, c) for p, c in result.repositories if p != "."]
+    if subs:
+        changed.update(sub_repository_changes(repo, sha, Path(base), subs)[0])
+    return lambda path, line, end: lines_changed(changed, path, line, end)
+
+
 def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: str | None = None,
-             unsafe: bool = False) -> FixPlan:
-    """Scan ``config.root`` and plan the fixes of ``rules`` (nothing is written)."""
+             unsafe: bool = False, since: str | None = None) -> FixPlan:
+    """Scan ``config.root`` and plan the fixes of ``rules`` (nothing is written).  ``since``:
+    only targets on lines changed since that revision (raises ``GitError``)."""
     import os
 
     from cs_audit.api import fix_inputs
@@ -144,18 +178,9 @@ def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: s
     result, facts, stamps = fix_inputs(config, rs)
     root = os.path.abspath(config.root)
     base = root if os.path.isdir(root) else os.path.dirname(root)
-    own = None
-    if result.upstream and not config.include_upstream:
-        from pathlib import Path
-
-        from cs_audit.api import upstream_origins
-        from cs_audit.git.upstream import OWN
-
-        origins = upstream_origins(Path(base), result.repositories, config)
-        if origins.known:
-            def own(path: str, line: int, end_line: int) -> bool:
-                return origins.of(path, line, end_line) == OWN
-    by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe, own)
+    tests = [test for test in (_own_lines(config, result, base), _changed_since(since, result, base) if since else None) if test]
+    by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe,
+                              (lambda path, line, end: all(t(path, line, end) for t in tests)) if tests else None)
     plan = plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe))
     # the scan does not follow a symlink: its file or folder goes unfixed, said once
     plan.notes.extend(Note(e.path, 0, "", "a symlink: not followed, not fixed") for e in result.errors
