@@ -219,3 +219,14 @@ def test_fix_since_a_revision_keeps_to_the_lines_changed_since(tmp_path: Path) -
     assert 'logger.info("new %s", x)' in since.stdout and "old %s" not in since.stdout
     bad = cs_audit("fix", ".", "-j", "1", "--since", "mian", cwd=repo)
     assert bad.returncode == 2 and bad.stderr.startswith("cs-audit: --since: unknown revision 'mian'")
+
+
+def test_a_checkout_of_the_release_itself_names_no_upstream(tmp_path: Path) -> None:
+    from tests.forkrepo import UPSTREAM_COMMITS, UPSTREAM_TAG
+    from tests.gitrepo import make_repo
+
+    repo = make_repo(tmp_path, list(UPSTREAM_COMMITS), name="vllm")
+    git(repo, "tag", UPSTREAM_TAG)
+    report = _scan(repo)
+    assert "upstream" not in report and {f.get("origin") for f in report["findings"]} == {None}
+    assert len(report["findings"]) == 2

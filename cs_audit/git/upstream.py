@@ -15,7 +15,8 @@ one spec for the tree, or a table of repository path -> spec), or has it detecte
 
 When nothing is configured for a repository, a remote named ``upstream`` (its merge base
 with HEAD) or a tag ``vX.Y.Z`` / ``X.Y.Z`` naming the version a ``version.py`` or
-``_version.py`` of its packages states is used, and the report says which.  A repository
+``_version.py`` of its packages states is used, and the report says which; not when that
+commit is HEAD itself (a checkout of the release, or of the upstream: nothing is a fork's).  A repository
 with no upstream is own code whole, so a tree without one reads as before.
 """
 
@@ -214,10 +215,15 @@ def _detect(repo_dir: Path) -> tuple[str, str] | None:
         return None
     if repo.bare:
         return None
+    try:
+        head = repo.verify("HEAD")
+    except GitError:
+        return None
+    # an upstream at HEAD itself is no fork's base: the release or the upstream's own checkout
     refs = repo.git("for-each-ref", "--format=%(refname)", "refs/remotes/upstream/", check=False).decode("utf-8", "replace").split()
     if refs:
         base = repo.git("merge-base", "HEAD", *refs, check=False).decode("ascii", "replace").strip()
-        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base):
+        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base) and base != head:
             return base, "detected: the merge base of HEAD with the remote 'upstream'"
     for name in ("version.py", "_version.py"):
         for found in sorted(repo_dir.glob(f"*/{name}"))[:4]:
@@ -230,7 +236,8 @@ def _detect(repo_dir: Path) -> tuple[str, str] | None:
             version = match.group(1).decode("ascii")
             for tag in (f"v{version}", version):
                 try:
-                    repo.verify(f"refs/tags/{tag}")
+                    if repo.verify(f"refs/tags/{tag}") == head:
+                        continue
                 except GitError:
                     continue
                 return tag, f"detected: the tag {tag} names the version {found.relative_to(repo_dir).as_posix()} states"
