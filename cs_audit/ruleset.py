@@ -647,6 +647,9 @@ def _defaults(data: dict[str, Any]) -> Defaults:
     platform = str(data.get("platform", "cuda"))
     if platform not in dict(platforms):
         raise RuleDataError(f"defaults.yaml: platform {platform!r} is none of platforms ({', '.join(dict(platforms))})")
+    unknown = sorted(set(map(str, data.get("graph_platforms") or ())) - dict(platforms).keys())
+    if unknown:
+        raise RuleDataError(f"defaults.yaml: graph_platforms {', '.join(map(repr, unknown))} not among platforms ({', '.join(dict(platforms))})")
     return Defaults(
         class_names=re.compile(data["option_class_names"]),
         class_decorators=frozenset(map(str, data.get("option_class_decorators") or ())),

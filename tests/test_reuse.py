@@ -603,3 +603,27 @@ def test_an_answer_a_gate_cycle_shaped_is_not_kept_for_an_unchanged_file(tmp_pat
     assert after == _scan(root, None)
     # the edit did turn the order around (else this test would check nothing)
     assert {s["name"]: s["gated_sites"] for s in json.loads(after)["switches"]} != before
+
+
+def test_a_changed_import_of_a_tested_module_name_is_followed_again(tmp_path: Path) -> None:
+    """A gate on a module name a module imports from another one (``joins.callgraph._exported``):
+    changing only where the middle module imports it from gives the uncached answer."""
+    from cs_audit.testing import write_tree
+
+    root = write_tree(tmp_path / "t", {
+        "pkg/__init__.py": "",
+        "pkg/probe.py": "def is_npu():\n    return False\n\n\nACCEL_READY = is_npu()\n",
+        "pkg/flags.py": "import os\n\nACCEL_READY = os.environ.get('TOY_ACCEL', '1') == '1'\n",
+        "pkg/middle.py": "from pkg.probe import ACCEL_READY  # noqa: F401\n",
+        "pkg/runner.py": ("import logging\nfrom pkg.middle import ACCEL_READY\nlogger = logging.getLogger(__name__)\n\n\n"
+                          "class ModelRunner:\n    def execute_model(self, batch):\n        if ACCEL_READY:\n"
+                          "            logger.info('accelerated %d', len(batch))\n"),
+    })
+    cache = tmp_path / "cache"
+    def emitted(report: str) -> list[int]:
+        return [f["line"] for f in json.loads(report)["findings"] if f["rule"] == "default-on-emitter"]
+
+    assert emitted(_scan(root, cache)) == []  # another platform's probe: off
+    (root / "pkg" / "middle.py").write_text("from pkg.flags import ACCEL_READY  # noqa: F401\n")
+    after = _scan(root, cache)
+    assert emitted(after) == [9] and after == _scan(root, None)  # a flag on by default

@@ -292,3 +292,47 @@ def test_the_report_says_the_forward_is_replayed(tmp_path: Path) -> None:
     assert "| `feature=eager` | `off` |" in text and "Python of 2 hot sites only a model's `forward` reaches" in text
     section1 = text.split("\n## 1")[1].split("### Reachable, not every step")[0]
     assert "runner.py:7" in section1 and "runner.py:18" not in section1
+
+
+_REPLAYED_EDGES = {"engine/runner.py": '''
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def shared(n):
+    logger.info(f"shared {n}")
+
+
+def check_unsupported(n):
+    logger.info(f"checking {n}")
+
+
+class ToyDecoderLayer:
+    def forward(self, x):
+        shared(1)
+        return x
+
+
+class ToyModelRunner:
+    def __init__(self):
+        self.layer = ToyDecoderLayer()
+
+    def execute_model(self, batch):
+        check_unsupported(batch)
+        if batch.forward_mode.is_extend():
+            shared(len(batch))
+        return self.layer.forward(batch)
+'''}
+
+
+def test_what_the_runner_calls_only_past_a_guard_and_the_replay_calls_is_not_per_step(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", _REPLAYED_EDGES)
+    result = runner.invoke(app, ["scan", str(root), "--format", "json", "--no-cache", "--no-history", "-j", "1"])
+    runs = {f["line"]: f for f in json.loads(result.stdout)["findings"] if f["rule"] == "default-on-emitter"}
+    # the runner calls `shared` on a prefill only, the layer's forward inside the replayed graph
+    assert runs[7]["path_kind"] == "rare"
+    # the replayed root's chain starts at the replayed root, not at the runner that calls it
+    assert runs[7]["hot_path"][0].endswith("ToyDecoderLayer.forward")
+    # a check named for what it checks is no failure handler: it runs every step
+    assert (runs[11]["frequency"], runs[11]["path_kind"]) == ("step", "normal")

@@ -228,13 +228,17 @@ def _steady_off_names(test: ast.expr, active: bool, steady: re.Pattern[str]) -> 
         return [name for value in test.values for name in _steady_off_names(value, active, steady)]
     if active or not isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
         return []
-    return [name for name in _test_names(test) if steady.fullmatch(name.rsplit(".", 1)[-1])]
+    name = dotted_name(test.func if isinstance(test, ast.Call) else test)  # not the call's arguments
+    return [name] if name and steady.fullmatch(name.rsplit(".", 1)[-1]) else []
 
 
 def assert_context(test: ast.expr, event_names: re.Pattern[str] | None, line: int) -> PathContext | None:
     """What follows `assert <test>` runs only when the test holds: on an event when it names
-    one (`assert batch.forward_mode.is_extend()`: a prefill-only function)."""
-    events = _event_names(test, event_names) if event_names is not None else []
+    one (`assert batch.forward_mode.is_extend()`: a prefill-only function). A comparison
+    checks a value, not the event (`assert is_prefilling is not None`: a mask that exists)."""
+    tested = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    asserted = [value for value in tested if isinstance(value, (ast.Name, ast.Attribute, ast.Call))]
+    events = [name for value in asserted for name in _event_names(value, event_names)] if event_names is not None else []
     return ("rare", f"on an event (`{events[0]}`, asserted)", "", line) if events else None
 
 
@@ -292,7 +296,7 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
 
 _HANDLER_NAME = re.compile(
     r"(?i)((^|_)(handle|on|log|report|record|notify)_(\w+_)?(fail(ure|ed)?|errors?|exception|abort(ed)?)(_|$)"
-    r"|^_*(fail|abort|reject)(?!\w*_(if|unless|when)_)(_|$)|(^|_)(not_supported|unsupported)$)")
+    r"|^_*(fail|abort|reject)(?!\w*_(if|unless|when)_)(_|$)|^_*((on|handle|report|log|warn)_)?(not_supported|unsupported)$)")
 
 
 def function_context(name: str, line: int = 0) -> PathContext | None:

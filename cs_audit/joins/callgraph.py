@@ -1735,8 +1735,9 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
 def _file_gates_digest(ff: FileFacts) -> str:
     """Digest of what of one file any gate's switch may read: the gates of the values of the
     names it assigns (``FileFacts.derived``), the entry gates and returned tests of its
-    functions, and the options it declares and stores."""
-    part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived],
+    functions, the options it declares and stores, and the names it imports (a gate on a name
+    another module imports from it is followed through them: ``_exported``)."""
+    part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.aliases,
             [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
             [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
             sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,

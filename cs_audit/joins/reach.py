@@ -233,7 +233,8 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         every_time = run(plain_edges, only_ungated)
         if replays:
             # a chain from a root the replay leaves in Python first: the one a decoding step runs
-            via = _shortest_chains({k: v for k, v in seeds.items() if k not in replayed_roots}, plain_edges, only_ungated)
+            via = _shortest_chains({k: v for k, v in seeds.items() if k not in replayed_roots}, plain_edges, only_ungated,
+                                   blocked=replayed_roots)
             for key, edge in _shortest_chains({k: v for k, v in seeds.items() if k in replayed_roots}, plain_edges, only_ungated).items():
                 via.setdefault(key, edge)
         else:
@@ -241,10 +242,10 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         demoted = _demote(every_time, out_edges, demotions, roots, via, only_ungated)
         would_be = run(out_edges, only_ungated)
         if replays:
-            replayed = _replayed_only(seeds, replayed_roots, out_edges, roots, only_ungated)
-            _demote_replayed(model, replayed, replayed_roots, demoted, via)
+            replayed = _replayed_only(seeds, replayed_roots, out_edges, plain_edges, roots, only_ungated)
+            demoted_by_replay = _demote_replayed(model, replayed, replayed_roots, demoted, via)
             if only_ungated:
-                model.replayed = replayed & (every_time.keys() | demoted.keys())
+                model.replayed = demoted_by_replay
             # what the replay does not run in Python runs as often as the other roots call it
             for table, edges in ((every_time, plain_edges), (would_be, out_edges)):
                 outside = run(edges, only_ungated, skip=replayed_roots)
@@ -281,15 +282,16 @@ REPLAYED_WHY = ("in a model's forward, which decoding steps replay as a captured
 
 
 def _replayed_only(seeds: dict[FuncKey, Frequency], replayed_roots: set[FuncKey], out_edges: dict[FuncKey, list[Edge]],
-                   roots: dict[FuncKey, Frequency], only_ungated: bool) -> set[FuncKey]:
-    """The functions the replayed roots among ``seeds`` reach and no other seed does (a helper
-    the scheduler also calls runs every step; a layer's own code only inside the graph)."""
-    def reach(start: list[FuncKey]) -> set[FuncKey]:
+                   plain_edges: dict[FuncKey, list[Edge]], roots: dict[FuncKey, Frequency], only_ungated: bool) -> set[FuncKey]:
+    """The functions the replayed roots among ``seeds`` reach and no other seed runs every time
+    it runs (a helper the scheduler also calls each step runs every step; a layer's own code,
+    and what the scheduler calls only past a guard, not on a replayed decoding step)."""
+    def reach(start: list[FuncKey], edges: dict[FuncKey, list[Edge]]) -> set[FuncKey]:
         seen = set(start)
         work = list(start)
         while work:
             key = work.pop()
-            for edge in out_edges.get(key, ()):
+            for edge in edges.get(key, ()):
                 callee = edge.callee
                 if (only_ungated and edge.switch is not None) or callee in roots or callee in seen:
                     continue
@@ -297,17 +299,19 @@ def _replayed_only(seeds: dict[FuncKey, Frequency], replayed_roots: set[FuncKey]
                 work.append(callee)
         return seen
 
-    outside = reach(sorted(k for k in seeds if k not in replayed_roots))
-    return reach(sorted(k for k in seeds if k in replayed_roots)) - outside
+    outside = reach(sorted(k for k in seeds if k not in replayed_roots), plain_edges)
+    return reach(sorted(k for k in seeds if k in replayed_roots), out_edges) - outside
 
 
 def _demote_replayed(model: Joined, replayed: set[FuncKey], replayed_roots: set[FuncKey], demoted: dict[FuncKey, Demotion],
-                     via: dict[FuncKey, Edge]) -> None:
+                     via: dict[FuncKey, Edge]) -> set[FuncKey]:
     """Each replayed function not already past a guard is on the replay's rare path, its guard
-    the replayed root nearest it up its shortest chain."""
+    the replayed root nearest it up its shortest chain; the functions so demoted."""
+    out = set()
     for key in sorted(replayed):
         if key in demoted:
             continue
+        out.add(key)
         root, depth = key, 0
         while root not in replayed_roots and root in via and depth <= len(via):
             caller = via[root].caller
@@ -316,6 +320,7 @@ def _demote_replayed(model: Joined, replayed: set[FuncKey], replayed_roots: set[
             root, depth = caller, depth + 1
         f = model.functions.get(root)
         demoted[key] = Demotion("rare", REPLAYED_WHY, Guard(root[0], f.line if f is not None else 0, depth))
+    return out
 
 
 def _demote(every_time: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],
@@ -349,12 +354,12 @@ def _demote(every_time: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[
 
 
 def _shortest_chains(roots: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]],
-                     only_ungated: bool) -> dict[FuncKey, Edge]:
+                     only_ungated: bool, blocked: Set[FuncKey] = frozenset()) -> dict[FuncKey, Edge]:
     """Breadth first from every root (in key order): the edge each reached function was
     first reached by, so following them back gives a shortest chain from a root."""
     via: dict[FuncKey, Edge] = {}
     frontier = sorted(roots)
-    seen = set(frontier)
+    seen = set(frontier) | set(blocked)  # chains do not pass through a blocked function
     while frontier:
         following: list[FuncKey] = []
         for key in frontier:
