@@ -242,13 +242,17 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         demoted = _demote(every_time, out_edges, demotions, roots, via, only_ungated)
         would_be = run(out_edges, only_ungated)
         if replays:
-            replayed = _replayed_only(seeds, replayed_roots, out_edges, plain_edges, roots, only_ungated)
+            # a replayed forward's functions that no other root runs every time it runs (a
+            # helper the scheduler also calls each step runs every step; a layer's own code, and
+            # what the scheduler calls only past a guard, not on a replayed decoding step)
+            outside_every_time = run(plain_edges, only_ungated, skip=replayed_roots)
+            inside = run(out_edges, only_ungated, skip=roots.keys() - replayed_roots)
+            replayed = inside.keys() - outside_every_time.keys()
             demoted_by_replay = _demote_replayed(model, replayed, replayed_roots, demoted, via)
             if only_ungated:
                 model.replayed = demoted_by_replay
             # what the replay does not run in Python runs as often as the other roots call it
-            for table, edges in ((every_time, plain_edges), (would_be, out_edges)):
-                outside = run(edges, only_ungated, skip=replayed_roots)
+            for table, outside in ((every_time, outside_every_time), (would_be, run(out_edges, only_ungated, skip=replayed_roots))):
                 for key in table.keys() & outside.keys():
                     if key not in replayed:
                         table[key] = outside[key]
@@ -279,28 +283,6 @@ def propagate(model: Joined, rs: RuleSet) -> None:
 
 REPLAYED_WHY = ("in a model's forward, which decoding steps replay as a captured graph: its Python runs at "
                 "capture and on eager (prefill) steps")
-
-
-def _replayed_only(seeds: dict[FuncKey, Frequency], replayed_roots: set[FuncKey], out_edges: dict[FuncKey, list[Edge]],
-                   plain_edges: dict[FuncKey, list[Edge]], roots: dict[FuncKey, Frequency], only_ungated: bool) -> set[FuncKey]:
-    """The functions the replayed roots among ``seeds`` reach and no other seed runs every time
-    it runs (a helper the scheduler also calls each step runs every step; a layer's own code,
-    and what the scheduler calls only past a guard, not on a replayed decoding step)."""
-    def reach(start: list[FuncKey], edges: dict[FuncKey, list[Edge]]) -> set[FuncKey]:
-        seen = set(start)
-        work = list(start)
-        while work:
-            key = work.pop()
-            for edge in edges.get(key, ()):
-                callee = edge.callee
-                if (only_ungated and edge.switch is not None) or callee in roots or callee in seen:
-                    continue
-                seen.add(callee)
-                work.append(callee)
-        return seen
-
-    outside = reach(sorted(k for k in seeds if k not in replayed_roots), plain_edges)
-    return reach(sorted(k for k in seeds if k in replayed_roots), out_edges) - outside
 
 
 def _demote_replayed(model: Joined, replayed: set[FuncKey], replayed_roots: set[FuncKey], demoted: dict[FuncKey, Demotion],
