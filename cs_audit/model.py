@@ -210,6 +210,11 @@ class FunctionDef:
     #: the ``entry_gates`` of its leading `if <cond>: return False` statements (nothing or a
     #: false constant returned): a call of it tests false unless these hold
     false_entry_gates: tuple[GateRef, ...] = ()
+    #: what a call returns when none of its leading `if <cond>: return ...` statements is
+    #: taken: an int (`0`) or a dotted name (`Level.OFF`), with the conditions' gates (the
+    #: value holds in a deployment where none of them does)
+    fallback_return: str = ""
+    fallback_gates: tuple[GateRef, ...] = ()
 
 
 @record
@@ -367,6 +372,8 @@ class ClassFacts:
     qualname: str
     #: the base classes as written, dotted after import-alias resolution
     bases: tuple[str, ...]
+    #: the int constants of its body (`OFF = 0`, an enum's members): what a level names
+    levels: tuple[tuple[str, int], ...] = ()
 
 
 #: where one name's values come from: ``(owner, name, function, source)``.  ``owner`` is

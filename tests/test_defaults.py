@@ -17,6 +17,7 @@ import cs_audit.extract.index as index_module
 import cs_audit.extract.options as options_module
 import cs_audit.extract.python as python_module
 import cs_audit.joins.callgraph as callgraph_module
+import cs_audit.joins.components as components_module
 from cs_audit.cli import app
 from cs_audit.extract.options import declared_options, foreign_stores, resolved_names
 from cs_audit.joins.defaults import NOT_OPTION
@@ -79,10 +80,21 @@ def test_without_the_conditions_of_an_assignment_an_optional_component_is_report
 
 def test_without_instance_gates_a_method_of_a_class_built_only_under_an_option_is_reported(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph_module, "_gate_instance_methods", lambda model, rs: None)
+    monkeypatch.setattr(callgraph_module, "gate_instance_methods", lambda *args: None)
     problems = " ".join(check_annotations(_fixture()))
-    for text in ('"saved', '"draft step'):  # a method called from outside; a hot root of the class
+    # a method called from outside; a hot root of the class; an override of a base only builders
+    # under the option build the subclasses of
+    for text in ('"saved', '"draft step', '"pooled release'):
         assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+
+
+def test_without_the_callers_of_a_builder_its_classes_are_built_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pooled allocators are built in a builder whose own calls carry no gate: the option is
+    # two calls up, on the branch that calls the method that calls it
+    monkeypatch.setattr(components_module, "MAX_CALLERS_UP", 0)
+    problems = " ".join(check_annotations(_fixture()))
+    line = _line('"pooled release')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
 
 
 SAVED = '"saved'
@@ -143,17 +155,17 @@ def test_a_stated_deployment_brings_the_code_it_turns_on_back(tmp_path: Path) ->
     files = _fixture()
     plain = _emitter_lines(_scan(write_tree(tmp_path / "plain", files)))
     files["pyproject.toml"] = (
-        '[tool.cs-audit]\ndeployment = {platform = "rocm", options = {enable_balancer = true, cache_dtype = "fp8"}, '
-        'env = ["TOY_TRACE"]}\n'
+        '[tool.cs-audit]\ndeployment = {platform = "rocm", options = {enable_balancer = true, cache_dtype = "fp8", '
+        'enable_pooling = true}, env = ["TOY_TRACE"]}\n'
     )
     report = _scan(write_tree(tmp_path / "stated", files))
     stated = _emitter_lines(report)
-    back = {_line('"rebalanced'), _line('"balancer copy'), _line('"fp8 cache'), _line('"rocm path')}
+    back = {_line('"rebalanced'), _line('"balancer copy'), _line('"fp8 cache'), _line('"rocm path'), _line('"pooled release')}
     assert back <= stated and not back & plain
     assert _line('"default cache') in plain and _line('"default cache') not in stated
     assert _line('"npu path') not in stated
     assert report["deployment"]["stated"] is True and report["deployment"]["platform"] == "rocm"
-    assert report["deployment"]["options"] == {"cache_dtype": "'fp8'", "enable_balancer": "True"}
+    assert report["deployment"]["options"] == {"cache_dtype": "'fp8'", "enable_balancer": "True", "enable_pooling": "True"}
 
 
 def test_a_deployment_env_var_is_set(tmp_path: Path) -> None:
@@ -484,6 +496,69 @@ def test_an_env_registry_default_decides_its_gates(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(python_module, "registry_defaults", lambda tree, path: ())
     # without the defaults: a read is a switch when set, so `not X` looked like the default
     assert _emitter_lines(_scan(write_tree(tmp_path / "u", REGISTRY_TREE))) == {13}
+
+
+REGISTRY_PREDICATE_TREE = {
+    "engine/envs.py": (
+        "import os\n\nenvironment_variables = {\n"
+        "    'TOY_USE_MERGE': lambda: bool(int(os.getenv('TOY_USE_MERGE', '0'))),\n"
+        "    'TOY_USE_SPLIT': lambda: bool(int(os.getenv('TOY_USE_SPLIT', '1'))),\n"
+        "}\n\n\ndef __getattr__(name):\n    return environment_variables[name]()\n"),
+    "engine/runner.py": (
+        "import logging\nfrom engine import envs\nlogger = logging.getLogger(__name__)\n\n\nclass ModelRunner:\n"
+        "    def merging(self):\n        return envs.TOY_USE_MERGE and self.ready\n\n"
+        "    def splitting(self):\n        return envs.TOY_USE_SPLIT and self.ready\n\n"
+        "    def execute_model(self, x):\n"
+        "        if self.merging():\n            logger.info('merged %d', x)\n"
+        "        if self.splitting():\n            logger.info('split %d', x)\n"
+        "        return x\n"),
+}
+
+
+def test_a_predicate_over_registry_reads_is_decided_by_their_defaults(tmp_path: Path) -> None:
+    # a helper over settings that are not debug output decides work; what its registry
+    # defaults keep false does not run by default all the same
+    report = _scan(write_tree(tmp_path / "t", REGISTRY_PREDICATE_TREE))
+    assert _emitter_lines(report) == {17}
+
+
+LEVEL_TREE = {
+    "engine/envs.py": (
+        "import os\n\nenvironment_variables = {\n"
+        "    'TOY_USE_CHECKS': lambda: int(os.getenv('TOY_USE_CHECKS', '0')),\n"
+        "    'TOY_USE_STRICT': lambda: bool(int(os.getenv('TOY_USE_STRICT', '0'))),\n"
+        "}\n\n\ndef __getattr__(name):\n    return environment_variables[name]()\n"),
+    "engine/levels.py": (
+        "import enum\nfrom engine import envs\n\n\nclass CheckLevel(enum.IntEnum):\n"
+        "    OFF = 0\n    WARN = 1\n    STRICT = 2\n\n\n"
+        "def resolve_level():\n"
+        "    if envs.TOY_USE_CHECKS:\n        return CheckLevel(envs.TOY_USE_CHECKS)\n"
+        "    if envs.TOY_USE_STRICT:\n        return CheckLevel.STRICT\n"
+        "    return CheckLevel.OFF\n"),
+    "engine/runner.py": (
+        "import logging\nfrom engine import envs\nfrom engine.levels import CheckLevel, resolve_level\n"
+        "logger = logging.getLogger(__name__)\n\n\n"
+        "def check(x):\n"
+        "    level = resolve_level()\n"
+        "    if x and envs.TOY_USE_STRICT:\n        level = CheckLevel.STRICT\n"
+        "    if level >= CheckLevel.WARN:\n        logger.info('checked %d', x)\n"
+        "    return x\n\n\n"
+        "class ModelRunner:\n"
+        "    def execute_model(self, x):\n"
+        "        if resolve_level() >= CheckLevel.WARN:\n            logger.info('warned %d', x)\n"
+        "        if resolve_level() >= CheckLevel.OFF:\n            logger.info('always %d', x)\n"
+        "        check(x)\n"
+        "        return x\n"),
+}
+
+
+def test_a_level_helper_is_compared_by_the_value_it_returns_by_default(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # `resolve_level()` returns `CheckLevel.OFF` unless a variable is set: `>= WARN` is off by
+    # default, directly or through a local; `>= OFF` runs
+    assert _emitter_lines(_scan(write_tree(tmp_path / "t", LEVEL_TREE))) == {21}
+    monkeypatch.setattr(callgraph_module, "_fallback_gate", lambda *args: NOT_OPTION)
+    assert _emitter_lines(_scan(write_tree(tmp_path / "u", LEVEL_TREE))) == {12, 19, 21}
 
 
 def test_registry_defaults_are_evaluated_without_running_anything(tmp_path: Path) -> None:

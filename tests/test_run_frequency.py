@@ -5,6 +5,7 @@ shapes one by one are the annotated ``fixtures/annotated/toyserve/rarity.py``.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -226,7 +227,7 @@ def test_a_negated_event_name_is_no_event(monkeypatch) -> None:
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
     line = next(i for i, row in enumerate(fixture.read_text().splitlines(), 1) if '"replaying a graph' in row)
     # every name of the test, negated or not, taken for the event: the replay is called rare
-    monkeypatch.setattr(paths, "_event_names", lambda test, events: [n for n in paths._test_names(test) if events.search(n)])
+    monkeypatch.setattr(paths, "_event_names", lambda test, events, holds=True: [n for n in paths._test_names(test) if events.search(n)])
     assert [p for p in _rarity_problems() if p.startswith(f"toyserve/rarity.py:{line}:")]
 
 
@@ -336,3 +337,27 @@ def test_what_the_runner_calls_only_past_a_guard_and_the_replay_calls_is_not_per
     assert runs[7]["hot_path"][0].endswith("ToyDecoderLayer.forward")
     # a check named for what it checks is no failure handler: it runs every step
     assert (runs[11]["frequency"], runs[11]["path_kind"]) == ("step", "normal")
+
+
+def _rarity_lines(*texts: str) -> list[int]:
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    rows = fixture.read_text().splitlines()
+    return [next(i for i, row in enumerate(rows, 1) if text in row) for text in texts]
+
+
+def test_without_events_a_test_must_fail_for_what_follows_its_return_is_per_step(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    original = paths._event_names
+    monkeypatch.setattr(paths, "_event_names", lambda test, events, holds=True: original(test, events) if holds else [])
+    problems = _rarity_problems()
+    for line in _rarity_lines('"deferred copy', '"shared reads'):
+        assert any(p.startswith(f"toyserve/rarity.py:{line}:") for p in problems), line
+
+
+def test_without_past_events_a_step_after_warm_up_is_taken_for_warm_up(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    monkeypatch.setattr(paths, "_PAST_EVENT", re.compile("$^"))
+    (line,) = _rarity_lines('"warm step')
+    assert any(p.startswith(f"toyserve/rarity.py:{line}:") for p in _rarity_problems())

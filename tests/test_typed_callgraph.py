@@ -412,3 +412,29 @@ def test_a_base_class_named_at_module_level_is_not_a_class_or_local_binding_of_t
     edges = _edges(root)
     assert ("m.use", "m.Real.run", "inherited") in edges
     assert not any(callee == "m.Decoy.run" for _, callee, _ in edges)
+
+
+def test_a_call_of_whichever_class_an_operand_gives_is_typed_by_each(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {
+        "eng/__init__.py": "",
+        "eng/caches.py": """
+            class RadixCache:
+                def attach(self):
+                    return 1
+
+            class Other:
+                def attach(self):
+                    return 2
+        """,
+        "eng/build.py": """
+            from eng.caches import RadixCache
+
+            def create(params, cache_class=None):
+                cache = (cache_class or RadixCache)(params)
+                cache.attach()
+                return cache
+        """,
+    })
+    edges = _edges(root)
+    assert ("eng.build.create", "eng.caches.RadixCache.attach", "local") in edges
+    assert not any(callee == "eng.caches.Other.attach" for _, callee, _ in edges)

@@ -708,16 +708,21 @@ def _arg_text(node: ast.expr) -> str:
     return ""
 
 
-def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ...]) -> str:
+def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ...],
+             aliases: dict[str, str] | None = None) -> str:
     """``GateRef.level`` of an operand compared by ``op`` with ``right``, for the code that
     runs when the comparison is ``active`` (holds) or not: the least value it runs at, when
-    it runs for the values from some level up (`>= 2`, `> 1`, `== 2`, or `< 3` failing)."""
+    it runs for the values from some level up (`>= 2`, `> 1`, `== 2`, or `< 3` failing; a
+    class's constant, `>= Level.WARN`, as `name:` its dotted name, for the joins to look up)."""
     if isinstance(right, ast.Constant) and type(right.value) is int:
         base = str(right.value)
     elif isinstance(right, ast.Constant) and isinstance(right.value, str) and right.value.isdigit() and isinstance(op, ast.Eq):
         base = str(int(right.value))  # `getenv("X", "0") == "2"`: the string of a level
     elif isinstance(right, ast.Name) and right.id in params:
         base = f"param:{right.id}"
+    elif (aliases is not None and isinstance(right, ast.Attribute) and isinstance(op, (ast.GtE, ast.Gt, ast.Lt, ast.LtE))
+          and (name := dotted(right, aliases)) is not None and name.rsplit(".", 2)[-2][:1].isupper()):
+        base = f"name:{name}"
     else:
         return ""
     if base == "0" and (active and isinstance(op, ast.NotEq) or not active and isinstance(op, ast.Eq)):
@@ -730,7 +735,7 @@ def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ..
         return ""
     if not bump:
         return base
-    return f"{base}+1" if base.startswith("param:") else str(int(base) + 1)
+    return f"{base}+1" if base.startswith(("param:", "name:")) else str(int(base) + 1)
 
 
 #: an ordering comparison as written, and the one that holds when it fails
@@ -1285,6 +1290,7 @@ class _Indexer(ast.NodeVisitor):
         returned_test = tuple(self.gate_refs(body[-1].value, active=True)) if (  # type: ignore[attr-defined]
             body and body[-1].__class__ is ast.Return and body[-1].value.__class__ in _TEST_VALUES  # type: ignore[attr-defined]
             and all(stmt.__class__ is ast.Assign for stmt in body[:-1])) else ()
+        fallback_return, fallback_gates = self._fallback(body)
         self._set_gates_aside()
         saved_loops, self.loop_depth = self.loop_depth, 0
         saved_branches, self.branch_depth = self.branch_depth, 0
@@ -1316,9 +1322,28 @@ class _Indexer(ast.NodeVisitor):
                 entry_gates=entry_gates, param_defaults=param_defaults, debug_named=self._debug_named(node.name),
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
                 int_defaults=int_defaults, returned_test=returned_test, const_defaults=const_defaults,
-                false_entry_gates=false_entry_gates,
+                false_entry_gates=false_entry_gates, fallback_return=fallback_return, fallback_gates=fallback_gates,
             )
         )
+
+    def _fallback(self, body: list[ast.stmt]) -> tuple[str, tuple[GateRef, ...]]:
+        """``FunctionDef.fallback_return`` and ``fallback_gates`` of a body made of `if <cond>:
+        ... return` statements and a last `return <int or dotted name>` (a level helper:
+        `if envs.X.is_set(): return Level(...)` ... `return Level.OFF`)."""
+        if not body or body[-1].__class__ is not ast.Return or len(body) > _MAX_FALLBACK_EXITS:
+            return "", ()
+        value = body[-1].value  # type: ignore[attr-defined]
+        if value.__class__ is ast.Constant and type(value.value) is int:  # type: ignore[union-attr]
+            text = str(value.value)  # type: ignore[union-attr]
+        elif value.__class__ is ast.Attribute and (name := dotted(value, self.aliases)) is not None:  # type: ignore[arg-type]
+            text = name
+        else:
+            return "", ()
+        exits = body[:-1]
+        if not exits or not all(stmt.__class__ is ast.If and not stmt.orelse and _ends_in_exit(stmt.body)  # type: ignore[attr-defined]
+                                for stmt in exits):
+            return "", ()
+        return text, tuple(ref for stmt in exits for ref in self.gate_refs(stmt.test, active=True))  # type: ignore[attr-defined]
 
     def _debug_named(self, name: str) -> bool:
         named = self.debug_names.get(name)
@@ -1349,7 +1374,7 @@ class _Indexer(ast.NodeVisitor):
                 rest = body[i + 1:]
                 # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
                 context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
-                                         rest=True, after_false=_returns_false(stmt.body[-1]),
+                                         self.rs.rare_test_re, rest=True, after_false=_returns_false(stmt.body[-1]),
                                          steady_names=self.rs.steady_test_re,
                                          precondition=stmt.body[-1].__class__ is ast.Raise) if rest and scope is not None else None
                 if context is not None:
@@ -2162,7 +2187,7 @@ class _Indexer(ast.NodeVisitor):
         start = len(out)
         self._refs(expr.left, active != low, out)
         single = len(expr.ops) == 1
-        level = level_of(op, right, active, self._params()) if single else ""
+        level = level_of(op, right, active, self._params(), self.aliases) if single else ""
         if level:
             out[start:] = [replace(r, level=level) for r in out[start:]]
         if literal is None and not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
@@ -2170,7 +2195,7 @@ class _Indexer(ast.NodeVisitor):
             middle = len(out)
             self._refs(right, (active == low) if flips else active, out)
             mirrored = _MIRRORED.get(op.__class__)
-            level = level_of(mirrored(), expr.left, active, self._params()) if single and mirrored else ""
+            level = level_of(mirrored(), expr.left, active, self._params(), self.aliases) if single and mirrored else ""
             if level:  # `2 <= LEVEL`
                 out[middle:] = [replace(r, level=level) for r in out[middle:]]
         none_test = single and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and _is_none(right)
@@ -2284,6 +2309,8 @@ _STATEMENT_VISITORS = {
 }
 
 
+#: most leading exits a function's fallback value is read past (``_Indexer._fallback``)
+_MAX_FALLBACK_EXITS = 8
 #: the returned values that make a function a predicate (``FunctionDef.returned_test``)
 _TEST_VALUES = frozenset({ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name})
 

@@ -200,19 +200,29 @@ def _test_names(test: ast.expr) -> list[str]:
     return [n for n in (dotted_name(node) for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute))) if n]
 
 
-def _event_names(test: ast.expr, events: re.Pattern[str]) -> list[str]:
-    """The names of events (``events`` searched in each name's last part) whose holding makes
-    a branch run: any operand of an `and` may name one, every operand of an `or` must (else
-    the branch runs without it), and none under a `not` counts (`if not in_capture:` runs on
-    every step but the event's)."""
+def _event_names(test: ast.expr, events: re.Pattern[str], holds: bool = True) -> list[str]:
+    """The names of events (``events`` searched in each name's last part) that must happen
+    for ``test`` to hold (``holds``) or to fail: any operand of an `and` that holds (of an `or`
+    that fails) may name one, every operand of an `or` that holds must (else the branch runs
+    without it); a `not`, `!=` or `not in` turns that round (`if not in_capture:` runs on every
+    step but the event's; what follows `if mode != EXTEND: return` runs on the event)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return []
+        return _event_names(test.operand, events, not holds)
     if isinstance(test, ast.BoolOp):
-        found = [_event_names(value, events) for value in test.values]
-        if isinstance(test.op, ast.Or) and not all(found):
+        found = [_event_names(value, events, holds) for value in test.values]
+        if isinstance(test.op, ast.Or) == holds and not all(found):
             return []
         return [name for names in found for name in names]
-    return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot, ast.NotIn)):
+        holds = not holds
+    if not holds:
+        return []
+    return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])
+            and not _PAST_EVENT.search(name.rsplit(".", 1)[-1])]
+
+
+#: a name that says an event is over (`warmup_done`): it holds in the steady state
+_PAST_EVENT = re.compile(r"(?i)_(done|finished|complete[d]?|over|ended)$")
 
 
 def _steady_off_names(test: ast.expr, active: bool, steady: re.Pattern[str]) -> list[str]:
@@ -283,8 +293,8 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
                 counted = counted or ("rare", _SHAPE_REASONS[shape].format(name), name, line)
             elif (name in stored) if shape == "cache" else (name in assigned):
                 return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
-    if event_names is not None and active and not loop:
-        events = _event_names(test, event_names)
+    if event_names is not None and not loop:
+        events = _event_names(test, event_names, active)
         if events:
             return ("rare", f"on an event (`{events[0]}`)", "", line)
     if steady_names is not None and not loop:

@@ -167,7 +167,11 @@ class _Walker:
     def class_def(self, node: ast.ClassDef, function: str | None, class_body: str | None) -> None:
         qualname = _qualname(node.name, function, class_body)
         bases = tuple(b for b in (dotted(base, self.aliases) for base in node.bases) if b)
-        self.classes.append(ClassFacts(qualname, bases))
+        levels = tuple((stmt.targets[0].id, stmt.value.value) for stmt in node.body  # type: ignore[attr-defined]
+                       if stmt.__class__ is ast.Assign and len(stmt.targets) == 1  # type: ignore[attr-defined]
+                       and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant  # type: ignore[attr-defined]
+                       and type(stmt.value.value) is int)  # type: ignore[attr-defined]
+        self.classes.append(ClassFacts(qualname, bases, levels))
         self.body(node.body, function=None, cls=qualname, class_body=qualname, self_name=None)
 
     def function_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef, function: str | None, class_body: str | None) -> None:
@@ -319,6 +323,10 @@ class _Walker:
         kind = expr.__class__
         if kind is ast.Call:
             func = expr.func  # type: ignore[attr-defined]
+            if func.__class__ is ast.BoolOp or func.__class__ is ast.IfExp:
+                # `(cache_class or RadixCache)(params)`: a call of whichever class the operand gives
+                operands = func.values if func.__class__ is ast.BoolOp else (func.body, func.orelse)  # type: ignore[attr-defined]
+                return [f"c:{name}" for name in map(self.name_of, operands) if name]
             name = self.name_of(func)
             if name is None:
                 return []

@@ -15,6 +15,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from cs_audit.joins.components import gate_instance_methods
 from cs_audit.joins.defaults import (
     NOT_OPTION,
     OptionTable,
@@ -27,7 +28,7 @@ from cs_audit.joins.defaults import (
 from cs_audit.joins.env_helpers import accessors, helper_switches, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
 from cs_audit.joins.host_data import mark_host_syncs
-from cs_audit.joins.param_gates import callers_by_target, parameter_gate
+from cs_audit.joins.param_gates import callers_by_target, parameter_gate, unresolved_names
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.reach import rank as rank  # re-exported
@@ -50,7 +51,6 @@ from cs_audit.model import (
     GraphEdge,
     GraphFunction,
     SwitchRef,
-    by_text,
     closure_of,
     env_switch,
 )
@@ -114,7 +114,7 @@ class TreeModel:
     #: the functions only a replayed root (a model's forward, ``HotRoot.replayed``) reaches by
     #: default, when the deployment replays captured graphs
     replayed: set[FuncKey] = field(default_factory=set)
-    #: classes the tree constructs only under an option (``_gate_instance_methods``): their
+    #: classes the tree constructs only under an option (``components.gate_instance_methods``): their
     #: methods that are hot roots run only with it (``reach.propagate``)
     gated_classes: dict[str, SwitchRef] = field(default_factory=dict)
     #: per file, the platform switch of a module written for another platform (``_module_switch``)
@@ -132,6 +132,8 @@ class TreeModel:
     options: OptionTable = field(default_factory=OptionTable)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
     entry_gated_names: set[str] | None = None
+    #: a class's last name -> its int constants, those its namesakes agree on (``_level_number``)
+    class_levels: dict[str, dict[str, int | None]] | None = None
     #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
     event_loops: dict[FuncKey, tuple[EventLoop, ...]] = field(default_factory=dict)
     #: the env helpers that return nothing (``joins.env_helpers``): reads, never gates
@@ -1003,53 +1005,14 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             edges.append(edge)
             callers[target].append(edge)
     model.pending_callers = None
-    _gate_instance_methods(model, rs)
+    gate_instance_methods(model, rs, lambda path, function, gates: site_switch(model, path, function, gates, rs),
+                          unresolved_names(model))
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
     propagate(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
-
-
-def _gate_instance_methods(model: TreeModel, rs: RuleSet) -> None:
-    """A class the tree constructs only under an option (`if not cfg.on: return NoOp()`
-    then `return Active()`) has no instance without it: a call of one of its methods from
-    outside the class (`self.connector.post_forward()`, typed from both classes) is gated by
-    that option. A class constructed nowhere in the tree (a factory by name), once without an
-    option, or with a subclass in the tree, is left alone. Constructions are found by the
-    class's name, so a namesake constructed by default keeps it open."""
-    outside: dict[str, list[int]] = defaultdict(list)
-    for i, edge in enumerate(model.edges):
-        cls, _, method = edge.callee[1].rpartition(".")
-        if (edge.switch is None and cls and "." not in cls and method != "__init__"
-                and not (edge.caller is not None and edge.caller[0] == edge.callee[0] and edge.caller[1].startswith(f"{cls}."))):
-            outside[cls].append(i)
-    # classes with a method a hot root may name: a root of a class with no instance does not run
-    root_names = {r.name for r in rs.hot_roots}
-    for f in model.functions.values():
-        if f.class_name is not None and f.name in root_names and "." not in f.qualname[:-len(f.name) - 1]:
-            outside.setdefault(f.class_name, [])
-    if not outside:
-        return
-    subclassed = {base.rsplit(".", 1)[-1] for ff in model.facts.values() for c in ff.types.classes for base in c.bases}
-    found: dict[str, list[SwitchRef | None]] = defaultdict(list)
-    for path, ff in model.facts.items():
-        for site in ff.calls:
-            name = site.callee.rpartition(".")[2]
-            if name in outside and name not in subclassed:
-                found[name].append(site_switch(model, path, site.function, site.gates, rs))
-    for cls, indexes in outside.items():
-        switches = found.get(cls)
-        if not switches or not all(sw is not None and sw.kind == "option" for sw in switches):
-            continue
-        switch = min(switches, key=by_text)  # type: ignore[arg-type]
-        model.gated_classes[cls] = switch
-        for i in indexes:
-            edge = model.edges[i]
-            gated = model.edges[i] = replace(edge, switch=switch)
-            callers = model.callers[edge.callee]
-            callers[callers.index(edge)] = gated
 
 
 #: an enum in a feature's package is a value default code tests (`spec_algorithm.is_none()`)
@@ -1478,12 +1441,18 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     if gate.kind == "level":
         return LEVEL_SWITCH
     if gate.kind == "call":
+        if gate.level:
+            # `resolve_level() >= Level.WARN`: the value it returns when no exit is taken
+            switch = _fallback_gate(model, path, function, gate.ref, gate.level, rs)
+            if switch is not NOT_OPTION:
+                return switch
         for target, _ in model.resolver.resolve_how(path, function, gate.ref):
             predicate = model.functions.get(target)
             if predicate is not None and predicate.returned_test:
-                # a predicate over options (`self.runner._elastic_enabled()`): the option its test needs
+                # a predicate over options (`self.runner._elastic_enabled()`), or over registry
+                # reads whose defaults keep it false: the setting its test needs
                 option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
-                               if s.kind == "option"), None)
+                               if s.kind == "option" or s.kind == "env" and s.name in model.options.env), None)
                 if option is not None:
                     return option
             if predicate is not None and predicate.false_entry_gates:
@@ -1518,6 +1487,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                     return switch
             if key in model.constants:
                 return env_switch(model.constants[key])
+            if key in model.derived and gate.level and not gate.level.startswith("param:"):
+                # `level = resolve_level()` ... `if level >= Level.WARN:`
+                switch = _fallback_name_gate(model, path, key, gate.level, rs)
+                if switch is not NOT_OPTION:
+                    return switch
             if key in model.derived and gate.level.isdigit() and int(gate.level) > 1:
                 # compared with a level above on/off (`< 0`, `== 0` are sanity checks of sizes
                 # as often): the value a helper of the tree returned
@@ -1576,6 +1550,70 @@ def _helper_value(model: TreeModel, path: str, key: tuple[str, str]) -> str | No
             return None
         found = var
     return found
+
+
+def _level_number(model: TreeModel, text: str) -> int | None:
+    """The int a level names: a literal, a class's constant (`name:pkg.Level.WARN`, looked up by
+    the class's last name), and `+1` past one; None when unknown or namesakes disagree."""
+    bump = text.endswith("+1")
+    text = text[:-2] if bump else text
+    text = text.removeprefix("name:")
+    if text.lstrip("-").isdigit():
+        return int(text) + bump
+    if model.class_levels is None:
+        table: dict[str, dict[str, int | None]] = {}
+        for ff in model.facts.values():
+            for c in ff.types.classes:
+                members = table.setdefault(c.qualname.rsplit(".", 1)[-1], {})
+                for name, value in c.levels:
+                    members[name] = value if members.get(name, value) == value else None
+        model.class_levels = table
+    owner, _, member = text.rpartition(".")
+    found = model.class_levels.get(owner.rsplit(".", 1)[-1], {}).get(member) if owner else None
+    return None if found is None else found + bump
+
+
+def _fallback_gate(model: TreeModel, path: str, function: str | None, callee: str, level: str,
+                   rs: RuleSet) -> SwitchRef | None:
+    """A call compared with a level (`resolve_level() >= Level.WARN`), decided by the value the
+    function returns when none of its exits is taken (``FunctionDef.fallback_return``), when
+    each exit's condition stands for a switch that keeps it off: that switch when the value is
+    below the level, None when it reaches it; ``NOT_OPTION`` when that cannot be told."""
+    needed = _level_number(model, level)
+    if needed is None:
+        return NOT_OPTION
+    for target in model.resolver.resolve(path, function, callee):
+        f = model.functions.get(target)
+        if f is None or not f.fallback_return:
+            continue
+        value = _level_number(model, f.fallback_return)
+        exits = [gate_switches(model, target[0], target[1], (ref,), rs) for ref in f.fallback_gates]
+        if value is None or not all(exits):
+            return NOT_OPTION
+        return None if value >= needed else exits[0][0]
+    return NOT_OPTION
+
+
+def _fallback_name_gate(model: TreeModel, path: str, key: tuple[str, str], level: str, rs: RuleSet) -> SwitchRef | None:
+    """A name compared with a level, every assignment of which is such a call's value below it
+    or stands under a switch off by default (`level = resolve_level()`; `if flag: level =
+    Level.STRICT`): the first switch; None when one reaches it; ``NOT_OPTION`` otherwise."""
+    found: list[SwitchRef] = []
+    decided = False
+    for function, refs in model.derived[key]:
+        if len(refs) == 1 and refs[0].kind == "call" and refs[0].active_when_set:
+            switch = _fallback_gate(model, path, function, refs[0].ref, level, rs)
+            if switch is None:
+                return None
+            if switch is not NOT_OPTION:
+                found.append(switch)
+                decided = True
+                continue
+        switches = gate_switches(model, path, function, refs, rs)
+        if not switches:
+            return NOT_OPTION
+        found.append(switches[0])
+    return found[0] if decided else NOT_OPTION
 
 
 def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleSet) -> tuple[SwitchRef | None, bool]:

@@ -53,7 +53,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     # tests, benchmarks and examples call with what they test: not the deployment's values
     ignored = rs.defaults.ignore_paths
     callers = [c for c in _callers(model, key) if not ignored.search(c[0])]
-    if not callers or key[1].rpartition(".")[2] in _unresolved_names(model):
+    if not callers or key[1].rpartition(".")[2] in unresolved_names(model):
         return NOT_OPTION
     passed = _passed_table(model)
     default = dict(function.const_defaults).get(param)
@@ -113,7 +113,7 @@ def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedVal
     return table
 
 
-def _unresolved_names(model: TreeModel) -> frozenset[str]:
+def unresolved_names(model: TreeModel) -> frozenset[str]:
     """The last names of the calls that resolved to no function: a caller the graph does not
     see may pass anything into a function of that name."""
     names = model.unresolved_names

@@ -1,0 +1,148 @@
+"""Which classes have an instance in the deployment audited.
+
+A class the tree constructs only under an option (`if cfg.enable_x: self.c = X()`, or in a
+builder only such code calls) has no instance without it, and neither do the classes built on
+it: a call of its methods from outside the class and its subclasses (`self.allocator.free()`,
+typed from the base every allocator shares) is gated by that option. The question is asked of
+the whole family a call may land in: a base whose every subclass, and itself, is built only
+under options. Constructions are found by name, so a namesake built by default keeps the class
+open, and a class with a subclass that is built nowhere by name (a factory table, `cls()`) is
+left alone; a class with subclasses may itself be built nowhere (an abstract base)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from cs_audit.joins.reach import Edge
+from cs_audit.model import FileFacts, FuncKey, FunctionDef, GateRef, SwitchRef, by_text
+from cs_audit.ruleset import RuleSet
+
+
+class Built(Protocol):
+    """What this reads and writes of the tree model (``callgraph.TreeModel``)."""
+
+    facts: dict[str, FileFacts]
+    functions: dict[FuncKey, FunctionDef]
+    edges: list[Edge]
+    callers: dict[FuncKey, list[Edge]]
+    gated_classes: dict[str, SwitchRef]
+
+#: calls followed up from a construction to the option its callers need
+MAX_CALLERS_UP = 6
+
+SiteSwitch = Callable[[str, "str | None", "tuple[GateRef, ...]"], "SwitchRef | None"]
+
+
+def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
+                          unresolved: frozenset[str]) -> None:
+    """Gate the calls of the methods of classes built only under options (see the module's
+    text); ``site_switch`` resolves a site's gates, ``unresolved`` holds the names some call
+    of the tree did not resolve (a function of such a name may have callers the graph lacks)."""
+    children: dict[str, set[str]] = defaultdict(set)
+    for ff in model.facts.values():
+        for c in ff.types.classes:
+            for base in c.bases:
+                children[base.rsplit(".", 1)[-1]].add(c.qualname.rsplit(".", 1)[-1])
+    families: dict[str, frozenset[str]] = {}
+
+    def family(cls: str) -> frozenset[str]:
+        if cls not in families:
+            seen, work = {cls}, [cls]
+            while work:
+                for child in children.get(work.pop(), ()):
+                    if child not in seen:
+                        seen.add(child)
+                        work.append(child)
+            families[cls] = frozenset(seen)
+        return families[cls]
+
+    def owner(key: FuncKey | None) -> str | None:
+        if key is None or key[1] is None or "." not in key[1]:
+            return None
+        return key[1].split(".", 1)[0]
+
+    outside: dict[str, list[int]] = defaultdict(list)
+    for i, edge in enumerate(model.edges):
+        cls, _, method = edge.callee[1].rpartition(".")
+        if edge.switch is None and cls and "." not in cls and method != "__init__":
+            caller_cls = owner(edge.caller)
+            if caller_cls is None or caller_cls not in family(cls):
+                outside[cls].append(i)
+    # classes with a method a hot root may name: a root of a class with no instance does not run
+    root_names = {r.name for r in rs.hot_roots}
+    for f in model.functions.values():
+        if f.class_name is not None and f.name in root_names and "." not in f.qualname[:-len(f.name) - 1]:
+            outside.setdefault(f.class_name, [])
+    if not outside:
+        return
+    wanted = set().union(*(family(cls) for cls in outside))
+    ignored = rs.defaults.ignore_paths if rs.defaults is not None else None
+    built: dict[str, list[SwitchRef | None]] = defaultdict(list)
+    calling = _CallerSwitches(model, unresolved, ignored.search if ignored is not None else None)
+    for path, ff in model.facts.items():
+        if ignored is not None and ignored.search(path):
+            continue  # tests build what they test
+        for site in ff.calls:
+            name = site.callee.rpartition(".")[2]
+            if name in wanted:
+                switch = site_switch(path, site.function, site.gates)
+                if switch is None and site.function is not None:
+                    switch = calling.switch((path, site.function), 0)
+                built[name].append(switch)
+    for cls, indexes in outside.items():
+        members = family(cls)
+        # a class with subclasses may be abstract; a leaf built nowhere by name is built some other way
+        if any(member not in built for member in members if not children.get(member)):
+            continue
+        switches = [sw for member in members for sw in built.get(member, ())]
+        if not switches or not all(sw is not None and sw.kind == "option" for sw in switches):
+            continue
+        switch = min(switches, key=by_text)  # type: ignore[arg-type]
+        model.gated_classes[cls] = switch
+        for i in indexes:
+            edge = model.edges[i]
+            gated = model.edges[i] = replace(edge, switch=switch)
+            callers = model.callers[edge.callee]
+            callers[callers.index(edge)] = gated
+
+
+class _CallerSwitches:
+    """The option a function runs under because every call of it does (its calls' own gates,
+    or their functions' in turn, a few calls up); None when one call needs none, when it has
+    no call the graph sees, or when its name is called where the graph could not resolve."""
+
+    def __init__(self, model: Built, unresolved: frozenset[str], ignored: Callable[[str], object] | None) -> None:
+        self.model = model
+        self.unresolved = unresolved
+        self.ignored = ignored
+        self.known: dict[tuple[FuncKey, int], SwitchRef | None] = {}
+
+    def switch(self, key: FuncKey, depth: int) -> SwitchRef | None:
+        # keyed with the depth too: an answer a depth cut shaped is not the one asked higher up
+        if (key, depth) in self.known:
+            return self.known[(key, depth)]
+        self.known[(key, depth)] = None  # a cycle back here needs no option
+        answer = self.known[(key, depth)] = self._worked_out(key, depth)
+        return answer
+
+    def _worked_out(self, key: FuncKey, depth: int) -> SwitchRef | None:
+        name = key[1].rsplit(".", 1)[-1] if key[1] else ""
+        if depth >= MAX_CALLERS_UP or not name or name in self.unresolved or name.startswith("__") and name != "__init__":
+            return None
+        if name == "__init__" and key[1].rsplit(".", 1)[0].rsplit(".", 1)[-1] in self.unresolved:
+            return None  # a class built where the graph could not resolve the call
+        edges = [e for e in self.model.callers.get(key, ()) if self.ignored is None or not self.ignored(e.path)]
+        if not edges:
+            return None
+        found: list[SwitchRef] = []
+        for edge in edges:
+            switch = edge.switch
+            if switch is None and edge.caller is not None:
+                switch = self.switch(edge.caller, depth + 1)
+            if switch is None or switch.kind != "option":
+                return None
+            found.append(switch)
+        return min(found, key=by_text)
