@@ -11,7 +11,7 @@ left alone; a class with subclasses may itself be built nowhere (an abstract bas
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
@@ -100,7 +100,9 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
         switches = [sw for member in members for sw in built.get(member, ())]
         if not switches or not all(sw is not None and sw.kind == "option" for sw in switches):
             continue
-        switch = min(switches, key=by_text)  # type: ignore[arg-type]
+        # the option most of its constructions need names it (any one of them builds it)
+        counts = Counter(switches)
+        switch = min(counts, key=lambda sw: (-counts[sw], by_text(sw)))  # type: ignore[arg-type]
         model.gated_classes[cls] = switch
         for i in indexes:
             edge = model.edges[i]
