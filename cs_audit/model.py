@@ -337,6 +337,29 @@ class PlainCall(tuple):
     path_kind: PathKind = "normal"
     path_reason: str = ""
     on_param: str = ""
+    if TYPE_CHECKING:
+        # properties over the items, one per ``PLAIN_FIELDS`` name (set below the class)
+        callee: str
+        function: str | None
+        line: int
+        end_line: int
+        gates: tuple[GateRef, ...]
+        loop_depth: int
+        literal_args: tuple[str | None, ...]
+        level: str | None
+        resolution: Resolution
+        in_emitter_args: bool
+        receiver: str | None
+        mode: str | None
+        line_buffered: bool
+        builds_path: bool
+        bound_to: str | None
+        code: str
+        returned: bool
+        loop_iter: str
+        col: int
+        end_col: int
+        int_args: tuple[int | None, ...]
 
     @classmethod
     def of(cls, site: CallSite) -> PlainCall:
@@ -1147,7 +1170,7 @@ class Gates:
             return False
         if scope == "any":
             return True
-        if f.switch is not None or getattr(f.detail, "cached", ""):
+        if f.switch is not None or getattr(f.detail, "cached", False):
             return False  # a cached env read is not paid per call after start-up
         return scope == "default" or (f.frequency in HOT_FREQUENCIES and f.path_kind == "normal")
 

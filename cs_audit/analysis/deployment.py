@@ -35,18 +35,18 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
     if replayed:
         # a model's forward is replayed as a graph on decoding steps: eager mode runs its Python each step
         used.append(DefaultUsed(f"feature={EAGER}", "off", "", 0, len(replayed), Place(*min(replayed))))
-    for switch, sites in counts.items():
-        name = option_name(switch)
+    for option, count in counts.items():
+        name = option_name(option)
         if name == "platform":
-            used.append(DefaultUsed(switch, defaults.platform, "", 0, sites, first[switch]))
+            used.append(DefaultUsed(option, defaults.platform, "", 0, count, first[option]))
         elif name == "feature":
-            used.append(DefaultUsed(switch, "off", "", 0, sites, first[switch]))
+            used.append(DefaultUsed(option, "off", "", 0, count, first[option]))
         elif name in stated:
-            used.append(DefaultUsed(switch, repr(stated[name]), "", 0, sites, first[switch]))
+            used.append(DefaultUsed(option, repr(stated[name]), "", 0, count, first[option]))
         else:
             where = model.options.where(name)
             if where is not None:
-                used.append(DefaultUsed(switch, where.value, where.path, where.line, sites, first[switch]))
+                used.append(DefaultUsed(option, where.value, where.path, where.line, count, first[option]))
     used.sort(key=lambda d: (-d.sites, d.switch))
     return Deployment(defaults.platform, defaults.stated, tuple((k, repr(v)) for k, v in defaults.options),
                       tuple(sorted(defaults.env)), tuple(used), defaults.models,

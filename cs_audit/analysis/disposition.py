@@ -7,6 +7,7 @@ The decision table is data (`rules/dispositions.yaml`); a project's
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from cs_audit.config import DECISIONS_FILE, Decision
 from cs_audit.model import Switch, is_aside
@@ -86,30 +87,31 @@ def evidence(s: Switch, level_knobs: list[str], rs: RuleSet) -> list[str]:
 
 def _holds(rule: DispositionRule, s: Switch, level_knobs: list[str], rs: RuleSet, prefix: str = "",
            aside: tuple[str, ...] = ()) -> bool:
+    value: Any  # a number, flag or list as the rule file gives it (checked when the rules load)
     for key, value in rule.when:
         if key == "aside" and (bool(s.reads) and all(is_aside(r.path, aside) for r in s.reads)) != bool(value):
             return False
         if key == "foreign" and (bool(prefix) and not s.name.startswith(prefix)) != bool(value):
             return False
-        if key == "readers_min" and s.reading_scripts < int(value):  # type: ignore[call-overload]
+        if key == "readers_min" and s.reading_scripts < int(value):
             return False
-        if key == "readers_max" and s.reading_scripts > int(value):  # type: ignore[call-overload]
+        if key == "readers_max" and s.reading_scripts > int(value):
             return False
-        if key == "setters_min" and s.real_setters < int(value):  # type: ignore[call-overload]
+        if key == "setters_min" and s.real_setters < int(value):
             return False
-        if key == "setters_max" and s.real_setters > int(value):  # type: ignore[call-overload]
+        if key == "setters_max" and s.real_setters > int(value):
             return False
-        if key == "category" and s.category not in value:  # type: ignore[operator]
+        if key == "category" and s.category not in value:
             return False
         if key == "level_knob" and is_level_knob(s, rs) != bool(value):
             return False
-        if key == "level_knobs_min" and len(level_knobs) < int(value):  # type: ignore[call-overload]
+        if key == "level_knobs_min" and len(level_knobs) < int(value):
             return False
         if key == "gpu_sync" and s.gpu_sync != bool(value):
             return False
         if key == "by_name" and s.category_by_name != bool(value):
             return False
-        if key == "name_words" and not {w.upper() for w in value} & set(s.name.upper().split("_")):  # type: ignore[union-attr]
+        if key == "name_words" and not {w.upper() for w in value} & set(s.name.upper().split("_")):
             return False
     return True
 

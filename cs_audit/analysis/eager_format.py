@@ -82,14 +82,15 @@ def _message_locals(model: TreeModel, rs: RuleSet, out: Findings, path: str) -> 
         own = set(site_switches(model, path, built.function, built.gates, rs))
         emitters = [_dropped_by(model, rs, path, built, own, calls.get((built.function, use.line, use.end_line), []), use.method)
                     for use in built.uses]
-        if not emitters or None in emitters:
+        dropping = [e for e in emitters if e is not None]
+        if not dropping or len(dropping) < len(emitters):
             continue
         run = run_of(model, path, built.function, built.gates, built, rs)
         switch, freq = run.switch, run.frequency
         syncs = any(kind.startswith("call:") for kind in built.eager)
         out.add(RULE, path, built.line, built.end_line, built.function, switch, freq, syncs, built.code,
                 per_step_cost(rs, "log_filtered_eager", freq) - per_step_cost(rs, "log_filtered", freq), built.eager,
-                detail=EmitterDetail(emitter=emitters[0], level="local", local=built.name), cols=(built.col, built.end_col),
+                detail=EmitterDetail(emitter=dropping[0], level="local", local=built.name), cols=(built.col, built.end_col),
                 run=run)
 
 

@@ -34,10 +34,10 @@ def hot_roots(model: TreeModel, rs: RuleSet) -> HotRoots:
     for path in sorted(model.facts):
         for loop in model.facts[path].event_loops:
             key = (path, loop.function)
-            f = model.functions.get(key)
-            if f is None:
+            found = model.functions.get(key)
+            if found is None:
                 continue
-            covering = rs.hot_root_for(f.name, f.class_name, path)
+            covering = rs.hot_root_for(found.name, found.class_name, path)
             loops.append(EventLoopRoot(path, loop.line, loop.function, function_id(model, key), loop.steps,
                                        covering.name if covering is not None else None))
     return HotRoots(len(rs.hot_roots), rules, tuple(loops), cheap_paths(model, rs))

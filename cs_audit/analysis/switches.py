@@ -11,7 +11,7 @@ from cs_audit.analysis.sites import enabled_cost
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
 from cs_audit.joins.levels import called_levels, entry_levels, site_levels
 from cs_audit.joins.runs import frequency, outside_event_loop
-from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, Switch, SwitchRead, by_text
+from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, PlainCall, Switch, SwitchRead, by_text
 from cs_audit.ruleset import RuleSet
 
 _SITE_ROLES = EMITTER_ROLES | {"sync", "open", "flush"}
@@ -24,7 +24,7 @@ def switch_reads(model: TreeModel, rs: RuleSet) -> dict[str, list[SwitchRead]]:
         for read in model.facts[path].env_reads:
             if read.var:
                 reads[read.var].append(SwitchRead(path, read.line, read.function, read.per_call))
-    first_sites: dict[str, dict[tuple[int, int, str], CallSite]] = {}
+    first_sites: dict[str, dict[tuple[int, int, str], CallSite | PlainCall]] = {}
     for (path, line, _end, _callee), targets in model.resolved_calls.items():
         for target in targets:
             if target not in model.env_helpers:

@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cs_audit.joins.components import gate_instance_methods
 from cs_audit.joins.defaults import (
@@ -59,6 +59,7 @@ from cs_audit.ruleset import RuleSet
 
 if TYPE_CHECKING:
     from cs_audit.joins.reach import Demotion
+    from cs_audit.model import PlainCall
 
 
 @dataclass
@@ -81,7 +82,8 @@ class TreeModel:
     debug_functions: dict[FuncKey, set[SwitchRef | None]] = field(default_factory=dict)
     #: (path, line, end_line, callee) of a call site -> the tree functions it calls
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]] = field(default_factory=dict)
-    gate_cache: dict[tuple[str, str | None, GateRef], SwitchRef | None] = field(default_factory=dict)
+    #: (path, function, gate) -> its switch (or None), ``_Shaped`` by a cycle, or ``_RESOLVING``
+    gate_cache: dict[tuple[str, str | None, GateRef], object] = field(default_factory=dict)
     syncing: set[FuncKey] | None = None
     #: ``analysis.sites.syncing_helpers`` of this model, once worked out
     syncing_via: dict[FuncKey, tuple[tuple[str, ...], str]] | None = None
@@ -100,7 +102,7 @@ class TreeModel:
     #: the files whose call sites this model resolved (the others took earlier resolutions)
     resolved_files: tuple[str, ...] = ()
     #: per file, the call sites that land in the tree (each once, in file order)
-    edge_sites: dict[str, list[CallSite]] = field(default_factory=dict)
+    edge_sites: dict[str, list[CallSite | PlainCall]] = field(default_factory=dict)
     #: the functions the hot roots of the rules match, with their frequency
     roots: dict[FuncKey, Frequency] = field(default_factory=dict)
     #: per function reached from a root: the edge into it on a shortest chain from a root,
@@ -331,11 +333,11 @@ class Resolver:
         self._file_arguments: dict[str, dict[tuple[str | None, str], list[tuple[str, str]]]] = {}
         self._landing_args: dict[str, list[tuple]] = {}
         self._shared_count = 0
-        self._by_last_name: dict[str, list[tuple[str, CallSite]]] | None = None
+        self._by_last_name: dict[str, list[tuple[str, CallSite | PlainCall]]] | None = None
         self._flow: _FlowState | None = None
-        self._by_function: dict[str, dict[str | None, list[CallSite]]] = {}
+        self._by_function: dict[str, dict[str | None, list[CallSite | PlainCall]]] = {}
         #: function -> the targets of its calls through the types, in call order (``_reach``)
-        self.reached: dict[FuncKey, list[FuncKey]] = {}
+        self.reached: dict[tuple[str, str | None], list[FuncKey]] = {}
         #: call sites whose ``call_targets`` were dropped since ``flow_arguments`` last looked
         self._dropped_targets: set[tuple[str, str | None, str]] = set()
         self._facts = facts
@@ -474,8 +476,8 @@ class Resolver:
                         del table[key]
             if changed:
                 again = self.use_parameters(table, changed)
-                for key in sorted(again, key=repr):  # asked again now: that may read more parameters
-                    self.resolve_how(*key)
+                for question in sorted(again, key=repr):  # asked again now: that may read more parameters
+                    self.resolve_how(*question)
             dirty = sorted(self._forgotten_groups(state))
             if not changed and len(demanded) == seen_demands:
                 break
@@ -528,11 +530,11 @@ class Resolver:
             self._passed_deps[key] = frozenset(deps)
         return out
 
-    def sites_by_last_name(self) -> dict[str, list[tuple[str, CallSite]]]:
+    def sites_by_last_name(self) -> dict[str, list[tuple[str, CallSite | PlainCall]]]:
         """Last name of the callee (``_last_name``) -> (path, site) of the calls so named, in
         file order, for the calls that may land."""
         if self._by_last_name is None:
-            out: dict[str, list[tuple[str, CallSite]]] = defaultdict(list)
+            out: dict[str, list[tuple[str, CallSite | PlainCall]]] = defaultdict(list)
             lands = self._lands
             for path in sorted(self._facts):
                 for site in self._facts[path].calls:
@@ -541,7 +543,7 @@ class Resolver:
             self._by_last_name = dict(out)
         return self._by_last_name
 
-    def sites_by_function(self, path: str) -> dict[str | None, list[CallSite]]:
+    def sites_by_function(self, path: str) -> dict[str | None, list[CallSite | PlainCall]]:
         """Function qualname (None: module level) -> its call sites in ``path``, in file order."""
         table = self._by_function.get(path)
         if table is None:
@@ -586,7 +588,7 @@ class Resolver:
                             for (function, callee), args in self._arguments_of(path).items()}
         return self._groups
 
-    def use_parameters(self, table: dict, changed: set | None = None) -> set[str]:
+    def use_parameters(self, table: dict, changed: set | None = None) -> set[tuple[str, str | None, str]]:
         """Take ``table`` as what flows into parameters; forget the answers that depended on
         the ``changed`` ones (all, when not given).  Returns the call sites (path, caller,
         callee) whose answers were forgotten."""
@@ -898,7 +900,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
     resolver = Resolver(facts, functions, package)
     resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
-    raw_edges: list[tuple[str, CallSite, FuncKey, str]] = []
+    raw_edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]] = []
     digest, file_digests, lands_digest = resolver.tables_digests(earlier, unchanged or frozenset())
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged) and earlier.whole == whole
     roots = root_functions(facts, functions, rs)
@@ -924,7 +926,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
     numbers = {key: n for n, key in enumerate(targets)}
     by_file: dict[str, FileResolutions] = {}
-    edge_sites: dict[str, list[CallSite]] = {}
+    edge_sites: dict[str, list[CallSite | PlainCall]] = {}
     edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
     edge_calls: list[int] = []  # the index in its file's calls of each edge's site
     resolved_here: list[str] = []
@@ -949,7 +951,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         flat = by_file[path]
         last = -1
         site_targets: list[FuncKey] = []
-        sites_here: list[CallSite] = []
+        sites_here: list[CallSite | PlainCall] = []
         for i in range(0, len(flat), 3):
             index, target = flat[i], targets[flat[i + 1]]
             if index != last:
@@ -1053,12 +1055,12 @@ def _gate_feature_classes(model: TreeModel, rs: RuleSet) -> None:
         model.callers[callee] = [gated.get(id(edge), edge) for edge in model.callers[callee]]
 
 
-def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite, FuncKey, str]],
+def _edge_switches(model: TreeModel, path: str, edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]],
                    rs: RuleSet, indexes: list[int]) -> tuple[SwitchRef | None, ...]:
     """The switch of each of one file's edges (``site_switch``; a site's edges are consecutive),
     from the taken answer of its call (``indexes``: each edge's call in the file) where there is one."""
     out: list[SwitchRef | None] = []
-    last: CallSite | None = None
+    last: CallSite | PlainCall | None = None
     switch: SwitchRef | None = None
     taken = model.call_answers.get(path)
     answers = model.taken_gates.answers if taken is not None else ()  # type: ignore[union-attr]
@@ -1106,7 +1108,7 @@ def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[Fun
     by_name = resolver.sites_by_last_name()
 
     def returned_calls(name: str) -> list[tuple[FuncKey, list[FuncKey]]]:
-        wanted_in: dict[str, list[CallSite]] = defaultdict(list)
+        wanted_in: dict[str, list[CallSite | PlainCall]] = defaultdict(list)
         for path, site in by_name.get(name, ()):
             wanted_in[path].append(site)
         out = []
@@ -1256,7 +1258,7 @@ def _asked_of(resolver: Resolver, path: str, keys: set[tuple[str | None, str]]) 
     return digest, reads
 
 
-def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite, ...], targets: list[FuncKey],
+def _resolve_file(resolver: Resolver, path: str, calls: tuple[CallSite | PlainCall, ...], targets: list[FuncKey],
                   numbers: dict[FuncKey, int], typed: Demand | None = None, asked: set | None = None) -> FileResolutions:
     """The call sites of one file that land in the tree (calls and opens: an emitter's own
     call is no edge), flat (see ``FileResolutions``); new targets are added to ``targets``."""
@@ -1325,7 +1327,7 @@ def _wrapped_names(facts: dict[str, FileFacts]) -> dict[tuple[str, str], list[st
 
 
 def _env_helpers(
-    facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], edges: list[tuple[str, CallSite, FuncKey, str]]
+    facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]]
 ) -> dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]:
     """Functions whose result depends on a per-call env read (directly or via another helper)."""
     reads: dict[FuncKey, set[str]] = defaultdict(set)
@@ -1391,7 +1393,7 @@ def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
         return None
     elif switch.__class__ is _Shaped:
         model.gate_cycles += 1
-        return switch.switch  # type: ignore[union-attr]
+        return switch.switch
     return switch  # type: ignore[return-value]
 
 
@@ -1860,9 +1862,10 @@ def site_gates(model: TreeModel, earlier: SiteGates | None = None,
     calls: dict[str, bytes] = {}
     rows: dict[str, tuple] = {}
     for path, ff in model.facts.items():
-        if carried and path in unchanged and path in earlier.files:  # type: ignore[union-attr, operator]
+        if carried and path in unchanged and path in earlier.files:  # type: ignore[union-attr]
             files[path] = earlier.files[path]  # type: ignore[union-attr]
-            for kept, theirs in ((calls, earlier.calls), (rows, earlier.rows)):  # type: ignore[union-attr]
+            tables: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ((calls, earlier.calls), (rows, earlier.rows))  # type: ignore[union-attr]
+            for kept, theirs in tables:
                 if path in theirs:
                     kept[path] = theirs[path]
             continue
@@ -2091,12 +2094,12 @@ def chain_from(model: TreeModel, start: FuncKey, key: FuncKey, default_only: boo
     return _edges_back(_shortest_chains({start: "step"}, out_edges, only_ungated=default_only), key)
 
 
-def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[tuple[str, CallSite]]:
+def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[tuple[str, CallSite | PlainCall]]:
     """Call sites named like ``key``'s function (`….step()`) that the graph resolved to no
     function of the tree: where a caller may be missing."""
     name = key[1].rpartition(".")[2]
     reads = key in model.resolver.properties  # an attribute read so named may hide a property's caller
-    out: list[tuple[str, CallSite]] = []
+    out: list[tuple[str, CallSite | PlainCall]] = []
     for path in sorted(model.facts):
         for site in model.facts[path].calls:
             callee = site.callee

@@ -13,13 +13,11 @@ they are, which is where they get fixed.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
 
+from cs_audit.joins.joined import JoinedModel as TreeModel  # callgraph's, which imports this module
 from cs_audit.model import ACCESSOR_BODY_LINES, FuncKey, FunctionDef, GateRef
 from cs_audit.ruleset import RuleSet
-
-#: ``callgraph.TreeModel``, which imports this module
-TreeModel = Any
 
 
 def _gate_switches(model: TreeModel, key: FuncKey, gate: GateRef, value_helpers: dict) -> tuple[set[str], set[str]] | None:
@@ -76,7 +74,7 @@ def void_env_helpers(model: TreeModel, rs: RuleSet) -> dict[FuncKey, tuple[tuple
     return out
 
 
-def accessors(model: TreeModel, void: dict[FuncKey, object]) -> frozenset[FuncKey]:
+def accessors(model: TreeModel, void: Collection[FuncKey]) -> frozenset[FuncKey]:
     """The env helpers whose own reads are reported at their call sites only: small ones whose
     every per-call read makes their result (a value helper) or decides their body (a void one)."""
     deciding: dict[FuncKey, bool] = {}

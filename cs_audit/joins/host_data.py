@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import replace
-from typing import Any
 
+from cs_audit.joins.joined import CallEdge, CallResolver
+from cs_audit.joins.joined import JoinedModel as TreeModel  # callgraph's, which imports this module
 from cs_audit.model import FuncKey, FunctionDef, HostArguments
-
-#: ``callgraph.TreeModel`` and ``callgraph.Edge`` (which import this module)
-TreeModel = Edge = Any
 
 #: how a call found its function when the call's own arguments land in its parameters
 DIRECT_CALLS = frozenset({"name", "fallback", "self", "attribute", "local", "module", "super", "constructor", "__call__",
@@ -87,7 +85,7 @@ def _host_parameters(model: TreeModel, params: dict[str, set[tuple[FuncKey, str]
     return out
 
 
-def _passes_host(edge: Edge, function: FunctionDef, param: str, host_args: dict[tuple[str, int, int, str], HostArguments]) -> bool:
+def _passes_host(edge: CallEdge, function: FunctionDef, param: str, host_args: dict[tuple[str, int, int, str], HostArguments]) -> bool:
     if edge.how not in DIRECT_CALLS:
         return False
     site = edge.site
@@ -141,7 +139,7 @@ def _host_only_files(model: TreeModel) -> set[str]:
             if not any(unit_of.get(p) in candidates for p in paths):
                 continue  # the copy closest to this file is one of them
             for target in resolver._closest(paths, path):
-                if unit_of.get(target) in candidates and unit_of[target] != unit_of[path]:  # type: ignore[operator]
+                if unit_of.get(target) in candidates and unit_of[target] != unit_of[path]:
                     candidates.discard(unit_of[target])
     return {path for path, unit in unit_of.items() if unit in candidates}
 
@@ -156,7 +154,7 @@ def _unit(path: str, packages: set[str]) -> str | None:
     return folder + "/"
 
 
-def _module_files(resolver: Any, origin: str) -> list[str]:
+def _module_files(resolver: CallResolver, origin: str) -> list[str]:
     """The files of the longest module prefix of ``origin`` (`vllm.compaction.index_map.IndexMap`)
     the tree holds; an import from a file loads the copy closest to it (``Resolver._closest``)."""
     parts = origin.split(".")

@@ -17,11 +17,10 @@ from typing import Any
 
 from cs_audit.joins.defaults import NOT_OPTION, option_gate, value_gate
 from cs_audit.joins.host_data import DIRECT_CALLS, argument_position
+from cs_audit.joins.joined import JoinedModel as TreeModel  # callgraph's, which imports this module
 from cs_audit.model import PARAM_TESTED, FuncKey, GateRef, PassedValues, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
-#: ``callgraph.TreeModel`` (which imports this module)
-TreeModel = Any
 #: how many parameters a value may be handed on through
 MAX_HANDED = 4
 
@@ -51,6 +50,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     if function is None or param not in function.params or depth > MAX_HANDED:
         return NOT_OPTION
     # tests, benchmarks and examples call with what they test: not the deployment's values
+    assert rs.defaults is not None  # parameter_gate returns before without them
     ignored = rs.defaults.ignore_paths
     callers = [c for c in _callers(model, key) if not ignored.search(c[0])]
     if not callers or key[1].rpartition(".")[2] in unresolved_names(model):
@@ -72,7 +72,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
                 continue  # a literal that keeps the code off names no option
         elif kind == "ref":
             compared = tuple(a for a in gate.args if a.startswith("cmp:"))
-            switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, gate.level))
+            switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, level=gate.level))
         elif caller is not None:
             switch = _judged(model, (path, caller), text, gate, rs, depth + 1, seen)
         else:

@@ -27,11 +27,12 @@ from cs_audit.model import (
     FunctionDef,
     Guard,
     PathKind,
+    PlainCall,
     SwitchRef,
 )
 from cs_audit.ruleset import RuleSet
 
-_RANK = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
+_RANK: dict[str, int] = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
 
 
 def rank(freq: Frequency | None) -> int:
@@ -42,7 +43,7 @@ def rank(freq: Frequency | None) -> int:
 class Edge:
     caller: FuncKey | None
     callee: FuncKey
-    site: CallSite
+    site: CallSite | PlainCall
     path: str
     switch: SwitchRef | None  # resolved gate of the call site (None = ungated)
     how: str = "name"  # how the callee was found (``HOWS``)
@@ -166,6 +167,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     roots: dict[FuncKey, Frequency] = {}
     replayed_roots: set[FuncKey] = set()
     root_names = {r.name for r in rs.hot_roots}
+    f: FunctionDef | None
     for key, f in model.functions.items():
         root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
         if root is not None:

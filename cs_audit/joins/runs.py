@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
 from cs_audit.joins.reach import block_at, memo_wrapper, memoised_by
 from cs_audit.joins.roots import in_event_loop
 from cs_audit.model import CallSite, EnvRead, Frequency, FunctionDef, GateRef, Guard, PathKind, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
+
+if TYPE_CHECKING:
+    from cs_audit.model import BuiltMessage, PlainCall
+
+    #: what a run is asked of: a read, a call or a built message, at its line and loop depth
+    Fact = EnvRead | CallSite | PlainCall | BuiltMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +45,14 @@ def first(values: Iterable[SwitchRef | None] | None) -> SwitchRef | None:
     return named[0] if named else None
 
 
-def outside_event_loop(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None) -> bool:
+def outside_event_loop(model: TreeModel, key: FuncKey | None, fact: Fact | None) -> bool:
     """Whether ``fact`` is in a function that is a root for its event loop but outside the
     loop (set-up before it, clean-up after it): that part of the function runs once."""
     loops = model.event_loops.get(key) if key is not None else None
     return loops is not None and fact is not None and not in_event_loop(loops, fact.line)
 
 
-def frequency(model: TreeModel, key: FuncKey | None, fact: EnvRead | CallSite | None, rs: RuleSet,
+def frequency(model: TreeModel, key: FuncKey | None, fact: Fact | None, rs: RuleSet,
               default_only: bool) -> Frequency:
     """How often a fact runs: its function's frequency (through default-on paths only, or
     any), raised by the loop it sits in."""
@@ -65,7 +72,7 @@ def _guard_words(why: str, guard: Guard) -> str:
     return f"{why} ({guard.path}:{guard.line}{up})"
 
 
-def how_often(model: TreeModel, path: str, function: str | None, fact: EnvRead | CallSite | None, rs: RuleSet,
+def how_often(model: TreeModel, path: str, function: str | None, fact: Fact | None, rs: RuleSet,
               switch: SwitchRef | None) -> Run:
     """The ``Run`` of a site whose switch is known: default-on paths when it has none."""
     key = (path, function) if function else None
@@ -96,7 +103,7 @@ def _demoted_path(model: TreeModel, key: FuncKey, default_only: bool) -> tuple[P
     return demoted.kind, _guard_words(demoted.why, demoted.guard), demoted.guard
 
 
-def through_memo(model: TreeModel, path: str, site: CallSite, run: Run, rs: RuleSet) -> Run:
+def through_memo(model: TreeModel, path: str, site: CallSite | PlainCall, run: Run, rs: RuleSet) -> Run:
     """``run`` of a call of an env-reading helper, for the reads the call makes: on a rare path
     when every way from the helper to a read passes a memoised function (`@lru_cache`, or a
     decorator whose wrapper calls it only on a miss: `k3.enabled()` returning what a
@@ -111,7 +118,7 @@ def through_memo(model: TreeModel, path: str, site: CallSite, run: Run, rs: Rule
     return replace(run, path_kind="rare", reason=_guard_words(why, guard), guard=guard)
 
 
-def _memo_call(model: TreeModel, path: str, site: CallSite, rs: RuleSet, depth: int) -> tuple[str, Guard] | None:
+def _memo_call(model: TreeModel, path: str, site: CallSite | PlainCall, rs: RuleSet, depth: int) -> tuple[str, Guard] | None:
     """(why, guard) when a call of an env-reading helper reaches its reads only through a
     memoised function: its own decorator, a memoising wrapper the call also lands on, or each
     helper it calls on the way."""
@@ -156,7 +163,7 @@ def _wrappers_of(model: TreeModel, key: FuncKey, f: FunctionDef | None) -> list[
     wrapper(*a): ...`), when a call lands on ``f`` itself (a decorator typed `(F) -> F`)."""
     if f is None or not f.decorators:
         return []
-    out = []
+    out: list[FuncKey] = []
     for decorator in f.decorators:
         for path, qualname in model.resolver.resolve(key[0], None, decorator):
             prefix = f"{qualname}.<locals>."
@@ -169,7 +176,7 @@ def _functions_of(model: TreeModel, path: str) -> list[FuncKey]:
 
 
 def run_of(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
-           fact: EnvRead | CallSite | None, rs: RuleSet) -> Run:
+           fact: Fact | None, rs: RuleSet) -> Run:
     """Which switch gates a site and how often it runs: its own gates' switch, else (for a
     function no default-on path reaches) a switch its function is entered through; the
     frequency and path of the paths that switch leaves open."""

@@ -251,7 +251,8 @@ class Types:
         # the parameters this answer reads (``_parameter`` adds to ``_deps``) are also read by
         # the answer that asked for it
         outer = self._deps
-        self._deps = mine = set()
+        mine: set = set()
+        self._deps = mine
         self.steps += 1
         try:
             found = compute()
@@ -264,7 +265,7 @@ class Types:
         if len(found) > MAX_VALUES:
             found = frozenset(sorted(found, key=repr)[:MAX_VALUES])
         deps = frozenset(mine) if mine else _NONE
-        if replayable:  # REPLAY_CHECK
+        if replayable and kept is not None:  # REPLAY_CHECK
             now = (found, self.steps - before_steps, deps, self.tainted != before_taint, self._step_cuts == before_cuts,
                    len(self._memo) == before_memo)
             if now != (*kept[:3], True, True, True):

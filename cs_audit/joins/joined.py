@@ -1,0 +1,63 @@
+"""The joined model as the helpers of ``callgraph`` read it.
+
+``callgraph.TreeModel`` imports ``env_helpers``, ``param_gates`` and ``host_data``, so they
+cannot import it (no import cycles, type-checking imports included: tests/test_layers.py).
+They take a ``JoinedModel`` instead: the fields they read or fill in, which ``TreeModel`` has
+with these types (the type checker compares the two where callgraph hands its model over)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from cs_audit.joins.defaults import OptionTable
+from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, PassedValues, PlainCall
+
+
+class CallEdge(Protocol):
+    """A resolved call (``reach.Edge``)."""
+
+    @property
+    def caller(self) -> FuncKey | None: ...
+
+    @property
+    def site(self) -> CallSite | PlainCall: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def how(self) -> str: ...
+
+
+class CallResolver(Protocol):
+    """What resolves a call to the tree's functions (``callgraph.Resolver``)."""
+
+    #: dotted module name -> the files that hold it
+    by_module: dict[str, list[str]]
+
+    def resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]: ...
+
+    def _closest(self, paths: list[str], near: str) -> list[str]: ...
+
+
+class JoinedModel(Protocol):
+    """The fields of ``callgraph.TreeModel`` its helper modules read, and the caches they fill in."""
+
+    facts: dict[str, FileFacts]
+    functions: dict[FuncKey, FunctionDef]
+    env_helpers: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]
+    constants: dict[tuple[str, str], str]
+    resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]]
+    fact_sites: dict[str, tuple[CallSite, ...]]
+    edge_sites: dict[str, list[CallSite | PlainCall]]
+    options: OptionTable
+    pending_callers: dict[FuncKey, list] | None
+    passed_by_call: dict[tuple[str, int, int, str], PassedValues] | None
+    unresolved_names: frozenset[str] | None
+
+    @property
+    def callers(self) -> Mapping[FuncKey, Sequence[CallEdge]]: ...
+
+    @property
+    def resolver(self) -> CallResolver: ...
