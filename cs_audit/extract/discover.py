@@ -417,9 +417,9 @@ def _discover_into(root: Path, base: str, excluded: ExcludeMatcher | None, found
         name = rel.rsplit("/", 1)[-1]
         if "." in name and not name.startswith(".") and not name.endswith((".sh", ".bash", ".env", ".mk", ".yml", ".yaml", ".dockerfile")):
             continue  # a data or source file of another language: no setters in it
-        kind = file_kind(rel, _head(full))
-        if kind:
-            files.append(SourceFile(shown, full, kind))
+        script_kind = file_kind(rel, _head(full))
+        if script_kind:
+            files.append(SourceFile(shown, full, script_kind))
     if listed is not None:
         for rel in _ignored_folders(root):
             shown = display_path(base + rel)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import libcst as cst
 
@@ -92,6 +94,13 @@ def _squash(text: str) -> str:
     return text if len(text) <= _MAX_CODE else text[: _MAX_CODE - 1] + "…"
 
 
+class _ValueUse(TypedDict, total=False):
+    """``EnvRead.level`` and ``EnvRead.used_as`` of a read (``StatementFacts._value_use``)."""
+
+    level: str
+    used_as: str
+
+
 @dataclass
 class _Pending:
     callee: str
@@ -119,11 +128,11 @@ class StatementFacts(cst.CSTVisitor):
         self.string_constants = string_constants
         self.env_reads: list[EnvRead] = []
         self.calls: list[CallSite] = []
-        self.literal_paths: list[tuple[int, str]] = []
+        self.literal_paths: list[tuple[int, str, int, int]] = []
         self.snippet: Snippet | None = None
         self.discarded: cst.CSTNode | None = None
         #: the expression the current statement ends in, and the nodes before it (see ``_code``)
-        self.final_expression: tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None = None
+        self.final_expression: tuple[cst.BaseExpression, Sequence[cst.CSTNode]] | None = None
         self.pending: list[_Pending] = []
         #: the comparisons, conditional-expression tests and arithmetic around the current
         #: node, innermost last: how the expression computes with an env read (``_value_use``)
@@ -216,7 +225,8 @@ class StatementFacts(cst.CSTVisitor):
             for part in expr.parts:
                 if isinstance(part, cst.FormattedStringText):
                     pieces.append(part.value)
-                elif isinstance(part.expression, cst.Name) and part.expression.value in self.snippet.params:
+                elif isinstance(part, cst.FormattedStringExpression) and isinstance(part.expression, cst.Name) \
+                        and part.expression.value in self.snippet.params:
                     pieces.append("{" + part.expression.value + "}")
                 else:
                     pieces.append("*")
@@ -606,8 +616,8 @@ class StatementFacts(cst.CSTVisitor):
             registry = self.method_registries.get(self.dotted(func.value.value) or "")
             if registry is not None and func.attr.value in registry.methods:
                 self.skip_nodes.add(id(func.value))
-                default = _literal_text(node.args[0].value) if node.args else None
-                self._add_env_read(node, func.value.attr.value, None, f"registry:{registry.id}", default)
+                registry_default = _literal_text(node.args[0].value) if node.args else None
+                self._add_env_read(node, func.value.attr.value, None, f"registry:{registry.id}", registry_default)
                 return True
         return False
 
@@ -655,11 +665,11 @@ class StatementFacts(cst.CSTVisitor):
             return f"{base}+1" if base.startswith("param:") else str(int(base) + 1)
         return ""
 
-    def _value_use(self, node: cst.CSTNode) -> dict[str, str]:
+    def _value_use(self, node: cst.CSTNode) -> _ValueUse:
         """``EnvRead.level`` and ``EnvRead.used_as`` of a read: what the comparison, the
         conditional expression or the arithmetic it is an operand of (through conversions
         and `not`) does with its value."""
-        out: dict[str, str] = {}
+        out: _ValueUse = {}
         inner = node
         for around in reversed(self.around):
             if isinstance(around, cst.Comparison):
@@ -997,7 +1007,7 @@ def _template_head(head: tuple[str, bool], placeholder: str) -> tuple[str, bool]
     return (text[:cut], False) if cut >= 0 else (text, head[1])
 
 
-def _final_expression(statement: cst.CSTNode, snippet: Snippet) -> tuple[cst.BaseExpression, tuple[cst.CSTNode, ...]] | None:
+def _final_expression(statement: cst.CSTNode, snippet: Snippet) -> tuple[cst.BaseExpression, Sequence[cst.CSTNode]] | None:
     """The expression a statement ends in, and the nodes before it: `logger.info(...)` (none),
     `x = f(...)` (the `x = ` target).  The module was parsed from the snippets' texts and
     libcst gives back its source exactly, so the expression's code is the snippet's text
@@ -1008,7 +1018,7 @@ def _final_expression(statement: cst.CSTNode, snippet: Snippet) -> tuple[cst.Bas
         return None
     small, trailing = statement.body[0], statement.trailing_whitespace
     if isinstance(small, cst.Expr):
-        before: tuple[cst.CSTNode, ...] = ()
+        before: Sequence[cst.CSTNode] = ()
     elif isinstance(small, cst.Assign):
         before = small.targets
     else:
@@ -1141,7 +1151,7 @@ def _parse_snippets(snippets: tuple[Snippet, ...]) -> list[tuple[cst.CSTNode, Sn
             return [(stmt, s) for stmt, s in zip(module.body, snippets)]
     except cst.ParserSyntaxError:
         pass
-    pairs = []
+    pairs: list[tuple[cst.CSTNode, Snippet]] = []
     for s in snippets:
         try:
             body = cst.parse_module(s.text + "\n").body

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate, count
 from operator import add, attrgetter
+from typing import Any
 
 from cs_audit.extract.messages import argument_uses, format_kinds
 from cs_audit.extract.paths import PathContext, assert_context, branch_context, except_context, function_context, holds, resolve
@@ -30,7 +31,6 @@ from cs_audit.model import (
     HANDED,
     PARAM_TESTED,
     BuiltMessage,
-    CallSite,
     FunctionDef,
     GateRef,
     HostArguments,
@@ -136,7 +136,7 @@ class ModuleIndex:
     logger_names: frozenset[str]
     string_constants: dict[str, str]
     functions: tuple[FunctionDef, ...]
-    calls: tuple[CallSite, ...]
+    calls: tuple[PlainCall, ...]
     #: attribute reads that may run a property getter (``_Indexer._note_reads``), and the
     #: attribute names the file stores
     reads: tuple[PlainCall, ...]
@@ -316,7 +316,7 @@ class StoredNames:
                 fields = _child_fields(cls)
             for name in fields:
                 value = getattr(node, name, None)
-                for item in value if value.__class__ is list else (value,):  # type: ignore[union-attr]
+                for item in value if value.__class__ is list else (value,):
                     if isinstance(item, expr):
                         if name in targets or prefix[item.end_lineno] > prefix[item.lineno - 1]:  # type: ignore[index]
                             keep(item)
@@ -333,7 +333,7 @@ def _name_ids(root: ast.AST, stored_only: bool = False) -> set[str]:
     return _name_ids_of([root], stored_only)
 
 
-def _name_ids_of(roots: list[ast.AST], stored_only: bool) -> set[str]:
+def _name_ids_of(roots: Sequence[ast.AST], stored_only: bool) -> set[str]:
     """``_name_ids`` of each of ``roots``, together."""
     out: set[str] = set()
     add = out.add
@@ -353,7 +353,7 @@ def _name_ids_of(roots: list[ast.AST], stored_only: bool) -> set[str]:
         for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
-                extend([v for v in value if isinstance(v, AST)])  # type: ignore[union-attr]
+                extend([v for v in value if isinstance(v, AST)])
             elif isinstance(value, AST):
                 push(value)
     return out
@@ -536,9 +536,9 @@ def _leading_false_exits(body: list[ast.stmt], entries: list[ast.If]) -> list[as
     last = max((i for i, stmt in enumerate(body) if stmt in entries), default=-1)
     for stmt in body[:last + 1]:
         if stmt in entries:
-            if not _returns_false(stmt.body[-1]):  # type: ignore[attr-defined]
+            if not _returns_false(stmt.body[-1]):
                 break
-            out.append(stmt)  # type: ignore[arg-type]
+            out.append(stmt)
         elif any(node.__class__ in (ast.Return, ast.Raise, ast.Yield) for node in ast.walk(stmt)):
             break
     return out
@@ -548,8 +548,8 @@ def _returns_false(stmt: ast.stmt) -> bool:
     """`return`, `return None`, `return False`, `return 0`: what tests false."""
     if stmt.__class__ is not ast.Return:
         return False
-    value = stmt.value  # type: ignore[attr-defined]
-    return value is None or value.__class__ is ast.Constant and not value.value  # type: ignore[attr-defined]
+    value = stmt.value
+    return value is None or value.__class__ is ast.Constant and not value.value
 
 
 #: methods that move a tensor to a device (what they return is not known to be on the host)
@@ -563,13 +563,13 @@ def _wrapped_read(value: ast.expr) -> str:
     args.algo)`, `Mode(cfg.mode)`); "" for any other value."""
     if value.__class__ is not ast.Call:
         return ""
-    arguments = [*value.args, *(k.value for k in value.keywords)]  # type: ignore[attr-defined]
+    arguments = [*value.args, *(k.value for k in value.keywords)]
     if len(arguments) != 1 or arguments[0].__class__ is not ast.Attribute:
         return ""
     read = arguments[0]
-    if read.value.__class__ is ast.Call and not read.value.args and not read.value.keywords:  # type: ignore[attr-defined]
-        getter = _read_chain(read.value.func, 4)  # type: ignore[attr-defined]
-        return f"{getter}().{read.attr}" if getter else ""  # type: ignore[attr-defined]  # a getter's settings
+    if read.value.__class__ is ast.Call and not read.value.args and not read.value.keywords:
+        getter = _read_chain(read.value.func, 4)
+        return f"{getter}().{read.attr}" if getter else ""  # a getter's settings
     return _read_chain(read, 5)
 
 
@@ -651,10 +651,10 @@ def _target_names(target: ast.expr) -> list[str]:
     a name or an attribute chain, the common targets, without a walk."""
     node = target
     while node.__class__ is ast.Attribute:
-        node = node.value  # type: ignore[attr-defined]
+        node = node.value
     if node.__class__ is ast.Name:
-        return [node.id]  # type: ignore[attr-defined]
-    return [n.id for n in _nodes(target) if n.__class__ is ast.Name]  # type: ignore[attr-defined]
+        return [node.id]
+    return [n.id for n in _nodes(target) if n.__class__ is ast.Name]
 
 
 def _falsy(node: ast.AST) -> bool:
@@ -744,7 +744,7 @@ _ORDER_NEGATED = {ast.Lt: ">=", ast.LtE: ">", ast.Gt: "<=", ast.GtE: "<"}
 
 
 def _is_none(node: ast.AST) -> bool:
-    return node.__class__ is ast.Constant and node.value is None  # type: ignore[attr-defined]
+    return node.__class__ is ast.Constant and node.value is None
 
 
 def _literal(node: ast.AST | None) -> str | None:
@@ -854,7 +854,7 @@ def _own_scope_names(body: Sequence[ast.AST]) -> tuple[set[str], set[str], set[s
         for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
-                extend([v for v in value if isinstance(v, AST)])  # type: ignore[union-attr]
+                extend([v for v in value if isinstance(v, AST)])
             elif isinstance(value, AST):
                 push(value)
     return stored, global_names, declared
@@ -932,7 +932,7 @@ def _head_names(value: ast.AST, depth: int) -> set[str]:
         return {"self." + value.attr} if inner.__class__ is ast.Name and inner.id == "self" else set()  # type: ignore[attr-defined]
     if cls is ast.JoinedStr:
         first = value.values[0] if value.values else None  # type: ignore[attr-defined]
-        return _head_names(first.value, depth + 1) if first.__class__ is ast.FormattedValue else set()  # type: ignore[union-attr]
+        return _head_names(first.value, depth + 1) if first.__class__ is ast.FormattedValue else set()
     if cls is ast.BinOp:
         return _head_names(value.left, depth + 1)  # type: ignore[attr-defined]
     if cls is ast.BoolOp:
@@ -973,7 +973,7 @@ def _effect(node: ast.stmt, module_level: bool) -> str | None:
             if t.__class__ is ast.Attribute:
                 return f"{raw_dotted(t) or 'attribute'} set"
             if t.__class__ is ast.Subscript or (module_level and t.__class__ is ast.Name):
-                return "item set" if t.__class__ is ast.Subscript else f"{t.id} set"  # type: ignore[attr-defined]
+                return f"{t.id} set" if t.__class__ is ast.Name else "item set"
     return None
 
 
@@ -1134,7 +1134,7 @@ class _Indexer(ast.NodeVisitor):
         parent = self.scopes[-1]
         return f"{parent.qualname}.<locals>.{name}" if parent.kind == "def" else f"{parent.qualname}.{name}"
 
-    def _source(self, node: ast.AST) -> str:
+    def _source(self, node: ast.stmt | ast.expr) -> str:
         """Exact source of a node (first line from its column), no re-split of the file."""
         first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
         start = _char_offset(self.lines[first], node.col_offset)
@@ -1146,7 +1146,7 @@ class _Indexer(ast.NodeVisitor):
         parts.append(self.lines[last][:end])
         return "\n".join(parts)
 
-    def _snippet(self, text: str, node: ast.AST, *, assign_target: str | None = None, is_return: bool = False,
+    def _snippet(self, text: str, node: ast.stmt | ast.expr, *, assign_target: str | None = None, is_return: bool = False,
                  builds_path: bool = False, prefix: int = 0) -> None:
         scope = self.function
         if "(" in text:
@@ -1206,7 +1206,7 @@ class _Indexer(ast.NodeVisitor):
     def _line_prefix(self, pattern: re.Pattern[str], literals: tuple[tuple[str, bool], ...]) -> list[int]:
         return line_prefix(self.lines, self.text, self.line_starts, pattern, literals)
 
-    def _has_tokens(self, node: ast.AST) -> bool:
+    def _has_tokens(self, node: ast.stmt | ast.expr) -> bool:
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
         if self.token_prefix[last] > self.token_prefix[first]:
             return True
@@ -1286,9 +1286,10 @@ class _Indexer(ast.NodeVisitor):
         entry_gates = tuple(ref for stmt in entries for ref in self.gate_refs(stmt.test, active=False))
         false_entry_gates = tuple(ref for stmt in _leading_false_exits(node.body, entries) for ref in self.gate_refs(stmt.test, active=False))
         # a predicate (`def _eplb_on(self): return self.args.enable_eplb and ...`): what its value tests
-        body = [stmt for stmt in node.body if not (stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Constant)]  # type: ignore[attr-defined]
-        returned_test = tuple(self.gate_refs(body[-1].value, active=True)) if (  # type: ignore[attr-defined]
-            body and body[-1].__class__ is ast.Return and body[-1].value.__class__ in _TEST_VALUES  # type: ignore[attr-defined]
+        body = [stmt for stmt in node.body if not (stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Constant)]
+        final = body[-1] if body else None
+        returned_test = tuple(self.gate_refs(final.value, active=True)) if (
+            final is not None and final.__class__ is ast.Return and final.value is not None and final.value.__class__ in _TEST_VALUES
             and all(stmt.__class__ is ast.Assign for stmt in body[:-1])) else ()
         fallback_return, fallback_gates = self._fallback(body)
         self._set_gates_aside()
@@ -1362,7 +1363,7 @@ class _Indexer(ast.NodeVisitor):
         scope = self.function
         for i, stmt in enumerate(body):
             if scope is not None and stmt.__class__ is ast.Assign:
-                self._note_lookup(scope, stmt)  # type: ignore[arg-type]
+                self._note_lookup(scope, stmt)
             visitor = visitors.get(stmt.__class__)
             if visitor is None:
                 self._simple(stmt)
@@ -1381,7 +1382,7 @@ class _Indexer(ast.NodeVisitor):
                     self._note_block(context, rest)
                     self.path_contexts = (*self.path_contexts, context)
             elif stmt.__class__ is ast.Assert and scope is not None and i + 1 < len(body):
-                context = assert_context(stmt.test, self.rs.rare_test_re, stmt.lineno)  # type: ignore[attr-defined]
+                context = assert_context(stmt.test, self.rs.rare_test_re, stmt.lineno)
                 if context is not None:
                     self._note_block(context, body[i + 1:])
                     self.path_contexts = (*self.path_contexts, context)
@@ -1393,12 +1394,12 @@ class _Indexer(ast.NodeVisitor):
         """`v = C.get(k)` / `v = C[k]` / `v = getattr(C, "x", None)`: v holds what C had."""
         if len(stmt.targets) != 1 or stmt.targets[0].__class__ is not ast.Name:
             return
-        name, value = stmt.targets[0].id, stmt.value  # type: ignore[attr-defined]
+        name, value = stmt.targets[0].id, stmt.value
         owner = None
-        if value.__class__ is ast.Call and value.func.__class__ is ast.Attribute and value.func.attr == "get":  # type: ignore[attr-defined]
-            owner = dotted_name(value.func.value)  # type: ignore[attr-defined]
+        if value.__class__ is ast.Call and value.func.__class__ is ast.Attribute and value.func.attr == "get":
+            owner = dotted_name(value.func.value)
         elif value.__class__ is ast.Subscript:
-            owner = dotted_name(value.value)  # type: ignore[attr-defined]
+            owner = dotted_name(value.value)
         if owner:
             scope.lookups[name] = owner
         else:
@@ -1435,7 +1436,7 @@ class _Indexer(ast.NodeVisitor):
         self._block(body)
         self.path_contexts = saved
 
-    def _header(self, expr: ast.AST, builds_path: bool = False, assign_target: str | None = None) -> None:
+    def _header(self, expr: ast.expr, builds_path: bool = False, assign_target: str | None = None) -> None:
         """An expression in a compound statement's header: snippet when it holds tokens, else edges."""
         if self._has_tokens(expr):
             text = self._source(expr)
@@ -1448,11 +1449,11 @@ class _Indexer(ast.NodeVisitor):
         """An `if` test: a call in a later operand of `and`/`or` runs only when the earlier
         ones let it (`if self.connector is not None and self.connector.ready():`). A test the
         libcst walker reads (it holds tokens) is gated there, operand by operand, as well."""
-        if test.__class__ is not ast.BoolOp or len(test.values) < 2:  # type: ignore[attr-defined]
+        if test.__class__ is not ast.BoolOp or len(test.values) < 2:
             self._header(test)
             return
-        active = test.op.__class__ is ast.And  # type: ignore[attr-defined]
-        values = test.values  # type: ignore[attr-defined]
+        active = test.op.__class__ is ast.And
+        values = test.values
         self._header(values[0])
         for i in range(1, len(values)):
             self._push_gates(values[i - 1], active)
@@ -1498,11 +1499,11 @@ class _Indexer(ast.NodeVisitor):
         self.loop_iters.append(" ".join(self._source(node.iter).split())[:80])
         outer_bound = self.loop_bound
         if node.target.__class__ is ast.Name:
-            self.loop_bound = outer_bound | {node.target.id}  # type: ignore[attr-defined]
+            self.loop_bound = outer_bound | {node.target.id}
         scope = self.function
         if scope is not None and scope.host:
             # the loop's target holds its items, and the body may run no time at all
-            before = scope.host - {n.id for n in ast.walk(node.target) if n.__class__ is ast.Name}  # type: ignore[attr-defined]
+            before = scope.host - {n.id for n in ast.walk(node.target) if n.__class__ is ast.Name}
             scope.host = before
             self._block(node.body)
             scope.host = scope.host & before
@@ -1527,7 +1528,7 @@ class _Indexer(ast.NodeVisitor):
     visit_With = _visit_with
     visit_AsyncWith = _visit_with
 
-    def visit_Try(self, node: ast.Try) -> None:
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
         self._block(node.body)
         for handler in node.handlers:
             self._on_path(except_context(handler.lineno), handler.body)
@@ -1557,9 +1558,9 @@ class _Indexer(ast.NodeVisitor):
             node.targets[0].id if cls is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name  # type: ignore[attr-defined]
             else "")
         if node.__class__ is ast.Global and self.function is not None:
-            self.function.global_names.update(node.names)  # type: ignore[attr-defined]
-        if node.__class__ is ast.AugAssign and node.op.__class__ is ast.Add:  # type: ignore[attr-defined]
-            counter = raw_dotted(node.target)  # type: ignore[attr-defined]
+            self.function.global_names.update(node.names)
+        if node.__class__ is ast.AugAssign and node.op.__class__ is ast.Add:
+            counter = raw_dotted(node.target)
             if counter:
                 self.incremented.add(counter)
         if self.gate_groups:
@@ -1572,12 +1573,12 @@ class _Indexer(ast.NodeVisitor):
             scope = self.function
             if scope is not None:
                 scope.returns_value = True
-                value = node.value
-                if value.__class__ is ast.Name:
-                    scope.returned.add(value.id)  # type: ignore[attr-defined]
+                returned = node.value
+                if returned.__class__ is ast.Name:
+                    scope.returned.add(returned.id)
                 else:
-                    scope.returned.update(_name_ids(value))
-        if node.__class__ is ast.Expr and node.value.__class__ is ast.Constant:  # type: ignore[attr-defined]
+                    scope.returned.update(_name_ids(returned))
+        if node.__class__ is ast.Expr and node.value.__class__ is ast.Constant:
             # a docstring or a bare literal: no call, no read, whatever words it holds
             # (docstrings had been a sizeable part of the statement text given to libcst)
             self.statements[node.lineno] = (None, False)
@@ -1585,10 +1586,10 @@ class _Indexer(ast.NodeVisitor):
         # env reads and writes always hold a token (`environ`, `getenv`, `envs.`, an alias)
         has_tokens = self._has_tokens(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            targets: list[ast.expr] = node.targets if isinstance(node, ast.Assign) else [node.target]
             self._note_assign(targets, node.value)
             if self.function is not None and len(targets) == 1 and targets[0].__class__ is ast.Name and node.value is not None:
-                self._note_message(node, targets[0].id, node.value)  # type: ignore[attr-defined]
+                self._note_message(node, targets[0].id, node.value)
             if len(targets) == 1:
                 target = raw_dotted(targets[0])
                 scope = self.function
@@ -1615,12 +1616,13 @@ class _Indexer(ast.NodeVisitor):
         if has_tokens and self._exports_env(node):
             scope = self.function
             self.env_exporters.add(scope.qualname if scope else None)
-        if target is not None and node.value is not None and _starts_as_path(node.value, self._is_path_name):  # type: ignore[attr-defined]
+        assigned = node.value if target is not None and isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if target is not None and assigned is not None and _starts_as_path(assigned, self._is_path_name):
             # walked for the output path it hands on (`_DUMP = "/tmp/x"` ... `open(_DUMP, "a")`)
             has_tokens = True
             (self.function.path_names if self.function is not None else self.module_path_names).add(target)
-        if not has_tokens and target is not None and node.value is not None and (
-                node.value.__class__ is ast.Constant or _builds_path(node.value)) and _names_file(node.value, self.string_constants):
+        if not has_tokens and assigned is not None and (
+                assigned.__class__ is ast.Constant or _builds_path(assigned)) and _names_file(assigned, self.string_constants):
             # walked for the file name it hands on (`self.accept_path = Path(out) / "accept.csv"`): the readers join
             has_tokens = True
         if has_tokens:
@@ -1635,7 +1637,7 @@ class _Indexer(ast.NodeVisitor):
             self._host_after = None
         if node.__class__ in (ast.Assign, ast.AugAssign, ast.AnnAssign) and self.function is not None and self.function.params:
             scope = self.function
-            targets = node.targets if node.__class__ is ast.Assign else [node.target]  # type: ignore[attr-defined]
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             params = scope.params
             for t in targets:
                 for name in _target_names(t):
@@ -1654,10 +1656,10 @@ class _Indexer(ast.NodeVisitor):
         rs = self.rs
         for call in _calls_in(value):  # `f"loss {t.item()}"`: the sync is paid with the message
             func = call.func
-            if (func.__class__ is ast.Attribute and func.attr in rs.sync_methods and not call.args  # type: ignore[attr-defined]
-                    and (raw_dotted(func.value) or "").split(".")[0] not in rs.not_tensor_receivers  # type: ignore[attr-defined]
-                    and not _host_value(func.value, scope.host, self.aliases, rs.host_name_re)):  # type: ignore[attr-defined]
-                kinds += (f"call:{func.attr}",)  # type: ignore[attr-defined]
+            if (func.__class__ is ast.Attribute and func.attr in rs.sync_methods and not call.args
+                    and (raw_dotted(func.value) or "").split(".")[0] not in rs.not_tensor_receivers
+                    and not _host_value(func.value, scope.host, self.aliases, rs.host_name_re)):
+                kinds += (f"call:{func.attr}",)
         end = node.end_lineno or node.lineno
         message = BuiltMessage(
             name=name, function=scope.qualname, line=node.lineno, end_line=end,
@@ -1755,7 +1757,7 @@ class _Indexer(ast.NodeVisitor):
             # `synchronize = platform.synchronize`: a call of the name is the sync
             syncs = origin is not None and (origin in self.rs.sync_functions or isinstance(value, ast.Attribute)
                                             and value.attr == "synchronize")
-            if origin in self.rs.env_mappings or origin in self.rs.env_calls or syncs:
+            if origin is not None and (origin in self.rs.env_mappings or origin in self.rs.env_calls or syncs):
                 for t in targets:
                     if isinstance(t, ast.Name):
                         self._note_alias(t.id, origin, token=syncs)
@@ -1768,7 +1770,7 @@ class _Indexer(ast.NodeVisitor):
             return callee in ("os.environ.update", "os.environ.setdefault", "os.putenv")
         return False
 
-    def _edges(self, node: ast.AST) -> None:
+    def _edges(self, node: ast.stmt | ast.expr) -> None:
         """Call-graph edges of a statement the libcst walker does not see."""
         implicit = _implicit_calls(node)
         first, last = node.lineno - 1, (node.end_lineno or node.lineno)
@@ -1788,7 +1790,7 @@ class _Indexer(ast.NodeVisitor):
             calls = sorted([*calls, *implicit], key=_POSITION)
         for generator in generators:  # `sum(r.tokens() for r in batch.reqs)`: r is an element
             if generator.target.__class__ is ast.Name:
-                self.comprehensions.append((function, generator.target.id, generator.iter))  # type: ignore[attr-defined]
+                self.comprehensions.append((function, generator.target.id, generator.iter))
         self._with_lambdas(calls, lambdas)
 
     def _with_lambdas(self, calls: list[ast.Call], lambdas: list[ast.Lambda]) -> None:
@@ -1829,7 +1831,7 @@ class _Indexer(ast.NodeVisitor):
         self._note_reads(reads)
         for generator in generators:
             if generator.target.__class__ is ast.Name:
-                self.comprehensions.append((qualname, generator.target.id, generator.iter))  # type: ignore[attr-defined]
+                self.comprehensions.append((qualname, generator.target.id, generator.iter))
         self._with_lambdas(calls, lambdas)
         self.loop_iters, self.loop_depth = saved_iters, saved_loops
         self._restore_gates()
@@ -1951,7 +1953,7 @@ class _Indexer(ast.NodeVisitor):
         else:
             head = CALLEE_HEAD.match(raw).group()  # type: ignore[union-attr]
             lands = may_reach_tree(raw, aliases, shadowed)
-        return aliases.get(head, head) + raw[len(head):], lands  # type: ignore[index]
+        return aliases.get(head, head) + raw[len(head):], lands
 
     def _snippet_arguments(self, node: ast.AST) -> None:
         """The arguments of the calls in a statement the libcst walker reads (it makes their
@@ -2001,7 +2003,7 @@ class _Indexer(ast.NodeVisitor):
             strs: list[str | None] = []
             numbers: list[int | None] = []
             for a in args[:4]:
-                value = a.value if a.__class__ is ast.Constant else None  # type: ignore[attr-defined]
+                value = a.value if a.__class__ is ast.Constant else None
                 strs.append(value if value.__class__ is str else None)
                 numbers.append(value if value.__class__ is int else None)
             literals = tuple(strs)
@@ -2205,7 +2207,7 @@ class _Indexer(ast.NodeVisitor):
             return
         # a name compared with something is an operand (`x not in seen`), never a bare flag; a
         # comparison with a literal keeps what it holds for (`cmp:==:'fp8'`), for an option's default
-        marker = ()
+        marker: tuple[str, ...] = ()
         if single and isinstance(right, ast.Constant) and isinstance(expr.left, (ast.Name, ast.Attribute)) and len(repr(right.value)) <= 80:
             if isinstance(op, (ast.Eq, ast.NotEq)):
                 marker = (f"cmp:{'==' if isinstance(op, ast.Eq) == active else '!='}:{right.value!r}",)
@@ -2333,7 +2335,7 @@ def _implicit_calls(node: ast.AST) -> list[ast.Call]:
     """The calls a statement makes without call syntax, as calls: `raise Error` constructs
     the exception class."""
     if node.__class__ is ast.Raise:
-        exc = node.exc  # type: ignore[attr-defined]
+        exc = node.exc
         if exc is not None and exc.__class__ in (ast.Name, ast.Attribute):
             return [ast.Call(func=exc, args=[], keywords=[], lineno=exc.lineno, col_offset=exc.col_offset,
                              end_lineno=exc.end_lineno, end_col_offset=exc.end_col_offset)]
@@ -2345,7 +2347,7 @@ def _protocol_calls(expr: ast.expr, methods: tuple[str, str]) -> list[ast.Call]:
     (`__enter__`, `__exit__`) makes on ``expr`` without call syntax, as calls."""
     if expr.__class__ not in (ast.Name, ast.Attribute, ast.Call, ast.Subscript):
         return []
-    where = {"lineno": expr.lineno, "col_offset": expr.col_offset, "end_lineno": expr.end_lineno,
+    where: dict[str, Any] = {"lineno": expr.lineno, "col_offset": expr.col_offset, "end_lineno": expr.end_lineno,
              "end_col_offset": expr.end_col_offset}
     first = ast.Call(func=ast.Attribute(value=expr, attr=methods[0], **where), args=[], keywords=[], **where)
     receiver = first if methods[0] == "__iter__" else expr
@@ -2409,7 +2411,7 @@ def _builtins_bound_by(module: ast.Module) -> frozenset[str]:
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
                 if target.__class__ is ast.Name:
-                    bound.add(target.id)  # type: ignore[attr-defined]
+                    bound.add(target.id)
                 else:
                     bound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     return frozenset(bound & _BUILTINS)

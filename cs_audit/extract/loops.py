@@ -87,7 +87,7 @@ def _exits_on_its_own(body: list[ast.stmt], stop_flags: re.Pattern[str]) -> bool
             continue
         if isinstance(node, ast.If) and _checks_stop_flag(node.test, stop_flags):
             continue  # the shutdown path
-        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        if isinstance(node, (ast.Try, ast.TryStar)):
             for stmt in (*node.body, *node.orelse, *node.finalbody):
                 work.append((stmt, nested))
             continue  # the handlers are the error path

@@ -28,9 +28,9 @@ def _is_text(node: ast.expr) -> bool:
 
 
 def _concat_leaves(node: ast.expr, out: list[ast.expr]) -> None:
-    while node.__class__ is ast.BinOp and node.op.__class__ is ast.Add:  # type: ignore[attr-defined]
-        _concat_leaves(node.right, out)  # type: ignore[attr-defined]
-        node = node.left  # type: ignore[attr-defined]
+    while node.__class__ is ast.BinOp and node.op.__class__ is ast.Add:
+        _concat_leaves(node.right, out)
+        node = node.left
     out.append(node)
 
 
@@ -81,8 +81,8 @@ def argument_uses(func: ast.FunctionDef | ast.AsyncFunctionDef, names: set[str])
             callee = node.func  # type: ignore[attr-defined]
             method = callee.attr if callee.__class__ is ast.Attribute else callee.id if callee.__class__ is ast.Name else ""
             for arg in (*node.args, *(k.value for k in node.keywords)):  # type: ignore[attr-defined]
-                if arg.__class__ is ast.Name and arg.id in names:  # type: ignore[attr-defined]
-                    taken[arg.id] += 1  # type: ignore[attr-defined]
+                if arg.__class__ is ast.Name and arg.id in names:
+                    taken[arg.id] += 1
                     uses.setdefault(arg.id, []).append((node.lineno, node.end_lineno or node.lineno, method))  # type: ignore[attr-defined]
         inner = nested or isinstance(node, _NESTED)
         stack.extend((child, inner) for child in ast.iter_child_nodes(node))

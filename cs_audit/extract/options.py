@@ -29,7 +29,7 @@ def declared_options(tree: ast.Module, text: str, path: str,
     out: list[OptionDefault] = []
     settings_module = defaults.module_paths.search(path) is not None
     # settings classes: at module level, under a module-level `if`/`try`, or nested in a class
-    statements = list(tree.body)
+    statements: list[ast.AST] = list(tree.body)
     while statements:
         node = statements.pop()
         if isinstance(node, ast.ClassDef):
@@ -117,9 +117,9 @@ def registry_defaults(tree: ast.Module, path: str) -> tuple[OptionDefault, ...]:
                     kind = _last(dotted_name(statement.value.func))[3:].lower()
                     text = _literal_text(statement.value.args[0])
                     if text is not None:
-                        value = ast.literal_eval(text)
-                        value = bool(value) if kind == "bool" else value
-                        out.append(OptionDefault(statement.targets[0].id, "env", repr(value), path, statement.lineno))
+                        literal = ast.literal_eval(text)
+                        literal = bool(literal) if kind == "bool" else literal
+                        out.append(OptionDefault(statement.targets[0].id, "env", repr(literal), path, statement.lineno))
     return tuple(out)
 
 
@@ -144,7 +144,7 @@ def _evaluate(node: ast.expr, var: str, depth: int) -> object:
         if name in _CONVERT and len(node.args) == 1 and not node.keywords:
             inner = _evaluate(node.args[0], var, depth + 1)
             try:
-                return _UNSET if inner is _UNSET or inner is None else _CONVERT[name](inner)  # type: ignore[operator]
+                return _UNSET if inner is _UNSET or inner is None else _CONVERT[name](inner)
             except (ValueError, TypeError):
                 return _UNSET
         if isinstance(node.func, ast.Attribute) and node.func.attr in _STRING_METHODS and not node.args:

@@ -17,7 +17,7 @@ from typing import Literal
 from cs_audit.pyast import dotted_name, scope_nodes
 
 PathKind = Literal["normal", "error", "rare"]
-PathContext = tuple[str, str, str, int]
+PathContext = tuple[PathKind, str, str, int]
 
 
 def except_context(line: int) -> PathContext:
@@ -318,7 +318,7 @@ def function_context(name: str, line: int = 0) -> PathContext | None:
     return None
 
 
-def resolve(contexts: tuple[PathContext, ...], incremented: frozenset[str]) -> tuple[str, str]:
+def resolve(contexts: tuple[PathContext, ...], incremented: frozenset[str]) -> tuple[PathKind, str]:
     """``(path_kind, reason)`` of code under ``contexts`` (outermost first): the innermost
     context that holds (a counter only when the module increments it)."""
     for kind, reason, counter, _line in reversed(contexts):

@@ -65,7 +65,7 @@ def _syntax_error(exc: SyntaxError) -> str:
     return f"syntax error{where}: {exc.msg}"
 
 
-_Fact = TypeVar("_Fact", EnvRead, CallSite)
+_Fact = TypeVar("_Fact", EnvRead, CallSite, PlainCall)
 
 
 def _mark_returned(facts: list[_Fact], index: ModuleIndex) -> list[_Fact]:
@@ -77,7 +77,7 @@ def _mark_returned(facts: list[_Fact], index: ModuleIndex) -> list[_Fact]:
         returned_names = index.returned_names.get(fact.function, frozenset())
         returned = is_return or (target is not None and target in returned_names) or fact.line in index.returning_tests
         if returned:
-            fact = fact.returning() if fact.__class__ is PlainCall else replace(fact, returned=True)  # type: ignore[union-attr]
+            fact = fact.returning() if isinstance(fact, PlainCall) else replace(fact, returned=True)
         out.append(fact)
     return out
 
@@ -117,7 +117,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     index = index_module(tree, text, path, rs)
     env_reads: list[EnvRead] = []
-    calls = _mark_returned(list(index.calls), index)
+    calls: list[CallSite | PlainCall] = []
+    calls.extend(_mark_returned(list(index.calls), index))
     literal_paths: list[tuple[int, str, int, int]] = []
     if index.snippets:
         from cs_audit.extract.facts import collect_facts  # libcst: imported by the workers that need it
@@ -232,7 +233,7 @@ def _property_reads(index: ModuleIndex, grouped: dict[tuple[str, str, str | None
 
 
 def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str, str | None], list[str]],
-                  calls: list[CallSite]) -> TypeFacts:
+                  calls: list[CallSite | PlainCall]) -> TypeFacts:
     """The type facts of the bindings ``types.type_bindings`` gives (grouped by owner, name
     and function), without the locals no call of the file can depend on: a local is kept when
     a call of its function (or of a function nested in it) starts with it, or a kept
@@ -246,9 +247,11 @@ def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str,
         if function is None or (function, site.callee) in seen:
             continue
         seen.add((function, site.callee))
-        head = head_of(site.callee.rpartition(HANDED)[2]).group()
+        matched = head_of(site.callee.rpartition(HANDED)[2])
+        assert matched is not None  # the pattern matches any text, the empty head included
+        callee_head = matched.group()
         while True:
-            needed[function].add(head)
+            needed[function].add(callee_head)
             outer, sep, _ = function.rpartition(".<locals>.")
             if not sep:
                 break

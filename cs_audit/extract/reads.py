@@ -62,6 +62,6 @@ def names_read(data: bytes) -> frozenset[str] | None:
             for stmt in node.body:
                 value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
                 if isinstance(value, ast.Call):
-                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[union-attr]
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
                     found.update(t.id for t in targets if isinstance(t, ast.Name))
     return frozenset(found)

@@ -110,7 +110,7 @@ def _getattr_registry(tree: ast.Module) -> tuple[str, ...] | None:
     for stmt in tree.body:
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else (
             stmt.target if isinstance(stmt, ast.AnnAssign) else None)
-        if isinstance(target, ast.Name) and isinstance(stmt.value, ast.Dict):
+        if isinstance(target, ast.Name) and isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(stmt.value, ast.Dict):
             keys = tuple(k.value for k in stmt.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
             tables[target.id] = keys
     for stmt in tree.body:

@@ -140,7 +140,7 @@ def passed_on_python(text: str, tree: ast.Module, refs: tuple[tuple[int, str], .
 
 def _string_text(node: ast.AST) -> str:
     if isinstance(node, ast.Constant):
-        return node.value
+        return str(node.value)  # only string constants are asked
     return "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))  # type: ignore[attr-defined]
 
 
@@ -217,7 +217,7 @@ def _handed(node: ast.AST, parents: dict, launchers: dict[str, str], tree: ast.M
         node = parent
 
 
-def _scope_of(node: ast.AST, parents: dict, tree: ast.Module) -> ast.AST:
+def _scope_of(node: ast.AST | None, parents: dict, tree: ast.Module) -> ast.AST:
     while node is not None and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         node = parents.get(node)
     return node if node is not None else tree

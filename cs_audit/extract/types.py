@@ -113,52 +113,51 @@ class _Walker:
     def body(self, stmts: list[ast.stmt], function: str | None, cls: str | None, class_body: str | None,
              self_name: str | None) -> None:
         for stmt in stmts:
-            kind = stmt.__class__
-            if kind is ast.ClassDef:
-                self.class_def(stmt, function, class_body)  # type: ignore[arg-type]
-            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                self.function_def(stmt, function, class_body)  # type: ignore[arg-type]
-            elif kind is ast.Assign or kind is ast.AnnAssign:
-                self.assign(stmt, function, cls, class_body, self_name)  # type: ignore[arg-type]
-            elif kind is ast.Return:
-                if function is not None and stmt.value is not None:  # type: ignore[attr-defined]
-                    self.bind(f"def:{function}", "<return>", function, self.sources(stmt.value))  # type: ignore[attr-defined]
-            elif kind is ast.For or kind is ast.AsyncFor:
-                if stmt.target.__class__ is ast.Name:  # type: ignore[attr-defined]
-                    self.bind_name(stmt.target.id, [f"e:{s}" for s in self.sources(stmt.iter)],  # type: ignore[attr-defined]
+            if stmt.__class__ is ast.ClassDef:
+                self.class_def(stmt, function, class_body)
+            elif stmt.__class__ is ast.FunctionDef or stmt.__class__ is ast.AsyncFunctionDef:
+                self.function_def(stmt, function, class_body)
+            elif stmt.__class__ is ast.Assign or stmt.__class__ is ast.AnnAssign:
+                self.assign(stmt, function, cls, class_body, self_name)
+            elif stmt.__class__ is ast.Return:
+                if function is not None and stmt.value is not None:
+                    self.bind(f"def:{function}", "<return>", function, self.sources(stmt.value))
+            elif stmt.__class__ is ast.For or stmt.__class__ is ast.AsyncFor:
+                if stmt.target.__class__ is ast.Name:
+                    self.bind_name(stmt.target.id, [f"e:{s}" for s in self.sources(stmt.iter)],
                                    function, class_body)
-                elif stmt.target.__class__ is ast.Tuple and stmt.iter.__class__ is ast.Call:  # type: ignore[attr-defined]
-                    self.paired(stmt.target.elts, stmt.iter, function, class_body)  # type: ignore[attr-defined]
-                self.body(stmt.body, function, cls, class_body, self_name)  # type: ignore[attr-defined]
-                self.body(stmt.orelse, function, cls, class_body, self_name)  # type: ignore[attr-defined]
-            elif kind is ast.With or kind is ast.AsyncWith:
-                for item in stmt.items:  # type: ignore[attr-defined]
+                elif stmt.target.__class__ is ast.Tuple and stmt.iter.__class__ is ast.Call:
+                    self.paired(stmt.target.elts, stmt.iter, function, class_body)
+                self.body(stmt.body, function, cls, class_body, self_name)
+                self.body(stmt.orelse, function, cls, class_body, self_name)
+            elif stmt.__class__ is ast.With or stmt.__class__ is ast.AsyncWith:
+                for item in stmt.items:
                     if item.optional_vars is not None and item.optional_vars.__class__ is ast.Name:
                         self.bind_name(item.optional_vars.id, self.sources(item.context_expr), function, class_body)
-                self.body(stmt.body, function, cls, class_body, self_name)  # type: ignore[attr-defined]
-            elif kind is ast.Expr and stmt.value.__class__ is ast.Call and stmt.value.func.__class__ is ast.Attribute \
-                    and stmt.value.func.attr in _ADDERS and stmt.value.args:  # type: ignore[attr-defined]
+                self.body(stmt.body, function, cls, class_body, self_name)
+            elif stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Call and stmt.value.func.__class__ is ast.Attribute \
+                    and stmt.value.func.attr in _ADDERS and stmt.value.args:
                 # `self.callbacks.append(cb)`: the container holds what is added
-                call = stmt.value  # type: ignore[attr-defined]
+                call, method = stmt.value, stmt.value.func
                 added = self.sources(call.args[-1])
-                if call.func.attr == "extend":
+                if method.attr == "extend":
                     added = [f"e:{s}" for s in added]
-                self.target(call.func.value, None, [f"l:{s}" for s in added], function, cls, class_body, self_name)
-            elif kind is ast.Expr and stmt.value.__class__ in (ast.Yield, ast.YieldFrom):  # type: ignore[attr-defined]
-                value = stmt.value  # type: ignore[attr-defined]
+                self.target(method.value, None, [f"l:{s}" for s in added], function, cls, class_body, self_name)
+            elif stmt.__class__ is ast.Expr and stmt.value.__class__ in (ast.Yield, ast.YieldFrom):
+                value = stmt.value
                 if function is not None and value.value is not None:
                     # a generator's result is an iterator over what it yields
                     inner = self.sources(value.value)
                     if value.__class__ is ast.YieldFrom:
                         inner = [f"e:{s}" for s in inner]
                     self.bind(f"def:{function}", "<return>", function, [f"l:{s}" for s in inner])
-            elif kind is ast.Global:
-                self.globals.update(stmt.names)  # type: ignore[attr-defined]
+            elif stmt.__class__ is ast.Global:
+                self.globals.update(stmt.names)
             else:
                 for name in ("body", "orelse", "finalbody"):
-                    inner = getattr(stmt, name, None)
-                    if inner:
-                        self.body(inner, function, cls, class_body, self_name)
+                    block = getattr(stmt, name, None)
+                    if block:
+                        self.body(block, function, cls, class_body, self_name)
                 for handler in getattr(stmt, "handlers", ()):
                     self.body(handler.body, function, cls, class_body, self_name)
                 for case in getattr(stmt, "cases", ()):
@@ -216,7 +215,7 @@ class _Walker:
         applied: list[str] = []  # the decorators' callees, innermost first
         for expr in reversed(node.decorator_list):
             if expr.__class__ is ast.Call:
-                inner = self.name_of(expr.func)  # type: ignore[attr-defined]
+                inner = self.name_of(expr.func)
                 callee = f"{inner}()" if inner else None
             else:
                 callee = self.name_of(expr)
@@ -235,9 +234,10 @@ class _Walker:
     def assign(self, node: ast.Assign | ast.AnnAssign, function: str | None, cls: str | None,
                class_body: str | None, self_name: str | None) -> None:
         sources: list[str] = []
+        targets: list[ast.expr]
         if node.__class__ is ast.AnnAssign:
-            sources.extend(self.annotation(node.annotation))  # type: ignore[union-attr]
-            targets = [node.target]  # type: ignore[union-attr]
+            sources.extend(self.annotation(node.annotation))
+            targets = [node.target]
         else:
             targets = node.targets  # type: ignore[union-attr]
         if node.value is not None:
@@ -260,25 +260,25 @@ class _Walker:
             # `handlers[key] = f`: the container holds f among its elements
             head = target.value  # type: ignore[attr-defined]
             while head.__class__ is ast.Subscript:
-                head = head.value  # type: ignore[attr-defined]
+                head = head.value
                 sources = [f"l:{s}" for s in sources]
             sources = [f"l:{s}" for s in sources]
-            if head.__class__ is ast.Name and function is not None and head.id not in self.local_names(function):  # type: ignore[attr-defined]
-                self.bind("", head.id, None, sources)  # type: ignore[attr-defined]  # a module's table filled in a function
+            if head.__class__ is ast.Name and function is not None and head.id not in self.local_names(function):
+                self.bind("", head.id, None, sources)  # a module's table filled in a function
             else:
                 self.target(head, None, sources, function, cls, class_body, self_name, depth + 1)
         elif (kind is ast.Tuple or kind is ast.List) and depth < 4:
             elts = target.elts  # type: ignore[attr-defined]
             starred = [i for i, e in enumerate(elts) if e.__class__ is ast.Starred]
             if value is not None and value.__class__ in (ast.Tuple, ast.List) and len(starred) <= 1 \
-                    and not any(v.__class__ is ast.Starred for v in value.elts):  # type: ignore[attr-defined]
-                values = value.elts  # type: ignore[attr-defined]
+                    and not any(v.__class__ is ast.Starred for v in value.elts):
+                values = value.elts
                 after = len(elts) - 1 - starred[0] if starred else 0
                 for i, element in enumerate(elts):
                     if starred and i == starred[0]:  # `a, *rest, z = ...`: rest is a list of the middle
                         middle = values[i:len(values) - after]
                         inner = [f"l:{s}" for v in middle[:MAX_SOURCES] for s in self.sources(v)]
-                        self.target(element.value, None, inner, function, cls, class_body, self_name, depth + 1)  # type: ignore[attr-defined]
+                        self.target(element.value, None, inner, function, cls, class_body, self_name, depth + 1)
                         continue
                     j = i if not starred or i < starred[0] else len(values) - (len(elts) - i)
                     if 0 <= j < len(values):
@@ -287,7 +287,7 @@ class _Walker:
             each = [f"e:{s}" for s in sources]  # unpacking a value: each name is one of its elements
             for element in elts:
                 if element.__class__ is ast.Starred:
-                    self.target(element.value, None, sources, function, cls, class_body, self_name, depth + 1)  # type: ignore[attr-defined]
+                    self.target(element.value, None, sources, function, cls, class_body, self_name, depth + 1)
                 else:
                     self.target(element, None, each, function, cls, class_body, self_name, depth + 1)
 
@@ -296,17 +296,17 @@ class _Walker:
         each name bound to the elements of the iterable it walks."""
         func, args = pairs.func, pairs.args
         walked: list[ast.expr | None] = []
-        if func.__class__ is ast.Attribute and func.attr == "items" and not args:  # type: ignore[attr-defined]
-            walked = [None, func.value]  # type: ignore[attr-defined]  # a mapping's elements are its values
-        elif func.__class__ is ast.Name and func.id == "enumerate" and args:  # type: ignore[attr-defined]
+        if func.__class__ is ast.Attribute and func.attr == "items" and not args:
+            walked = [None, func.value]  # a mapping's elements are its values
+        elif func.__class__ is ast.Name and func.id == "enumerate" and args:
             walked = [None, args[0]]
-        elif func.__class__ is ast.Name and func.id == "zip":  # type: ignore[attr-defined]
+        elif func.__class__ is ast.Name and func.id == "zip":
             walked = [None if a.__class__ is ast.Starred else a for a in args]
         if len(walked) != len(names):
             return
         for name, iterable in zip(names, walked):
             if iterable is not None and name.__class__ is ast.Name:
-                self.bind_name(name.id, [f"e:{s}" for s in self.sources(iterable)], function, class_body)  # type: ignore[attr-defined]
+                self.bind_name(name.id, [f"e:{s}" for s in self.sources(iterable)], function, class_body)
 
     def bind_name(self, name: str, sources: list[str], function: str | None, class_body: str | None) -> None:
         if function is not None and name not in self.globals:
@@ -362,9 +362,9 @@ class _Walker:
     def name_of(self, node: ast.expr) -> str | None:
         """`a.b.c` after import aliases; `super().m` as written."""
         if node.__class__ is ast.Attribute:
-            value = node.value  # type: ignore[attr-defined]
-            if value.__class__ is ast.Call and value.func.__class__ is ast.Name and value.func.id == "super":  # type: ignore[attr-defined]
-                return f"super().{node.attr}"  # type: ignore[attr-defined]
+            value = node.value
+            if value.__class__ is ast.Call and value.func.__class__ is ast.Name and value.func.id == "super":
+                return f"super().{node.attr}"
         name = dotted(node, self.aliases)
         return None if name is None or "()" in name else name
 
@@ -392,7 +392,7 @@ class _Walker:
             head = dotted(expr.value, self.aliases) or ""  # type: ignore[attr-defined]
             last = head.rpartition(".")[2]
             inner = expr.slice  # type: ignore[attr-defined]
-            args = list(inner.elts) if inner.__class__ is ast.Tuple else [inner]  # type: ignore[attr-defined]
+            args = list(inner.elts) if inner.__class__ is ast.Tuple else [inner]
             if last == "Union":
                 return [s for a in args for s in self.annotation(a, depth + 1)]
             if last in _WRAPPERS:
