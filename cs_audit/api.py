@@ -183,7 +183,7 @@ def _cpu_verdict(result: FileResult) -> bool:
 
 def _keeps(result: FileResult) -> bool:
     """Whether ``result`` is a function of the file (bytes, path, kind) and may be kept."""
-    return cache.cacheable(result) or _cpu_verdict(result)  # type: ignore[arg-type]
+    return cache.cacheable(result) or _cpu_verdict(result)
 
 
 def _holds(result: FileResult) -> bool:
@@ -195,7 +195,7 @@ def _store_timeout(cache_dir: str, key: str, result: FileResult) -> None:
     """A file whose worker the CPU-time limit stopped is stored as that error here: the
     worker died on it and stored nothing, and the next scan must not pay the limit again."""
     if _cpu_verdict(result):
-        cache.store_error(cache_dir, key, result)  # type: ignore[arg-type]
+        cache.store_error(cache_dir, key, result)
 
 
 def _import_worker_modules() -> None:
@@ -522,13 +522,14 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
     analysis = _tree_analysis(sources, tree.errors, rs, config, progress, tree.cache_dir, tree.keys, memo, run, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
     run.settled = analysis.cacheable
-    commit, history_note = None, HISTORY_SKIPPED
+    commit: str | None = None
+    history_note: str | None = HISTORY_SKIPPED
     if config.history:
         switches, commit, history_note = _with_history(root, repos, switches, config, run)
     else:
         commit = heads[0] if heads is not None else git_head(root)
         switches = [replace(s, added_in=None, added_in_note=HISTORY_SKIPPED) for s in switches]
-    repositories = ((".", commit),) if commit else ()
+    repositories: tuple[tuple[str, str | None], ...] = ((".", commit),) if commit else ()
     repositories += heads[1] if heads is not None else tuple((r.path, git_head(root / r.path)) for r in repos)
     outside = outside_git(root, repositories)
     run.lap("history")
@@ -629,7 +630,7 @@ def _source_keys(sources: list[SourceFile], config: AuditConfig, cache_dir: str 
                  memo: ScanMemo | None = None, stats: dict[str, os.stat_result] | None = None) -> list[str | None]:
     """Each source's key in the facts cache (and the memo), None without either."""
     if cache_dir is not None:
-        return cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root), stats)  # type: ignore[return-value]
+        return cache.source_keys(sources, config.max_file_bytes, cache_dir, os.path.abspath(config.root), stats)
     if memo is not None:
         return [cache.source_key(s, config.max_file_bytes) for s in sources]
     return [None] * len(sources)
@@ -678,7 +679,8 @@ def _tree_analysis(sources: list[SourceFile], errors: list[FileError], rs: RuleS
         run.result = "stored"
         run.lap("cached result")
         return stored
-    reused, known = None, {}
+    reused: TreeAnalysis | None = None
+    known: dict[str, FileResult] = {}
     if memo is None:
         reused, known = _result_of_equal_facts(sources, keys, context, rs, config, cache_dir, run)  # type: ignore[arg-type]
     if keep is not None:
@@ -926,12 +928,12 @@ def _with_history(root: Path, repos: Sequence[Repository], switches: list[Switch
                 close()
     out = []
     for i, s in enumerate(switches):
-        got = answers.get(i, [])
-        dated = [(info, note) for info, note in got if info is not None]
+        answered = answers.get(i, [])
+        dated = [(info, note) for info, note in answered if info is not None]
         if dated:
-            info, note = min(dated, key=lambda a: (a[0].date, a[0].repository))  # type: ignore[union-attr]
+            info, note = min(dated, key=lambda a: (a[0].date, a[0].repository))
         else:
-            info, note = None, "; ".join(dict.fromkeys(n for _, n in got if n)) or None
+            info, note = None, "; ".join(dict.fromkeys(n for _, n in answered if n)) or None
         out.append(replace(s, added_in=info, added_in_note=note))
     return out, commit, reason
 

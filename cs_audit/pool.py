@@ -301,7 +301,8 @@ class _Pool(Generic[T]):
         self.pending: deque[_Chunk] = deque(_Chunk(tuple(range(i, min(i + size, n)))) for i in range(0, n, size))
         self.results: dict[int, object] = {}
         self.workers: list[_Worker] = []
-        self.ctx = multiprocessing.get_context(_START_METHOD)
+        # spelled out: each literal gives its own context type (``Process`` is on those alone)
+        self.ctx = multiprocessing.get_context("fork") if _START_METHOD == "fork" else multiprocessing.get_context("spawn")
         _LIVE_POOLS.add(self)
 
     # -- workers

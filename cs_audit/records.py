@@ -71,8 +71,9 @@ def _record(cls: T, shared: bool) -> T:
     if hasattr(cls, "__post_init__") or not all(f.init for f in fields):
         raise TypeError(f"@record: {name} has a __post_init__ or a field outside __init__")
     names = tuple(f.name for f in fields)
+    first = names[0]
     getter: Callable[[Any], tuple[Any, ...]] = (
-        operator.attrgetter(*names) if len(names) > 1 else (lambda obj, field=names[0]: (getattr(obj, field),))
+        operator.attrgetter(*names) if len(names) > 1 else (lambda obj: (getattr(obj, first),))
     )
     _FIELDS_OF[cls] = (name, getter)
     types = tuple(str(f.type) for f in fields)
@@ -87,7 +88,7 @@ def _record(cls: T, shared: bool) -> T:
     return cls
 
 
-def tuple_record(cls: type[tuple], annotations: tuple[str, ...]) -> None:  # type: ignore[type-arg]
+def tuple_record(cls: type[tuple], annotations: tuple[str, ...]) -> None:
     """Mark the tuple subclass ``cls``, whose items have these annotations, as a class the cache
     may store (made from its items)."""
     name = _named(cls)
@@ -219,7 +220,7 @@ def _slot_filler(cls: type) -> type | None:
     this interpreter refuses to switch an object between the two."""
     filler = type(f"_{cls.__name__}Slots", (), {"__slots__": cls.__slots__, "__module__": __name__})  # type: ignore[attr-defined]
     try:
-        probe = object.__new__(filler)
+        probe: Any = object.__new__(filler)
         probe.__class__ = cls
     except TypeError:
         return None

@@ -417,7 +417,8 @@ def load_yaml_without_aliases(text: str | bytes) -> Any:
     for event in yaml.parse(text, Loader=_SAFE_LOADER):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             mark = event.start_mark
-            raise YamlAliasError(f"line {mark.line + 1}: anchors and aliases are not allowed here")
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            raise YamlAliasError(f"{where}anchors and aliases are not allowed here")
     return safe_load_yaml(text)
 
 

@@ -9,8 +9,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -27,9 +28,10 @@ class PlainGroup(TyperGroup):
     """The command group, whose usage errors are one plain line (typer draws a box around
     them, wrapped at the terminal width) with exit code 2."""
 
-    def main(self, *args, standalone_mode: bool = True, **kwargs):  # type: ignore[override]
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **kwargs: Any) -> Any:
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
         except click.NoArgsIsHelpError as exc:
             exc.show()
             code = 2

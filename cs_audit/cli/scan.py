@@ -34,7 +34,7 @@ def _load(path: Path, config_file: Path | None = None, **overrides: object):
 
     check_scannable(path)
     try:
-        config = load_config(str(path), config_file, **overrides)  # type: ignore[arg-type]
+        config = load_config(str(path), config_file, **overrides)
         return config, prepare_ruleset(config, load_ruleset())
     except (ConfigError, RuleDataError) as exc:
         fail(f"configuration error: {exc}")
@@ -173,10 +173,10 @@ def _report(format: str, result, rs, config, max_annotations: int | None, path: 
 
     kept = list(apply_suppressions(result).kept)  # no repository prefix needed: no git call
     observed, profile_warning = _observed(profile, config, result)
-    decided = {"reported": bool(kept), "skipped": bool(result.errors),
-               "warnings": (*unmatched_root_warnings(config, result), *profile_warning)}
+    reported, skipped = bool(kept), bool(result.errors)
+    warnings = (*unmatched_root_warnings(config, result), *profile_warning)
     if format not in TERMINAL_FORMATS:
-        return Report(render_format(format, result, rs, max_annotations, path, observed), **decided)
+        return Report(render_format(format, result, rs, max_annotations, path, observed), reported, skipped, warnings)
     from cs_audit.render.console import finding_lines, statistics_lines, summary_lines
     from cs_audit.render.markdown import render_markdown
 
@@ -189,7 +189,7 @@ def _report(format: str, result, rs, config, max_annotations: int | None, path: 
     else:
         full = format == "full"
         details = finding_lines(kept, shown_base, _source_lines(base, kept, full), full)
-    return Report(markdown, **decided, summary=tuple(summary_lines(result, rs, shown_base)), details=tuple(details))
+    return Report(markdown, reported, skipped, warnings, summary=tuple(summary_lines(result, rs, shown_base)), details=tuple(details))
 
 
 def _print_terminal(report, written_to: str, verbose: bool) -> None:

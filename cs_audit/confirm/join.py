@@ -112,8 +112,8 @@ def place_files(profile_files: Iterable[str], tree_files: Iterable[str]) -> tupl
     """(profile file -> tree path, the root the placed files imply, files outside the tree,
     files whose implied root is another)."""
     by_name: dict[str, list[tuple[str, ...]]] = {}
-    for rel in tree_files:
-        parts = _suffixes(rel)
+    for tree_path in tree_files:
+        parts = _suffixes(tree_path)
         by_name.setdefault(parts[-1], []).append(parts)
     best: dict[str, tuple[str, tuple[str, ...]]] = {}
     roots: Counter = Counter()

@@ -222,7 +222,7 @@ def read_chrome(path: Path) -> Profile:
         while head.isspace():
             head = handle.read(1)
         handle.seek(0)
-        wanted = {("traceEvents",)} if head == "{" else {()}
+        wanted: set[tuple[str, ...]] = {("traceEvents",)} if head == "{" else {()}
         for _, event in jsonstream.items(handle, wanted):
             if not isinstance(event, dict) or event.get("ph") not in ("X", "B"):
                 continue

@@ -20,6 +20,7 @@ import runpy
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 FORMAT = "cs-audit-trace"
 VERSION = 1
@@ -139,7 +140,7 @@ def profile_hooks(rec: Recorder):
 
     def stop() -> None:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
 
     return stop
 
@@ -223,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         folders.append(folder)
     output = os.path.abspath(args.output)
     command = [sys.executable, *program]
-    written = []
-    stops = []
+    written: list[bool] = []
+    stops: list[Callable[[], object]] = []
 
     def write() -> None:
         if written:

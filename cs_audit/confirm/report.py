@@ -88,7 +88,7 @@ def confirm(profile: Profile, run: Run, result: AuditResult, model, limit: int) 
             continue
         seen.add(key)
         edges = hot_chain_edges(model, key) if key in model.functions else []
-        chain = tuple(chain_lines(model, edges[0].caller, edges)) if edges else ()
+        chain = tuple(chain_lines(model, root, edges)) if edges and (root := edges[0].caller) is not None else ()
         out.worst.append(Disagreement(f, observed[f.fingerprint], chain))
         if len(out.worst) >= limit:
             break

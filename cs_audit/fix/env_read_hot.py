@@ -51,7 +51,7 @@ def transform(module: cst.Module, targets: list[Target], note: Callable[[int, st
     class Collect(cst.CSTVisitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
             if isinstance(node, (cst.Call, cst.Subscript, cst.Attribute, cst.Comparison)):
-                nodes.append((node, positions[node].start.line))  # type: ignore[arg-type]
+                nodes.append((node, positions[node].start.line))
             return True
 
     wrapper.module.visit(Collect())
@@ -106,7 +106,7 @@ def module_imports(module: cst.Module) -> dict[str, int]:
             if isinstance(small, cst.Import):
                 for alias in small.names:
                     bound = alias.asname.name if alias.asname else alias.name
-                    root = bound
+                    root: cst.BaseExpression = bound
                     while isinstance(root, cst.Attribute):
                         root = root.value
                     if isinstance(root, cst.Name):
@@ -146,7 +146,7 @@ class _Replace(cst.CSTTransformer):
     def __init__(self, replace: dict[cst.CSTNode, str]) -> None:
         self.replace = replace
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         name = self.replace.get(original)
         if name is None:
             return updated

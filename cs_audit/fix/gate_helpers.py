@@ -124,6 +124,7 @@ def _returns_only(block: cst.BaseSuite) -> bool:
 def plan_gates(module: cst.Module, chosen: list[tuple[Target, cst.Call]], note: Callable[[int, str], None]) -> Gates:
     """The ``if <predicate>:`` that wraps each chosen helper call's statement (nodes of ``module``)."""
     parents: dict[cst.Call, cst.SimpleStatementLine] = {}
+    stmt: cst.SimpleStatementLine | None
     for stmt in _simple_lines(module):
         if len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.Call):
             parents[stmt.body[0].value] = stmt
@@ -232,7 +233,7 @@ class GateWrap(cst.CSTTransformer):
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         if isinstance(updated.names, cst.ImportStar):
             return updated
-        bound = {(a.asname.name.value if a.asname else a.name.value) for a in updated.names if isinstance(a.name, cst.Name)}
+        bound = {(a.evaluated_alias or a.name.value) for a in updated.names if isinstance(a.name, cst.Name)}
         add = [p for h, p in self.imports.items() if h in bound and p not in bound]
         if not add:
             return updated

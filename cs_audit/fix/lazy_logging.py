@@ -404,7 +404,7 @@ def _keep_layout(original: cst.BaseExpression, template: cst.BaseExpression) -> 
     flatten(template)
     if len(gaps) != len(pieces) - 1:
         return template
-    out: cst.BaseExpression = pieces[-1]
+    out: cst.SimpleString | cst.ConcatenatedString = pieces[-1]
     for left, gap in zip(reversed(pieces[:-1]), reversed(gaps)):
         out = cst.ConcatenatedString(left=left, right=out, whitespace_between=gap)
     return out

@@ -123,5 +123,5 @@ class _Rewrite(cst.CSTTransformer):
             [cst.Assign([cst.AssignTarget(target)], cst.Call(cst.Name("_append_handle"), args))],
             leading_lines=updated.leading_lines,
         )
-        body = updated.body.body if isinstance(updated.body, cst.IndentedBlock) else [cst.SimpleStatementLine(updated.body.body)]
+        body = [cst.SimpleStatementLine(updated.body.body)] if isinstance(updated.body, cst.SimpleStatementSuite) else updated.body.body
         return cst.FlattenSentinel([assign, *body])

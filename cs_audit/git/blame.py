@@ -114,11 +114,18 @@ class GitNotFound(Exception):
 class History(Protocol):
     """Read-only view of a repository's history (a ``BlameSource``)."""
 
-    #: full sha of HEAD; None outside git
-    commit: str | None
-    #: why history is unavailable or partial (e.g. a shallow clone); None when complete
-    reason: str | None
-    shallow: bool
+    @property
+    def commit(self) -> str | None:
+        """Full sha of HEAD; None outside git."""
+        ...
+
+    @property
+    def reason(self) -> str | None:
+        """Why history is unavailable or partial (e.g. a shallow clone); None when complete."""
+        ...
+
+    @property
+    def shallow(self) -> bool: ...
 
     def blame_lines(self, path: str, lines: Sequence[int]) -> dict[int, BlameInfo]:
         """Blame ``lines`` (HEAD line numbers) of ``path`` (relative to the root)."""
@@ -306,7 +313,7 @@ class _BlameStore:
 
     def load(self) -> dict[FileKey, Known]:
         try:
-            raw = opened_json(self.path.read_bytes())
+            raw: Any = opened_json(self.path.read_bytes())
         except OSError:
             return {}
         try:

@@ -31,6 +31,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cs_audit.files import keep_newest, opened_json, sealed_json, try_write_atomically
 from cs_audit.git import runner
@@ -175,7 +176,7 @@ class FirstReads:
         if path is None:
             return {}
         try:
-            raw = opened_json(path.read_bytes())
+            raw: Any = opened_json(path.read_bytes())
             if raw["format"] != FORMAT or raw["head"] != head:
                 return {}
             return {str(name): None if row is None else Introduction(str(row[0]), int(row[1]), str(row[2]), str(row[3]),

@@ -116,8 +116,9 @@ def _moved(value: _T, maps: dict[str, dict[int, int]]) -> _T:
     """``value`` with every (path, line[, end_line]) of a file in ``maps`` mapped."""
     cls = type(value)
     if cls is tuple:
-        out = tuple(v if type(v) in _ATOMS else _moved(v, maps) for v in value)
-        return value if all(a is b for a, b in zip(out, value)) else out  # type: ignore[return-value]
+        items: Any = value
+        out: Any = tuple(v if type(v) in _ATOMS else _moved(v, maps) for v in items)
+        return value if all(a is b for a, b in zip(out, items)) else out
     if not hasattr(cls, "__dataclass_fields__"):
         return value
     names = _field_names(cls)

@@ -4,6 +4,7 @@ one line per finding, and one switch (`switch`)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.text import Text
@@ -22,7 +23,7 @@ FULL_LINES = 5
 Line = tuple[str, str]
 
 
-def _columns(rows: list[tuple[str, ...]], right: frozenset[int] = frozenset()) -> list[str]:
+def _columns(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> list[str]:
     """Rows as text columns as wide as their widest cell: nothing is cut, a long path only
     makes its line longer (a terminal or CI log folds it, never truncates it)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -50,7 +51,7 @@ def summary_lines(result: AuditResult, rs: RuleSet, base: str) -> list[Line]:
     if result.cheap_reads:
         out.append((plain(f"checked, cheap: {cached_reads_line(result)}").replace("`", ""), ""))
     if counts:
-        rows = [("rule", "severity", "count", "default-ON")]
+        rows: list[tuple[str, ...]] = [("rule", "severity", "count", "default-ON")]
         for rule_id in rs.rules:
             if counts.get(rule_id):
                 default_on = sum(1 for f in result.findings if f.rule == rule_id and f.switch is None)
@@ -133,7 +134,7 @@ def print_switch(console: Console, s: Switch, findings: list[Finding]) -> None:
         lines.append((plain(f"added in {s.added_in.commit} {s.added_in.date} {s.added_in.subject}"), ""))
     elif s.added_in_note:
         lines.append((plain(f"added in: unknown ({s.added_in_note})"), ""))
-    sections = [
+    sections: list[tuple[str, list[tuple[str, str, str]]]] = [
         ("reads", [(f"{r.path}:{r.line}", r.function or "<module>", "per call" if r.per_call else "once") for r in s.reads]),
         ("gated sites", [(f"{g.path}:{g.line}", g.work + (f" (as {g.via})" if g.via else ""),
                           g.frequency + (", sync" if g.gpu_sync else "") + (f", from ={max(g.level, 1)}" if s.levels else ""))
