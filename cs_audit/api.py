@@ -34,7 +34,7 @@ from cs_audit.sources import FileError, IgnoredFolder, Repository, SourceFile
 
 if TYPE_CHECKING:
     from cs_audit.git.upstream import Origins
-    from cs_audit.joins.callgraph import Resolutions, SiteGates
+    from cs_audit.joins.callgraph import Resolutions, SiteGates, TreeModel
     from cs_audit.model import (
         AuditResult,
         BlameInfo,
@@ -247,7 +247,7 @@ class Joins:
 
     facts: tuple[tuple[str, FileFacts], ...]
     rs: RuleSet
-    model: object
+    model: TreeModel
     findings: tuple[Finding, ...]
     duplicates: tuple[DuplicateGroup, ...]
     package: str | None = None
@@ -278,7 +278,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         run.lap("joins")
         return last
     if earlier is None and last is not None:
-        earlier = last.model.resolutions  # type: ignore[attr-defined]
+        earlier = last.model.resolutions
         before = dict(last.facts)
         unchanged = {path for path, ff in items if before.get(path) is ff}
     gates_earlier, gates_unchanged = gates or (None, frozenset())
@@ -808,18 +808,19 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     gates = _earlier_site_gates(on_disk, config, sources, keys, facts)
     joins = _joins(facts, rs, memo, run, earlier, unchanged, root_package(config), gates)
     model, findings = joins.model, list(joins.findings)
-    resolutions = model.resolutions  # type: ignore[attr-defined]
+    resolutions = model.resolutions
     key_of = {s.path: k for s, k in zip(sources, keys)}
     fact_keys = {path: key_of[path] for path in facts if key_of.get(path)}
-    if on_disk is not None and (earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
+    if on_disk is not None and resolutions is not None and (
+            earlier is None or unchanged != set(facts) or resolutions.digest != earlier.digest):
         cache.store_resolutions(on_disk, os.path.abspath(config.root), resolutions, fact_keys)  # type: ignore[arg-type]
     setters = [s for sf in scripts.values() for s in sf.setters] + [s for ff in facts.values() for s in ff.setters]
-    written = writers(model, rs)  # type: ignore[arg-type]
+    written = writers(model, rs)
     files: dict[str, list[str]] = {}
     for w in written:
         files.setdefault(w.switch, []).append(w.pattern)
     switches = build_switches(
-        model, findings, rs, setters, readers(model, rs, written, scripts), files,  # type: ignore[arg-type]
+        model, findings, rs, setters, readers(model, rs, written, scripts), files,
     )
     if on_disk is not None:
         # after the analysis: its rules ask the gates of sites the joins did not
