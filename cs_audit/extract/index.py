@@ -588,14 +588,13 @@ def _read_chain(node: ast.expr, depth: int) -> str:
     by a subscript; "" for any other shape or a longer chain."""
     if depth == 0:
         return ""
-    cls = node.__class__
-    if cls is ast.Name:
-        return node.id  # type: ignore[attr-defined]
-    if cls is ast.Attribute:
-        base = _read_chain(node.value, depth - 1)  # type: ignore[attr-defined]
-        return f"{base}.{node.attr}" if base else ""  # type: ignore[attr-defined]
-    if cls is ast.Subscript:
-        base = _read_chain(node.value, depth - 1)  # type: ignore[attr-defined]
+    if node.__class__ is ast.Name:
+        return node.id
+    if node.__class__ is ast.Attribute:
+        base = _read_chain(node.value, depth - 1)
+        return f"{base}.{node.attr}" if base else ""
+    if node.__class__ is ast.Subscript:
+        base = _read_chain(node.value, depth - 1)
         return f"{base}[]" if base else ""
     return ""
 
@@ -604,13 +603,12 @@ def _passed_value(node: ast.expr, params: tuple[str, ...]) -> str:
     """``PassedValues``' text of an argument: `lit:` a True/False/None literal, `ref:` an
     attribute read off a name (`req.interpolate`), `param:` one of the caller's parameters
     handed on; `?` for anything else."""
-    cls = node.__class__
-    if cls is ast.Constant:
-        value = node.value  # type: ignore[attr-defined]
+    if node.__class__ is ast.Constant:
+        value = node.value
         return f"lit:{value!r}" if value is None or type(value) is bool else "?"
-    if cls is ast.Name:
-        return f"param:{node.id}" if node.id in params else "?"  # type: ignore[attr-defined]
-    if cls is ast.Attribute:
+    if node.__class__ is ast.Name:
+        return f"param:{node.id}" if node.id in params else "?"
+    if node.__class__ is ast.Attribute:
         text = _read_chain(node, 5)
         return f"ref:{text}" if text else "?"
     return "?"
@@ -872,23 +870,22 @@ def _starts_as_path(value: ast.expr | None, names: Callable[[str], bool]) -> boo
     a name ``names`` knows (assigned such a value before).  A cheap first look: the walker works
     out the path (``StatementFacts.path_head``)."""
     for _ in range(8):
-        cls = value.__class__
-        if cls is ast.Name:
-            return names(value.id)  # type: ignore[union-attr]
-        if cls is ast.Constant:
-            text = value.value  # type: ignore[union-attr]
+        if value.__class__ is ast.Name:
+            return names(value.id)
+        if value.__class__ is ast.Constant:
+            text = value.value
             return isinstance(text, str) and text.startswith(("/", "."))
-        if cls is ast.JoinedStr:
-            value = value.values[0] if value.values else None  # type: ignore[union-attr]
-        elif cls is ast.BinOp:
-            value = value.left  # type: ignore[union-attr]
-        elif cls is ast.Call:
-            func = value.func  # type: ignore[union-attr]
+        if value.__class__ is ast.JoinedStr:
+            value = value.values[0] if value.values else None
+        elif value.__class__ is ast.BinOp:
+            value = value.left
+        elif value.__class__ is ast.Call:
+            func = value.func
             name = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
             if name in _PATH_METHODS and func.__class__ is ast.Attribute:
                 value = func.value
-            elif name in _PATH_CALLS and value.args:  # type: ignore[union-attr]
-                value = value.args[0]  # type: ignore[union-attr]
+            elif name in _PATH_CALLS and value.args:
+                value = value.args[0]
             else:
                 return False
         else:
@@ -902,15 +899,14 @@ _MAX_PATH_DEPTH = 8
 def _builds_path(value: ast.expr) -> bool:
     """Whether a value is a path built from parts: a path join or conversion (`os.path.join`,
     `Path(...)`, `str(p)`), `/` of paths, an f-string, or `+` with a string."""
-    cls = value.__class__
-    if cls is ast.JoinedStr:
+    if value.__class__ is ast.JoinedStr:
         return True
-    if cls is ast.BinOp:
-        op = value.op.__class__  # type: ignore[attr-defined]
+    if value.__class__ is ast.BinOp:
+        op = value.op.__class__
         return op is ast.Div or op is ast.Add and any(
-            s.__class__ is ast.Constant and isinstance(s.value, str) for s in (value.left, value.right))  # type: ignore[attr-defined]
-    if cls is ast.Call:
-        func = value.func  # type: ignore[attr-defined]
+            s.__class__ is ast.Constant and isinstance(s.value, str) for s in (value.left, value.right))
+    if value.__class__ is ast.Call:
+        func = value.func
         name = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
         if name == "join" and func.__class__ is ast.Attribute and func.value.__class__ is ast.Constant:
             return False  # `",".join(names)`: a string, not a path
@@ -922,28 +918,27 @@ def _head_names(value: ast.AST, depth: int) -> set[str]:
     """The names or `self.x` attributes a path starts from: `d` of `os.path.join(d, f"{rank}.json")`,
     `Path(d) / x`, `f"{d}/x"`, `d or default`; not a name in a later part, which only picks a
     file under the location."""
-    cls = value.__class__
     if depth > _MAX_PATH_DEPTH:
         return set()
-    if cls is ast.Name:
-        return {value.id}  # type: ignore[attr-defined]
-    if cls is ast.Attribute:
-        inner = value.value  # type: ignore[attr-defined]
-        return {"self." + value.attr} if inner.__class__ is ast.Name and inner.id == "self" else set()  # type: ignore[attr-defined]
-    if cls is ast.JoinedStr:
-        first = value.values[0] if value.values else None  # type: ignore[attr-defined]
+    if value.__class__ is ast.Name:
+        return {value.id}
+    if value.__class__ is ast.Attribute:
+        inner = value.value
+        return {"self." + value.attr} if inner.__class__ is ast.Name and inner.id == "self" else set()
+    if value.__class__ is ast.JoinedStr:
+        first = value.values[0] if value.values else None
         return _head_names(first.value, depth + 1) if first.__class__ is ast.FormattedValue else set()
-    if cls is ast.BinOp:
-        return _head_names(value.left, depth + 1)  # type: ignore[attr-defined]
-    if cls is ast.BoolOp:
-        return set().union(*(_head_names(v, depth + 1) for v in value.values))  # type: ignore[attr-defined]
-    if cls is ast.IfExp:
-        return _head_names(value.body, depth + 1) | _head_names(value.orelse, depth + 1)  # type: ignore[attr-defined]
-    if cls is ast.Call:
-        func = value.func  # type: ignore[attr-defined]
+    if value.__class__ is ast.BinOp:
+        return _head_names(value.left, depth + 1)
+    if value.__class__ is ast.BoolOp:
+        return set().union(*(_head_names(v, depth + 1) for v in value.values))
+    if value.__class__ is ast.IfExp:
+        return _head_names(value.body, depth + 1) | _head_names(value.orelse, depth + 1)
+    if value.__class__ is ast.Call:
+        func = value.func
         if func.__class__ is ast.Attribute and func.attr in _PATH_METHODS:
             return _head_names(func.value, depth + 1)
-        args = value.args  # type: ignore[attr-defined]
+        args = value.args
         name = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
         return _head_names(args[0], depth + 1) if name in _PATH_CALLS and args else set()
     return set()
@@ -953,8 +948,7 @@ def _names_file(value: ast.expr, constants: dict[str, str]) -> bool:
     """Whether an assigned value holds a file name of the kinds readers are matched by: a
     literal, or a module constant (`Path(out) / _HIST_FILE`)."""
     for n in ast.walk(value):
-        cls = n.__class__
-        text = n.value if cls is ast.Constant else constants.get(n.id) if cls is ast.Name else None  # type: ignore[attr-defined]
+        text = n.value if n.__class__ is ast.Constant else constants.get(n.id) if n.__class__ is ast.Name else None
         if isinstance(text, str) and NAMES_FILE.search(text):
             return True
     return False
@@ -964,11 +958,10 @@ def _effect(node: ast.stmt, module_level: bool) -> str | None:
     """What a statement does beyond its calls, when that changes what the code computes: an
     attribute, item or module name assigned, a loop left.  A local assigned and a return are left
     out (debug code builds its log lines in locals and returns early when it has nothing to say)."""
-    cls = node.__class__
-    if cls is ast.Continue or cls is ast.Break:
+    if node.__class__ is ast.Continue or node.__class__ is ast.Break:
         return "loop exit"
-    if cls is ast.Assign or cls is ast.AugAssign or cls is ast.AnnAssign:
-        targets = node.targets if cls is ast.Assign else [node.target]  # type: ignore[attr-defined]
+    if node.__class__ is ast.Assign or node.__class__ is ast.AugAssign or node.__class__ is ast.AnnAssign:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
             if t.__class__ is ast.Attribute:
                 return f"{raw_dotted(t) or 'attribute'} set"
@@ -2376,18 +2369,17 @@ def special_callee(func: ast.AST) -> str | None:
     parts: list[str] = []
     node = func
     while True:
-        cls = node.__class__
-        if cls is ast.Attribute:
-            parts.append("." + node.attr)  # type: ignore[attr-defined]
-            node = node.value  # type: ignore[attr-defined]
-        elif cls is ast.Call:
+        if node.__class__ is ast.Attribute:
+            parts.append("." + node.attr)
+            node = node.value
+        elif node.__class__ is ast.Call:
             parts.append("()")
-            node = node.func  # type: ignore[attr-defined]
-        elif cls is ast.Subscript:
+            node = node.func
+        elif node.__class__ is ast.Subscript:
             parts.append("[]")
-            node = node.value  # type: ignore[attr-defined]
-        elif cls is ast.Name:
-            parts.append(node.id)  # type: ignore[attr-defined]
+            node = node.value
+        elif node.__class__ is ast.Name:
+            parts.append(node.id)
             break
         else:
             return None

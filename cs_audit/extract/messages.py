@@ -19,12 +19,11 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _is_text(node: ast.expr) -> bool:
-    cls = node.__class__
-    if cls is ast.Constant:
-        return isinstance(node.value, str)  # type: ignore[attr-defined]
-    if cls is ast.JoinedStr:
+    if node.__class__ is ast.Constant:
+        return isinstance(node.value, str)
+    if node.__class__ is ast.JoinedStr:
         return True
-    return cls is ast.Call and node.func.__class__ is ast.Name and node.func.id in _TO_TEXT  # type: ignore[attr-defined]
+    return node.__class__ is ast.Call and node.func.__class__ is ast.Name and node.func.id in _TO_TEXT
 
 
 def _concat_leaves(node: ast.expr, out: list[ast.expr]) -> None:
@@ -38,21 +37,20 @@ def format_kinds(value: ast.expr, eager_calls: frozenset[str], dotted: Callable[
     """The formatting an assigned value does, in ``CallSite.eager``'s words: an f-string with
     fields, `%` or `.format` on a literal, `+` joining text with something not literal,
     a call of the rules' ``eager_calls`` (`json.dumps`, `", ".join`); () for anything else."""
-    cls = value.__class__
-    if cls is ast.JoinedStr:
-        return ("f-string",) if any(p.__class__ is ast.FormattedValue for p in value.values) else ()  # type: ignore[attr-defined]
-    if cls is ast.BinOp:
-        op = value.op.__class__  # type: ignore[attr-defined]
+    if value.__class__ is ast.JoinedStr:
+        return ("f-string",) if any(p.__class__ is ast.FormattedValue for p in value.values) else ()
+    if value.__class__ is ast.BinOp:
+        op = value.op.__class__
         if op is ast.Mod:
-            return ("percent",) if value.left.__class__ in (ast.Constant, ast.JoinedStr) and _is_text(value.left) else ()  # type: ignore[attr-defined]
+            return ("percent",) if value.left.__class__ in (ast.Constant, ast.JoinedStr) and _is_text(value.left) else ()
         if op is ast.Add:
             leaves: list[ast.expr] = []
             _concat_leaves(value, leaves)
             if any(_is_text(leaf) for leaf in leaves) and any(leaf.__class__ is not ast.Constant for leaf in leaves):
                 return ("concat",)
         return ()
-    if cls is ast.Call:
-        func = value.func  # type: ignore[attr-defined]
+    if value.__class__ is ast.Call:
+        func = value.func
         if func.__class__ is ast.Attribute and func.value.__class__ in (ast.Constant, ast.JoinedStr) and _is_text(func.value):
             if func.attr == "format":
                 return ("format",)
@@ -72,18 +70,17 @@ def argument_uses(func: ast.FunctionDef | ast.AsyncFunctionDef, names: set[str])
     stack: list[tuple[ast.AST, bool]] = [(stmt, False) for stmt in func.body]
     while stack:
         node, nested = stack.pop()
-        cls = node.__class__
-        if cls is ast.Name:
-            if node.id in names and node.ctx.__class__ is ast.Load:  # type: ignore[attr-defined]
-                loads[node.id] += 1  # type: ignore[attr-defined]
+        if node.__class__ is ast.Name:
+            if node.id in names and node.ctx.__class__ is ast.Load:
+                loads[node.id] += 1
             continue
-        if cls is ast.Call and not nested:
-            callee = node.func  # type: ignore[attr-defined]
+        if node.__class__ is ast.Call and not nested:
+            callee = node.func
             method = callee.attr if callee.__class__ is ast.Attribute else callee.id if callee.__class__ is ast.Name else ""
-            for arg in (*node.args, *(k.value for k in node.keywords)):  # type: ignore[attr-defined]
+            for arg in (*node.args, *(k.value for k in node.keywords)):
                 if arg.__class__ is ast.Name and arg.id in names:
                     taken[arg.id] += 1
-                    uses.setdefault(arg.id, []).append((node.lineno, node.end_lineno or node.lineno, method))  # type: ignore[attr-defined]
+                    uses.setdefault(arg.id, []).append((node.lineno, node.end_lineno or node.lineno, method))
         inner = nested or isinstance(node, _NESTED)
         stack.extend((child, inner) for child in ast.iter_child_nodes(node))
     return {name: found for name, found in uses.items() if taken[name] == loads[name]}

@@ -250,15 +250,14 @@ class _Walker:
     def target(self, target: ast.expr, value: ast.expr | None, sources: list[str], function: str | None,
                cls: str | None, class_body: str | None, self_name: str | None, depth: int = 0) -> None:
         """Bind what ``target`` is assigned: ``sources`` (the values of ``value``, when known)."""
-        kind = target.__class__
-        if kind is ast.Name:
-            self.bind_name(target.id, sources, function, class_body)  # type: ignore[attr-defined]
-        elif kind is ast.Attribute:
-            if cls is not None and target.value.__class__ is ast.Name and target.value.id == self_name:  # type: ignore[attr-defined]
-                self.bind(f"class:{cls}", target.attr, function, sources)  # type: ignore[attr-defined]
-        elif kind is ast.Subscript:
+        if target.__class__ is ast.Name:
+            self.bind_name(target.id, sources, function, class_body)
+        elif target.__class__ is ast.Attribute:
+            if cls is not None and target.value.__class__ is ast.Name and target.value.id == self_name:
+                self.bind(f"class:{cls}", target.attr, function, sources)
+        elif target.__class__ is ast.Subscript:
             # `handlers[key] = f`: the container holds f among its elements
-            head = target.value  # type: ignore[attr-defined]
+            head = target.value
             while head.__class__ is ast.Subscript:
                 head = head.value
                 sources = [f"l:{s}" for s in sources]
@@ -267,15 +266,15 @@ class _Walker:
                 self.bind("", head.id, None, sources)  # a module's table filled in a function
             else:
                 self.target(head, None, sources, function, cls, class_body, self_name, depth + 1)
-        elif (kind is ast.Tuple or kind is ast.List) and depth < 4:
-            elts = target.elts  # type: ignore[attr-defined]
+        elif (target.__class__ is ast.Tuple or target.__class__ is ast.List) and depth < 4:
+            elts = target.elts
             starred = [i for i, e in enumerate(elts) if e.__class__ is ast.Starred]
             if value is not None and value.__class__ in (ast.Tuple, ast.List) and len(starred) <= 1 \
                     and not any(v.__class__ is ast.Starred for v in value.elts):
                 values = value.elts
                 after = len(elts) - 1 - starred[0] if starred else 0
                 for i, element in enumerate(elts):
-                    if starred and i == starred[0]:  # `a, *rest, z = ...`: rest is a list of the middle
+                    if starred and i == starred[0] and isinstance(element, ast.Starred):  # `a, *rest, z = ...`: rest is a list of the middle
                         middle = values[i:len(values) - after]
                         inner = [f"l:{s}" for v in middle[:MAX_SOURCES] for s in self.sources(v)]
                         self.target(element.value, None, inner, function, cls, class_body, self_name, depth + 1)
@@ -320,42 +319,41 @@ class _Walker:
     def sources(self, expr: ast.expr, depth: int = 0) -> list[str]:
         if depth > 4:
             return []
-        kind = expr.__class__
-        if kind is ast.Call:
-            func = expr.func  # type: ignore[attr-defined]
-            if func.__class__ is ast.BoolOp or func.__class__ is ast.IfExp:
+        if expr.__class__ is ast.Call:
+            func = expr.func
+            if isinstance(func, ast.BoolOp) or isinstance(func, ast.IfExp):
                 # `(cache_class or RadixCache)(params)`: a call of whichever class the operand gives
-                operands = func.values if func.__class__ is ast.BoolOp else (func.body, func.orelse)  # type: ignore[attr-defined]
+                operands = func.values if isinstance(func, ast.BoolOp) else [func.body, func.orelse]
                 return [f"c:{name}" for name in map(self.name_of, operands) if name]
             name = self.name_of(func)
             if name is None:
                 return []
-            if name in _PASS_THROUGH and expr.args:  # type: ignore[attr-defined]
-                return self.sources(expr.args[0], depth + 1)  # type: ignore[attr-defined]
-            if name in _COPIES and expr.args:  # type: ignore[attr-defined]
+            if name in _PASS_THROUGH and expr.args:
+                return self.sources(expr.args[0], depth + 1)
+            if name in _COPIES and expr.args:
                 # `tuple(make(i) for i in ...)`: a container of what the argument's elements are
-                return [f"l:e:{s}" for s in self.sources(expr.args[0], depth + 1)]  # type: ignore[attr-defined]
+                return [f"l:e:{s}" for s in self.sources(expr.args[0], depth + 1)]
             return [f"c:{name}"]
-        if kind is ast.Name or kind is ast.Attribute:
+        if expr.__class__ is ast.Name or expr.__class__ is ast.Attribute:
             name = self.name_of(expr)
             return [f"r:{name}"] if name else []
-        if kind is ast.Subscript:
-            return [f"e:{s}" for s in self.sources(expr.value, depth + 1)]  # type: ignore[attr-defined]
-        if kind is ast.Lambda:
+        if expr.__class__ is ast.Subscript:
+            return [f"e:{s}" for s in self.sources(expr.value, depth + 1)]
+        if expr.__class__ is ast.Lambda:
             qualname = self.lambda_names.get(id(expr))
             return [f"f:{qualname}"] if qualname else []
-        if kind is ast.IfExp:
-            return self.sources(expr.body, depth + 1) + self.sources(expr.orelse, depth + 1)  # type: ignore[attr-defined]
-        if kind is ast.BoolOp:
-            return [s for v in expr.values for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
-        if kind is ast.Await or kind is ast.NamedExpr:
-            return self.sources(expr.value, depth + 1)  # type: ignore[attr-defined]
-        if kind is ast.Dict:
-            return [f"l:{s}" for v in expr.values[:MAX_SOURCES] for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
-        if kind is ast.List or kind is ast.Tuple or kind is ast.Set:
-            return [f"l:{s}" for v in expr.elts[:MAX_SOURCES] for s in self.sources(v, depth + 1)]  # type: ignore[attr-defined]
-        if kind in _COMPREHENSIONS:  # `[Worker(i) for i in ...]`: a container of what its element is
-            element = expr.value if kind is ast.DictComp else expr.elt  # type: ignore[attr-defined]
+        if expr.__class__ is ast.IfExp:
+            return self.sources(expr.body, depth + 1) + self.sources(expr.orelse, depth + 1)
+        if expr.__class__ is ast.BoolOp:
+            return [s for v in expr.values for s in self.sources(v, depth + 1)]
+        if expr.__class__ is ast.Await or expr.__class__ is ast.NamedExpr:
+            return self.sources(expr.value, depth + 1)
+        if expr.__class__ is ast.Dict:
+            return [f"l:{s}" for v in expr.values[:MAX_SOURCES] for s in self.sources(v, depth + 1)]
+        if expr.__class__ is ast.List or expr.__class__ is ast.Tuple or expr.__class__ is ast.Set:
+            return [f"l:{s}" for v in expr.elts[:MAX_SOURCES] for s in self.sources(v, depth + 1)]
+        if isinstance(expr, _COMPREHENSIONS):  # `[Worker(i) for i in ...]`: a container of what its element is
+            element = expr.value if isinstance(expr, ast.DictComp) else expr.elt
             return [f"l:{s}" for s in self.sources(element, depth + 1)]
         return []
 
@@ -371,9 +369,8 @@ class _Walker:
     def annotation(self, expr: ast.expr, depth: int = 0) -> list[str]:
         if depth > 4:
             return []
-        kind = expr.__class__
-        if kind is ast.Constant:
-            text = expr.value  # type: ignore[attr-defined]
+        if expr.__class__ is ast.Constant:
+            text = expr.value
             if not isinstance(text, str) or len(text) > _MAX_STRING_ANNOTATION:
                 return []
             try:
@@ -381,17 +378,17 @@ class _Walker:
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return []
             return self.annotation(parsed, depth + 1)
-        if kind is ast.Name or kind is ast.Attribute:
+        if expr.__class__ is ast.Name or expr.__class__ is ast.Attribute:
             name = dotted(expr, self.aliases)
             if not name or name == "None" or "()" in name:
                 return []
             return [f"t:{name}"]
-        if kind is ast.BinOp and expr.op.__class__ is ast.BitOr:  # type: ignore[attr-defined]
-            return self.annotation(expr.left, depth + 1) + self.annotation(expr.right, depth + 1)  # type: ignore[attr-defined]
-        if kind is ast.Subscript:
-            head = dotted(expr.value, self.aliases) or ""  # type: ignore[attr-defined]
+        if expr.__class__ is ast.BinOp and expr.op.__class__ is ast.BitOr:
+            return self.annotation(expr.left, depth + 1) + self.annotation(expr.right, depth + 1)
+        if expr.__class__ is ast.Subscript:
+            head = dotted(expr.value, self.aliases) or ""
             last = head.rpartition(".")[2]
-            inner = expr.slice  # type: ignore[attr-defined]
+            inner = expr.slice
             args = list(inner.elts) if inner.__class__ is ast.Tuple else [inner]
             if last == "Union":
                 return [s for a in args for s in self.annotation(a, depth + 1)]
@@ -402,7 +399,7 @@ class _Walker:
             if last in _CONTAINERS:
                 element = args[-1] if last in _MAPPINGS else args[0]
                 return [f"l:{s}" for s in self.annotation(element, depth + 1)]
-            return self.annotation(expr.value, depth + 1)  # type: ignore[attr-defined]  # `Box[T]`: a Box
+            return self.annotation(expr.value, depth + 1)  # `Box[T]`: a Box
         return []
 
 
