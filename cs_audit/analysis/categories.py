@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields
 
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switch
@@ -162,7 +163,7 @@ def _file_uses(rs: RuleSet, path: str, facts: FileFacts, var: str, call_lines: d
     return tuple(tuple(getattr(ev, name)) for name in _EVIDENCE_FIELDS), unless_written
 
 
-def _joined_further(path_values, targets: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+def _joined_further(path_values: tuple[tuple[str | None, str, tuple[str, ...]], ...], targets: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
     """The names a location is joined into (`path = os.path.join(table_dir, f)` after
     `table_dir = getenv(...)`), each with its scope as ``_uses`` keeps them, to a fixed point."""
     held = set(targets)
@@ -207,7 +208,8 @@ def _transparent(callee: str, rs: RuleSet) -> bool:
                 or callee in rs.path_builders or callee.startswith("os.path.") or last in ("Path", "PurePath"))
 
 
-def _own_method(callee: str, code: str, rs: RuleSet, patterns=(), wraps=()) -> bool:
+def _own_method(callee: str, code: str, rs: RuleSet, patterns: Sequence[re.Pattern[str]] = (),
+                wraps: Collection[tuple[int, int, str]] = ()) -> bool:
     """Whether the call is a method of the value itself (`CFG.copy()`, `getenv(...).copy()`,
     `envs.X.get().copy()`): the value is its receiver, not an argument naming a place."""
     kinds = rs.switch_kinds

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -52,7 +53,7 @@ _EXCLUDE = typer.Option([], "--exclude", help="glob of paths to skip (repeatable
 _QUIET = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
 
-def _file_progress(label: str):
+def _file_progress(label: str) -> Callable[[int, int], None] | None:
     """Per-file progress on a terminal (a first commit of a large tree takes a while)."""
     if not sys.stderr.isatty():
         return None

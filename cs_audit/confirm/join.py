@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -226,7 +226,7 @@ class Agreement:
     ran_claimed: list[FuncKey]
 
 
-def agreement(run: Run, freq_default: dict[FuncKey, str]) -> Agreement | None:
+def agreement(run: Run, freq_default: Mapping[FuncKey, str]) -> Agreement | None:
     """None when the profile gives no call rate."""
     if not run.has_rates:
         return None

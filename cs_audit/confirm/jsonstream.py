@@ -125,7 +125,8 @@ def _under(pattern: tuple[str, ...], wanted: set[tuple[str, ...]]) -> tuple[bool
     return exact, deeper
 
 
-def _walk(reader: _Reader, path: tuple[str, ...], pattern: tuple[str, ...], wanted: set[tuple[str, ...]]):
+def _walk(reader: _Reader, path: tuple[str, ...], pattern: tuple[str, ...], wanted: set[tuple[str, ...]]
+          ) -> Iterator[tuple[tuple[str, ...], Any]]:
     exact, deeper = _under(pattern, wanted)
     head = reader.peek()
     if exact and head == "[":

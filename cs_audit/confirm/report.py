@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cs_audit.confirm.join import RARE_MAX, Agreement, Observed, Run, agreement, claimed_per_step, observe_findings
 from cs_audit.confirm.profiles import Profile, ProfileError, read_profile
 from cs_audit.model import HOT_FREQUENCIES, AuditResult, Finding, FuncKey
+
+if TYPE_CHECKING:
+    from cs_audit.joins.callgraph import TreeModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +72,8 @@ def profile_with_steps(path: Path, format: str | None, roots: list[str], steps: 
     return profile
 
 
-def confirm(profile: Profile, run: Run, result: AuditResult, model, limit: int) -> Confirmation:
-    """``model``: the tree's joined call graph (``joins.callgraph.TreeModel``)."""
+def confirm(profile: Profile, run: Run, result: AuditResult, model: TreeModel, limit: int) -> Confirmation:
+    """``model``: the tree's joined call graph."""
     from cs_audit.joins.callgraph import hot_chain_edges
     from cs_audit.joins.chains import chain_lines
 

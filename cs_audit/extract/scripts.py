@@ -8,7 +8,7 @@ import ast
 import re
 from collections import deque
 
-from cs_audit.model import ScriptFacts
+from cs_audit.model import EnvSetter, ScriptFacts
 from cs_audit.pyast import dotted_name
 
 #: the extensions of the files a reader is matched by (what dumps and traces are written as)
@@ -96,7 +96,7 @@ def passed_on(text: str, refs: tuple[tuple[int, str], ...]) -> tuple[tuple[int, 
     return tuple(out)
 
 
-def script_facts(path: str, text: str, setters) -> ScriptFacts:
+def script_facts(path: str, text: str, setters: list[EnvSetter]) -> ScriptFacts:
     refs = file_refs(text)
     handed = set(passed_on(text, refs))
     return ScriptFacts(path=path, setters=tuple(setters), file_refs=tuple(r for r in refs if r not in handed),

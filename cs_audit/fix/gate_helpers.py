@@ -223,7 +223,8 @@ class GateWrap(cst.CSTTransformer):
     def __init__(self, gates: Gates) -> None:
         self.wrap, self.imports = gates.wrap, gates.imports
 
-    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+                                  ) -> cst.SimpleStatementLine | cst.If:
         test = self.wrap.get(original)
         if test is None:
             return updated

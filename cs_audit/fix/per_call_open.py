@@ -109,7 +109,7 @@ class _Rewrite(cst.CSTTransformer):
     def __init__(self, chosen: dict[cst.With, str]) -> None:
         self.chosen = chosen
 
-    def leave_With(self, original: cst.With, updated: cst.With):
+    def leave_With(self, original: cst.With, updated: cst.With) -> cst.With | cst.FlattenSentinel[cst.BaseStatement]:
         if original not in self.chosen:
             return updated
         item = original.items[0]

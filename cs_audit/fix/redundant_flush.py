@@ -54,7 +54,8 @@ class _Drop(cst.CSTTransformer):
     def __init__(self, drop: set[cst.SimpleStatementLine]) -> None:
         self.drop = drop
 
-    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+                                  ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
         return cst.RemoveFromParent() if original in self.drop else updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
@@ -62,7 +63,7 @@ class _Drop(cst.CSTTransformer):
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return updated
 
-    def leave_If(self, original: cst.If, updated: cst.If):
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If | cst.RemovalSentinel:
         """An `if` left with nothing but `pass` and no `else` goes too, when its test has no
         side effects (names, attributes, literals, arithmetic and comparisons)."""
         body = updated.body

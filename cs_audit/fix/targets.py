@@ -78,7 +78,7 @@ def _callee(f: Finding) -> str:
     return detail.emitter if isinstance(detail, EmitterDetail) else ""
 
 
-def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str, add,
+def _env_targets(findings: list[Finding], facts: dict[str, FileFacts], root: str, add: Callable[[str, Target], None],
                  replaced: set[tuple[str, str]]) -> None:
     """Reads of one known variable: where the finding is, or inside the helper it reads through
     (the helper's reads whose key is a literal, not a parameter)."""

@@ -11,6 +11,7 @@ word of a gated log line.  Matching is by base name, globs on either side.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cs_audit.joins.callgraph import TreeModel, gating_switches, site_switch, site_switches
@@ -114,7 +115,7 @@ def readers(
     return {switch: sorted(rows) for switch, rows in out.items()}
 
 
-def _grep_readers(model: TreeModel, rs: RuleSet, scripts: dict[str, ScriptFacts]):
+def _grep_readers(model: TreeModel, rs: RuleSet, scripts: dict[str, ScriptFacts]) -> Iterator[tuple[str, str, int, str]]:
     greps = [(path, line, pattern) for path, sf in scripts.items() for line, pattern in sf.greps]
     if not greps:
         return

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from html import escape
 
 from cs_audit.confirm.join import Observed, observed_words
@@ -167,7 +167,7 @@ def _bars(title_text: str, rows: list[tuple[str, list[tuple[str, float]]]], colo
     return "".join(out)
 
 
-def _grouped(findings: Iterable[Finding], key) -> list[tuple[str, list[tuple[str, float]]]]:
+def _grouped(findings: Iterable[Finding], key: Callable[[Finding], str]) -> list[tuple[str, list[tuple[str, float]]]]:
     """The costliest groups of ``findings`` by ``key``, each split by rule."""
     by_group: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for f in findings:
