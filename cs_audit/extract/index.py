@@ -1326,15 +1326,15 @@ class _Indexer(ast.NodeVisitor):
         `if envs.X.is_set(): return Level(...)` ... `return Level.OFF`)."""
         if not body or body[-1].__class__ is not ast.Return or len(body) > _MAX_FALLBACK_EXITS:
             return "", ()
-        value = body[-1].value  # type: ignore[attr-defined]
-        if value.__class__ is ast.Constant and type(value.value) is int:  # type: ignore[union-attr]
-            text = str(value.value)  # type: ignore[union-attr]
-        elif value.__class__ is ast.Attribute and (name := dotted(value, self.aliases)) is not None:  # type: ignore[arg-type]
+        value = body[-1].value
+        if value.__class__ is ast.Constant and type(value.value) is int:
+            text = str(value.value)
+        elif value.__class__ is ast.Attribute and (name := dotted(value, self.aliases)) is not None:
             text = name
         else:
             return "", ()
         exits = body[:-1]
-        if not exits or not all(stmt.__class__ is ast.If and not stmt.orelse and _ends_in_exit(stmt.body)  # type: ignore[attr-defined]
+        if not exits or not all(stmt.__class__ is ast.If and not stmt.orelse and _ends_in_exit(stmt.body)
                                 for stmt in exits):
             return "", ()
         return text, tuple(ref for stmt in exits for ref in self.gate_refs(stmt.test, active=True))  # type: ignore[attr-defined]

@@ -166,10 +166,10 @@ class _Walker:
     def class_def(self, node: ast.ClassDef, function: str | None, class_body: str | None) -> None:
         qualname = _qualname(node.name, function, class_body)
         bases = tuple(b for b in (dotted(base, self.aliases) for base in node.bases) if b)
-        levels = tuple((stmt.targets[0].id, stmt.value.value) for stmt in node.body  # type: ignore[attr-defined]
-                       if stmt.__class__ is ast.Assign and len(stmt.targets) == 1  # type: ignore[attr-defined]
-                       and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant  # type: ignore[attr-defined]
-                       and type(stmt.value.value) is int)  # type: ignore[attr-defined]
+        levels = tuple((stmt.targets[0].id, stmt.value.value) for stmt in node.body
+                       if stmt.__class__ is ast.Assign and len(stmt.targets) == 1
+                       and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant
+                       and type(stmt.value.value) is int)
         self.classes.append(ClassFacts(qualname, bases, levels))
         self.body(node.body, function=None, cls=qualname, class_body=qualname, self_name=None)
 

@@ -97,12 +97,13 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
         # a class with subclasses may be abstract; a leaf built nowhere by name is built some other way
         if any(member not in built for member in members if not children.get(member)):
             continue
-        switches = [sw for member in members for sw in built.get(member, ())]
-        if not switches or not all(sw is not None and sw.kind == "option" for sw in switches):
+        found = [sw for member in members for sw in built.get(member, ())]
+        switches = [sw for sw in found if sw is not None and sw.kind == "option"]
+        if not switches or len(switches) != len(found):
             continue
         # the option most of its constructions need names it (any one of them builds it)
         counts = Counter(switches)
-        switch = min(counts, key=lambda sw: (-counts[sw], by_text(sw)))  # type: ignore[arg-type]
+        switch = min(counts, key=lambda sw: (-counts[sw], by_text(sw)))
         model.gated_classes[cls] = switch
         for i in indexes:
             edge = model.edges[i]
