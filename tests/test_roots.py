@@ -194,3 +194,51 @@ def test_roots_are_the_same_for_any_jobs_with_the_cache_and_after_lines_move(tmp
     server.write_text("# every line one down\n" + server.read_text(encoding="utf-8"), encoding="utf-8")
     moved, how = _report(root, cache_root)
     assert how == "moved" and moved == _report(root, None)[0] and moved != cold
+
+
+LOOPS_BY_OPTION = {"engine/loops.py": """
+    import logging
+    from dataclasses import dataclass
+    logger = logging.getLogger(__name__)
+
+    @dataclass
+    class ServeConfig:
+        enable_mux: bool = False
+
+    class Engine:
+        def step(self):
+            return 1
+
+    class Server:
+        def __init__(self, config: ServeConfig):
+            self.config = config
+            self.engine = Engine()
+
+        def loop_plain(self):
+            while True:
+                logger.info("plain step %d", self.engine.step())
+
+        def loop_mux(self):
+            while True:
+                logger.info("mux step %d", self.engine.step())
+
+    def serve(server: Server):
+        if server.config.enable_mux:
+            server.loop_mux()
+        else:
+            server.loop_plain()
+"""}
+
+
+def test_an_event_loop_every_call_of_which_needs_an_option_is_no_default_root(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree(tmp_path / "tree", LOOPS_BY_OPTION)
+    report = _json(root, "--no-history")
+    emitted = {f["function"]: f.get("switch") for f in report["findings"] if f["rule"] == "default-on-emitter"}
+    assert emitted["Server.loop_plain"] is None
+    assert "Server.loop_mux" not in emitted or emitted["Server.loop_mux"] is not None  # gated by the option
+    import cs_audit.joins.callgraph as callgraph
+    monkeypatch.setattr(callgraph, "gate_event_loops", lambda *args: None)
+    report = _json(write_tree(tmp_path / "u", LOOPS_BY_OPTION), "--no-history")
+    emitted = {f["function"]: f.get("switch") for f in report["findings"] if f["rule"] == "default-on-emitter"}
+    assert emitted["Server.loop_mux"] is None

@@ -15,7 +15,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from cs_audit.joins.components import gate_instance_methods
+from cs_audit.joins.components import gate_event_loops, gate_instance_methods
 from cs_audit.joins.defaults import (
     NOT_OPTION,
     OptionTable,
@@ -32,6 +32,7 @@ from cs_audit.joins.param_gates import callers_by_target, parameter_gate, unreso
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.reach import rank as rank  # re-exported
+from cs_audit.joins.roots import event_loop_roots
 from cs_audit.joins.values import Types, shared_parameter
 from cs_audit.model import (
     DEFAULT_ON,
@@ -119,6 +120,8 @@ class TreeModel:
     #: classes the tree constructs only under an option (``components.gate_instance_methods``): their
     #: methods that are hot roots run only with it (``reach.propagate``)
     gated_classes: dict[str, SwitchRef] = field(default_factory=dict)
+    #: event loops every call of which needs an option (``components.gate_event_loops``)
+    gated_roots: dict[FuncKey, SwitchRef] = field(default_factory=dict)
     #: per file, the platform switch of a module written for another platform (``_module_switch``)
     module_switches: dict[str, SwitchRef | None] = field(default_factory=dict)
     #: while the edges get their switches: each function's callers (``param_gates``), as
@@ -1009,6 +1012,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model.pending_callers = None
     gate_instance_methods(model, rs, lambda path, function, gates: site_switch(model, path, function, gates, rs),
                           unresolved_names(model))
+    gate_event_loops(model, rs, list(event_loop_roots(model, rs)), unresolved_names(model))
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
@@ -1094,8 +1098,8 @@ def root_functions(facts: dict[str, FileFacts], functions: dict[FuncKey, Functio
 class Demand:
     """The calls ``build_model(whole=False)`` resolves through the types: those of the
     functions a hot root reaches (how often code runs, what a switch turns on there), and
-    every call named like an env-reading helper (which switches are read where); the
-    others by name, as before the types (Jarvis asks on demand from its entry functions)."""
+    every call named like an env-reading helper (which switches are read where) or like a
+    function holding an event loop (which option picks the loop); the others by name, as before the types (Jarvis asks on demand from its entry functions)."""
 
     functions: frozenset[FuncKey]
     #: the names of env-reading helpers
@@ -1120,8 +1124,14 @@ def _demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[Fun
                     out.append(((path, site.function), [target for target, _ in found]))
         return out
 
-    names = _helper_names(_direct_env_helpers(facts, functions), returned_calls)
+    names = _helper_names(_direct_env_helpers(facts, functions), returned_calls) | _loop_names(facts)
     return Demand(frozenset(_reach(resolver, roots)), names)
+
+
+def _loop_names(facts: dict[str, FileFacts]) -> frozenset[str]:
+    """The names of the functions holding an event loop: their calls, wherever they are, say
+    which option picks the loop (``components.gate_event_loops``)."""
+    return frozenset(loop.function.rsplit(".", 1)[-1] for ff in facts.values() for loop in ff.event_loops if loop.function)
 
 
 def _helper_names(helpers: set[FuncKey], returned_calls) -> frozenset[str]:
@@ -1194,7 +1204,7 @@ def _flat_demand(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionD
                 if site.returned and functions[key].returns_value:
                     returned[_last_name(site.callee)].setdefault((key, flat[i]), []).append(target)  # type: ignore[arg-type]
     names = _helper_names(_direct_env_helpers(facts, functions),
-                          lambda name: [(key, found) for (key, _), found in returned.get(name, {}).items()])
+                          lambda name: [(key, found) for (key, _), found in returned.get(name, {}).items()]) | _loop_names(facts)
     seen = set(roots)
     work = list(roots)
     while work:

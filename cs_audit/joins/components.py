@@ -29,6 +29,7 @@ class Built(Protocol):
     edges: list[Edge]
     callers: dict[FuncKey, list[Edge]]
     gated_classes: dict[str, SwitchRef]
+    gated_roots: dict[FuncKey, SwitchRef]
 
 #: calls followed up from a construction to the option its callers need
 MAX_CALLERS_UP = 6
@@ -110,6 +111,18 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
             gated = model.edges[i] = replace(edge, switch=switch)
             callers = model.callers[edge.callee]
             callers[callers.index(edge)] = gated
+
+
+def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], unresolved: frozenset[str]) -> None:
+    """An event loop every call of which needs an option (`if cfg.enable_pdmux:
+    self.event_loop_pdmux()`, a few calls up) is no root of the default paths: the option is
+    its gate, as a root of a class built only under one (``gated_classes``)."""
+    ignored = rs.defaults.ignore_paths if rs.defaults is not None else None
+    calling = _CallerSwitches(model, unresolved, ignored.search if ignored is not None else None)
+    for key in loops:
+        switch = calling.switch(key, 0)
+        if switch is not None:
+            model.gated_roots[key] = switch
 
 
 class _CallerSwitches:
