@@ -3,6 +3,8 @@
 * calls of builtins (`len(x)`) are not call-graph edges, unless the module binds the name;
 * ``StatementFacts._walk`` (the facts walker's own traversal) finds what libcst's
   ``node.visit`` finds, on every fixture file;
+* the statements handed to libcst are parsed in pieces of bounded size: the facts are
+  those of one parse of them all;
 * body hashes (for duplicated helpers) are computed only for functions that hold facts.
 """
 
@@ -116,6 +118,53 @@ def test_own_traversal_finds_what_libcst_visit_finds(monkeypatch: pytest.MonkeyP
         assert got == expected, path
         compared += bool(ours.env_reads or ours.calls)
     assert compared >= 10  # the fixtures hold that many files with facts
+
+
+def _many_statements(count: int) -> str:
+    """A module of ``count`` functions, each holding facts of every kind the walker keeps
+    state for across statements (a path bound to a local, an assignment to os.environ)."""
+    parts = ["import logging", "import os", "", "logger = logging.getLogger(__name__)", "OUT = '/tmp/dump'", ""]
+    for i in range(count):
+        parts += [
+            f"def step{i}(x, name='n{i}'):",
+            f'    """Reads DBG_{i} (a docstring: never handed over)."""',
+            f'    path = os.path.join(OUT, f"{{name}}_{i}.pt")',
+            f'    if os.getenv("DBG_{i}", "0") == "1":',
+            f'        logger.info("step {i} %s", x.item())',
+            f'    os.environ["SET_{i}"] = "1"',
+            f'    del os.environ["GONE_{i}"]',
+            f'    level = int(os.environ["LEVEL_{i}"])',
+            "    with open(path, 'w') as f:",
+            "        f.write(str(level))",
+            f"    return step{i + 1}(x) if level else None",
+            "",
+        ]
+    return "\n".join(parts) + "\n"
+
+
+def test_statements_parsed_in_pieces_give_the_facts_of_one_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    rs = load_ruleset()
+    sources = {"many.py": _many_statements(120).encode()}
+    sources.update((str(p), p.read_bytes()) for p in FIXTURE_FILES)
+    pieces = 0
+    for name, data in sources.items():
+        with monkeypatch.context() as patch:
+            patch.setattr(facts_module, "_PIECE_CHARS", 10**9)
+            whole = extract_python(name, data, rs)
+        with monkeypatch.context() as patch:
+            patch.setattr(facts_module, "_PIECE_CHARS", 200)
+            pieced = extract_python(name, data, rs)
+            text = decode_source(data)
+            pieces += len(facts_module._pieces(index_module(ast.parse(text), text, name, rs).snippets))
+        assert isinstance(whole, FileFacts) and pieced == whole, name
+    many = extract_python("many.py", sources["many.py"], rs)
+    assert isinstance(many, FileFacts)
+    # every function's facts are there, on their own lines: none lost or shifted at a boundary
+    assert [(r.var, r.line) for r in many.env_reads] == [
+        (var, 10 + 12 * i + offset) for i in range(120) for var, offset in ((f"DBG_{i}", 0), (f"LEVEL_{i}", 4))
+    ]
+    assert [c.line for c in many.calls if c.role == "log"] == [11 + 12 * i for i in range(120)]
+    assert pieces > 200  # the small budget did cut the files into many pieces
 
 
 def test_body_hashes_only_for_functions_with_facts() -> None:

@@ -2,9 +2,9 @@
 
 The ``ast`` pass (``index.py``) hands over the statements of a file that hold a
 relevant token, each with its context (function, gates, loops).  They are joined
-into one synthetic module, parsed once by libcst and walked statement by
-statement; facts take the statement's lines from the ``ast`` pass, so no
-position metadata is needed.  Inside a statement, context is kept on stacks:
+into synthetic modules of a bounded size (one for most files), each parsed once
+by libcst and walked statement by statement, then dropped; facts take the
+statement's lines from the ``ast`` pass, so no position metadata is needed.  Inside a statement, context is kept on stacks:
 enclosing calls (is this ``.item()`` inside a log call's arguments?), and gates
 of ``A and f()`` / ``f() if A else g()``.
 """
@@ -167,6 +167,8 @@ class StatementFacts(cst.CSTVisitor):
         self.final_expression = _final_expression(statement, snippet)
         self.pending.clear()
         self.around.clear()
+        # node ids: a freed piece's nodes may share them with the next piece's
+        self.skip_nodes.clear()
         self.in_text = 0
         self.local_gates.clear()
         self.timestamp_seen = False
@@ -1142,8 +1144,28 @@ def _has_string(node: cst.BaseExpression) -> bool:
     return False
 
 
+#: how much statement text one libcst parse takes: its working set (the native parser's and
+#: the tree's) grows with the text, so a file's statements are parsed and walked in pieces
+_PIECE_CHARS = 1 << 16
+
+
+def _pieces(snippets: tuple[Snippet, ...]) -> list[tuple[Snippet, ...]]:
+    """Runs of consecutive snippets whose text stays within ``_PIECE_CHARS`` (a longer
+    snippet is a piece of its own)."""
+    pieces: list[tuple[Snippet, ...]] = []
+    start, size = 0, 0
+    for i, s in enumerate(snippets):
+        if size and size + len(s.text) > _PIECE_CHARS:
+            pieces.append(snippets[start:i])
+            start, size = i, 0
+        size += len(s.text) + 1
+    if start < len(snippets):
+        pieces.append(snippets[start:])
+    return pieces
+
+
 def _parse_snippets(snippets: tuple[Snippet, ...]) -> list[tuple[cst.CSTNode, Snippet]]:
-    """One libcst parse for all snippets; a snippet libcst cannot parse is parsed (and dropped) alone."""
+    """One libcst parse for the snippets of a piece; a snippet libcst cannot parse is parsed (and dropped) alone."""
     source = "\n".join(s.text for s in snippets) + "\n"
     try:
         module = cst.parse_module(source)
@@ -1166,9 +1188,10 @@ def collect_facts(snippets: tuple[Snippet, ...], rs: RuleSet, aliases: dict[str,
                   logger_names: frozenset[str], string_constants: dict[str, str],
                   shadowed: frozenset[str] = frozenset(),
                   param_defaults: dict[str, dict[str, str]] | None = None) -> StatementFacts:
-    pairs = _parse_snippets(snippets)
     module = cst.Module(body=[])
     walker = StatementFacts(module, rs, aliases, logger_names, string_constants, shadowed, param_defaults)
-    for statement, snippet in pairs:
-        walker.walk(statement, snippet)
+    for piece in _pieces(snippets):
+        # a piece's tree is dropped once walked: the facts hold text, never nodes
+        for statement, snippet in _parse_snippets(piece):
+            walker.walk(statement, snippet)
     return walker
