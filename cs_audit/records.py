@@ -24,12 +24,16 @@ values (``__reduce__``), for the worker pipe (``pool``), which is not a store.
 
 from __future__ import annotations
 
+import builtins
+import collections
 import dataclasses
 import json
 import operator
 import sys
+import textwrap
 import typing
 from collections.abc import Callable, Sequence
+from types import NoneType, UnionType
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
@@ -41,6 +45,8 @@ _MAKERS: dict[str, Callable[[Sequence[Any]], Any]] = {}
 _RESTORERS: dict[str, Callable[[Sequence[Any]], Any]] = {}
 #: record class -> (its name, the function giving its field values)
 _FIELDS_OF: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {}
+#: record name -> its class (annotations name records by their names, ``_field_check``)
+_CLASSES: dict[str, type] = {}
 
 
 #: record names whose equal objects ``loads`` makes one object (per call)
@@ -76,6 +82,7 @@ def _record(cls: T, shared: bool) -> T:
         operator.attrgetter(*names) if len(names) > 1 else (lambda obj: (getattr(obj, first),))
     )
     _FIELDS_OF[cls] = (name, getter)
+    _CLASSES[name] = cls
     types = tuple(str(f.type) for f in fields)
     _MAKERS[name] = _Lazy(_MAKERS, name, lambda: _maker(cls, names, types))
     if getattr(cls, "__slots__", None):
@@ -93,6 +100,7 @@ def tuple_record(cls: type[tuple], annotations: tuple[str, ...]) -> None:
     may store (made from its items)."""
     name = _named(cls)
     _FIELDS_OF[cls] = (name, tuple)
+    _CLASSES[name] = cls
     _MAKERS[name] = _Lazy(_MAKERS, name, lambda: _maker(cls, tuple(f"_{i}" for i in range(len(annotations))), annotations))
 
 
@@ -171,11 +179,18 @@ _SHARED: dict[str, dict[tuple[Any, ...], Any]] = {}
 
 
 def _strings(items: list[Any]) -> tuple[str, ...]:
+    if type(items) is not list:
+        raise ValueError("a tuple that is no array")
     return tuple(map(sys.intern, items))
 
 
 def _tuples(items: list[list[Any]]) -> tuple[tuple[Any, ...], ...]:
+    if type(items) is not list or not {*map(type, items)} <= _LIST:
+        raise ValueError("a tuple of tuples that is no array of arrays")
     return tuple(map(tuple, items))
+
+
+_LIST = frozenset({list})
 
 
 #: annotations of values ``loads`` reads as they are (the record names are the others)
@@ -184,15 +199,38 @@ _ATOMS = frozenset({"str", "int", "float", "bool", "None", "bytes"})
 
 def _maker(cls: type, names: tuple[str, ...], types: tuple[str, ...] | None) -> Callable[[Sequence[Any]], Any]:
     """A function making an object of ``cls`` from its field values, each made by the converter
-    of its annotation (``types``; None: as they are).  A slotted record is made without its
-    ``__init__``: a plain object of a class with its slots, those stored by one assignment,
-    then switched to ``cls`` (through the frozen class's descriptors where the switch is refused)."""
+    of its annotation and checked to be of that type (``types``; None: as they are, unchecked).
+    A slotted record is made without its ``__init__``: a plain object of a class with its
+    slots, those stored by one assignment, then switched to ``cls`` (through the frozen class's
+    descriptors where the switch is refused)."""
     module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
-    converters = [_converter(t, module) for t in types] if types is not None else [""] * len(names)
-    values = ", ".join(f"{c}(v[{i}])" if c else f"v[{i}]" for i, c in enumerate(converters))
-    check = f"    if type(v) is not list or len(v) != {len(names)}:\n        raise ValueError('a {cls.__name__} of other fields')\n" if types is not None else ""
-    namespace: dict[str, Any] = {"_new": _new, "_set_class": _set_class, "cls": cls, "tuple": tuple, "_value": _value, "_tuples": _tuples, "_intern": sys.intern, "_strings": _strings,
+    namespace: dict[str, Any] = {"_new": _new, "_set_class": _set_class, "cls": cls, "tuple": tuple, "list": list, "_value": _value, "_tuples": _tuples, "_intern": sys.intern, "_strings": _strings,
                                  "_object_setattr": _object_setattr, "_as_is": _as_is}
+    typed = ""  # the check of the field values' types, once made
+    if types is None:
+        check, fields = "", [f"v[{i}]" for i in range(len(names))]
+    else:
+        converters = [_converter(t, module) for t in types]
+        fields = [f"f{i}" for i in range(len(names))]
+        check = (f"    if type(v) is not list or len(v) != {len(names)}:\n        raise ValueError('a {cls.__name__} of other fields')\n"
+                 f"    {', '.join(fields)}, = {', '.join(f'{c}(v[{i}])' if c else f'v[{i}]' for i, c in enumerate(converters))},\n")
+        # a string or an array where the annotation says otherwise is refused here, before the
+        # joins meet it (the interning converters check their strings themselves)
+        checks = []
+        for i, (annotation, converter) in enumerate(zip(types, converters)):
+            if converter in ("_intern", "_strings"):
+                continue
+            field_check = _field_check(annotation, module, fields[i], namespace)
+            if converter == "tuple":  # it made a tuple of whatever it was given: an array only
+                checks.append(f"type(v[{i}]) is list and (not {fields[i]} or {field_check})")
+            elif field_check != "True":
+                checks.append(field_check)
+        if checks:
+            typed = f"if not ({' and '.join(checks)}):\n    raise ValueError('a {cls.__name__} with a field of another type')\n"
+    values = ", ".join(fields)
+    shared = cls.__name__ in _SHARED_RECORDS and types is not None
+    if not shared:
+        check += textwrap.indent(typed, "    ")
     filler = _slot_filler(cls) if getattr(cls, "__slots__", None) and not issubclass(cls, tuple) else None
     if issubclass(cls, tuple):
         source = f"def make(v):\n{check}    return cls(({values},))\n"
@@ -201,18 +239,140 @@ def _maker(cls: type, names: tuple[str, ...], types: tuple[str, ...] | None) -> 
     elif filler is not None:
         namespace["filler"] = filler
         targets = ", ".join(f"obj.{name}" for name in names)
-        if cls.__name__ in _SHARED_RECORDS and types is not None:  # one object per field values (a tuple's C hash)
+        if shared:  # one object per field values (a tuple's C hash), their types checked when first made
             namespace["shared"] = _SHARED.setdefault(cls.__name__, {})
-            source = (f"def make(v):\n{check}    values = {values},\n    obj = shared.get(values)\n    if obj is None:\n"
+            source = (f"def make(v):\n{check}    values = {values},\n    obj = shared.get(values)\n    if obj is None:\n{textwrap.indent(typed, '        ')}"
                       f"        obj = shared[values] = _new(filler)\n        {targets}, = values\n        _set_class(obj, cls)\n"
                       "    return obj\n")
         else:
             source = f"def make(v):\n{check}    obj = _new(filler)\n    {targets}, = {values},\n    _set_class(obj, cls)\n    return obj\n"
     else:
-        calls = "\n".join(f"    _object_setattr(obj, {name!r}, {c or '_as_is'}(v[{i}]))" for i, (name, c) in enumerate(zip(names, converters)))
+        calls = "\n".join(f"    _object_setattr(obj, {name!r}, {field})" for name, field in zip(names, fields))
         source = f"def make(v):\n{check}    obj = _new(cls)\n{calls}\n    return obj\n"
-    exec(source, namespace)  # noqa: S102 - field names and annotations of our own dataclasses
+    exec(compile(source, f"<make {cls.__name__}>", "exec"), namespace)  # noqa: S102 - field names and annotations of our own dataclasses
     return namespace["make"]
+
+
+#: annotations ``_field_check`` could not resolve or does not know: their fields are not
+#: checked (a test asserts every record's annotations are known)
+UNCHECKED: set[str] = set()
+
+
+def _field_check(annotation: str, names: dict[str, Any], value: str, namespace: dict[str, Any]) -> str:
+    """Python source that is true when the field value named ``value`` is of the type
+    ``annotation`` says (``names``: the globals of the record's module); the classes and type
+    sets it names are put in ``namespace``."""
+    return _type_check(annotation, value, namespace, names, 0)
+
+
+def _resolved(annotation: str, names: dict[str, Any]) -> Any:
+    """The type an annotation's text names (records by their names), or ``_UNKNOWN`` when
+    this process does not know a name in it."""
+    try:
+        return eval(annotation, {"__builtins__": builtins}, collections.ChainMap(names, _CLASSES))  # noqa: S307 - our own annotations
+    except Exception:  # noqa: BLE001 - not checked (``UNCHECKED``)
+        return _UNKNOWN
+
+
+_UNKNOWN = object()
+
+
+def _exact_types(annotated: Any, names: dict[str, Any]) -> frozenset[type] | None:
+    """The classes a value of a plain annotation (scalars, records, ``Literal``s, a union of
+    those) can have as ``loads`` makes it; None for a container or anything else."""
+    if isinstance(annotated, str):
+        annotated = _resolved(annotated, names)
+        if annotated is _UNKNOWN:
+            return None
+    if annotated is None or annotated is NoneType:
+        return frozenset({NoneType})
+    if annotated is float:  # JSON writes a whole float as an integer
+        return frozenset({float, int})
+    if annotated in _PLAIN_TYPES:
+        return frozenset({annotated})
+    if isinstance(annotated, type) and annotated in _FIELDS_OF:
+        return frozenset(c for c in _FIELDS_OF if issubclass(c, annotated))
+    origin, args = typing.get_origin(annotated), typing.get_args(annotated)
+    if origin is typing.Literal:
+        return frozenset(map(type, args))
+    if origin is typing.Union or origin is UnionType:
+        parts = [_exact_types(a, names) for a in args]
+        return None if None in parts else frozenset().union(*parts)  # type: ignore[arg-type]
+    return None
+
+
+def _columns(row: Any, names: dict[str, Any]) -> tuple[frozenset[type], ...] | None:
+    """The classes of each item of a fixed-size tuple type of plain values, or None."""
+    if isinstance(row, str):
+        row = _resolved(row, names)
+    args = typing.get_args(row)
+    if typing.get_origin(row) is not tuple or not args or Ellipsis in args:
+        return None
+    columns = tuple(_exact_types(a, names) for a in args)
+    return None if None in columns else columns  # type: ignore[return-value]
+
+
+def _rows_check(columns: tuple[frozenset[type], ...]) -> Callable[[tuple[Any, ...]], bool]:
+    """Whether a tuple holds only tuples of ``len(columns)`` items, each of its column's classes."""
+    sizes = frozenset({len(columns)})
+
+    def check(rows: tuple[Any, ...]) -> bool:
+        if not ({*map(type, rows)} <= _TUPLE and {*map(len, rows)} == sizes):
+            return False
+        return all({*map(type, column)} <= allowed for column, allowed in zip(zip(*rows), columns))
+
+    return check
+
+
+_TUPLE = frozenset({tuple})
+_PLAIN_TYPES = frozenset({str, int, bool, bytes})
+
+
+def _named_in(namespace: dict[str, Any], value: Any) -> str:
+    name = f"_t{len(namespace)}"
+    namespace[name] = value
+    return name
+
+
+def _type_check(annotated: Any, value: str, namespace: dict[str, Any], names: dict[str, Any], depth: int) -> str:
+    """``_field_check`` of a type (or its text) for the value named ``value``; ``depth`` names
+    the items of nested containers apart."""
+    if isinstance(annotated, str):
+        text, annotated = annotated, _resolved(annotated, names)
+        if annotated is _UNKNOWN:
+            UNCHECKED.add(text)
+            return "True"
+    exact = _exact_types(annotated, names)
+    if exact is not None:
+        if len(exact) == 1:
+            return f"type({value}) is {_named_in(namespace, next(iter(exact)))}"
+        return f"type({value}) in {_named_in(namespace, exact)}"
+    origin, args = typing.get_origin(annotated), typing.get_args(annotated)
+    item = f"i{depth}"
+    if origin is typing.Union or origin is UnionType:
+        return "(" + " or ".join(_type_check(a, value, namespace, names, depth) for a in args) + ")"
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        items = _exact_types(args[0], names)
+        if items is not None:
+            return f"(type({value}) is tuple and {{*map(type, {value})}} <= {_named_in(namespace, items)})"
+        columns = _columns(args[0], names)
+        if columns is not None:  # fixed-size tuples of plain values: column by column
+            return f"(type({value}) is tuple and (not {value} or {_named_in(namespace, _rows_check(columns))}({value})))"
+        return f"(type({value}) is tuple and all({_type_check(args[0], item, namespace, names, depth + 1)} for {item} in {value}))"
+    if origin is tuple:
+        parts = [_type_check(a, f"{value}[{i}]", namespace, names, depth) for i, a in enumerate(args)]
+        return f"(type({value}) is tuple and len({value}) == {len(args)} and {' and '.join(parts) or 'True'})"
+    if origin is dict and len(args) == 2:
+        key, kept = f"k{depth}", f"v{depth}"
+        return (f"(type({value}) is dict and all({_type_check(args[0], key, namespace, names, depth + 1)} and "
+                f"{_type_check(args[1], kept, namespace, names, depth + 1)} for {key}, {kept} in {value}.items()))")
+    if origin in (frozenset, set) and len(args) == 1:
+        return (f"(type({value}) is {_named_in(namespace, origin)} and "
+                f"all({_type_check(args[0], item, namespace, names, depth + 1)} for {item} in {value}))")
+    if annotated in (tuple, dict, frozenset, set):
+        return f"type({value}) is {_named_in(namespace, annotated)}"
+    UNCHECKED.add(repr(annotated))
+    return "True"
 
 
 def _slot_filler(cls: type) -> type | None:

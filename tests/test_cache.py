@@ -230,6 +230,75 @@ def _results(cache_root: Path) -> list[Path]:
     return sorted(cache_root.rglob("results/*.entry")) if cache_root.exists() else []
 
 
+def _record_classes() -> dict[str, type]:
+    """The records entries name, by name."""
+    from cs_audit import records
+
+    return {name: cls for cls, (name, _) in records._FIELDS_OF.items()}
+
+
+def _forged(payload: bytes, how: str) -> bytes:
+    """A plain-format payload with one field of the first record that has one of the kind
+    ``how`` names given a value of another type: "int" an int field holding a string,
+    "records" a tuple of records holding arrays of their fields instead, "string" a tuple of
+    records holding a string."""
+    import dataclasses
+    import json
+
+    classes = _record_classes()
+
+    def forge(node: object) -> bool:
+        if isinstance(node, dict) and len(node) == 1:
+            (name, body), = node.items()
+            cls = classes.get(name)
+            if cls is not None and not issubclass(cls, tuple) and isinstance(body, list):
+                for i, field in enumerate(dataclasses.fields(cls)):
+                    annotation = str(field.type).replace(" ", "")
+                    held = body[i]
+                    if how == "int" and annotation == "int":
+                        body[i] = str(held)
+                        return True
+                    if how in ("records", "string") and annotation.startswith("tuple[") and annotation[6:-5] in classes \
+                            and held and all(isinstance(h, dict) for h in held):
+                        body[i] = [next(iter(h.values())) for h in held] if how == "records" else "calls"
+                        return True
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        return any(forge(child) for child in children)
+
+    value = json.loads(bytes(payload))
+    assert forge(value), how
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.parametrize("how", ["int", "records", "string"])
+def test_an_entry_with_a_field_of_another_type_is_a_miss(tree: Path, tmp_path: Path, how: str) -> None:
+    """Entries well formed and sealed with a right checksum (as one with write access could
+    make them), one field holding another type: each is a miss, never a crash in the joins."""
+    cache_root = tmp_path / "cache"
+    expected = _scan(tree, None)
+    _scan(tree, cache_root)
+    forged: dict[bytes, int] = {}
+    for entry in _entries(cache_root):
+        blob = entry.read_bytes()
+        kind = blob.split(b" ", 2)[1]
+        if kind not in (cache._FACTS, b"result"):
+            continue
+        payload = cache._opened(blob, kind, entry.stem)
+        assert payload is not None
+        try:
+            changed = _forged(payload, how)
+        except AssertionError:
+            continue  # no field of that kind in this entry
+        entry.write_bytes(cache._sealed(kind, entry.stem, changed))
+        if kind == cache._FACTS:
+            assert cache.load(str(entry.parent.parent), entry.stem) is None
+        else:
+            assert cache.load_result(str(entry.parent.parent), entry.stem) is None
+        forged[kind] = forged.get(kind, 0) + 1
+    assert forged[cache._FACTS] >= 3 and forged[b"result"] == 1  # the files' facts and the tree's result
+    assert _scan(tree, cache_root) == expected
+
+
 def test_unchanged_tree_loads_the_stored_result(tree: Path, tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
     cold, stats = _scan_stats(tree, cache_root)
@@ -422,18 +491,48 @@ def _slotted_model_classes() -> list[type]:
 @pytest.mark.parametrize("cls", _slotted_model_classes(), ids=lambda c: c.__name__)
 def test_model_objects_read_back_are_of_their_class_equal_and_frozen(cls: type) -> None:
     import dataclasses
+    import typing
 
-    from cs_audit import records
+    from cs_audit import model, records
+
+    classes = _record_classes()
 
     def value(i: int, annotation: str) -> object:  # of the type the field is annotated with
-        return {"int": 7, "float": 1.5, "bool": True}.get(annotation, () if annotation.startswith("tuple[") else f"v{i}")
+        annotation = annotation.replace(" ", "")
+        if annotation in classes:  # a record: one made the same way
+            return make(classes[annotation])
+        alternatives = [a for a in typing.get_args(getattr(model, annotation, None)) if a in records._FIELDS_OF]
+        if alternatives:  # an alias of records (``FindingDetail``)
+            return make(alternatives[0])
+        containers = {"tuple[": (), "dict[": {}, "frozenset[": frozenset()}
+        empty = next((empty for head, empty in containers.items() if annotation.startswith(head)), None)
+        if empty is not None or "|None" in annotation or "None|" in annotation:
+            return empty
+        return {"int": 7, "float": 1.5, "bool": True}.get(annotation, f"v{i}")
+
+    def make(record_class: type) -> object:
+        return record_class(**{f.name: value(i, str(f.type)) for i, f in enumerate(dataclasses.fields(record_class))})
 
     fields = dataclasses.fields(cls)
-    built = cls(**{f.name: value(i, str(f.type)) for i, f in enumerate(fields)})
+    built = make(cls)
     for restored in (records.loads(records.dumps(built)), pickle.loads(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))):
         assert type(restored) is cls and restored == built and hash(restored) == hash(built)
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(restored, fields[0].name, "other")
+
+
+def test_every_field_of_every_record_is_type_checked_when_read() -> None:
+    import importlib
+
+    from cs_audit import records
+
+    for module in ("api", "incremental.cache", "joins.callgraph", "model", "ruleset", "sources"):
+        importlib.import_module(f"cs_audit.{module}")
+    for name in _record_classes():
+        make = records._MAKERS[name]
+        if isinstance(make, records._Lazy):
+            make.compile()
+    assert records.UNCHECKED == set()  # an annotation the loader does not know is not checked
 
 
 def test_the_plain_format_keeps_each_container_and_refuses_the_rest() -> None:
