@@ -204,7 +204,7 @@ def _maker(cls: type, names: tuple[str, ...], types: tuple[str, ...] | None) -> 
     slots, those stored by one assignment, then switched to ``cls`` (through the frozen class's
     descriptors where the switch is refused)."""
     module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
-    namespace: dict[str, Any] = {"_new": _new, "_set_class": _set_class, "cls": cls, "tuple": tuple, "list": list, "_value": _value, "_tuples": _tuples, "_intern": sys.intern, "_strings": _strings,
+    namespace: dict[str, Any] = {"_new": _new, "_set_class": _set_class, "cls": cls, "tuple": tuple, "list": list, "type": type, "_value": _value, "_tuples": _tuples, "_intern": sys.intern, "_strings": _strings,
                                  "_object_setattr": _object_setattr, "_as_is": _as_is}
     typed = ""  # the check of the field values' types, once made
     if types is None:
@@ -249,6 +249,8 @@ def _maker(cls: type, names: tuple[str, ...], types: tuple[str, ...] | None) -> 
     else:
         calls = "\n".join(f"    _object_setattr(obj, {name!r}, {field})" for name, field in zip(names, fields))
         source = f"def make(v):\n{check}    obj = _new(cls)\n{calls}\n    return obj\n"
+    # what it names as defaults of its own: read as fast as its locals, once per field and record
+    source = source.replace("def make(v):", f"def make(v, {', '.join(f'{name}={name}' for name in namespace)}):", 1)
     exec(compile(source, f"<make {cls.__name__}>", "exec"), namespace)  # noqa: S102 - field names and annotations of our own dataclasses
     return namespace["make"]
 
@@ -329,7 +331,7 @@ _PLAIN_TYPES = frozenset({str, int, bool, bytes})
 
 
 def _named_in(namespace: dict[str, Any], value: Any) -> str:
-    name = f"_t{len(namespace)}"
+    name = f"_k{len(namespace)}"
     namespace[name] = value
     return name
 
