@@ -271,7 +271,7 @@ def _resolved(annotation: str, names: dict[str, Any]) -> Any:
     """The type an annotation's text names (records by their names), or ``_UNKNOWN`` when
     this process does not know a name in it."""
     try:
-        return eval(annotation, {"__builtins__": builtins}, collections.ChainMap(names, _CLASSES))  # noqa: S307 - our own annotations
+        return eval(annotation, {"__builtins__": builtins}, collections.ChainMap[str, Any](names, _CLASSES))  # noqa: S307 - our own annotations
     except Exception:  # noqa: BLE001 - not checked (``UNCHECKED``)
         return _UNKNOWN
 
