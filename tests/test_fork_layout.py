@@ -230,3 +230,23 @@ def test_a_checkout_of_the_release_itself_names_no_upstream(tmp_path: Path) -> N
     report = _scan(repo)
     assert "upstream" not in report and {f.get("origin") for f in report["findings"]} == {None}
     assert len(report["findings"]) == 2
+
+
+def test_a_baseline_entry_on_the_upstreams_lines_is_left_out_not_fixed(ws: Path, tmp_path: Path) -> None:
+    """A baseline recorded with the upstream's findings (an older cs-audit, or --include-upstream):
+    the default check leaves those findings out, so their entries are not fixed and stay in
+    the baseline (they are back with --include-upstream)."""
+    base = tmp_path / "baseline.json"
+    made = cs_audit("baseline", str(ws), "-j", "1", "-o", str(base), "--include-upstream")
+    assert made.returncode == 0, made.stderr
+    recorded = json.loads(base.read_text())["findings"]
+    assert len(recorded) == 5
+    proc = cs_audit("check", str(ws), "-j", "1", "--baseline", str(base), "--update-baseline", "-f", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check = json.loads(proc.stdout)["check"]
+    assert check["fixed"] == []
+    [note] = [n["message"] for n in check["notes"] if n["id"] == "upstream" and "baseline" in n["message"]]
+    assert note.startswith("2 baseline entries (vllm/vllm/worker/runner.py) match findings this check leaves out")
+    assert json.loads(base.read_text())["findings"] == recorded
+    text = cs_audit("check", str(ws), "-j", "1", "--baseline", str(base)).stdout
+    assert "fixed since the baseline" not in text and "0 fixed" in text

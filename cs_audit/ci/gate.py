@@ -30,6 +30,7 @@ from cs_audit.git.repo import GitError, GitRepo
 from cs_audit.model import (
     GATE_SCOPES,
     SUB_REPO,
+    UPSTREAM_NOTE,
     AuditResult,
     BaselineEntry,
     Finding,
@@ -265,6 +266,26 @@ def check_against_baseline(kept: Sequence[Finding], everything: Sequence[Finding
     # fixed: entries with no partner among all current findings (suppressed ones are not fixed)
     _, gone, moved = match_findings(list(everything), list(baseline.entries))
     return [f for f in kept if id(f) in new_ids and gates.gates(f)], gone, moved
+
+
+def left_out_entries(gone: Sequence[BaselineEntry], left_out: Sequence[Finding]) -> tuple[list[BaselineEntry], list[BaselineEntry]]:
+    """(fixed, left out) of the baseline entries no reported finding pairs with: an entry that
+    pairs with a finding the audit found and left out of its findings (on the upstream's
+    lines, or a read checked cheap) is not fixed; it would be back with ``--include-upstream``."""
+    _, fixed, _ = match_findings(list(left_out), list(gone))
+    fixed_ids = {id(e) for e in fixed}
+    return fixed, [e for e in gone if id(e) not in fixed_ids]
+
+
+def left_out_note(entries: Sequence[BaselineEntry]) -> Notification:
+    """What ``check --baseline`` says of the entries ``left_out_entries`` kept from "fixed"."""
+    n = len(entries)
+    where = ", ".join(sorted({e.path for e in entries})[:3])
+    more = ", ..." if len({e.path for e in entries}) > 3 else ""
+    return Notification(UPSTREAM_NOTE, "", None,
+                        f"{n} baseline entr{'ies' if n != 1 else 'y'} ({where}{more}) match findings this check leaves out "
+                        "(on the upstream's lines, or reads checked cheap): left out, not fixed, and kept in the baseline "
+                        "(--include-upstream checks them)", "note")
 
 
 def updated_baseline(baseline: Baseline, everything: Sequence[Finding], skipped: Iterable[str] = ()) -> list[BaselineEntry]:

@@ -144,6 +144,8 @@ def check(
         check_against_baseline,
         context_for,
         gating_findings,
+        left_out_entries,
+        left_out_note,
         load_baseline,
         parse_gates,
         render_baseline,
@@ -185,6 +187,7 @@ def check(
     candidates = gating_findings(kept, gates)
     outcome.gating = len(candidates)
     skipped = {e.path for e in result.errors}
+    left_out = (*result.upstream_findings, *result.cheap_reads)  # found, and kept out of the findings
     unreported: list[BaselineEntry] = []  # baseline entries of rules this check does not report: neither new nor fixed, kept
     if base is not None:
         from dataclasses import replace as replaced
@@ -195,8 +198,11 @@ def check(
         unreported = [e for e in base.entries if not chosen.enabled(e.rule, e.path)]
         base = replaced(base, entries=tuple(e for e in base.entries if chosen.enabled(e.rule, e.path)))
         candidates, fixed, outcome.moved = check_against_baseline(kept, result.findings, base, gates)
-        # an entry in a file that could not be analysed this time is unknown, not fixed
-        outcome.fixed = [e for e in fixed if e.path not in skipped]
+        # an entry in a file that could not be analysed this time is unknown, not fixed; one
+        # matching a finding the audit left out (upstream, checked cheap) is left out, not fixed
+        outcome.fixed, kept_out = left_out_entries([e for e in fixed if e.path not in skipped], left_out)
+        if kept_out:
+            outcome.notes.append(left_out_note(kept_out))
     changed: dict[str, frozenset[int]] | None = None  # None: every file is in the check's scope
     if repo is not None and since_sha is not None:
         try:
@@ -221,7 +227,7 @@ def check(
         if outcome.incomplete:
             say("cs-audit: the check did not complete: the baseline was not rewritten")
         else:
-            kept_entries = updated_baseline(base, result.findings, skipped) + unreported
+            kept_entries = updated_baseline(base, (*result.findings, *left_out), skipped) + unreported
             # the same entries: the file is left as it is (no new commit, no churn in its diffs)
             if sorted(e.fingerprint for e in kept_entries) != sorted(e.fingerprint for e in (*base.entries, *unreported)):
                 write_output(baseline_file, render_baseline(kept_entries, result.commit))
