@@ -480,10 +480,19 @@ def upstream_origins(root: Path, repositories: Iterable[tuple[str, str | None]],
     configuration names or each repository shows; a downloaded distribution is kept in the cache."""
     from cs_audit.git.upstream import origins
 
-    def cache_folder() -> Path | None:
-        return cache.safe_folder(config.cache_dir, "upstream") if config.cache else None
+    return origins(root, [path for path, _ in repositories], config.upstream, _upstream_cache(config))
 
-    return origins(root, [path for path, _ in repositories], config.upstream, cache_folder)
+
+def _upstream_cache(config: AuditConfig) -> Callable[[], Path | None]:
+    """Where a downloaded distribution is kept: made when asked, None without a cache."""
+    return lambda: cache.safe_folder(config.cache_dir, "upstream") if config.cache else None
+
+
+def _upstream_state(root: Path, repositories: Iterable[tuple[str, str | None]], config: AuditConfig) -> str | None:
+    """What decides the tree's origins besides its files and heads (``upstream_state``)."""
+    from cs_audit.git.upstream import upstream_state
+
+    return upstream_state(root, [path for path, _ in repositories], config.upstream, _upstream_cache(config))
 
 
 def _with_origins(root: Path, repositories: tuple[tuple[str, str | None], ...], config: AuditConfig,
@@ -600,7 +609,9 @@ def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], r
     """``render(run_audit(config, rs))``, served whole from the cache when everything it
     depends on is what it was when it was stored: each file's key, the rules and cs-audit's
     code (the cache's version directory), the configuration, the commit at HEAD of each
-    repository, the decisions file, and ``render_id`` (whatever else ``render`` reads).
+    repository, what decides each line's origin (each upstream named or detected, and the
+    commit or files it stands for now), the decisions file, and ``render_id`` (whatever
+    else ``render`` reads).
     A report is stored only from an audit that nothing transient shaped (a file that timed
     out, a blame that failed)."""
     with _collector_paused(ending=keep is not None):
@@ -609,11 +620,14 @@ def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], r
         key, heads = None, None
         if tree.cache_dir is not None and all(k is not None for k in tree.keys):
             heads = _heads(tree)
-            outside = outside_git(tree.root, (((".", heads[0]),) if heads[0] else ()) + heads[1])
-            key = cache.report_key(
+            repositories = (((".", heads[0]),) if heads[0] else ()) + heads[1]
+            outside = outside_git(tree.root, repositories)
+            upstream = _upstream_state(tree.root, repositories, config)
+            key = None if upstream is None else cache.report_key(
                 [(s.path, k) for s, k in zip(tree.sources, tree.keys)],  # type: ignore[misc]
                 repr((_result_context(config, tree.errors), replace(config, jobs=0), heads, outside,
-                      sorted(tree.decisions.items()), tree.decisions_error, render_id, tree.ignored)))
+                      sorted(tree.decisions.items()), tree.decisions_error, render_id, tree.ignored, upstream)))
+        if key is not None:
             stored = cache.load_report(tree.cache_dir, key)
             if isinstance(stored, Report):
                 run.lap("stored report")

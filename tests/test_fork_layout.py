@@ -250,3 +250,28 @@ def test_a_baseline_entry_on_the_upstreams_lines_is_left_out_not_fixed(ws: Path,
     assert json.loads(base.read_text())["findings"] == recorded
     text = cs_audit("check", str(ws), "-j", "1", "--baseline", str(base)).stdout
     assert "fixed since the baseline" not in text and "0 fixed" in text
+
+
+def test_a_stored_report_is_not_reused_once_an_upstream_tag_appears(tmp_path: Path) -> None:
+    """The whole report a rerun reuses depends on the upstream, which a new tag (or a moved
+    one) changes with no file and no HEAD changed."""
+    from tests.forkrepo import FORK_COMMITS, UPSTREAM_COMMITS, UPSTREAM_TAG
+    from tests.gitrepo import make_repo, sha_of
+
+    repo = make_repo(tmp_path, [*UPSTREAM_COMMITS, *FORK_COMMITS], name="vllm")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def scan() -> dict:
+        proc = cs_audit("scan", str(repo), "--no-history", "-j", "1", "-f", "json", env=env)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    untagged = scan()
+    assert "upstream" not in untagged and len(untagged["findings"]) == 5
+    assert scan() == untagged  # the stored report, reused
+    git(repo, "tag", UPSTREAM_TAG, sha_of(repo, UPSTREAM_COMMITS[-1][0]))
+    tagged = scan()
+    assert [u["spec"] for u in tagged["upstream"]] == [UPSTREAM_TAG]
+    assert len(tagged["findings"]) == 3 and tagged["upstream_findings"] == 2
+    git(repo, "tag", "-f", UPSTREAM_TAG, sha_of(repo, FORK_COMMITS[-1][0]))  # moved to HEAD: no fork's base
+    assert "upstream" not in scan()

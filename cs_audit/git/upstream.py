@@ -23,6 +23,7 @@ with no upstream is own code whole, so a tree without one reads as before.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,6 +297,61 @@ def _changed_since(repo_dir: Path, rev: str, prefix: str) -> dict[str, frozenset
             for path, lines in changed_lines(repo, repo.verify(rev)).items()}
 
 
+def _specs(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...]) -> Iterator[tuple[str, str, str]]:
+    """(repository, spec, how) of each repository of the tree that names or shows an upstream."""
+    specs = dict(configured)
+    for repo in repositories if "." in repositories else [".", *repositories]:
+        spec, how = specs.get(repo, ""), "configured"
+        if not spec:
+            found = _detect(root / repo) if repo in repositories else None
+            if found is None:
+                continue
+            spec, how = found
+        yield repo, spec, how
+
+
+def upstream_state(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...],
+                   cache_folder: Callable[[], Path | None]) -> str | None:
+    """What decides whose each line of the tree is, besides its files and the commit at HEAD
+    of each repository: each upstream as named or detected and what it stands for now (the
+    commit a revision or a detected tag names, the files of a distribution or folder), so a
+    stored report is not reused once a tag appears or moves, or a remote's branch moves.
+    None when it cannot be told without fetching (a distribution neither installed nor in
+    the cache): a report is then neither stored nor reused."""
+    parts: list[tuple[str, ...]] = []
+    for repo, spec, how in _specs(root, repositories, configured):
+        if is_distribution(spec):
+            match = _DISTRIBUTION.match(spec)
+            assert match is not None
+            folder = cache_folder()
+            cached = folder is not None and (folder / f"{match.group('name')}-{match.group('version')}" / ".complete").is_file()
+            installed = _installed(match.group("name"), match.group("version"))
+            if installed is None and not cached:
+                return None
+            parts.append((repo, spec, "installed" if installed is not None else "cached"))
+        elif is_folder(spec):
+            parts.append((repo, spec, _folder_stamp(Path(os.path.expanduser(spec)))))
+        else:
+            try:
+                sha = GitRepo.open(root / repo).verify(spec)
+            except GitError as exc:
+                sha = f"error: {exc}"
+            parts.append((repo, spec, how, sha))
+    return repr(parts)
+
+
+def _folder_stamp(top: Path) -> str:
+    """The size and time of change of every file of an unpacked upstream, as one digest."""
+    digest = hashlib.sha256()
+    for rel, full in sorted(_folder_files(top).items()):
+        try:
+            st = os.stat(full)
+        except OSError:
+            continue
+        digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
 def origins(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...],
             cache_folder: Callable[[], Path | None]) -> Origins:
     """The origins of the tree at ``root`` holding ``repositories`` (paths from the root,
@@ -303,15 +359,8 @@ def origins(root: Path, repositories: list[str], configured: tuple[tuple[str, st
     spec); "." names the scanned tree as a whole.  ``cache_folder``: where a downloaded
     distribution is kept (made only when one is downloaded; None: not kept)."""
     out = Origins(root=root)
-    specs = dict(configured)
-    for repo in repositories if "." in repositories else [".", *repositories]:
+    for repo, spec, how in _specs(root, repositories, configured):
         prefix = "" if repo == "." else f"{repo}/"
-        spec, how = specs.get(repo, ""), "configured"
-        if not spec:
-            found = _detect(root / repo) if repo in repositories else None
-            if found is None:
-                continue
-            spec, how = found
         use = UpstreamUse(repo, spec, how)
         try:
             if is_distribution(spec):
