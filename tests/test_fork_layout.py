@@ -118,6 +118,23 @@ def test_fix_leaves_the_upstreams_lines_alone(ws: Path) -> None:
     assert git(ws / "vllm", "status", "--porcelain") == ""  # a diff, nothing written
 
 
+def test_fix_edits_only_the_forks_own_lines_and_says_what_it_left_alone(ws: Path) -> None:
+    """The fork's hot read of CS_STATE_DEBUG is in an upstream file: hoisting it would add a
+    constant among the upstream's imports (a conflict at each rebase), so it is left alone
+    and said; the fork's log line is rewritten where it stands."""
+    proc = cs_audit("fix", str(ws), "-j", "1")
+    assert proc.returncode == 1, proc.stderr
+    hunks = [line for line in proc.stdout.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+    assert hunks == ['-        logger.info(f"[CS] step {len(batch)}")', '+        logger.info("[CS] step %s", len(batch))']
+    assert ("vllm/vllm/worker/runner.py:13: env-read-hot: left alone: its fix would also edit the upstream's lines "
+            "(at line 2; --include-upstream makes it)") in proc.stderr
+    assert "cs-audit: fix: left alone, the upstream's: 1 site on its lines in 1 file (--include-upstream fixes them too)" \
+        in proc.stderr
+    wide = cs_audit("fix", str(ws), "-j", "1", "--include-upstream")
+    assert '+_ENV_CS_STATE_DEBUG = os.environ.get("CS_STATE_DEBUG")' in wide.stdout
+    assert "left alone" not in wide.stderr
+
+
 def test_an_unchanged_copy_of_the_distribution_is_upstream_whole_and_one_edit_is_own(tmp_path: Path) -> None:
     """`upstream = "NAME==VERSION"`: the tree is compared with that distribution's files
     (here installed where the scan's Python finds it); a one-line edit makes that site own."""

@@ -63,6 +63,8 @@ def fix(
         for note in sorted((*plan.notes, *(n for f in plan.files for n in f.notes)), key=lambda n: (n.path, n.line)):
             where = f"{note.path}:{note.line}" if note.line else note.path  # line 0: the whole file
             say(f"{where}: {note.rule + ': ' if note.rule else ''}{note.text}")
+        if plan.left_alone:
+            say(f"cs-audit: fix: {plan.left_alone}")
     changed = plan.changed
     if write:
         for folder in sorted({os.path.dirname(f.source.abspath) for f in plan.files}):

@@ -71,6 +71,8 @@ class FixPlan:
     files: list[FileFix]
     notes: list[Note]  # notes not tied to a changed file (declines, stale files)
     errors: list[str]
+    #: what the run left alone as the upstream's ("" when nothing)
+    left_alone: str = ""
 
     @property
     def changed(self) -> list[FileFix]:

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 import libcst as cst
 
-from cs_audit.fix.base import FIXABLE, FileFix, FixPlan, Note, Target, Transform
+from cs_audit.fix.base import FIXABLE, HOT, FileFix, FixPlan, Note, Target, Transform
 from cs_audit.fix.source import Source, parse, read_source
 
 
-def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str, Transform]) -> FileFix:
-    """Run each rule's transform over the file, in ``FIXABLE`` order."""
+def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str, Transform],
+          own: Callable[[int], bool] | None = None) -> FileFix:
+    """Run each rule's transform over the file, in ``FIXABLE`` order.  ``own``: whether a
+    line of the file (1-based, as read) is the fork's own (None: every line is); a
+    transform whose change of the file reaches beyond those lines is undone and noted."""
     out = FileFix(source, source.data)
     try:
         module = parse(source)
     except cst.ParserSyntaxError as exc:
         out.notes.append(Note(source.path, exc.raw_line, "", f"not parsed: {exc.message}"))
         return out
+    first = module.code
     edits: list[_Edit] = []  # each earlier transform's change of the file
     for rule in FIXABLE:
         if not targets.get(rule):
@@ -30,13 +35,38 @@ def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str
         def note(line: int, text: str, rule: str = rule, original: dict[int, int] = original) -> None:
             out.notes.append(Note(source.path, original.get(line, line), rule, text))
 
-        before = module.code
+        before, kept = module.code, module
         module, n = transforms[rule](module, moved, note)
+        if n and own is not None:
+            outside = _beyond(first, module.code, own)
+            if outside:
+                module, n = kept, 0
+                for t in targets[rule]:
+                    out.notes.append(Note(source.path, t.line, rule, f"left alone: its fix would also edit the upstream's lines "
+                                          f"(at line {outside}; --include-upstream makes it)"))
         out.fixed += n
         if n:
             edits.append(_Edit(before, module.code))
     out.new = module.bytes
     return out
+
+
+def _beyond(first: str, now: str, own: Callable[[int], bool]) -> int:
+    """The first line of ``first`` (1-based) that the change to ``now`` rewrites or removes
+    and is not ``own``, or next to which it adds lines with neither neighbour ``own``; 0 when
+    the change keeps to own lines."""
+    old, new = _LINE.findall(first), _LINE.findall(now)
+    for tag, a1, a2, _b1, _b2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "insert":
+            if not (own(a1) or own(a1 + 1)):
+                return max(a1, 1)
+            continue
+        bad = next((n for n in range(a1 + 1, a2 + 1) if not own(n)), 0)
+        if bad:
+            return bad
+    return 0
 
 
 #: a line with its own ending, as Python counts lines (a form feed does not end one)
@@ -95,7 +125,7 @@ def _moved(target: Target, edits: list[_Edit]) -> Target:
 
 
 def plan_files(root_abspath: str, by_file: dict[str, dict[str, list[Target]]], stamps: dict[str, tuple[int, int]],
-               transforms: dict[str, Transform]) -> FixPlan:
+               transforms: dict[str, Transform], own: Callable[[str, int, int], bool] | None = None) -> FixPlan:
     import os
 
     files: list[FileFix] = []
@@ -111,7 +141,8 @@ def plan_files(root_abspath: str, by_file: dict[str, dict[str, list[Target]]], s
         if path in stamps and stamps[path] != source.stamp:
             errors.append(f"{path}: changed since the scan: not fixed (run fix again)")
             continue
-        fix = apply(source, by_file[path], transforms)
+        lines = None if own is None else (lambda n, path=path: own(path, n, n))
+        fix = apply(source, by_file[path], transforms, lines)
         files.append(fix)
     return FixPlan(files, notes, errors)
 
@@ -178,10 +209,28 @@ def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: s
     result, facts, stamps = fix_inputs(config, rs)
     root = os.path.abspath(config.root)
     base = root if os.path.isdir(root) else os.path.dirname(root)
-    tests = [test for test in (_own_lines(config, result, base), _changed_since(since, result, base) if since else None) if test]
+    own = _own_lines(config, result, base)
+    changed = _changed_since(since, result, base) if since else None
+    # (path, line) of each site left alone on the upstream's lines: its findings the scan left
+    # out, and the targets found beside the findings (every eager log call)
+    upstream = {(f.path, f.line) for f in result.upstream_findings
+                if f.rule in rules and (not hot_only or f.frequency in HOT) and (changed is None or changed(f.path, f.line, f.end_line))}
+
+    def wanted(path: str, line: int, end: int) -> bool:
+        if changed is not None and not changed(path, line, end):
+            return False
+        if own is not None and not own(path, line, end):
+            upstream.add((path, line))
+            return False
+        return True
+
     by_file = targets_by_file(result, facts, rules, hot_only, base, into, unsafe,
-                              (lambda path, line, end: all(t(path, line, end) for t in tests)) if tests else None)
-    plan = plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe))
+                              wanted if own is not None or changed is not None else None)
+    plan = plan_files(base, by_file, stamps, transforms_for(rules, result=result, facts=facts, into=into, unsafe=unsafe), own)
+    if upstream and own is not None:
+        files = len({path for path, _ in upstream})
+        plan.left_alone = (f"left alone, the upstream's: {len(upstream)} site{'s' if len(upstream) != 1 else ''} on its lines "
+                           f"in {files} file{'s' if files != 1 else ''} (--include-upstream fixes them too)")
     # the scan does not follow a symlink: its file or folder goes unfixed, said once
     plan.notes.extend(Note(e.path, 0, "", "a symlink: not followed, not fixed") for e in result.errors
                       if e.kind == "symlink" and (e.path.endswith(".py") or os.path.isdir(os.path.join(base, e.path))))
