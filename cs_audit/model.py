@@ -1030,6 +1030,9 @@ class AuditResult:
     #: the findings on the upstream's lines, left out of ``findings`` (``--include-upstream``
     #: keeps them there): counted, not listed
     upstream_findings: tuple[Finding, ...] = ()
+    #: (path from the scanned root, what was audited of it) of each repository a past
+    #: commit's audit took from its own history (``cs_audit.ci.revisions``)
+    sub_repositories: tuple[tuple[str, str], ...] = ()
 
 
 @record
@@ -1135,8 +1138,10 @@ def upstream_notes(result: AuditResult) -> tuple[Notification, ...]:
 
 def tree_notes(result: AuditResult) -> tuple[Notification, ...]:
     """What every report says of the tree's shape: ignored folders, git directories outside
-    it, the upstream its own lines are told from."""
-    return ignored_notes(result) + outside_git_notes(result) + upstream_notes(result)
+    it, the upstream its own lines are told from, the commit of a repository of its own a
+    past commit's audit took."""
+    subs = tuple(Notification(SUB_REPO, path, None, f"{path}: {message}", "note") for path, message in result.sub_repositories)
+    return ignored_notes(result) + outside_git_notes(result) + upstream_notes(result) + subs
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,13 @@ def make_repo(tmp_path: Path, commits: list[Commit], name: str = "repo") -> Path
     return repo
 
 
+def init_repo(path: Path) -> Path:
+    """An empty repository at ``path`` (made), on branch ``main``."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    return path
+
+
 def commit_files(repo: Path, subject: str, files: dict[str, str | None], day: int) -> str:
     """Write (``None``: delete) ``files`` and commit them at START + ``day`` days; the new HEAD sha."""
     for rel, content in files.items():

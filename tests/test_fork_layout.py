@@ -292,3 +292,41 @@ def test_a_stored_report_is_not_reused_once_an_upstream_tag_appears(tmp_path: Pa
     assert len(tagged["findings"]) == 3 and tagged["upstream_findings"] == 2
     git(repo, "tag", "-f", UPSTREAM_TAG, sha_of(repo, FORK_COMMITS[-1][0]))  # moved to HEAD: no fork's base
     assert "upstream" not in scan()
+
+
+def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_path: Path) -> None:
+    """A commit of the outer repository records no state of the engine its .gitignore lists:
+    the engine is audited at the last commit of its HEAD's line made by that commit's date,
+    and the report names it; before the engine's first commit it is left out, and said."""
+    from tests.forkrepo import FORK_COMMITS, UPSTREAM_COMMITS
+    from tests.gitrepo import commit_files, init_repo, sha_of
+
+    ws = init_repo(tmp_path / "ws")
+    commit_files(ws, "ws: start", {".gitignore": "vllm/\n"}, day=0)
+    engine = init_repo(ws / "vllm")
+    for day, (subject, files) in enumerate([*UPSTREAM_COMMITS, *FORK_COMMITS], 1):
+        commit_files(engine, subject, files, day=day)
+    commit_files(ws, "ws: run script", {"run.sh": "#!/bin/sh\nexport CS_STATE_DEBUG=1\npython -m vllm\n"}, day=3)
+
+    def report(rev: str) -> dict:
+        out = tmp_path / f"{rev}.json"
+        proc = cs_audit("report", "--rev", rev, "-f", "json", "-o", str(out), "-j", "1", ".", cwd=ws)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(out.read_text())
+
+    then = report("HEAD")  # day 3: the engine's first fork commit, not its second (day 4)
+    fork_commit = sha_of(engine, FORK_COMMITS[0][0])
+    assert then["repositories"] == [{"path": ".", "commit": sha_of(ws, "ws: run script")},
+                                    {"path": "vllm", "commit": fork_commit}]
+    lines = {(f["rule"], f["path"], f["line"]) for f in then["findings"]}
+    assert ("default-on-emitter", "vllm/vllm/worker/runner.py", 12) in lines
+    added = {s["name"]: (s["added_in"] or {}).get("subject") for s in then["switches"]}
+    assert added["CS_STATE_DEBUG"] == FORK_COMMITS[0][0]  # dated by the engine's own history
+    [note] = [n["message"] for n in then["notes"] if n["id"] == "sub-repository"]
+    assert note.startswith(f"vllm: repository of its own, no commit of ws records it: audited at {fork_commit[:9]} "
+                           f"(2026-01-04, '{FORK_COMMITS[0][0]}')")
+    before = report("HEAD~1")  # day 0: before the engine's first commit
+    assert before["findings"] == [] and before["repositories"][1] == {"path": "vllm", "commit": None}
+    [note] = [n["message"] for n in before["notes"] if n["id"] == "sub-repository"]
+    assert "left out, its HEAD's line has no commit made by 2026-01-01" in note
+    assert git(ws, "status", "--porcelain") == "" and git(engine, "status", "--porcelain") == ""

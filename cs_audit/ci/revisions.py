@@ -16,6 +16,14 @@
   (the call-graph model, the findings and the duplicate groups, pure functions of those
   facts and the rules) are reused too; setters, readers, switches and dispositions are
   always computed afresh.
+* A repository of its own inside the work tree that the commit does not record (one the
+  outer ``.gitignore`` lists, or an untracked one: no commit of the outer repository names a
+  state of it) is written from its own objects, with ``nested="dated"``: at the last commit
+  of its HEAD's first-parent line made no later than the outer commit (its committer date),
+  the workspace as it stood then; its HEAD would put code written since into the report of
+  an older commit.  The report names the commit taken, or says the repository was left out
+  (no commit of it by then).  A submodule is pinned by the commit: its files are not in
+  these objects, and the report says so.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,20 @@ from cs_audit.sources import FileError
 #: blobs larger than this are written truncated: nothing cs-audit reads needs more
 #: (a file over ``max_file_bytes`` is skipped as too large from its first bytes alone)
 MAX_WRITTEN_BLOB = 16 << 20
+
+
+@dataclass
+class _Nested:
+    """A repository inside the work tree that no commit of the outer one records."""
+
+    path: str  # from the scanned root
+    repo: GitRepo
+    #: the commit written for the outer commit last audited (None: left out), and why
+    sha: str | None = None
+    note: str = ""
+    #: its tree at ``sha``: path in the temporary tree -> entry (blobs), and its submodules
+    files: dict[str, TreeEntry] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,8 +84,13 @@ class TreeAuditor:
     ``exclude``); the project configuration is read from each commit's own tree.
     """
 
-    def __init__(self, repo: GitRepo, display_root: str, reuse: bool = True, **overrides: Any) -> None:
+    def __init__(self, repo: GitRepo, display_root: str, reuse: bool = True, nested: str | None = None,
+                 **overrides: Any) -> None:
         self.repo = repo
+        #: "dated": the repositories inside the work tree that no commit records are written
+        #: as they stood at each commit's date (see the module); None: left out unsaid
+        self.nested_at = nested
+        self._nested: list[_Nested] | None = None  # found at the first audit
         self.display_root = display_root
         self.reuse = reuse
         self.overrides = {"history": False, **overrides}
@@ -73,6 +100,9 @@ class TreeAuditor:
         self._current_sha: str | None = None  # the commit the directory holds
         self._links: dict[str, str] = {}  # path -> pinned commit of each submodule of that commit
         self._blobs: BlobReader | None = None
+        #: the blob readers of the nested repositories, and which of them holds each path written
+        self._nested_blobs: dict[Path, BlobReader] = {}
+        self._owner: dict[str, Path] = {}
         #: per-file results and joins reused across the commits (None: audit each from scratch)
         self._memo: api.ScanMemo | None = api.ScanMemo() if reuse else None
         self._shipped_rs: RuleSet | None = None
@@ -85,10 +115,15 @@ class TreeAuditor:
         self.close()
 
     def close(self) -> None:
-        if self._blobs is not None:
-            self._blobs.close()
-            self._blobs = None
+        self._close_readers()
         shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _close_readers(self) -> None:
+        for reader in (self._blobs, *self._nested_blobs.values()):
+            if reader is not None:
+                reader.close()
+        self._blobs = None
+        self._nested_blobs = {}
 
     @property
     def root(self) -> Path:
@@ -129,13 +164,13 @@ class TreeAuditor:
                 else:
                     with contextlib.suppress(OSError):
                         entry.unlink()
-            if self._blobs is not None:
-                self._blobs.close()  # its answers may be out of step after a failed read
-                self._blobs = None
+            self._close_readers()  # their answers may be out of step after a failed read
             raise
 
     def _update_tree(self, sha: str) -> dict[str, TreeEntry]:
         new = self._listing(sha)
+        if self.nested_at is not None:
+            new = self._with_nested(sha, new)
         old = self._current
         self._current_sha = None  # until the directory holds ``new``
         gone = [p for p in old if p not in new or old[p] != new[p]]
@@ -158,7 +193,9 @@ class TreeAuditor:
             target = self._workdir / path
             if not _make_parents(self._workdir, path):
                 continue  # a parent that is a symlink of the commit: never created or written through
-            data = self._blobs.read(entry.sha, keep)
+            owner = self._owner.get(path)
+            reader = self._blobs if owner is None else self._nested_reader(owner)
+            data = reader.read(entry.sha, keep)
             if entry.mode == "120000":
                 os.symlink(os.fsdecode(data), target)
                 continue
@@ -170,6 +207,73 @@ class TreeAuditor:
         self._current = new
         self._current_sha = sha
         return new
+
+    def _nested_reader(self, toplevel: Path) -> BlobReader:
+        reader = self._nested_blobs.get(toplevel)
+        if reader is None:
+            reader = self._nested_blobs[toplevel] = BlobReader(toplevel)
+        return reader
+
+    # -- repositories no commit records -------------------------------------------
+
+    def _find_nested(self) -> list[_Nested]:
+        """The repositories a scan of the work tree enters that are no submodule: those the
+        outer ``.gitignore`` lists, untracked ones, and those inside them."""
+        from cs_audit.extract.discover import discover_tree
+        from cs_audit.git.repo import GitError
+
+        if self.repo.bare or self.repo.is_file:
+            return []
+        top = self.repo.toplevel / self.repo.rel if self.repo.rel else self.repo.toplevel
+        found = discover_tree(top, tuple(self.overrides.get("exclude", ())))
+        pinned = [r.path + "/" for r in found.repos if r.kind == "submodule"]
+        out = []
+        for r in found.repos:
+            if r.kind != "nested" or any(r.path.startswith(p) for p in pinned):
+                continue  # a repository inside a submodule goes with the submodule
+            try:
+                out.append(_Nested(r.path, GitRepo.open(top / r.path)))
+            except GitError:
+                continue
+        return out
+
+    def _with_nested(self, sha: str, listing: dict[str, TreeEntry]) -> dict[str, TreeEntry]:
+        """``listing`` with the files of each nested repository at the commit ``nested_at``
+        picks for outer commit ``sha`` in place of whatever the outer tree has there."""
+        from cs_audit.git.repo import GitError
+
+        if self._nested is None:
+            self._nested = self._find_nested()
+        if not self._nested:
+            return listing
+        when = self.repo.committed_at(sha)
+        prefixes = tuple(f"{self.repo.base}{n.path}/" for n in self._nested)
+        out = {p: e for p, e in listing.items() if not p.startswith(prefixes)}
+        self._owner = {}
+        for n, prefix in zip(self._nested, prefixes):
+            try:
+                chosen = n.repo.last_commit_by(when)
+                if chosen != n.sha or not (n.files or n.links):
+                    n.sha, n.files, n.links = chosen, {}, {}
+                    if chosen is not None:
+                        tree = n.repo.tree(chosen)
+                        n.files = {prefix + p: e for p, e in tree.items() if e.kind == "blob" and safe_parts(p)}
+                        n.links = {p: e.sha for p, e in tree.items() if e.kind == "commit"}
+                if chosen is None:
+                    n.note = (f"repository of its own, no commit of {self.repo.toplevel.name} records it: left out, "
+                              f"its HEAD's line has no commit made by {_day(when)}")
+                else:
+                    info = n.repo.commit_info(chosen)
+                    n.note = (f"repository of its own, no commit of {self.repo.toplevel.name} records it: audited at "
+                              f"{info.short} ({info.date}, '{info.subject[:60]}'), the last commit of its HEAD's "
+                              f"line made by this commit's date")
+            except GitError as exc:
+                n.sha, n.files, n.links = None, {}, {}
+                n.note = f"repository of its own, no commit of the outer one records it: left out, its history cannot be read ({exc})"
+            for p, e in n.files.items():
+                out[p] = e
+                self._owner[p] = n.repo.toplevel
+        return out
 
     # -- audits -----------------------------------------------------------------
 
@@ -210,7 +314,10 @@ class TreeAuditor:
             self.stats.joins_reused += memo.joins_reused - before[1]
         self.stats.commits += 1
         result = self._dated(sha, config, result)
+        nested = self._nested or []
         return replace(result, root=self.display_root, commit=sha, history_note=None,
+                       repositories=((".", sha), *((n.path, n.sha) for n in nested)),
+                       sub_repositories=tuple((n.path, n.note) for n in nested),
                        errors=tuple(sorted((*result.errors, *self._gitlinks()), key=lambda e: (e.path, e.kind, e.message))))
 
     def _dated(self, sha: str, config: AuditConfig, result: AuditResult) -> AuditResult:
@@ -224,10 +331,19 @@ class TreeAuditor:
         if not result.switches:
             return result
         where = cache.blame_cache_dir(config.cache, config.cache_dir)
-        finder = FirstReads(self.repo.toplevel, sha, self.repo.base.rstrip("/"), names_read,
-                            cache_dir=Path(where) / "v1" if where else None)
+        cache_dir = Path(where) / "v1" if where else None
+        finder = FirstReads(self.repo.toplevel, sha, self.repo.base.rstrip("/"), names_read, cache_dir=cache_dir)
         try:
             answers = finder.answers(s.name for s in result.switches)
+            # a switch a nested repository reads: the oldest first read among the histories
+            for n in self._nested or []:
+                if n.sha is None:
+                    continue
+                inner = FirstReads(n.repo.toplevel, n.sha, "", names_read, cache_dir=cache_dir)
+                for name, a in inner.answers(s.name for s in result.switches).items():
+                    known = answers.get(name)
+                    if a is not None and (known is None or a.ctime < known.ctime):
+                        answers[name] = a
         except PassError as exc:
             return replace(result, switches=tuple(replace(s, added_in=None, added_in_note=f"history skipped: {exc}")
                                                   for s in result.switches))
@@ -240,10 +356,12 @@ class TreeAuditor:
 
     def _gitlinks(self) -> list[FileError]:
         """A submodule of the commit written: said, as its files are in another repository."""
-        return [FileError(display_path(path[len(self.repo.base):]), "submodule",
+        links = [(path[len(self.repo.base):], sha) for path, sha in sorted(self._links.items()) if path.startswith(self.repo.base)]
+        links += [(f"{n.path}/{path}", sha) for n in self._nested or [] for path, sha in sorted(n.links.items())]
+        return [FileError(display_path(path), "submodule",
                           f"submodule pinned at {sha[:SHORT_SHA]}: a past commit is audited from this repository's "
                           "objects, the submodule's files are not")
-                for path, sha in sorted(self._links.items()) if path.startswith(self.repo.base)]
+                for path, sha in links]
 
 
 def _day(epoch: int) -> str:

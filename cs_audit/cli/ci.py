@@ -408,7 +408,7 @@ def report(
     failed = 0
     started = time.perf_counter()
     spent: list[float] = []  # each commit's audit, dating, rendering and writing, as its line says
-    with TreeAuditor(repo, str(path), reuse=rev_range is not None, jobs=jobs, exclude=tuple(exclude)) as auditor:
+    with TreeAuditor(repo, str(path), reuse=rev_range is not None, nested="dated", jobs=jobs, exclude=tuple(exclude)) as auditor:
         for i, sha in enumerate(shas, 1):
             began = time.perf_counter()
             try:
@@ -499,7 +499,7 @@ def diff_cmd(
         info1, info2 = repo.commit_info(sha1), repo.commit_info(sha2)
     except GitError as exc:
         fail(str(exc), exc.hint)
-    with TreeAuditor(repo, str(path), reuse=True, jobs=jobs, exclude=tuple(exclude)) as auditor:
+    with TreeAuditor(repo, str(path), reuse=True, nested="dated", jobs=jobs, exclude=tuple(exclude)) as auditor:
         try:
             before = auditor.audit(sha1)
             after = auditor.audit(sha2)

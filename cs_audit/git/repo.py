@@ -156,6 +156,21 @@ class GitRepo:
         full, ctime, subject = fields
         return CommitInfo(full, _utc_day(int(ctime)), subject)
 
+    def committed_at(self, sha: str) -> int:
+        """The committer time of commit ``sha`` (seconds since the epoch)."""
+        out = self.git("log", "-1", "--no-walk", "--no-show-signature", "--format=%ct", sha, "--").strip()
+        if not out.isdigit():
+            raise GitError(f"git log: cannot read the date of commit {sha}")
+        return int(out)
+
+    def last_commit_by(self, when: int) -> str | None:
+        """The last commit of HEAD's first-parent line committed at or before ``when`` (seconds
+        since the epoch); None when it has none (or no HEAD)."""
+        if self.head() is None:
+            return None
+        out = self.git("rev-list", "-1", "--first-parent", f"--before=@{when}", "HEAD", "--").decode("ascii", "replace").strip()
+        return out if _FULL_SHA.match(out) else None
+
     def rev_range(self, spec: str) -> list[str]:
         """Commits of ``A..B`` oldest first (first-parent line of B, excluding A's history)."""
         if spec.count("..") != 1 or "..." in spec:
