@@ -416,14 +416,17 @@ def _collector_paused(ending: bool = False) -> Iterator[None]:
 
 
 def run_audit(config: AuditConfig, rs: RuleSet | None = None, progress: Progress | None = None,
-              memo: ScanMemo | None = None, keep: list[object] | None = None) -> AuditResult:
+              memo: ScanMemo | None = None, keep: list[object] | None = None,
+              origins: Callable[[], Origins] | None = None) -> AuditResult:
     """Audit ``config.root``.  ``memo``: reuse between calls of one process (see ``ScanMemo``).
     ``keep``: the scan's facts and joined model are appended to it instead of being freed
     when it returns (a process that exits without freeing memory, the CLI, saves the time
-    freeing a tree's worth of objects takes, a good part of a warm scan)."""
+    freeing a tree's worth of objects takes, a good part of a warm scan).  ``origins``:
+    whose each line is, for a tree that is no work tree of its repositories (a past commit
+    written out); by default read from the repositories the tree holds."""
     with _collector_paused(ending=keep is not None):
         try:
-            return _run_audit(config, rs, progress, memo, keep)
+            return _run_audit(config, rs, progress, memo, keep, origins)
         finally:
             if memo is not None:
                 memo.end_scan()
@@ -465,9 +468,9 @@ def _discovered(config: AuditConfig, rs: RuleSet | None, memo: ScanMemo | None, 
 
 
 def _run_audit(config: AuditConfig, rs: RuleSet | None, progress: Progress | None, memo: ScanMemo | None,
-               keep: list[object] | None = None) -> AuditResult:
+               keep: list[object] | None = None, origins: Callable[[], Origins] | None = None) -> AuditResult:
     run = _Run()
-    return _audit(_discovered(config, rs, memo, run), config, progress, memo, run, keep)
+    return _audit(_discovered(config, rs, memo, run), config, progress, memo, run, keep, origins=origins)
 
 
 def _heads(tree: _Tree) -> tuple[str | None, tuple[tuple[str, str | None], ...]]:
@@ -480,10 +483,10 @@ def upstream_origins(root: Path, repositories: Iterable[tuple[str, str | None]],
     configuration names or each repository shows; a downloaded distribution is kept in the cache."""
     from cs_audit.git.upstream import origins
 
-    return origins(root, [path for path, _ in repositories], config.upstream, _upstream_cache(config))
+    return origins(root, [path for path, _ in repositories], config.upstream, upstream_cache(config))
 
 
-def _upstream_cache(config: AuditConfig) -> Callable[[], Path | None]:
+def upstream_cache(config: AuditConfig) -> Callable[[], Path | None]:
     """Where a downloaded distribution is kept: made when asked, None without a cache."""
     return lambda: cache.safe_folder(config.cache_dir, "upstream") if config.cache else None
 
@@ -492,17 +495,17 @@ def _upstream_state(root: Path, repositories: Iterable[tuple[str, str | None]], 
     """What decides the tree's origins besides its files and heads (``upstream_state``)."""
     from cs_audit.git.upstream import upstream_state
 
-    return upstream_state(root, [path for path, _ in repositories], config.upstream, _upstream_cache(config))
+    return upstream_state(root, [path for path, _ in repositories], config.upstream, upstream_cache(config))
 
 
 def _with_origins(root: Path, repositories: tuple[tuple[str, str | None], ...], config: AuditConfig,
-                  findings: list[Finding], switches: list[Switch],
+                  findings: list[Finding], switches: list[Switch], origins: Callable[[], Origins] | None = None,
                   ) -> tuple[list[Finding], list[Switch], tuple[tuple[str, str, str, str], ...]]:
     """The findings and switches tagged own, modified or upstream when the tree names or shows
     an upstream (``cs_audit.git.upstream``), and what each upstream was; as given otherwise."""
     from cs_audit.git.upstream import OWN, UPSTREAM
 
-    found = upstream_origins(root, repositories, config)
+    found = origins() if origins is not None else upstream_origins(root, repositories, config)
     uses = tuple((u.repository, u.spec, u.how, u.error) for u in found.uses)
     if not found.known:
         return findings, switches, uses
@@ -525,8 +528,9 @@ def outside_git(root: Path, repositories: Iterable[tuple[str, str | None]]) -> t
 
 def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: ScanMemo | None, run: _Run,
            keep: list[object] | None = None, heads: tuple[str | None, tuple[tuple[str, str | None], ...]] | None = None,
-           ) -> AuditResult:
-    """The audit of a discovered tree.  ``heads``: ``_heads(tree)`` when the caller has it."""
+           origins: Callable[[], Origins] | None = None) -> AuditResult:
+    """The audit of a discovered tree.  ``heads``: ``_heads(tree)`` when the caller has it;
+    ``origins``: as ``run_audit`` takes it."""
     rs, root, sources, repos = tree.rs, tree.root, tree.sources, tree.repos
     analysis = _tree_analysis(sources, tree.errors, rs, config, progress, tree.cache_dir, tree.keys, memo, run, keep)
     findings, switches, duplicates, errors = list(analysis.findings), list(analysis.switches), analysis.duplicates, list(analysis.errors)
@@ -542,7 +546,7 @@ def _audit(tree: _Tree, config: AuditConfig, progress: Progress | None, memo: Sc
     repositories += heads[1] if heads is not None else tuple((r.path, git_head(root / r.path)) for r in repos)
     outside = outside_git(root, repositories)
     run.lap("history")
-    findings, switches, upstream = _with_origins(root, repositories, config, findings, switches)
+    findings, switches, upstream = _with_origins(root, repositories, config, findings, switches, origins)
     if tree.decisions_error is not None:
         errors.append(tree.decisions_error)
     from cs_audit.analysis.disposition import apply_dispositions

@@ -297,8 +297,9 @@ def test_a_stored_report_is_not_reused_once_an_upstream_tag_appears(tmp_path: Pa
 def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_path: Path) -> None:
     """A commit of the outer repository records no state of the engine its .gitignore lists:
     the engine is audited at the last commit of its HEAD's line made by that commit's date,
-    and the report names it; before the engine's first commit it is left out, and said."""
-    from tests.forkrepo import FORK_COMMITS, UPSTREAM_COMMITS
+    its own lines told from the upstream detected at that commit, and the report names it;
+    before the engine's first commit it is left out, and said."""
+    from tests.forkrepo import FORK_COMMITS, UPSTREAM_COMMITS, UPSTREAM_TAG
     from tests.gitrepo import commit_files, init_repo, sha_of
 
     ws = init_repo(tmp_path / "ws")
@@ -306,6 +307,7 @@ def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_
     engine = init_repo(ws / "vllm")
     for day, (subject, files) in enumerate([*UPSTREAM_COMMITS, *FORK_COMMITS], 1):
         commit_files(engine, subject, files, day=day)
+    git(engine, "tag", UPSTREAM_TAG, sha_of(engine, UPSTREAM_COMMITS[-1][0]))
     commit_files(ws, "ws: run script", {"run.sh": "#!/bin/sh\nexport CS_STATE_DEBUG=1\npython -m vllm\n"}, day=3)
 
     def report(rev: str) -> dict:
@@ -318,8 +320,11 @@ def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_
     fork_commit = sha_of(engine, FORK_COMMITS[0][0])
     assert then["repositories"] == [{"path": ".", "commit": sha_of(ws, "ws: run script")},
                                     {"path": "vllm", "commit": fork_commit}]
-    lines = {(f["rule"], f["path"], f["line"]) for f in then["findings"]}
-    assert ("default-on-emitter", "vllm/vllm/worker/runner.py", 12) in lines
+    # the engine's own lines at that commit, told from the upstream detected at it
+    assert _by_origin(then) == {"own": [("default-on-emitter", "vllm/vllm/worker/runner.py", 12),
+                                        ("eager-format", "vllm/vllm/worker/runner.py", 12),
+                                        ("env-read-hot", "vllm/vllm/worker/runner.py", 13)]}
+    assert then["upstream_findings"] == 2 and [u["spec"] for u in then["upstream"]] == [UPSTREAM_TAG]
     added = {s["name"]: (s["added_in"] or {}).get("subject") for s in then["switches"]}
     assert added["CS_STATE_DEBUG"] == FORK_COMMITS[0][0]  # dated by the engine's own history
     [note] = [n["message"] for n in then["notes"] if n["id"] == "sub-repository"]
@@ -330,3 +335,18 @@ def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_
     [note] = [n["message"] for n in before["notes"] if n["id"] == "sub-repository"]
     assert "left out, its HEAD's line has no commit made by 2026-01-01" in note
     assert git(ws, "status", "--porcelain") == "" and git(engine, "status", "--porcelain") == ""
+
+
+def test_check_since_does_not_take_a_finding_on_an_upstream_line_the_fork_touches_for_new(tmp_path: Path) -> None:
+    """A comment added to upstream's per-step log line makes that line the fork's own; the
+    audit of REV had the finding, on the upstream's lines then: it is not new."""
+    from tests.forkrepo import FORK_COMMITS, UPSTREAM_COMMITS, UPSTREAM_TAG
+    from tests.gitrepo import make_repo, sha_of
+
+    repo = make_repo(tmp_path, [*UPSTREAM_COMMITS, *FORK_COMMITS], name="vllm")
+    git(repo, "tag", UPSTREAM_TAG, sha_of(repo, UPSTREAM_COMMITS[-1][0]))
+    runner = repo / "vllm/worker/runner.py"
+    runner.write_text(runner.read_text().replace('logger.info("forward %s", batch)', 'logger.info("forward %s", batch)  # cs'))
+    proc = cs_audit("check", "--since", "HEAD", "-j", "1", ".", cwd=repo)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 new" in proc.stdout

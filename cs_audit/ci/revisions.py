@@ -35,7 +35,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cs_audit import api
 from cs_audit.config import AuditConfig, load_config
@@ -44,6 +44,9 @@ from cs_audit.git.repo import SHORT_SHA, BlobReader, GitRepo, TreeEntry, safe_pa
 from cs_audit.model import AuditResult, BlameInfo
 from cs_audit.ruleset import RuleSet, load_ruleset
 from cs_audit.sources import FileError
+
+if TYPE_CHECKING:
+    from cs_audit.git.upstream import Origins
 
 #: blobs larger than this are written truncated: nothing cs-audit reads needs more
 #: (a file over ``max_file_bytes`` is skipped as too large from its first bytes alone)
@@ -299,7 +302,7 @@ class TreeAuditor:
         self.last_rs = api.prepare_ruleset(config, base_rs)
         memo = self._memo
         before = (memo.reused, memo.joins_reused) if memo is not None else (0, 0)
-        result = api.run_audit(config, base_rs, progress, memo=memo)
+        result = api.run_audit(config, base_rs, progress, memo=memo, origins=lambda: self._origins(sha, config))
         # what the scan itself says it did: the memo counts none of a result the disk cache
         # served whole, and counts a file the disk cache served as computed
         done = result.stats
@@ -319,6 +322,14 @@ class TreeAuditor:
                        repositories=((".", sha), *((n.path, n.sha) for n in nested)),
                        sub_repositories=tuple((n.path, n.note) for n in nested),
                        errors=tuple(sorted((*result.errors, *self._gitlinks()), key=lambda e: (e.path, e.kind, e.message))))
+
+    def _origins(self, sha: str, config: AuditConfig) -> Origins:
+        """Whose each line of the tree written for ``sha`` is: the upstream each repository
+        names or shows at the commit written of it (``cs_audit.git.upstream.past_origins``)."""
+        from cs_audit.git.upstream import past_origins
+
+        commits = {".": (self.repo, sha), **{n.path: (n.repo, n.sha) for n in self._nested or [] if n.sha is not None}}
+        return past_origins(self.root, commits, config.upstream, api.upstream_cache(config))
 
     def _dated(self, sha: str, config: AuditConfig, result: AuditResult) -> AuditResult:
         """The switches' ``added_in`` at commit ``sha``: the first commit of its history whose

@@ -346,7 +346,8 @@ def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: l
         before = auditor.audit(sha)
         assert auditor.last_rs is not None
         before_ctx = context_for(before, prefix="")
-        new, _, moved = match_findings(kept, list(before_ctx.suppressed.kept))
+        # what REV had on the upstream's lines counts too: a line the fork took over since is not new for it
+        new, _, moved = match_findings(kept, [*before_ctx.suppressed.kept, *before.upstream_findings])
     outcome.moved += moved
     fresh = {id(f) for f in new}
     return [f for f in candidates if id(f) in fresh]

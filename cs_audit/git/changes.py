@@ -77,19 +77,28 @@ def parse_diff(patch: bytes) -> dict[str, set[int]]:
     return changed
 
 
+#: the options of every diff read here: hunks without context, renames followed, no filters
+_DIFF = ("-r", "-p", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--find-renames",
+         "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules")
+
+
+def _under_base(repo: GitRepo, patch: bytes) -> dict[str, frozenset[int]]:
+    """The changed lines of ``patch`` by path from the scanned base."""
+    return {path[len(repo.base):]: frozenset(lines) for path, lines in parse_diff(patch).items() if path.startswith(repo.base)}
+
+
+def commit_lines(repo: GitRepo, old: str, new: str) -> dict[str, frozenset[int]]:
+    """Root-relative path -> lines commit ``new`` changed since commit ``old`` (every line of
+    a file added since)."""
+    return _under_base(repo, repo.git("diff-tree", *_DIFF, old, new, *repo.pathspec()))
+
+
 def changed_lines(repo: GitRepo, sha: str) -> dict[str, frozenset[int]]:
     """Root-relative path -> lines changed between commit ``sha`` and the work tree."""
     if repo.bare:
         raise GitError(f"{repo.toplevel} is a bare repository: --since compares with a work tree")
     # not `git diff <sha>`: it rewrites .git/index when tracked files are only stat-dirty
-    patch = worktree_patch(repo.toplevel, sha, repo.pathspec(), (
-        "-r", "-p", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--find-renames",
-        "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules",
-    ))
-    out: dict[str, frozenset[int]] = {}
-    for path, lines in parse_diff(patch).items():
-        if path.startswith(repo.base):
-            out[path[len(repo.base):]] = frozenset(lines)
+    out = _under_base(repo, worktree_patch(repo.toplevel, sha, repo.pathspec(), _DIFF))
     untracked = repo.git("ls-files", "-z", "--others", "--exclude-standard", *repo.pathspec())
     for raw in untracked.split(b"\0"):
         path = os.fsdecode(raw)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs_audit.files import read_regular
-from cs_audit.git.changes import ALL, changed_lines
+from cs_audit.git.changes import ALL, changed_lines, commit_lines
 from cs_audit.git.repo import GitError, GitRepo
 
 #: a finding or switch on a line the fork changed, or in a file only the fork has
@@ -220,10 +220,16 @@ def _detect(repo_dir: Path) -> tuple[str, str] | None:
         head = repo.verify("HEAD")
     except GitError:
         return None
+    return _detect_at(repo, head, repo_dir)
+
+
+def _detect_at(repo: GitRepo, head: str, repo_dir: Path) -> tuple[str, str] | None:
+    """As :func:`_detect`, for commit ``head`` of ``repo`` whose files are in ``repo_dir``
+    (its work tree, or a past commit written out)."""
     # an upstream at HEAD itself is no fork's base: the release or the upstream's own checkout
     refs = repo.git("for-each-ref", "--format=%(refname)", "refs/remotes/upstream/", check=False).decode("utf-8", "replace").split()
     if refs:
-        base = repo.git("merge-base", "HEAD", *refs, check=False).decode("ascii", "replace").strip()
+        base = repo.git("merge-base", head, *refs, check=False).decode("ascii", "replace").strip()
         if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base) and base != head:
             return base, "detected: the merge base of HEAD with the remote 'upstream'"
     for name in ("version.py", "_version.py"):
@@ -297,13 +303,26 @@ def _changed_since(repo_dir: Path, rev: str, prefix: str) -> dict[str, frozenset
             for path, lines in changed_lines(repo, repo.verify(rev)).items()}
 
 
-def _specs(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...]) -> Iterator[tuple[str, str, str]]:
+def _changed_between(repo: GitRepo, head: str, rev: str, prefix: str) -> dict[str, frozenset[int]]:
+    """As :func:`_changed_since`, for commit ``head`` rather than the work tree."""
+    return {prefix + path: lines or frozenset({0}) for path, lines in commit_lines(repo, repo.verify(rev), head).items()}
+
+
+#: how the upstream of a repository (its path from the scanned root) is found, when none is
+#: configured: detected in its work tree, or at a past commit
+Detect = Callable[[str], "tuple[str, str] | None"]
+#: a repository's own lines since a revision: (repository, spec, prefix) -> lines by path
+Since = Callable[[str, str, str], dict[str, frozenset[int]]]
+
+
+def _specs(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...],
+           detect: Detect | None = None) -> Iterator[tuple[str, str, str]]:
     """(repository, spec, how) of each repository of the tree that names or shows an upstream."""
     specs = dict(configured)
     for repo in repositories if "." in repositories else [".", *repositories]:
         spec, how = specs.get(repo, ""), "configured"
         if not spec:
-            found = _detect(root / repo) if repo in repositories else None
+            found = (detect(repo) if detect is not None else _detect(root / repo)) if repo in repositories else None
             if found is None:
                 continue
             spec, how = found
@@ -352,14 +371,26 @@ def _folder_stamp(top: Path) -> str:
     return digest.hexdigest()
 
 
+def past_origins(root: Path, commits: dict[str, tuple[GitRepo, str]], configured: tuple[tuple[str, str], ...],
+                 cache_folder: Callable[[], Path | None]) -> Origins:
+    """:func:`origins` of a past commit written out at ``root``: ``commits`` holds, by path
+    from the root, each repository and the commit of it written there; a revision's own lines
+    are those that commit changed since it, and an upstream is detected at that commit."""
+    return origins(root, list(commits), configured, cache_folder,
+                   detect=lambda repo: _detect_at(*commits[repo], root / repo),
+                   since=lambda repo, spec, prefix: _changed_between(*commits[repo], spec, prefix))
+
+
 def origins(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...],
-            cache_folder: Callable[[], Path | None]) -> Origins:
+            cache_folder: Callable[[], Path | None], detect: Detect | None = None, since: Since | None = None) -> Origins:
     """The origins of the tree at ``root`` holding ``repositories`` (paths from the root,
     "." for the one holding the root, when in git).  ``configured``: (repository path,
     spec); "." names the scanned tree as a whole.  ``cache_folder``: where a downloaded
-    distribution is kept (made only when one is downloaded; None: not kept)."""
+    distribution is kept (made only when one is downloaded; None: not kept).  ``detect``
+    and ``since``: how an upstream is found and a revision's own lines read (default: in
+    each repository's work tree)."""
     out = Origins(root=root)
-    for repo, spec, how in _specs(root, repositories, configured):
+    for repo, spec, how in _specs(root, repositories, configured, detect):
         prefix = "" if repo == "." else f"{repo}/"
         use = UpstreamUse(repo, spec, how)
         try:
@@ -377,7 +408,7 @@ def origins(root: Path, repositories: list[str], configured: tuple[tuple[str, st
                     raise UpstreamError(f"{spec}: no such folder")
                 out._copies[prefix] = _Compared(_folder_files(folder))
             else:
-                out._changed[prefix] = _changed_since(root / repo, spec, prefix)
+                out._changed[prefix] = since(repo, spec, prefix) if since is not None else _changed_since(root / repo, spec, prefix)
         except (UpstreamError, GitError) as exc:
             use = UpstreamUse(repo, spec, how, error=str(exc))
         out.uses.append(use)
