@@ -308,6 +308,7 @@ def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_
     for day, (subject, files) in enumerate([*UPSTREAM_COMMITS, *FORK_COMMITS], 1):
         commit_files(engine, subject, files, day=day)
     git(engine, "tag", UPSTREAM_TAG, sha_of(engine, UPSTREAM_COMMITS[-1][0]))
+    commit_files(ws, "ws: notes", {"NOTES": "pinned to the release\n"}, day=2)
     commit_files(ws, "ws: run script", {"run.sh": "#!/bin/sh\nexport CS_STATE_DEBUG=1\npython -m vllm\n"}, day=3)
 
     def report(rev: str) -> dict:
@@ -330,7 +331,10 @@ def test_report_on_past_commits_audits_the_engine_checkout_as_it_stood_then(tmp_
     [note] = [n["message"] for n in then["notes"] if n["id"] == "sub-repository"]
     assert note.startswith(f"vllm: repository of its own, no commit of ws records it: audited at {fork_commit[:9]} "
                            f"(2026-01-04, '{FORK_COMMITS[0][0]}')")
-    before = report("HEAD~1")  # day 0: before the engine's first commit
+    base = report("HEAD~1")  # day 2: the engine at the release it forks, upstream whole
+    assert base["findings"] == [] and base["upstream_findings"] == 2
+    assert base["upstream"][0]["how"].endswith("(the commit audited is that base itself)")
+    before = report("HEAD~2")  # day 0: before the engine's first commit
     assert before["findings"] == [] and before["repositories"][1] == {"path": "vllm", "commit": None}
     [note] = [n["message"] for n in before["notes"] if n["id"] == "sub-repository"]
     assert "left out, its HEAD's line has no commit made by 2026-01-01" in note

@@ -377,8 +377,23 @@ def past_origins(root: Path, commits: dict[str, tuple[GitRepo, str]], configured
     from the root, each repository and the commit of it written there; a revision's own lines
     are those that commit changed since it, and an upstream is detected at that commit."""
     return origins(root, list(commits), configured, cache_folder,
-                   detect=lambda repo: _detect_at(*commits[repo], root / repo),
+                   detect=lambda repo: _detect_at(*commits[repo], root / repo) or _fork_base(*commits[repo]),
                    since=lambda repo, spec, prefix: _changed_between(*commits[repo], spec, prefix))
+
+
+def _fork_base(repo: GitRepo, commit: str) -> tuple[str, str] | None:
+    """The upstream the repository's work tree shows now, when ``commit`` is that upstream
+    itself: a fork's past at its base, upstream whole (a checkout of the release stays nobody's
+    fork: what it shows now is not HEAD's own upstream, see ``_detect``)."""
+    if repo.bare:
+        return None
+    now = _detect(repo.toplevel / repo.rel if repo.rel else repo.toplevel)
+    try:
+        if now is None or repo.verify(now[0]) != commit:
+            return None
+    except GitError:
+        return None
+    return now[0], f"{now[1]} (the commit audited is that base itself)"
 
 
 def origins(root: Path, repositories: list[str], configured: tuple[tuple[str, str], ...],
