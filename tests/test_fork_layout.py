@@ -354,3 +354,15 @@ def test_check_since_does_not_take_a_finding_on_an_upstream_line_the_fork_touche
     proc = cs_audit("check", "--since", "HEAD", "-j", "1", ".", cwd=repo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 new" in proc.stdout
+
+
+def test_a_baseline_entry_in_a_file_the_check_excludes_is_not_fixed(ws: Path, tmp_path: Path) -> None:
+    base = tmp_path / "baseline.json"
+    assert cs_audit("baseline", str(ws), "-j", "1", "-o", str(base)).returncode == 0
+    recorded = json.loads(base.read_text())["findings"]
+    assert {e["path"] for e in recorded} == {"vllm/vllm/worker/runner.py"}
+    proc = cs_audit("check", str(ws), "-j", "1", "--baseline", str(base), "--update-baseline", "--exclude", "vllm/",
+                    "-f", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["check"]["fixed"] == []
+    assert json.loads(base.read_text())["findings"] == recorded

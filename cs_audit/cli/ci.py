@@ -188,15 +188,22 @@ def check(
     outcome.gating = len(candidates)
     skipped = {e.path for e in result.errors}
     left_out = (*result.upstream_findings, *result.cheap_reads)  # found, and kept out of the findings
-    unreported: list[BaselineEntry] = []  # baseline entries of rules this check does not report: neither new nor fixed, kept
+    # baseline entries of rules or files this check does not report: neither new nor fixed, kept
+    unreported: list[BaselineEntry] = []
     if base is not None:
         from dataclasses import replace as replaced
 
         from cs_audit.api import selection_of
+        from cs_audit.extract.excludes import exclude_matcher
 
         chosen = selection_of(config, rs)
-        unreported = [e for e in base.entries if not chosen.enabled(e.rule, e.path)]
-        base = replaced(base, entries=tuple(e for e in base.entries if chosen.enabled(e.rule, e.path)))
+        excluded = exclude_matcher(config.exclude) if config.exclude else None  # files this check does not read
+
+        def reported(e: BaselineEntry) -> bool:
+            return chosen.enabled(e.rule, e.path) and (excluded is None or not excluded.excludes(e.path))
+
+        unreported = [e for e in base.entries if not reported(e)]
+        base = replaced(base, entries=tuple(e for e in base.entries if reported(e)))
         candidates, fixed, outcome.moved = check_against_baseline(kept, result.findings, base, gates)
         # an entry in a file that could not be analysed this time is unknown, not fixed; one
         # matching a finding the audit left out (upstream, checked cheap) is left out, not fixed
