@@ -366,3 +366,16 @@ def test_a_baseline_entry_in_a_file_the_check_excludes_is_not_fixed(ws: Path, tm
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["check"]["fixed"] == []
     assert json.loads(base.read_text())["findings"] == recorded
+
+
+def test_report_on_a_past_commit_audits_a_checked_out_submodule_at_the_commit_it_pins(ws: Path, tmp_path: Path) -> None:
+    out = tmp_path / "head.json"
+    proc = cs_audit("report", "--rev", "HEAD", "-f", "json", "-o", str(out), "-j", "1", ".", cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    pinned = git(ws, "ls-tree", "HEAD", "vllm_cpu").split()[2]
+    assert {"path": "vllm_cpu", "commit": pinned} in report["repositories"]
+    assert report["errors"] == []  # no "submodule ... not audited" entry
+    assert f"vllm_cpu: submodule: audited at the commit this commit pins ({pinned[:9]})" in [n["message"] for n in report["notes"]]
+    added = {s["name"]: (s["added_in"] or {}).get("subject") for s in report["switches"]}
+    assert added["MY_DEBUG"] == "cpu: verify"

@@ -22,8 +22,9 @@
   of its HEAD's first-parent line made no later than the outer commit (its committer date),
   the workspace as it stood then; its HEAD would put code written since into the report of
   an older commit.  The report names the commit taken, or says the repository was left out
-  (no commit of it by then).  A submodule is pinned by the commit: its files are not in
-  these objects, and the report says so.
+  (no commit of it by then).  A submodule checked out in the work tree is written at the
+  commit the outer commit pins, from its own objects; one not checked out, or whose
+  repository lacks that commit, is an ``errors`` entry (its files are not audited).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ MAX_WRITTEN_BLOB = 16 << 20
 
 @dataclass
 class _Nested:
-    """A repository inside the work tree that no commit of the outer one records."""
+    """A repository inside the work tree that no commit of the outer one records, or a
+    submodule checked out there."""
 
     path: str  # from the scanned root
     repo: GitRepo
@@ -65,6 +67,8 @@ class _Nested:
     #: its tree at ``sha``: path in the temporary tree -> entry (blobs), and its submodules
     files: dict[str, TreeEntry] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
+    #: a submodule: written at the commit the outer commit pins, when its repository has it
+    pinned: bool = False
 
 
 @dataclass
@@ -220,8 +224,8 @@ class TreeAuditor:
     # -- repositories no commit records -------------------------------------------
 
     def _find_nested(self) -> list[_Nested]:
-        """The repositories a scan of the work tree enters that are no submodule: those the
-        outer ``.gitignore`` lists, untracked ones, and those inside them."""
+        """The repositories a scan of the work tree enters: those the outer ``.gitignore``
+        lists, untracked ones and those inside them, and the submodules checked out."""
         from cs_audit.extract.discover import discover_tree
         from cs_audit.git.repo import GitError
 
@@ -232,10 +236,10 @@ class TreeAuditor:
         pinned = [r.path + "/" for r in found.repos if r.kind == "submodule"]
         out = []
         for r in found.repos:
-            if r.kind != "nested" or any(r.path.startswith(p) for p in pinned):
+            if any(r.path.startswith(p) for p in pinned):
                 continue  # a repository inside a submodule goes with the submodule
             try:
-                out.append(_Nested(r.path, GitRepo.open(top / r.path)))
+                out.append(_Nested(r.path, GitRepo.open(top / r.path), pinned=r.kind == "submodule"))
             except GitError:
                 continue
         return out
@@ -255,14 +259,19 @@ class TreeAuditor:
         self._owner = {}
         for n, prefix in zip(self._nested, prefixes):
             try:
-                chosen = n.repo.last_commit_by(when)
+                if n.pinned:
+                    chosen = self._pinned_commit(n)
+                else:
+                    chosen = n.repo.last_commit_by(when)
                 if chosen != n.sha or not (n.files or n.links):
                     n.sha, n.files, n.links = chosen, {}, {}
                     if chosen is not None:
                         tree = n.repo.tree(chosen)
                         n.files = {prefix + p: e for p, e in tree.items() if e.kind == "blob" and safe_parts(p)}
                         n.links = {p: e.sha for p, e in tree.items() if e.kind == "commit"}
-                if chosen is None:
+                if n.pinned:
+                    n.note = "" if chosen is None else f"submodule: audited at the commit this commit pins ({chosen[:SHORT_SHA]})"
+                elif chosen is None:
                     n.note = (f"repository of its own, no commit of {self.repo.toplevel.name} records it: left out, "
                               f"its HEAD's line has no commit made by {_day(when)}")
                 else:
@@ -277,6 +286,19 @@ class TreeAuditor:
                 out[p] = e
                 self._owner[p] = n.repo.toplevel
         return out
+
+    def _pinned_commit(self, n: _Nested) -> str | None:
+        """The commit the outer commit written pins submodule ``n`` at, when its repository
+        has it (else None: the submodule stays an ``errors`` entry, as without a checkout)."""
+        from cs_audit.git.repo import GitError
+
+        pinned = self._links.get(f"{self.repo.base}{n.path}")
+        if pinned is None:
+            return None
+        try:
+            return n.repo.verify(pinned)
+        except GitError:
+            return None
 
     # -- audits -----------------------------------------------------------------
 
@@ -319,8 +341,8 @@ class TreeAuditor:
         result = self._dated(sha, config, result)
         nested = self._nested or []
         return replace(result, root=self.display_root, commit=sha, history_note=None,
-                       repositories=((".", sha), *((n.path, n.sha) for n in nested)),
-                       sub_repositories=tuple((n.path, n.note) for n in nested),
+                       repositories=((".", sha), *((n.path, n.sha) for n in nested if n.sha is not None or not n.pinned)),
+                       sub_repositories=tuple((n.path, n.note) for n in nested if n.note),
                        errors=tuple(sorted((*result.errors, *self._gitlinks()), key=lambda e: (e.path, e.kind, e.message))))
 
     def _origins(self, sha: str, config: AuditConfig) -> Origins:
@@ -367,7 +389,9 @@ class TreeAuditor:
 
     def _gitlinks(self) -> list[FileError]:
         """A submodule of the commit written: said, as its files are in another repository."""
-        links = [(path[len(self.repo.base):], sha) for path, sha in sorted(self._links.items()) if path.startswith(self.repo.base)]
+        written = {n.path for n in self._nested or [] if n.pinned and n.sha is not None}
+        links = [(path[len(self.repo.base):], sha) for path, sha in sorted(self._links.items())
+                 if path.startswith(self.repo.base) and path[len(self.repo.base):] not in written]
         links += [(f"{n.path}/{path}", sha) for n in self._nested or [] for path, sha in sorted(n.links.items())]
         return [FileError(display_path(path), "submodule",
                           f"submodule pinned at {sha[:SHORT_SHA]}: a past commit is audited from this repository's "
