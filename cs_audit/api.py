@@ -631,7 +631,7 @@ def audit_report(config: AuditConfig, render: Callable[[AuditResult], Report], r
                 [(s.path, k) for s, k in zip(tree.sources, tree.keys)],  # type: ignore[misc]
                 repr((_result_context(config, tree.errors), replace(config, jobs=0), heads, outside,
                       sorted(tree.decisions.items()), tree.decisions_error, render_id, tree.ignored, upstream)))
-        if key is not None:
+        if key is not None and tree.cache_dir is not None:
             stored = cache.load_report(tree.cache_dir, key)
             if isinstance(stored, Report):
                 run.lap("stored report")
