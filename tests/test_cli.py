@@ -241,3 +241,15 @@ def test_a_scan_of_main_keeps_what_it_built_and_leaves_the_collector_off(tmp_pat
     assert result.exit_code == plain.exit_code == 0 and result.stdout == plain.stdout
     facts, scripts, joins = kept[-1]  # type: ignore[misc]
     assert set(facts) == {"engine/runner.py"} and joins.model.facts is facts
+
+
+def test_an_output_of_dash_is_standard_output_not_a_file(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", TREE)
+    repo_root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": repo_root}
+    done = subprocess.run([sys.executable, "-m", "cs_audit", "scan", str(root), "-f", "json", "-o", "-", "-j", "1",
+                           "--no-cache", "--no-history", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tool"] == "cs-audit"
+    assert not (tmp_path / "-").exists()

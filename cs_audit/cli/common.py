@@ -271,9 +271,12 @@ def write_output(path: Path, text: str) -> None:
 
 
 def output_path(raw: str | None) -> Path | None:
-    """``-o`` as a path; one that ends in a separator names a directory, refused (exit 2)."""
+    """``-o`` as a path; one that ends in a separator names a directory, refused (exit 2);
+    ``-`` is standard output, as for most tools (not a file named `-`)."""
     if raw is None:
         return None
+    if raw == "-":
+        return Path("/dev/stdout")
     if raw.endswith(("/", os.sep)) and not raw.startswith("/dev/"):
         fail(f"{raw}: cannot write: names a directory (give a file name)")
     return Path(raw)
