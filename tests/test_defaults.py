@@ -225,8 +225,20 @@ class StepMetadata:
 def test_a_tri_state_switch_is_auto_and_a_settings_module_works_out_what_it_resolves() -> None:
     assert _declared("class ServeConfig:\n    overlap: bool | None = None\n    dump: str | None = None\n") == {"dump": "None"}
     source = ('declare_resolution(server_args, "x", enable_x=enabled, copied=server_args.copied)\n'
-              'overrides["chunk"] = 2048\nbuild(tp, enable_y=True)\n')
-    assert resolved_names(ast.parse(source), load_ruleset().defaults) == ("chunk", "enable_x")
+              'overrides["chunk"] = 2048\noverrides["depth"] = depth\nbuild(tp, enable_y=True)\n'
+              'declare_resolution(server_args, "y", enable_z=False)\n'
+              'payload["enable_w"] = req.enable_w\n')  # a request's payload filled: no resolution
+    assert resolved_names(ast.parse(source), load_ruleset().defaults) == ("chunk=2048", "depth", "enable_x", "enable_z=False")
+
+
+def test_an_option_start_up_sets_only_to_its_default_is_still_judged_by_it() -> None:
+    # `declare_resolution(config, ..., enable_balancer=False)`: the default still runs; set to
+    # True somewhere, the default is not what runs and decides nothing
+    line = _line('"rebalanced')
+    problem = f"toyserve/defaults.py:{line}: unexpected default-on-emitter"
+    for value, reported in (("False", False), ("True", True)):
+        source = FIXTURE.read_text() + f'\n\ndef _resolve(config):\n    declare_resolution(config, "x", enable_balancer={value})\n'
+        assert (problem in " ".join(check_annotations({"toyserve/defaults.py": source}))) is reported, value
 
 
 def test_command_line_arguments() -> None:

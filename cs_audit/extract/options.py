@@ -63,7 +63,8 @@ def resolved_names(tree: ast.Module, defaults: Defaults) -> tuple[str, ...]:
     keyword given a computed value in a call handed the settings first
     (`declare_resolution(server_args, "x", enable_x=enabled)`, `replace(cfg, chunk=2048)`; a
     copy of the same name, `enable_x=self.enable_x`, is the option handed on) and a string key
-    stored into (`overrides["enable_x"] = ...`), sorted."""
+    stored into (`overrides["enable_x"] = ...`), sorted. A literal value is kept with its name
+    (`enable_x=False`): one that is the option's default leaves the default what runs."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) and (
@@ -72,12 +73,24 @@ def resolved_names(tree: ast.Module, defaults: Defaults) -> tuple[str, ...]:
                 value = keyword.value
                 copied = isinstance(value, (ast.Name, ast.Attribute)) and _last(dotted_name(value)) == keyword.arg
                 if keyword.arg and not copied:
-                    out.add(keyword.arg)
+                    literal = _literal_text(value) if isinstance(value, ast.Constant) else None
+                    out.add(keyword.arg if literal is None else f"{keyword.arg}={literal}")
         elif isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
-                    out.add(target.slice.value)
+                # into settings or overrides (`overrides["enable_x"] = ...`), not a payload being
+                # filled (`d["enable_x"] = v.enable_x`, a request's `kw[...]`)
+                if (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                        and isinstance(target.slice.value, str) and _settings_store(target.value, defaults)):
+                    literal = _literal_text(node.value) if isinstance(node.value, ast.Constant) else None
+                    out.add(target.slice.value if literal is None else f"{target.slice.value}={literal}")
     return tuple(sorted(out))
+
+
+def _settings_store(container: ast.expr, defaults: Defaults) -> bool:
+    """Whether a string key stored into ``container`` sets an option: settings (`cfg[...]`)
+    or overrides of them (`overrides[...]`, `self.arg_overrides[...]`)."""
+    name = _last(dotted_name(container) or "")
+    return bool(name) and (bool(defaults.receivers.search(name)) or "override" in name.lower())
 
 
 #: an attribute a class sets on its own instances (`self.output = ...`)

@@ -39,11 +39,22 @@ class OptionTable:
         """The table of ``options``, less those some code assigns on their owner (``stored``:
         `self.scheduler_config.async_scheduling = False`): their value is worked out at run
         time; an option some class sets on itself (``own``) is ambiguous."""
-        worked_out = set(stored)
+        stored = tuple(stored)
+        worked_out = {name for name in stored if "=" not in name}
+        # set to a literal at start-up (`declare_resolution(args, ..., enable_x=False)`): the
+        # default still runs when every such literal is the default
+        set_to: dict[str, set[str]] = defaultdict(set)
+        for entry in stored:
+            if "=" in entry:
+                name, _, literal = entry.partition("=")
+                set_to[name].add(literal)
         declared: dict[str, list[OptionDefault]] = defaultdict(list)
         for option in options:
             if not option.copied and option.name not in worked_out:
                 declared[option.name].append(option)
+        for name, literals in set_to.items():
+            if name in declared and not _all_the_default(literals, _agreed(declared[name])):
+                del declared[name]
         owned = set(own)
         env = {name: _agreed(found) for name, found in declared.items() if any(o.owner == "env" for o in found)}
         return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()
@@ -62,6 +73,20 @@ class OptionTable:
         """The first declaration of ``name`` (what a report cites)."""
         found = self.declared.get(name)
         return found[0] if found else None
+
+
+def _all_the_default(literals: set[str], default: object) -> bool:
+    """Whether every literal an option is set to at start-up is its default (``_UNKNOWN``: no)."""
+    if default is _UNKNOWN:
+        return False
+    for literal in literals:
+        try:
+            value = ast.literal_eval(literal)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return False
+        if value != default or type(value) is not type(default):
+            return False
+    return True
 
 
 def _agreed(declarations: Iterable[OptionDefault]) -> object:
