@@ -1012,7 +1012,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model.pending_callers = None
     gate_instance_methods(model, rs, lambda path, function, gates: site_switch(model, path, function, gates, rs),
                           unresolved_names(model))
-    gate_event_loops(model, rs, list(event_loop_roots(model, rs)), unresolved_names(model))
+    model.event_loops = event_loop_roots(model, rs)
+    gate_event_loops(model, rs, list(model.event_loops), unresolved_names(model))
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)

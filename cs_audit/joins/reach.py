@@ -16,7 +16,7 @@ from typing import Protocol
 
 from cs_audit.joins.defaults import feature_switch, module_switch
 from cs_audit.joins.env_helpers import is_once_function
-from cs_audit.joins.roots import event_loop_roots, in_event_loop
+from cs_audit.joins.roots import in_event_loop
 from cs_audit.model import (
     HOT_FREQUENCIES,
     CallSite,
@@ -176,7 +176,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
             if root.replayed:
                 replayed_roots.add(key)
     replays = rs.defaults is not None and rs.defaults.replays_graphs
-    loops = model.event_loops = event_loop_roots(model, rs)
+    loops = model.event_loops  # found once, before the joins gate them (``callgraph.build_model``)
     for key in loops:
         roots[key] = "step"
     out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
