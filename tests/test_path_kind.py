@@ -133,6 +133,23 @@ logger.warning_once("this engine is experimental")
     assert reasons[7] == "a `*_once` record with a constant message: logged once per process"
 
 
+def test_a_sentinel_constant_is_lazy_initialisation_and_a_compared_setting_is_not() -> None:
+    # `X is _UNRESOLVED` then `X = ...`: worked out once, as `X is None` is; a test of a
+    # setting against a constant that the branch does not assign runs every time
+    src = hot('''
+global _BACKEND
+if _BACKEND is _UNRESOLVED:
+    logger.info("resolving %s", batch)
+    _BACKEND = batch
+if self.mode is AUTO_MODE:
+    logger.info("auto %s", batch)
+''')
+    src = src.replace("class Runner:", "_UNRESOLVED = object()\nAUTO_MODE = object()\n_BACKEND = _UNRESOLVED\n\nclass Runner:")
+    found = emitters(src)
+    assert [(kind, reason) for _, kind, reason in found] == [
+        ("rare", "in lazy initialisation (`_BACKEND` is set in the branch)"), ("normal", "")]
+
+
 def test_look_alikes_of_rare_branches_run_every_step() -> None:
     # a local flag is unset on every call, a local set is new on every call, `rank == 0`
     # is no counter (nothing increments it), a flag the branch does not set stays unset,

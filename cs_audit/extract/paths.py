@@ -105,6 +105,8 @@ def _name_or_attribute(node: ast.expr) -> str | None:
     return dotted_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else _attribute_of(node)
 
 
+#: the name of a module constant (`_UNRESOLVED`, `MISSING`)
+_SENTINEL = re.compile(r"_*[A-Z][A-Z0-9_]*\Z")
 #: a constant modulus that makes `X % N == 0` a periodic branch
 _PERIODIC_AT_LEAST = 8
 
@@ -143,7 +145,9 @@ def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
         if counted and isinstance(modulus, ast.Constant) and type(modulus.value) is int and modulus.value >= _PERIODIC_AT_LEAST:
             return [(counted, "periodic")]
     name = _name_or_attribute(left)
-    none_right = isinstance(right, ast.Constant) and right.value is None
+    # a sentinel constant stands for "not worked out yet" as None does (`X is _UNRESOLVED`)
+    none_right = isinstance(right, ast.Constant) and right.value is None or (
+        isinstance(right, (ast.Name, ast.Attribute)) and _SENTINEL.match((dotted_name(right) or "").rpartition(".")[2]) is not None)
     if name and none_right and isinstance(op, (ast.Is, ast.IsNot)):
         return [(name, "lazy")] if isinstance(op, ast.Is) == active else []
     if isinstance(op, (ast.In, ast.NotIn)):
