@@ -68,6 +68,9 @@ def is_aside(path: str, globs: tuple[str, ...]) -> bool:
     return False
 
 
+#: most characters of a site's code kept (whitespace runs made one space): a longer call is cut
+CODE_CHARS = 160
+
 @record
 @dataclass(frozen=True, slots=True)
 class SwitchRef:
@@ -560,6 +563,9 @@ class FileFacts:
     foreign_stores: tuple[str, ...] = ()
     #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
     own_attributes: tuple[str, ...] = ()
+    #: the attribute names it assigns on objects other than `self` (`pool.window = w`): such
+    #: an attribute is not decided by its class's own assignments (``joins.attributes``)
+    foreign_attributes: tuple[str, ...] = ()
     #: (function, name, what it wraps) of each assignment to a name a test calls an `is_*`
     #: predicate of: the attribute read when the value wraps one (`Algo.from_string(args.algo)`
     #: wraps `args.algo`), else "" (``joins.defaults.predicate_gate``)

@@ -139,7 +139,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
     assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
     assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
-                                       "line": _line("enable_balancer: bool"), "sites": 5,
+                                       "line": _line("enable_balancer: bool"), "sites": 6,
                                        "example": {"path": "toyserve/defaults.py", "line": _line('"peer ready')}}
     assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
     assert "cache_dtype=='fp8'" in used and "enable_prefix_reuse=False" in used and "log_every_request" in used
@@ -147,7 +147,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
     text = out.read_text()
     assert "### Defaults that decided gates" in text
-    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 5 |" in text
+    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 6 |" in text
     assert "CUDA-graph replay runs none of it" in text
 
 
@@ -625,3 +625,34 @@ def test_a_wrapped_option_assigned_anything_else_decides_no_predicate() -> None:
     problems = " ".join(check_annotations({"toyserve/defaults.py": widened}))
     line = next(i for i, text in enumerate(widened.splitlines(), 1) if '"drafting' in text)
     assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+
+
+def test_without_typed_receivers_an_attribute_of_another_object_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "receiver_attribute_switch", lambda *a: (None, False))
+    problems = " ".join(check_annotations(_fixture()))
+    # through an attribute of self, a typed parameter, and an attribute of a typed parameter
+    for text in ('"windowed', '"dispatch balanced', '"dispatch windowed'):
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+
+
+def test_without_the_receivers_of_gates_a_typed_parameter_is_not_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the parameter is no receiver of a call in its function: its type is kept for the gate
+    monkeypatch.setattr(python_module, "_need", lambda needed, function, head: needed[function].add(head)
+                        if not head.startswith("runner") else None)
+    problems = " ".join(check_annotations(_fixture()))
+    assert f"toyserve/defaults.py:{_line('dispatch balanced')}: unexpected default-on-emitter" in problems
+    windowed = _line('"windowed')
+    assert f"toyserve/defaults.py:{windowed}: unexpected" not in problems
+
+
+def test_an_attribute_another_object_sets_is_not_judged_by_its_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(python_module, "foreign_stores", lambda text: ())
+    problems = " ".join(check_annotations(_fixture()))
+    assert f"toyserve/defaults.py:{_line('resized %d')}: missing default-on-emitter" in problems
+
+
+def test_an_unresolved_call_that_cannot_reach_a_parameter_leaves_it_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.param_gates as param_gates_module
+    monkeypatch.setattr(param_gates_module, "_reaches", lambda *a: True)
+    problems = " ".join(check_annotations(_fixture()))
+    assert f"toyserve/defaults.py:{_line('hits %d')}: unexpected default-on-emitter" in problems

@@ -27,6 +27,7 @@ from cs_audit.extract.messages import argument_uses, format_kinds
 from cs_audit.extract.paths import PathContext, assert_context, branch_context, except_context, function_context, holds, resolve
 from cs_audit.extract.scripts import NAMES_FILE
 from cs_audit.model import (
+    CODE_CHARS,
     DEFAULT_ON,
     HANDED,
     PARAM_TESTED,
@@ -1658,7 +1659,7 @@ class _Indexer(ast.NodeVisitor):
             name=name, function=scope.qualname, line=node.lineno, end_line=end,
             col=self._column(node.lineno, node.col_offset), end_col=self._column(end, node.end_col_offset or 0),
             gates=self._gates_now(), loop_depth=self.loop_depth, loop_iter=self.loop_iters[-1] if self.loop_iters else "",
-            eager=tuple(dict.fromkeys(kinds)), code=" ".join(self._source(node).split())[:160], uses=(),
+            eager=tuple(dict.fromkeys(kinds)), code=" ".join(self._source(node).split())[:CODE_CHARS], uses=(),
         )
         if scope.messages is None:
             scope.messages = []
@@ -1989,7 +1990,7 @@ class _Indexer(ast.NodeVisitor):
         arguments are the string literals among the first four positional arguments."""
         args = call.args
         shared = self.shared
-        code = " ".join(source.split())[:160]
+        code = " ".join(source.split())[:CODE_CHARS]
         literals: tuple[str | None, ...] = ()
         ints: tuple[int | None, ...] = ()
         if args:

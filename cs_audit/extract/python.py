@@ -159,6 +159,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         options=(options := declared_options(tree, text, path, rs.defaults) + _registry_defaults(tree, text, path, rs)),
         foreign_stores=_worked_out(tree, text, path, options, rs),
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
+        foreign_attributes=foreign_stores(text) if rs.defaults is not None else (),
     )
 
 
@@ -232,6 +233,17 @@ def _property_reads(index: ModuleIndex, grouped: dict[tuple[str, str, str | None
     return [site for site in index.reads if site.callee.rpartition(".")[2] not in plain]
 
 
+def _need(needed: dict[str, set[str]], function: str, head: str) -> None:
+    """Note that calls of ``function`` read the local ``head``, as do those of each function
+    it is nested in (a free name of a nested function is the enclosing one's local)."""
+    while True:
+        needed[function].add(head)
+        outer, sep, _ = function.rpartition(".<locals>.")
+        if not sep:
+            return
+        function = outer
+
+
 def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str, str | None], list[str]],
                   calls: list[CallSite | PlainCall]) -> TypeFacts:
     """The type facts of the bindings ``types.type_bindings`` gives (grouped by owner, name
@@ -242,20 +254,25 @@ def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str,
     needed: dict[str, set[str]] = defaultdict(set)
     head_of = CALLEE_HEAD.match
     seen: set[tuple[str, str]] = set()
+    seen_gates: set[tuple[str, int]] = set()
     for site in calls:
         function = site.function
-        if function is None or (function, site.callee) in seen:
+        if function is None:
+            continue
+        gates = site.gates
+        if gates and (function, id(gates)) not in seen_gates:
+            # the receiver of an attribute a gate tests (`if runner.kv.window:`) is typed
+            # for the gate to be judged by the class (``joins.attributes``)
+            seen_gates.add((function, id(gates)))
+            for gate in gates:
+                if gate.kind == "name" and "." in gate.ref:
+                    _need(needed, function, head_of(gate.ref).group())  # type: ignore[union-attr]
+        if (function, site.callee) in seen:
             continue
         seen.add((function, site.callee))
         matched = head_of(site.callee.rpartition(HANDED)[2])
         assert matched is not None  # the pattern matches any text, the empty head included
-        callee_head = matched.group()
-        while True:
-            needed[function].add(callee_head)
-            outer, sep, _ = function.rpartition(".<locals>.")
-            if not sep:
-                break
-            function = outer
+        _need(needed, function, matched.group())
     keys = list(grouped)
     kept = [False] * len(keys)
     #: (function, local) -> the index of its key when not kept yet (a `def:` owner's function is its own)

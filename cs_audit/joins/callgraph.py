@@ -15,6 +15,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from cs_audit.joins.attributes import receiver_attribute_switch
 from cs_audit.joins.components import gate_event_loops, gate_instance_methods
 from cs_audit.joins.defaults import (
     NOT_OPTION,
@@ -133,6 +134,10 @@ class TreeModel:
     passed_by_call: dict | None = None
     #: the last names of the calls that resolved to nothing (``param_gates``, when first asked)
     unresolved_names: frozenset[str] | None = None
+    #: the codes of those calls by that name (``param_gates``, when first asked)
+    unresolved_calls: dict[str, list[str]] | None = None
+    #: the attribute names some code assigns on another object (``joins.attributes``, when first asked)
+    foreign_attributes: frozenset[str] | None = None
     #: the options the tree declares, with their defaults (``joins.defaults``)
     options: OptionTable = field(default_factory=OptionTable)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
@@ -1520,6 +1525,14 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                         return switch
                 if (other, name) in model.constants:
                     return env_switch(model.constants[(other, name)])
+        if "." in ref and "operand" not in gate.args:
+            # `self.pool.window is not None`: judged by the assignments of the pool's class
+            ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
+            switch, known = receiver_attribute_switch(
+                model, model.resolver.types, path, function, ref,
+                lambda where, key: _derived_switch(model, where, key, rs), ignored)
+            if switch is not None or known:
+                return switch
         switch = _switch_of_result(model, path, function, ref, rs)
         if switch is not None:
             return switch

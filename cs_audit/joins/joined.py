@@ -55,6 +55,7 @@ class JoinedModel(Protocol):
     pending_callers: dict[FuncKey, list] | None
     passed_by_call: dict[tuple[str, int, int, str], PassedValues] | None
     unresolved_names: frozenset[str] | None
+    unresolved_calls: dict[str, list[str]] | None
 
     @property
     def callers(self) -> Mapping[FuncKey, Sequence[CallEdge]]: ...

@@ -18,7 +18,7 @@ from typing import Any
 from cs_audit.joins.defaults import NOT_OPTION, option_gate, value_gate
 from cs_audit.joins.host_data import DIRECT_CALLS, argument_position
 from cs_audit.joins.joined import JoinedModel as TreeModel  # callgraph's, which imports this module
-from cs_audit.model import PARAM_TESTED, FuncKey, GateRef, PassedValues, SwitchRef, by_text
+from cs_audit.model import CODE_CHARS, PARAM_TESTED, FuncKey, GateRef, PassedValues, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 #: how many parameters a value may be handed on through
@@ -53,23 +53,37 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     assert rs.defaults is not None  # parameter_gate returns before without them
     ignored = rs.defaults.ignore_paths
     callers = [c for c in _callers(model, key) if not ignored.search(c[0])]
-    if not callers or key[1].rpartition(".")[2] in unresolved_names(model):
+    if not callers:
         return NOT_OPTION
     passed = _passed_table(model)
     default = dict(function.const_defaults).get(param)
     off: list[SwitchRef] = []
+    kept_off: list[SwitchRef] = []
+    if key[1].rpartition(".")[2] in unresolved_names(model):
+        # a call the graph could not resolve may be one of this function's: judged as a
+        # caller passing nothing when none of them can reach the parameter (`event.record(s)`
+        # beside `stats.record(n, hits, preempted)` and a `hits_by_source=None` default)
+        if default is None or not _none_reaches(model, function, param):
+            return NOT_OPTION
+        switch = value_gate(param, ast.literal_eval(default), gate)
+        if switch is NOT_OPTION or switch is None:
+            return switch
+        kept_off.append(switch)
     for path, caller, site, how in callers:
         if how not in DIRECT_CALLS:
             return NOT_OPTION
         values = passed.get((path, site.line, site.end_line, site.callee.rpartition(".")[2]))
         value = _value_for(values, function, param, how, default)
+        if values is None and default is not None and not _reaches(_parsed_call(site.code), argument_position(function, param, how), param):
+            value = f"lit:{default}"  # passes only values not known, none of them into it
         if value is None:
             return NOT_OPTION
         kind, _, text = value.partition(":")
         if kind == "lit":
             switch = value_gate(param, ast.literal_eval(text), gate)
             if switch is not None and switch is not NOT_OPTION:
-                continue  # a literal that keeps the code off names no option
+                kept_off.append(switch)  # names no option: the parameter itself, if none does
+                continue
         elif kind == "ref":
             compared = tuple(a for a in gate.args if a.startswith("cmp:"))
             switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, level=gate.level))
@@ -80,7 +94,13 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
         if switch is NOT_OPTION or switch is None:
             return switch
         off.append(switch)
-    return min(off, key=by_text) if off else NOT_OPTION
+    if off:
+        return min(off, key=by_text)
+    if not kept_off:
+        return NOT_OPTION
+    # every call passes a literal, or nothing, that keeps it off: the branch never runs, and
+    # its switch is the argument no call passes (`record(hits)`)
+    return SwitchRef("option", f"{function.name}({min(kept_off, key=by_text).name})")
 
 
 def _value_for(values: PassedValues | None, function: Any, param: str, how: str, default: str | None) -> str | None:
@@ -118,11 +138,47 @@ def unresolved_names(model: TreeModel) -> frozenset[str]:
     see may pass anything into a function of that name."""
     names = model.unresolved_names
     if names is None:
-        resolved = model.resolved_calls
-        names = model.unresolved_names = frozenset(
-            site.callee.rpartition(".")[2] for path, ff in model.facts.items() for site in ff.calls
-            if site.resolution != "read" and (path, site.line, site.end_line, site.callee) not in resolved)
+        names = model.unresolved_names = frozenset(_unresolved_calls(model))
     return names
+
+
+def _unresolved_calls(model: TreeModel) -> dict[str, list[str]]:
+    """The calls that resolved to no function, by their callee's last name: each one's code."""
+    calls = model.unresolved_calls
+    if calls is None:
+        calls = model.unresolved_calls = {}
+        resolved = model.resolved_calls
+        for path, ff in model.facts.items():
+            for site in ff.calls:
+                if site.resolution != "read" and (path, site.line, site.end_line, site.callee) not in resolved:
+                    calls.setdefault(site.callee.rpartition(".")[2], []).append(site.code)
+    return calls
+
+
+def _none_reaches(model: TreeModel, function: Any, param: str) -> bool:
+    """Whether no unresolved call named as ``function`` can pass ``param``: each passes fewer
+    positional arguments than come before it, not it by keyword, and no `*args`/`**kwargs`
+    (a call whose code was cut short, or does not parse, may)."""
+    # bound, the first argument lands after `self`: the fewest arguments that may reach it
+    index = argument_position(function, param, "attribute")
+    return not any(_reaches(_parsed_call(code), index, param) for code in _unresolved_calls(model).get(function.name, ()))
+
+
+def _reaches(call: ast.Call | None, position: int, param: str) -> bool:
+    """Whether ``call`` may pass ``param``, at ``position`` or by keyword (not known: it may)."""
+    return call is None or len(call.args) > position or any(a.__class__ is ast.Starred for a in call.args) or any(
+        k.arg in (None, param) for k in call.keywords)
+
+
+def _parsed_call(code: str) -> ast.Call | None:
+    """The call a call site's code holds; None when cut short or not one call."""
+    if len(code) >= CODE_CHARS:
+        return None
+    try:
+        node = ast.parse(code, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return node if node.__class__ is ast.Call else None
 
 
 def callers_by_target(raw_edges: list[tuple[str, Any, FuncKey, str]]) -> dict[FuncKey, list[tuple[str, str | None, Any, str]]]:

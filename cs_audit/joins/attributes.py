@@ -1,0 +1,73 @@
+"""What an attribute of another object holds, judged by the class it is an instance of.
+
+`if self.pool.request_window is not None:` and `if scheduler.enable_pdmux:` test an attribute
+the object's own class assigns (`self.request_window = Window() if replay else None` in the
+pool's `__init__`). Typed through the call graph's types (`self.pool` is a `KVPool`, the
+parameter `scheduler: Scheduler`), the test is judged as `self.<attr>` is in that class: by
+the gates of every assignment of the attribute in the classes the value may be an instance of
+(its bases and its subclasses). Left to the other rules: a receiver the types do not name, an
+attribute some code assigns on another object (`pool.request_window = w`, outside tests), and
+a class whose module assigns the attribute without testing it (its assignments are not kept)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from cs_audit.joins.values import Types
+from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
+
+ClassKey = tuple[str, str]
+#: ``callgraph._derived_switch``: (switch, whether known) of a keyed name's assignments
+DerivedSwitch = Callable[[str, tuple[str, str]], "tuple[SwitchRef | None, bool]"]
+
+
+class Typed(Protocol):
+    """What this reads of the tree model (``callgraph.TreeModel``)."""
+
+    facts: dict[str, FileFacts]
+    derived: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]]
+    foreign_attributes: frozenset[str] | None
+
+
+def receiver_attribute_switch(model: Typed, types: Types, path: str, function: str | None, ref: str,
+                              derived_switch: DerivedSwitch,
+                              ignored: Callable[[str], object] | None) -> tuple[SwitchRef | None, bool]:
+    """(the switch ``ref``, `<receiver>.<attr>`, is truthy only under, whether that is known)."""
+    receiver, _, attr = ref.rpartition(".")
+    if not receiver or receiver == "self" or "(" in receiver or "[" in receiver:
+        return None, False
+    if attr in _foreign(model, ignored):
+        return None, False  # set from outside the class: its own assignments do not decide
+    types.begin()
+    values = types.dotted(path, function, receiver)
+    if not values or any(value[0] != "i" for value in values):
+        return None, False
+    found: list[SwitchRef] = []
+    for value in sorted(values, key=repr):
+        cls: ClassKey = value[1]
+        family = {*types.mro(cls), *types.subclasses(cls)}
+        keyed = [(c[0], f"{c[1]}.self.{attr}") for c in sorted(family)]
+        held = {key[0] for key in keyed if key in model.derived}
+        for c in family:
+            ff = model.facts.get(c[0])
+            if ff is not None and c[0] not in held and attr in ff.own_attributes:
+                return None, False  # assigned where no test keeps its assignments
+        if not held:
+            return None, False
+        for key in keyed:
+            if key not in model.derived:
+                continue
+            switch, known = derived_switch(key[0], key)
+            if switch is None:
+                return None, known
+            found.append(switch)
+    return (min(found, key=by_text), True) if found else (None, False)
+
+
+def _foreign(model: Typed, ignored: Callable[[str], object] | None) -> frozenset[str]:
+    names = model.foreign_attributes
+    if names is None:
+        names = model.foreign_attributes = frozenset(
+            n for path, ff in model.facts.items() if ignored is None or not ignored(path) for n in ff.foreign_attributes)
+    return names
