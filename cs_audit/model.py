@@ -161,6 +161,9 @@ def closure_of(gate: GateRef) -> str | None:
 #: a ``name`` gate's arg: it tests one of its function's parameters, for truth or against a
 #: literal (what the callers pass decides it: ``joins.param_gates``)
 PARAM_TESTED = "param"
+#: with ``PARAM_TESTED``: the function rebinds the parameter only after the test (and not in a
+#: loop around it), so the test still sees what the callers passed
+PARAM_FRESH = "param:fresh"
 
 
 def as_operand(gate: GateRef) -> GateRef:

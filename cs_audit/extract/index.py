@@ -30,6 +30,7 @@ from cs_audit.model import (
     CODE_CHARS,
     DEFAULT_ON,
     HANDED,
+    PARAM_FRESH,
     PARAM_TESTED,
     BuiltMessage,
     FunctionDef,
@@ -42,7 +43,7 @@ from cs_audit.model import (
     closure_arg,
 )
 from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
-from cs_audit.pyast import SCOPES, dotted_name
+from cs_audit.pyast import SCOPES, dotted_name, scope_nodes
 from cs_audit.pyast import child_fields as _child_fields
 from cs_audit.pyast import nodes as _nodes
 from cs_audit.ruleset import RuleSet
@@ -580,7 +581,7 @@ def _compared(gate: GateRef, marker: tuple[str, ...]) -> GateRef:
     what its callers pass alone."""
     args = as_operand(gate).args
     if not marker and PARAM_TESTED in args:
-        args = tuple(a for a in args if a != PARAM_TESTED)
+        args = tuple(a for a in args if a not in (PARAM_TESTED, PARAM_FRESH))
     return replace(gate, args=(*args, *marker))
 
 
@@ -793,6 +794,8 @@ class _Scope:
     stores: StoredNames | None = None
     #: locals holding what a lookup in a container gave (`v = C.get(k)`: v -> C)
     lookups: dict[str, str] = field(default_factory=dict)
+    #: each parameter's assignment lines and the function's loops' spans (``_rebound_after``)
+    rebinds: tuple[dict[str, list[int]], list[tuple[int, int]]] | None = None
 
     def persistent(self, name: str) -> bool:
         """Whether ``name`` outlives a call of this function: an attribute of `self`/`cls`,
@@ -2295,7 +2298,31 @@ class _Indexer(ast.NodeVisitor):
                 args = ("operand", PARAM_TESTED, *args)
         else:
             args = ("operand", PARAM_TESTED) if scope is not None and raw in scope.params else ()
+            if args and _rebound_after(scope, raw, expr.lineno):  # type: ignore[arg-type]
+                args = (*args, PARAM_FRESH)
         out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
+
+
+def _rebound_after(scope: _Scope, name: str, line: int) -> bool:
+    """Whether the function assigns its parameter ``name`` only after ``line`` and in no loop
+    around it (`if hits is None: return` ... `hits = {...}`): a test there sees the argument."""
+    if scope.rebinds is None:
+        stores: dict[str, list[int]] = {}
+        loops: list[tuple[int, int]] = []
+        for node in scope_nodes(scope.node.body) if scope.node is not None else ():
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                loops.append((node.lineno, node.end_lineno or node.lineno))
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else ()
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Name) and part.id in scope.params:
+                        stores.setdefault(part.id, []).append(part.lineno)
+        scope.rebinds = (stores, loops)
+    stores, loops = scope.rebinds
+    lines = stores.get(name, [])
+    return bool(lines) and all(at > line for at in lines) and not any(
+        start <= line <= end and any(start <= at <= end for at in lines) for start, end in loops)
 
 
 #: statement class -> its ``_Indexer.visit_X`` (``_block`` calls it directly, without

@@ -40,6 +40,7 @@ from cs_audit.model import (
     EMITTER_ROLES,
     HANDED,
     LEVEL_SWITCH,
+    PARAM_FRESH,
     PROPERTY_DECORATORS,
     SMALL_BODY_LINES,
     CallGraph,
@@ -1491,7 +1492,8 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         ref = gate.ref
         # a nested function's free name is the enclosing function's local
         function = closure_of(gate) or function
-        if function is not None and "." not in ref and (path, f"{function}::{ref}") not in model.derived:
+        if function is not None and "." not in ref and (
+                (path, f"{function}::{ref}") not in model.derived or PARAM_FRESH in gate.args):
             # a parameter the function does not rebind: what its callers hand it
             option = parameter_gate(model, (path, function), gate, rs)
             if option is not NOT_OPTION:
