@@ -168,7 +168,8 @@ def categorise(root: Path, sites: list[Site], jobs: int | None) -> dict[Site, tu
     from cs_audit.api import _map_files, prepare_ruleset
     from cs_audit.config import load_config
     from cs_audit.extract.discover import discover
-    from cs_audit.joins.callgraph import LEVEL_GATE, build_model, site_switches
+    from cs_audit.joins.callgraph import build_model
+    from cs_audit.joins.gates import LEVEL_GATE, site_switches
     from cs_audit.model import FileFacts
 
     overrides: dict[str, Any] = {"history": False}

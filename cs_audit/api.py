@@ -842,7 +842,7 @@ def _analyse_tree(sources: list[SourceFile], errors: list[FileError], rs: RuleSe
     )
     if on_disk is not None:
         # after the analysis: its rules ask the gates of sites the joins did not
-        from cs_audit.joins.callgraph import site_gates
+        from cs_audit.joins.gates import site_gates
 
         cache.store_site_gates(on_disk, os.path.abspath(config.root), site_gates(model, *(gates or ())), fact_keys)  # type: ignore[arg-type]
     run.lap("analysis")

@@ -18,6 +18,7 @@ import cs_audit.extract.options as options_module
 import cs_audit.extract.python as python_module
 import cs_audit.joins.callgraph as callgraph_module
 import cs_audit.joins.components as components_module
+import cs_audit.joins.gates as gates_module
 from cs_audit.cli import app
 from cs_audit.extract.options import declared_options, foreign_stores, resolved_names
 from cs_audit.joins.defaults import NOT_OPTION
@@ -41,7 +42,7 @@ def test_the_annotated_defaults_agree_with_the_report() -> None:
 
 
 def test_without_the_option_gates_every_option_shape_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph_module, "option_gate", lambda *a: NOT_OPTION)
+    monkeypatch.setattr(gates_module, "option_gate", lambda *a: NOT_OPTION)
     problems = check_annotations(_fixture())
     unexpected = {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
     for text in ('"rebalanced', '"balancer copy', '"no prefix reuse', '"fp8 cache', '"watched', '"traced',
@@ -569,7 +570,7 @@ def test_a_level_helper_is_compared_by_the_value_it_returns_by_default(tmp_path:
     # `resolve_level()` returns `CheckLevel.OFF` unless a variable is set: `>= WARN` is off by
     # default, directly or through a local; `>= OFF` runs
     assert _emitter_lines(_scan(write_tree(tmp_path / "t", LEVEL_TREE))) == {21}
-    monkeypatch.setattr(callgraph_module, "_fallback_gate", lambda *args: NOT_OPTION)
+    monkeypatch.setattr(gates_module, "_fallback_gate", lambda *args: NOT_OPTION)
     assert _emitter_lines(_scan(write_tree(tmp_path / "u", LEVEL_TREE))) == {12, 19, 21}
 
 
@@ -592,7 +593,7 @@ def test_registry_defaults_are_evaluated_without_running_anything(tmp_path: Path
 
 
 def test_without_parameter_gates_a_branch_every_caller_keeps_off_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph_module, "parameter_gate", lambda *a: NOT_OPTION)
+    monkeypatch.setattr(gates_module, "parameter_gate", lambda *a: NOT_OPTION)
     problems = " ".join(check_annotations(_fixture()))
     # an option handed in (or the default), and the same handed on by a caller's parameter
     for text in ('"recorded output', '"published'):
@@ -610,7 +611,7 @@ def test_a_caller_passing_something_else_keeps_a_parameter_gate_open(tmp_path: P
 
 
 def test_without_predicates_of_a_wrapped_option_drafting_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph_module, "predicate_gate", lambda *a: NOT_OPTION)
+    monkeypatch.setattr(gates_module, "predicate_gate", lambda *a: NOT_OPTION)
     problems = " ".join(check_annotations(_fixture()))
     for text in ('"drafting', '"tree drafts'):
         assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
@@ -628,7 +629,7 @@ def test_a_wrapped_option_assigned_anything_else_decides_no_predicate() -> None:
 
 
 def test_without_typed_receivers_an_attribute_of_another_object_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph_module, "receiver_attribute_switch", lambda *a: (None, False))
+    monkeypatch.setattr(gates_module, "receiver_attribute_switch", lambda *a: (None, False))
     problems = " ".join(check_annotations(_fixture()))
     # through an attribute of self, a typed parameter, and an attribute of a typed parameter
     for text in ('"windowed', '"dispatch balanced', '"dispatch windowed'):

@@ -606,7 +606,7 @@ def test_an_answer_a_gate_cycle_shaped_is_not_kept_for_an_unchanged_file(tmp_pat
 
 
 def test_a_changed_import_of_a_tested_module_name_is_followed_again(tmp_path: Path) -> None:
-    """A gate on a module name a module imports from another one (``joins.callgraph._exported``):
+    """A gate on a module name a module imports from another one (``joins.gates._exported``):
     changing only where the middle module imports it from gives the uncached answer."""
     from cs_audit.testing import write_tree
 

@@ -16,7 +16,8 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields
 
-from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switch
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
+from cs_audit.joins.gates import site_switch
 from cs_audit.model import FileFacts, GatedSite, SwitchRead, distinct_levels
 from cs_audit.ruleset import RuleSet, SwitchKinds
 

@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, syncing_helpers, when_words
-from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
+from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import how_often, outside_event_loop
 from cs_audit.model import CallSite, EmitterDetail, Finding
 from cs_audit.ruleset import RuleSet

@@ -6,7 +6,8 @@ local that only such calls read (`msg = f"..."` ... `if DEBUG: logger.debug(msg)
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, per_step_cost, syncing_functions
-from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, site_switches
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
+from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import run_of
 from cs_audit.model import LEVEL_SWITCH, BuiltMessage, CallSite, EmitterDetail, Finding, PlainCall, SwitchRef
 from cs_audit.ruleset import RuleSet

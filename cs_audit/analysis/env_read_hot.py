@@ -4,7 +4,8 @@ read, or at the hot call site of a helper that reads it (``via`` names the helpe
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, per_step_cost, when_words
-from cs_audit.joins.callgraph import TreeModel, helper_switches
+from cs_audit.joins.callgraph import TreeModel
+from cs_audit.joins.env_helpers import helper_switches
 from cs_audit.joins.runs import outside_event_loop, run_of, through_memo
 from cs_audit.model import EnvReadDetail, Finding
 from cs_audit.ruleset import RuleSet

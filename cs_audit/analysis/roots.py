@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.joins.callgraph import TreeModel, function_id, gate_switches, hot_chain
+from cs_audit.joins.callgraph import TreeModel, function_id, hot_chain
+from cs_audit.joins.gates import gate_switches
 from cs_audit.model import CallSite, CheapPath, EventLoopRoot, HotRoots, PlainCall, RootMatch
 from cs_audit.ruleset import RuleSet
 

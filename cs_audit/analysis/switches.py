@@ -8,7 +8,9 @@ from dataclasses import replace
 
 from cs_audit.analysis.categories import by_name, categorize
 from cs_audit.analysis.sites import enabled_cost
-from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, helper_switches, is_once_function, site_switch
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_once_function
+from cs_audit.joins.env_helpers import helper_switches
+from cs_audit.joins.gates import site_switch
 from cs_audit.joins.levels import called_levels, entry_levels, site_levels
 from cs_audit.joins.runs import frequency, outside_event_loop
 from cs_audit.model import CallSite, EnvSetter, Finding, Frequency, GatedSite, PlainCall, Switch, SwitchRead, by_text

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cs_audit.analysis.sites import Findings, gate_words, syncing_helpers, when_words
-from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch, site_switch, site_switches
+from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch
+from cs_audit.joins.gates import site_switch, site_switches
 from cs_audit.joins.runs import first, how_often, run_of
 from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail
 from cs_audit.ruleset import RuleSet

@@ -494,7 +494,7 @@ _RESOLUTIONS = b"resolutions"
 
 
 def load_resolutions(cache_dir: str, root: str) -> tuple[object, dict[str, str]] | None:
-    """The call resolutions last stored for ``root`` (``callgraph.Resolutions``) and the
+    """The call resolutions last stored for ``root`` (``joins.kept.Resolutions``) and the
     entry key of each file they were worked out from (by path); None when there are none."""
     return _load_with_keys(cache_dir, "resolutions", _RESOLUTIONS, root)
 
@@ -522,7 +522,7 @@ _GATES = b"gates"
 
 
 def load_site_gates(cache_dir: str, root: str) -> tuple[object, dict[str, str]] | None:
-    """The site gates last stored for ``root`` (``callgraph.SiteGates``) and the entry key
+    """The site gates last stored for ``root`` (``joins.kept.SiteGates``) and the entry key
     of each file they were worked out from (by path); None when there are none."""
     return _load_with_keys(cache_dir, "gates", _GATES, root)
 

@@ -18,7 +18,7 @@ from cs_audit.joins.values import Types
 from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
 
 ClassKey = tuple[str, str]
-#: ``callgraph._derived_switch``: (switch, whether known) of a keyed name's assignments
+#: ``gates._derived_switch``: (switch, whether known) of a keyed name's assignments
 DerivedSwitch = Callable[[str, tuple[str, str]], "tuple[SwitchRef | None, bool]"]
 
 

@@ -31,7 +31,7 @@ class CallEdge(Protocol):
 
 
 class CallResolver(Protocol):
-    """What resolves a call to the tree's functions (``callgraph.Resolver``)."""
+    """What resolves a call to the tree's functions (``resolver.Resolver``)."""
 
     #: dotted module name -> the files that hold it
     by_module: dict[str, list[str]]

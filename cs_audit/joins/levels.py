@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.joins.callgraph import Edge, FuncKey, TreeModel, resolve_gate
+from cs_audit.joins.callgraph import Edge, FuncKey, TreeModel
 from cs_audit.joins.env_helpers import helper_switches
+from cs_audit.joins.gates import resolve_gate
 from cs_audit.model import GateRef
 from cs_audit.ruleset import RuleSet
 

@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cs_audit.joins.callgraph import TreeModel, gating_switches, site_switch, site_switches
+from cs_audit.joins.callgraph import TreeModel, gating_switches
+from cs_audit.joins.gates import site_switch, site_switches
 from cs_audit.model import ScriptFacts, by_text
 from cs_audit.ruleset import RuleSet
 

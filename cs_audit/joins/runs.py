@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function, site_switch
+from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function
+from cs_audit.joins.gates import site_switch
 from cs_audit.joins.reach import block_at, memo_wrapper, memoised_by
 from cs_audit.joins.roots import in_event_loop
 from cs_audit.model import CallSite, EnvRead, Frequency, FunctionDef, GateRef, Guard, PathKind, SwitchRef, by_text

@@ -1,0 +1,583 @@
+"""What a site's gates stand for: each gate operand resolved to the switch it needs
+(``resolve_gate``), through env reads, helpers, options, derived names, parameters and
+attributes of other objects; and the per-file table of answers a later build reuses
+(``SiteGates``, ``gates_digest``)."""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+from cs_audit.joins.attributes import receiver_attribute_switch
+from cs_audit.joins.defaults import (
+    NOT_OPTION,
+    module_switch,
+    option_gate,
+    predicate_gate,
+    registry_env_gate,
+)
+from cs_audit.joins.env_helpers import helper_switches
+from cs_audit.joins.kept import SiteGates
+from cs_audit.joins.param_gates import parameter_gate
+from cs_audit.joins.resolver import _class_of
+from cs_audit.model import (
+    DEFAULT_ON,
+    LEVEL_SWITCH,
+    PARAM_FRESH,
+    FileFacts,
+    GateRef,
+    SwitchRef,
+    closure_of,
+    env_switch,
+)
+from cs_audit.ruleset import RuleSet
+
+if TYPE_CHECKING:
+    from cs_audit.joins.callgraph import TreeModel
+
+
+#: not in ``TreeModel.gate_cache`` yet (None is a cached answer: no switch)
+_UNRESOLVED = object()
+#: in ``TreeModel.gate_cache`` while the gate is being resolved
+_RESOLVING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Shaped:
+    """A ``TreeModel.gate_cache`` answer a gate cycle shaped (``TreeModel.gate_cycles``)."""
+
+    switch: SwitchRef | None
+
+
+def resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    """The switch a gate operand stands for, when the guarded code runs only with it set."""
+    key = (path, function, gate)
+    switch = model.gate_cache.get(key, _UNRESOLVED)
+    if switch is _UNRESOLVED:
+        model.gate_cache[key] = _RESOLVING
+        model.gates_resolving.append(key)
+        cycles = model.gate_cycles
+        switch = _resolve_gate(model, path, function, gate, rs)
+        model.gates_resolving.pop()
+        model.gate_cache[key] = switch if model.gate_cycles == cycles else _Shaped(switch)
+    elif switch is _RESOLVING:
+        # a gate that leads back to itself (through a helper's) has no switch; when through
+        # other gates, what those resolve to depends on which of them was asked first
+        if model.gates_resolving[-1] != key:
+            model.gate_cycles += 1
+        return None
+    elif switch.__class__ is _Shaped:
+        model.gate_cycles += 1
+        return switch.switch
+    return switch  # type: ignore[return-value]
+
+
+#: most imports a module name is followed through to the module that assigns it
+MAX_REEXPORTS = 4
+
+
+def _exported(model: TreeModel, ref: str) -> list[tuple[str, str]]:
+    """(file, name) of a module's name ``ref`` (`pkg.mod.X`) in each file of that module, and
+    through the imports that bring it there from another module (`from pkg.base import X`)."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    work = [ref]
+    while work and len(seen) < MAX_REEXPORTS:
+        dotted = work.pop()
+        if dotted in seen or "." not in dotted:
+            continue
+        seen.add(dotted)
+        module, name = dotted.rsplit(".", 1)
+        for other in model.resolver.by_module.get(module, ()):
+            out.append((other, name))
+            origin = next((o for n, o in model.facts[other].aliases if n == name), None) if other in model.facts else None
+            if origin is not None and origin != dotted:
+                work.append(origin)
+    return out
+
+
+def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    option = option_gate(model.options, rs.defaults, gate)
+    if option is not NOT_OPTION:
+        return option
+    if gate.kind == "env" and not (rs.defaults is not None and gate.ref in rs.defaults.env):
+        registry = registry_env_gate(model.options, gate)
+        if registry is not NOT_OPTION:
+            return registry
+    if gate.kind == "call" and model.wrapped:
+        # a predicate of a wrapped option (`self.algo.is_none()`), negated or not
+        option = _wrapped_predicate(model, path, function, gate, rs)
+        if option is not NOT_OPTION:
+            return option
+    if not gate.active_when_set:
+        return None
+    if gate.kind == "env":
+        if gate.ref.startswith("param:") or gate.ref == "?" or rs.defaults is not None and gate.ref in rs.defaults.env:
+            return None  # (an env var the deployment sets: its code runs)
+        return env_switch(gate.ref)
+    if gate.kind == "level":
+        return LEVEL_SWITCH
+    if gate.kind == "call":
+        if gate.level:
+            # `resolve_level() >= Level.WARN`: the value it returns when no exit is taken
+            switch = _fallback_gate(model, path, function, gate.ref, gate.level, rs)
+            if switch is not NOT_OPTION:
+                return switch
+        for target, _ in model.resolver.resolve_how(path, function, gate.ref):
+            predicate = model.functions.get(target)
+            if predicate is not None and predicate.returned_test:
+                # a predicate over options (`self.runner._elastic_enabled()`), or over registry
+                # reads whose defaults keep it false: the setting its test needs
+                option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
+                               if s.kind == "option" or s.kind == "env" and s.name in model.options.env), None)
+                if option is not None:
+                    return option
+            if predicate is not None and predicate.false_entry_gates:
+                # false unless its first entry gates hold (`if not envs.X.get(): return False`): what they need
+                needed = gate_switches(model, target[0], target[1], predicate.false_entry_gates, rs)
+                if needed:
+                    return needed[0]
+        for target in model.resolver.resolve(path, function, gate.ref):
+            if target in model.env_helpers and target not in model.void_helpers:
+                switches = helper_switches(model, target, gate.args)
+                debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
+                    rs.category_of(v) != "config" for v in switches if v != "<dynamic>"
+                )
+                # a helper over config switches (`_should_compact()`) decides work, not debug output
+                return env_switch(switches[0]) if debug_like else None
+        return None
+    if gate.kind == "name":
+        ref = gate.ref
+        # a nested function's free name is the enclosing function's local
+        function = closure_of(gate) or function
+        if function is not None and "." not in ref and (
+                (path, f"{function}::{ref}") not in model.derived or PARAM_FRESH in gate.args):
+            # a parameter the function does not rebind: what its callers hand it
+            option = parameter_gate(model, (path, function), gate, rs)
+            if option is not NOT_OPTION:
+                return option
+        for key in _name_keys(path, function, ref):
+            # a name a gate tests for truth holds when its assignments' gates do (compared
+            # with something, an operand, it stands for the env value it holds)
+            if key in model.derived and "operand" not in gate.args:
+                switch, known = _derived_switch(model, path, key, rs)
+                if switch is not None or known:
+                    return switch
+            if key in model.constants:
+                return env_switch(model.constants[key])
+            if key in model.derived and gate.level and not gate.level.startswith("param:"):
+                # `level = resolve_level()` ... `if level >= Level.WARN:`
+                switch = _fallback_name_gate(model, path, key, gate.level, rs)
+                if switch is not NOT_OPTION:
+                    return switch
+            if key in model.derived and gate.level.isdigit() and int(gate.level) > 1:
+                # compared with a level above on/off (`< 0`, `== 0` are sanity checks of sizes
+                # as often): the value a helper of the tree returned
+                var = _helper_value(model, path, key)
+                if var is not None:
+                    return env_switch(var)
+        if "." in ref and not ref.startswith("self."):
+            for other, name in _exported(model, ref):
+                # a module name set from a switch there (`from .flags import TRACE_ON`)
+                if (other, name) in model.derived and "operand" not in gate.args:
+                    switch, known = _derived_switch(model, other, (other, name), rs)
+                    if switch is not None or known:
+                        return switch
+                if (other, name) in model.constants:
+                    return env_switch(model.constants[(other, name)])
+        if "." in ref and "operand" not in gate.args:
+            # `self.pool.window is not None`: judged by the assignments of the pool's class
+            ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
+            switch, known = receiver_attribute_switch(
+                model, model.resolver.types, path, function, ref,
+                lambda where, key: _derived_switch(model, where, key, rs), ignored)
+            if switch is not None or known:
+                return switch
+        switch = _switch_of_result(model, path, function, ref, rs)
+        if switch is not None:
+            return switch
+        leaf = ref.rsplit(".", 1)[-1]
+        if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
+            return SwitchRef("flag", ref)
+    return None
+
+
+def _name_keys(path: str, function: str | None, name: str) -> tuple[tuple[str, str], ...]:
+    """Where a name a gate reads of ``function`` may be kept, as ``_name_key`` keys them: a
+    local of the function, a module name, an attribute of its class."""
+    return (path, f"{function}::{name}"), (path, name), (path, f"{_class_of(function)}.{name}")
+
+
+def _wrapped_predicate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    receiver, _, method = gate.ref.rpartition(".")
+    if not method.startswith("is_") or not receiver:
+        return NOT_OPTION
+    for key in _name_keys(path, function, receiver):
+        if key in model.wrapped:
+            return predicate_gate(model.options, rs.defaults, model.wrapped[key], method, gate.active_when_set)
+    return NOT_OPTION
+
+
+def _helper_value(model: TreeModel, path: str, key: tuple[str, str]) -> str | None:
+    """The env var a name compared with a level holds when every assignment to it is the
+    value of an env helper of the tree (`_LEVEL = _get_env("X_LEVEL", int, 0)` then `if
+    _LEVEL >= 3:`), as a module constant holds the value of a read. Only for levels: a value
+    a helper builds around the read (`(ptr, envs.X)`) tested against None stands for no switch."""
+    found: str | None = None
+    for function, refs in model.derived[key]:
+        if len(refs) != 1 or refs[0].kind != "call" or not refs[0].active_when_set:
+            return None
+        targets = [t for t in model.resolver.resolve(path, function, refs[0].ref)
+                   if t in model.env_helpers and t not in model.void_helpers]
+        if not targets:
+            return None
+        var = helper_switches(model, targets[0], refs[0].args)[0]
+        if var == "<dynamic>" or found not in (None, var):
+            return None
+        found = var
+    return found
+
+
+def _level_number(model: TreeModel, text: str) -> int | None:
+    """The int a level names: a literal, a class's constant (`name:pkg.Level.WARN`, looked up by
+    the class's last name), and `+1` past one; None when unknown or namesakes disagree."""
+    bump = text.endswith("+1")
+    text = text[:-2] if bump else text
+    text = text.removeprefix("name:")
+    if text.lstrip("-").isdigit():
+        return int(text) + bump
+    if model.class_levels is None:
+        table: dict[str, dict[str, int | None]] = {}
+        for ff in model.facts.values():
+            for c in ff.types.classes:
+                members = table.setdefault(c.qualname.rsplit(".", 1)[-1], {})
+                for name, value in c.levels:
+                    members[name] = value if members.get(name, value) == value else None
+        model.class_levels = table
+    owner, _, member = text.rpartition(".")
+    found = model.class_levels.get(owner.rsplit(".", 1)[-1], {}).get(member) if owner else None
+    return None if found is None else found + bump
+
+
+def _fallback_gate(model: TreeModel, path: str, function: str | None, callee: str, level: str,
+                   rs: RuleSet) -> SwitchRef | None:
+    """A call compared with a level (`resolve_level() >= Level.WARN`), decided by the value the
+    function returns when none of its exits is taken (``FunctionDef.fallback_return``), when
+    each exit's condition stands for a switch that keeps it off: that switch when the value is
+    below the level, None when it reaches it; ``NOT_OPTION`` when that cannot be told."""
+    needed = _level_number(model, level)
+    if needed is None:
+        return NOT_OPTION
+    for target in model.resolver.resolve(path, function, callee):
+        f = model.functions.get(target)
+        if f is None or not f.fallback_return:
+            continue
+        value = _level_number(model, f.fallback_return)
+        exits = [gate_switches(model, target[0], target[1], (ref,), rs) for ref in f.fallback_gates]
+        if value is None or not all(exits):
+            return NOT_OPTION
+        return None if value >= needed else exits[0][0]
+    return NOT_OPTION
+
+
+def _fallback_name_gate(model: TreeModel, path: str, key: tuple[str, str], level: str, rs: RuleSet) -> SwitchRef | None:
+    """A name compared with a level, every assignment of which is such a call's value below it
+    or stands under a switch off by default (`level = resolve_level()`; `if flag: level =
+    Level.STRICT`): the first switch; None when one reaches it; ``NOT_OPTION`` otherwise."""
+    found: list[SwitchRef] = []
+    decided = False
+    for function, refs in model.derived[key]:
+        if len(refs) == 1 and refs[0].kind == "call" and refs[0].active_when_set:
+            switch = _fallback_gate(model, path, function, refs[0].ref, level, rs)
+            if switch is None:
+                return None
+            if switch is not NOT_OPTION:
+                found.append(switch)
+                decided = True
+                continue
+        switches = gate_switches(model, path, function, refs, rs)
+        if not switches:
+            return NOT_OPTION
+        found.append(switches[0])
+    return found[0] if decided else NOT_OPTION
+
+
+def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleSet) -> tuple[SwitchRef | None, bool]:
+    """(the switch a name is truthy only under, whether that is known): the switch of the
+    first of its assignments when each assignment's value is gated by one (`self.tracer =
+    Tracer() if env_flag("T") else None`); known to be none when an assignment is truthy with
+    no env set (`MODE_ON = getenv("M", "block") == "block"`)."""
+    found: list[SwitchRef] = []
+    for function, refs in model.derived[key]:
+        if refs and all(r == DEFAULT_ON for r in refs):
+            return None, True
+        switches = gate_switches(model, path, function, refs, rs)
+        if not switches:
+            return None, False
+        found.append(switches[0])
+    return (found[0] if found else None), bool(found)
+
+
+def _switch_of_result(model: TreeModel, path: str, function: str | None, name: str, rs: RuleSet) -> SwitchRef | None:
+    """The switch of a local that holds what a call returns, when the function called
+    returns early unless a switch is set (`bd = BreakdownLogger.get()` ... `if bd is not
+    None:`, where `get` starts with `if not _ENABLED: return None`)."""
+    if function is None or "." in name:
+        return None
+    if model.entry_gated_names is None:
+        model.entry_gated_names = {f.name for f in model.functions.values() if f.entry_gates}
+    bindings = model.resolver.types.bindings
+    if not bindings.binds(path, name):
+        return None
+    for _, source in bindings.get((path, f"def:{function}", name), ()):
+        if not source.startswith("c:") or source.rpartition(".")[2].rpartition(":")[2] not in model.entry_gated_names:
+            continue
+        for target, _ in model.resolver.resolve_how(path, function, source[2:]):
+            f = model.functions.get(target)
+            switches = gate_switches(model, target[0], target[1], f.entry_gates, rs) if f is not None else ()
+            if switches:
+                return switches[0]
+    return None
+
+
+def gate_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
+    """The switches gates stand for, each once, in order: an operand of a disjunction
+    (``GateRef.any_of``) only when every operand of it stands for a switch."""
+    resolved = [(gate, resolve_gate(model, path, function, gate, rs)) for gate in gates]
+    failed = {gate.any_of for gate, switch in resolved if gate.any_of and switch is None}
+    out: list[SwitchRef] = []
+    seen: set[int] = set()
+    for gate, switch in resolved:
+        if switch is None or gate.any_of in failed or gate.any_of in seen:
+            continue
+        if gate.any_of:
+            seen.add(gate.any_of)  # a disjunction stands for its first operand's switch
+        if switch not in out:
+            out.append(switch)
+    return out
+
+
+def _site_gates(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...],
+                rs: RuleSet) -> tuple[tuple[SwitchRef, ...], SwitchRef | None]:
+    """(switches, innermost switch) of a site's gates, computed once per gates."""
+    if path in model.call_answers:
+        # a call's own gates object, in a file whose answers were taken: found by identity
+        # (no hash of its gates; the facts hold every such object, so no other has its id)
+        calls = model.call_numbers.get(path)
+        if calls is None:
+            calls = model.call_numbers[path] = _call_numbers(model, path)
+        n = calls.get((function, id(gates)), -1)
+        if n >= 0:
+            return model.taken_gates.answers[n]  # type: ignore[union-attr]
+    key = (path, function, gates)
+    hit = model.switch_cache.get(key)
+    if hit is not None:
+        return hit
+    if path in model.pending_gates:
+        _fill_site_gates(model, path)
+        hit = model.switch_cache.get(key)
+        if hit is not None:
+            return hit
+    cycles = model.gate_cycles
+    out = gate_switches(model, path, function, gates, rs)
+    if model.gate_cycles != cycles:
+        model.shaped_sites.add(key)
+    inner: SwitchRef | None = None
+    if out:
+        env = [s for s in out if s.kind in ("env", "dynamic")]
+        inner = (env or out)[-1]
+    model.switch_cache[key] = (tuple(out), inner)
+    return tuple(out), inner
+
+
+def site_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
+    """The switches gating a site: its gates', else its module's platform when that is not
+    the deployment's."""
+    found = list(_site_gates(model, path, function, gates, rs)[0]) if gates else []
+    if not found:
+        elsewhere = _module_switch(model, path, rs)
+        if elsewhere is not None:
+            found.append(elsewhere)
+    return found
+
+
+def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
+    """The innermost env switch gating a site (a level gate or flag when no env var does; the
+    module's platform when nothing does)."""
+    inner = _site_gates(model, path, function, gates, rs)[1] if gates else None
+    return inner if inner is not None else _module_switch(model, path, rs)
+
+
+def _module_switch(model: TreeModel, path: str, rs: RuleSet) -> SwitchRef | None:
+    known = model.module_switches
+    if path not in known:
+        known[path] = module_switch(rs.defaults, path)
+    return known[path]
+
+
+_SITE_GATES = attrgetter("function", "gates")
+#: a gate's fields as a plain tuple, whose repr is the interpreter's own code
+_GATE_FIELDS = attrgetter(*(f.name for f in fields(GateRef)))
+
+
+def _plain(gates: tuple[GateRef, ...]) -> tuple[tuple, ...]:
+    return tuple(map(_GATE_FIELDS, gates))
+
+
+def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
+                 unchanged: AbstractSet[str] = frozenset()) -> tuple[str, dict[str, str]]:
+    """Digest of everything a gate's switch depends on besides the gate and where it is
+    (``_resolve_gate`` and what it calls): the resolution tables and what flows into
+    parameters, the env helpers with their parameters and defaults, the names that hold an
+    env value, and each file's part (``_file_gates_digest``), taken from ``earlier`` for the
+    files in ``unchanged``; with the digest of each file's part.  The rules are the cache's
+    own key."""
+    h = hashlib.blake2b(digest_size=16)
+    resolutions = model.resolutions
+    assert resolutions is not None
+    functions = model.functions
+    helpers = sorted(model.env_helpers.items())
+    for part in (
+        resolutions.digest, resolutions.parameters, helpers, sorted(model.void_helpers),
+        [(functions[key].params, functions[key].param_defaults) for key, _ in helpers],
+        sorted(model.constants.items()),
+        sorted((name, [o.value for o in found]) for name, found in model.options.declared.items()), sorted(model.options.ambiguous),
+        sorted((k, repr(v)) for k, v in model.options.env.items()),
+    ):
+        h.update(repr(part).encode("utf-8", "surrogateescape") + b"\0")
+    known = earlier.file_digests if earlier is not None else {}
+    files: dict[str, str] = {}
+    for path in sorted(model.facts):
+        digest = known.get(path) if path in unchanged else None
+        if digest is None:
+            digest = _file_gates_digest(model.facts[path])
+        files[path] = digest
+        h.update(f"{path}\0{digest}\0".encode("utf-8", "surrogateescape"))
+    return h.hexdigest(), files
+
+
+def _file_gates_digest(ff: FileFacts) -> str:
+    """Digest of what of one file any gate's switch may read: the gates of the values of the
+    names it assigns (``FileFacts.derived``), the entry gates and returned tests of its
+    functions, the options it declares and stores, and the names it imports (a gate on a name
+    another module imports from it is followed through them: ``_exported``)."""
+    part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.aliases,
+            [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
+            [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
+            sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,
+            # what a gate on a parameter reads of the callers (``param_gates``)
+            ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults], ff.wrapped)
+    return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def site_gate_keys(path: str, ff: FileFacts,
+                   positions: dict[tuple[str | None, int], int] | None = None,
+                   ) -> dict[tuple[str, str | None, tuple[GateRef, ...]], int]:
+    """The ``TreeModel.switch_cache`` keys of a file's sites, each once and numbered, in an
+    order that depends on its facts alone: calls, env reads, messages built into locals, gated
+    effects.  ``positions``: filled with the number of each (function, id of gates) of them."""
+    # sites share gate tuples: those seen are skipped by identity before the keys hash them
+    by_identity = {(function, id(gates)): gates for rows in (ff.calls, ff.env_reads, ff.built_messages)
+                   for function, gates in map(_SITE_GATES, rows) if gates}
+    keys: dict[tuple[str, str | None, tuple[GateRef, ...]], int] = {}
+    for (function, ident), gates in by_identity.items():
+        n = keys.setdefault((path, function, gates), len(keys))
+        if positions is not None:
+            positions[(function, ident)] = n
+    for _, function, gates, _ in ff.gated_effects:
+        if gates:
+            keys.setdefault((path, function, gates), len(keys))
+    return keys
+
+
+def _take_site_gates(model: TreeModel, gates: SiteGates, unchanged: AbstractSet[str]) -> None:
+    """Take the answers of ``gates`` for the files in ``unchanged``: each file's go into
+    ``switch_cache`` when one of its sites is first asked (``_fill_site_gates``); the answers
+    of its calls and its ``gate_rows`` are taken as they are."""
+    model.taken_gates = gates
+    pending = model.pending_gates
+    for path in unchanged:
+        row = gates.files.get(path)
+        if row is None or path not in model.facts:
+            continue
+        pending[path] = row
+        calls = gates.calls.get(path)
+        if calls is not None:
+            answers = array("i")
+            answers.frombytes(calls)
+            if len(answers) == len(model.facts[path].calls):
+                model.call_answers[path] = answers
+        rows = gates.rows.get(path)
+        if rows is not None:
+            model.gate_rows[path] = rows
+
+
+def _call_numbers(model: TreeModel, path: str) -> dict[tuple[str | None, int], int]:
+    """(function, id of gates) -> the taken answer's number, of each call of ``path`` with gates."""
+    return {(function, id(gates)): n for (function, gates), n in zip(map(_SITE_GATES, model.facts[path].calls),
+                                                                      model.call_answers[path]) if gates}
+
+
+def _fill_site_gates(model: TreeModel, path: str) -> None:
+    """Put the taken answers of ``path``'s sites into ``switch_cache``."""
+    row = model.pending_gates.pop(path)
+    keys = site_gate_keys(path, model.facts[path])
+    if len(keys) != len(row):
+        return
+    cache = model.switch_cache
+    answers = model.taken_gates.answers  # type: ignore[union-attr]
+    for key, n in zip(keys, row):
+        if n >= 0:
+            cache[key] = answers[n]
+
+
+def site_gates(model: TreeModel, earlier: SiteGates | None = None,
+               unchanged: AbstractSet[str] = frozenset()) -> SiteGates:
+    """The ``SiteGates`` of ``model`` as asked so far (the rows of ``earlier`` for the files
+    in ``unchanged`` when its digest is this model's), but for the answers a gate cycle
+    shaped (``TreeModel.shaped_sites``: they may depend on the order gates were asked in);
+    a file's ``gate_rows`` only when none of its answers was shaped."""
+    carried = earlier is not None and earlier.digest == model.gates_digest
+    table: list[tuple[tuple[SwitchRef, ...], SwitchRef | None]] = list(earlier.answers) if carried else []  # type: ignore[union-attr]
+    number = {answer: n for n, answer in enumerate(table)}
+    cache = model.switch_cache
+    shaped = model.shaped_sites
+    files: dict[str, tuple[int, ...]] = {}
+    calls: dict[str, bytes] = {}
+    rows: dict[str, tuple] = {}
+    for path, ff in model.facts.items():
+        if carried and path in unchanged and path in earlier.files:  # type: ignore[union-attr]
+            files[path] = earlier.files[path]  # type: ignore[union-attr]
+            tables: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ((calls, earlier.calls), (rows, earlier.rows))  # type: ignore[union-attr]
+            for kept, theirs in tables:
+                if path in theirs:
+                    kept[path] = theirs[path]
+            continue
+        numbers = []
+        positions: dict[tuple[str | None, int], int] = {}
+        none_shaped = True
+        for key in site_gate_keys(path, ff, positions):
+            answer = cache.get(key)
+            if answer is None or key in shaped:
+                none_shaped = none_shaped and key not in shaped
+                numbers.append(-1)
+                continue
+            n = number.get(answer)
+            if n is None:
+                n = number[answer] = len(table)
+                table.append(answer)
+            numbers.append(n)
+        files[path] = tuple(numbers)
+        calls[path] = array("i", [numbers[positions[(function, id(gates))]] if gates else -1
+                                  for function, gates in map(_SITE_GATES, ff.calls)]).tobytes()
+        if none_shaped and path in model.gate_rows:
+            rows[path] = model.gate_rows[path]
+    uses: dict[str, dict[str, tuple]] = {}
+    for (path, var), found in model.use_rows.items():
+        uses.setdefault(path, {})[var] = found
+    return SiteGates(model.gates_digest, tuple(table), files, model.file_gates_digests, calls, rows, uses)
+
