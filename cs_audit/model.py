@@ -7,6 +7,7 @@ facts into ``Finding``/``Switch`` rows; renderers turn those into text.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from fnmatch import fnmatchcase
 from operator import itemgetter
@@ -688,6 +689,21 @@ class DuplicateDetail:
 
 FindingDetail = (EnvReadDetail | EmitterDetail | SyncDetail | OpenDetail | FlushDetail | OutputPathDetail
                  | DuplicateDetail | None)
+
+#: a rule's words for one finding in a statement of the audit's §1 (``analysis.<rule>.words``):
+#: text and names from the scanned tree alternating, text first (a report shows the names as code)
+Words = tuple[str, ...]
+
+
+def spoken(items: Iterable[tuple[str, bool]]) -> Words:
+    """The ``Words`` of (text, whether it is a name) items in order."""
+    out = [""]
+    for text, is_name in items:
+        if is_name:
+            out += [text, ""]
+        else:
+            out[-1] += text
+    return tuple(out)
 
 
 @record

@@ -51,7 +51,8 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
 _DISPOSITION_KEYS = {"id", "when", "disposition", "merge_into", "reason"}
 _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "category", "level_knob", "level_knobs_min", "gpu_sync",
               "by_name", "foreign", "aside", "name_words"}
-_RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok"}
+_RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok", "words"}
+_WORDS_KEYS = {"phrase", "noun", "rank"}
 _ROOT_KEYS = {"name", "class", "path", "frequency", "process", "replayed"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags", "process"}
 _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
@@ -59,6 +60,18 @@ _FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
 
 class RuleDataError(ValueError):
     """The rule data (shipped or user-supplied) is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleWords:
+    """How the audit's §1 names a finding of a rule (``words`` of its entry in rules.yaml)."""
+
+    #: in a statement's row, with what the rule's module adds from the finding (``words``)
+    phrase: str
+    #: counted in a folder's row (`log line ×3`), as markdown
+    noun: str
+    #: a statement's row names its rules the lowest rank first
+    rank: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +84,7 @@ class RuleSpec:
     fix: str
     example: str
     ok: str
+    words: RuleWords
     #: its default-on findings on hot paths count in the audit's §1 (default-on cost)
     default_on_cost: bool = False
 
@@ -447,6 +461,21 @@ def _parse_root(entry: Any, where: str) -> HotRoot:
                    entry.get("replayed") is True)
 
 
+def _rule_words(entry: dict[str, Any]) -> RuleWords:
+    """A rule's ``words``: a table of a phrase and a noun (non-empty strings) and a rank (a whole number)."""
+    words = entry.get("words")
+    shape = "a table of phrase, noun (non-empty strings) and rank (a whole number)"
+    if words is None:
+        raise RuleDataError(f"rules.yaml: {entry.get('id')}: no words ({shape}, as the shipped rules have)")
+    if not isinstance(words, dict) or set(words) != _WORDS_KEYS:
+        raise RuleDataError(f"rules.yaml: {entry.get('id')}: words must be {shape}, not {words!r}")
+    phrase, noun, rank = words["phrase"], words["noun"], words["rank"]
+    if not (isinstance(phrase, str) and phrase.strip() and isinstance(noun, str) and noun.strip()
+            and isinstance(rank, int) and not isinstance(rank, bool)):
+        raise RuleDataError(f"rules.yaml: {entry.get('id')}: words must be {shape}, not {words!r}")
+    return RuleWords(phrase, noun, rank)
+
+
 def _parse_disposition(entry: dict[str, Any]) -> DispositionRule:
     unknown = set(entry) - _DISPOSITION_KEYS
     when = entry.get("when") or {}
@@ -550,7 +579,8 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         rules[entry["id"]] = RuleSpec(
             id=entry["id"], severity=entry["severity"], gates_ci=bool(entry.get("gates_ci", False)),
             summary=entry["summary"], why=entry["why"].strip(), fix=entry.get("fix", ""),
-            example=entry["example"], ok=entry["ok"], default_on_cost=bool(entry.get("default_on_cost", False)),
+            example=entry["example"], ok=entry["ok"], words=_rule_words(entry),
+            default_on_cost=bool(entry.get("default_on_cost", False)),
         )
 
     env = data["env_apis.yaml"]

@@ -3,8 +3,12 @@ repeats of one rule on one statement folded."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from cs_audit.model import EmitterDetail, EnvReadDetail, Finding, SyncDetail
 from cs_audit.render.markdown import statement_words, statements
+from cs_audit.ruleset import load_ruleset
 
 
 def _f(rule: str, line: int, end_line: int | None = None, path: str = "pkg/runner.py", cost: float = 1.0, **kw) -> Finding:
@@ -21,8 +25,8 @@ def test_rules_on_one_statement_merge_into_one_row_with_their_words() -> None:
     rows = statements([env, other, emit, eager])
     assert [len(s.findings) for s in rows] == [3, 1]
     assert rows[0].span == (10, 12) and rows[0].cost_us == 282.0
-    assert statement_words(rows[0]) == "f-string + per-request info line + env read of `SGL_TAG` in the message"
-    assert statement_words(rows[1]) == "env read of `SGL_OTHER`"
+    assert statement_words(rows[0], load_ruleset()) == "f-string + per-request info line + env read of `SGL_TAG` in the message"
+    assert statement_words(rows[1], load_ruleset()) == "env read of `SGL_OTHER`"
 
 
 def test_two_syncs_of_one_call_site_fold_into_one_row() -> None:
@@ -30,7 +34,7 @@ def test_two_syncs_of_one_call_site_fold_into_one_row() -> None:
     b = _f("sync-in-debug", 5, gpu_sync=True, col=30, detail=SyncDetail("item"))
     rows = statements([a, b])
     assert len(rows) == 1
-    assert statement_words(rows[0]) == "device sync (`.item()`) ×2"
+    assert statement_words(rows[0], load_ruleset()) == "device sync (`.item()`) ×2"
 
 
 def test_statements_in_other_files_or_lines_stay_apart() -> None:
@@ -81,6 +85,58 @@ def test_one_side_has_one_bottom_line_without_headings() -> None:
     files["pkg/runner.py"] = files["pkg/runner.py"].split("class TokenizerManager")[0]
     section = render_markdown(scan_files(files), load_ruleset()).split("## 1.", 1)[1].split("\n## ", 1)[0]
     assert "### 1.1" not in section and section.count("**Bottom line (worker):**") == 1
+
+
+def _with_rule_words(rule: str, words: str | None) -> dict[str, str]:
+    """The shipped rule files with ``rule``'s ``words`` line in rules.yaml replaced (None: dropped)."""
+    import re
+
+    from cs_audit.ruleset import read_rule_texts
+
+    texts = read_rule_texts()
+    entry = re.search(rf"  - id: {rule}\n(?:    .*\n)*?(    words: .*\n)", texts["rules.yaml"])
+    assert entry is not None
+    start, end = entry.span(1)
+    replaced = "" if words is None else f"    words: {words}\n"
+    return {**texts, "rules.yaml": texts["rules.yaml"][:start] + replaced + texts["rules.yaml"][end:]}
+
+
+def test_a_rule_file_words_a_rule_in_section_1() -> None:
+    """A rule's words in §1 are its entry's in rules.yaml (its module adds the level and how
+    often): a rule file that words it otherwise changes the row and the folder count, and
+    the report's JSON not at all."""
+    from cs_audit.api import run_audit
+    from cs_audit.config import AuditConfig
+    from cs_audit.render.json import render_json
+    from cs_audit.render.markdown import render_markdown
+    from cs_audit.ruleset import load_ruleset
+    from cs_audit.testing import write_tree
+
+    files = {"pkg/__init__.py": "", **{f"pkg/m{i}.py": _SIDES["pkg/runner.py"].split("class TokenizerManager")[0]
+                                       for i in range(30)}}  # past the ranked rows: a folder row
+    shipped = load_ruleset()
+    mine = load_ruleset(_with_rule_words("default-on-emitter", "{phrase: record, noun: emitted record, rank: 1}"))
+    with tempfile.TemporaryDirectory() as tmp:
+        config = AuditConfig(root=str(write_tree(Path(tmp), files)), jobs=1, history=False, cache=False)
+        before, after = run_audit(config, shipped), run_audit(config, mine)
+    assert render_json(before) == render_json(after)
+    old, new = render_markdown(before, shipped), render_markdown(after, mine)
+    assert "| per-step info line: `logger.info(" in old and "| log line ×5 |" in old
+    assert "| per-step info record: `logger.info(" in new and "| emitted record ×5 |" in new
+    assert "info line" not in new and "| log line ×" not in new
+
+
+def test_a_rule_without_words_is_a_one_line_error_naming_it() -> None:
+    import pytest
+
+    from cs_audit.ruleset import RuleDataError, load_ruleset
+
+    with pytest.raises(RuleDataError) as missing:
+        load_ruleset(_with_rule_words("per-call-open", None))
+    assert str(missing.value) == ("rules.yaml: per-call-open: no words (a table of phrase, noun (non-empty strings) "
+                                  "and rank (a whole number), as the shipped rules have)")
+    with pytest.raises(RuleDataError, match=r"^rules.yaml: sync-in-debug: words must be a table of phrase, noun .*'rank': 'first'"):
+        load_ruleset(_with_rule_words("sync-in-debug", "{phrase: sync, noun: sync, rank: first}"))
 
 
 def test_a_hot_root_takes_a_process_and_an_unknown_key_is_refused() -> None:

@@ -4,13 +4,13 @@ debug env set (a record at or above the default level, of a level the rules coun
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, syncing_helpers, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
 from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import how_often, outside_event_loop
-from cs_audit.model import CallSite, EmitterDetail, Finding
+from cs_audit.model import CallSite, EmitterDetail, Finding, Words
 from cs_audit.ruleset import RuleSet
 
 RULE = "default-on-emitter"
@@ -83,3 +83,9 @@ def message(f: Finding) -> str:
         head += f" is on {an} {f.path_kind} path ({f.path_reason}) of code that"
     return (f"{head} runs {when_words(f)} {gate_words(f.switch)}; "
             "gate it behind a trace level or log it once.")
+
+
+def words(f: Finding, others: Sequence[Finding], phrase: str) -> Words:
+    """§1's words for ``f``: how often, the record's level (none for a gated helper's output) and its phrase."""
+    level = f.detail.level if isinstance(f.detail, EmitterDetail) else ""
+    return (f"per-{f.frequency} {level + ' ' if level and level != 'helper' else ''}{phrase}",)

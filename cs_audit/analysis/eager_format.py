@@ -5,11 +5,13 @@ local that only such calls read (`msg = f"..."` ... `if DEBUG: logger.debug(msg)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cs_audit.analysis.sites import Findings, per_step_cost, syncing_functions
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
 from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import run_of
-from cs_audit.model import LEVEL_SWITCH, BuiltMessage, CallSite, EmitterDetail, Finding, PlainCall, SwitchRef
+from cs_audit.model import LEVEL_SWITCH, BuiltMessage, CallSite, EmitterDetail, Finding, PlainCall, SwitchRef, Words, spoken
 from cs_audit.ruleset import RuleSet
 
 RULE = "eager-format"
@@ -125,3 +127,18 @@ def message(f: Finding) -> str:
         return (f"arguments to `{detail.emitter}()` are built ({kinds}) before it checks its own gate; "
                 "test the gate at the call site.")
     return f"`{detail.emitter}` builds its message ({kinds}) before the level check decides; pass lazy %-style arguments."
+
+
+def words(f: Finding, others: Sequence[Finding], phrase: str) -> Words:
+    """§1's words for ``f``: the work done early (`f-string + %`; `eager json.dumps()` when a
+    call comes first), or its phrase when none is named."""
+    kinds = [(k[5:] + "()", True) if k.startswith("call:") else (k, False) for k in dict.fromkeys(f.eager_kinds)]
+    if not kinds:
+        return (phrase,)
+    calls_first = kinds[0][1]
+    items: list[tuple[str, bool]] = [("eager ", False)] if calls_first else []
+    for i, kind in enumerate(kinds):
+        if i:
+            items.append((", " if calls_first else " + ", False))
+        items.append(kind)
+    return spoken(items)

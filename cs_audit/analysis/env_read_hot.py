@@ -3,11 +3,14 @@ read, or at the hot call site of a helper that reads it (``via`` names the helpe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from cs_audit.analysis import default_on_emitter
 from cs_audit.analysis.sites import Findings, per_step_cost, when_words
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.env_helpers import helper_switches
 from cs_audit.joins.runs import outside_event_loop, run_of, through_memo
-from cs_audit.model import EnvReadDetail, Finding
+from cs_audit.model import EnvReadDetail, Finding, Words, spoken
 from cs_audit.ruleset import RuleSet
 
 RULE = "env-read-hot"
@@ -104,3 +107,15 @@ def message(f: Finding) -> str:
                 f"`{detail.cached}()` has run at start-up: not a per-call read after it (low).")
     return (f"`{detail.var}` is read from the environment {how} {when_words(f)}; "
             "resolve it once at import and test the constant.")
+
+
+def words(f: Finding, others: Sequence[Finding], phrase: str) -> Words:
+    """§1's words for ``f``: its phrase, the switches read (those named), and whether the read
+    is in the message of a log line on the same statement (``others``)."""
+    var = f.detail.var if isinstance(f.detail, EnvReadDetail) else ""
+    items = [(phrase, False)]
+    for i, name in enumerate(v for v in var.split(",") if v and not v.startswith("<")):
+        items += [(" / " if i else " of ", False), (name, True)]
+    if any(o.rule == default_on_emitter.RULE and o.line <= f.line <= o.end_line for o in others):
+        items.append((" in the message", False))
+    return spoken(items)

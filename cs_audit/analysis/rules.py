@@ -1,9 +1,11 @@
 """The rules, one module each (``analysis/<rule_id>.py``, next to its entry in
 ``rules/rules.yaml``): ``RULE`` (its id), ``check(model, rs, out)`` (its findings) and
-``message(finding)`` (its words).  This list is the only place they are named together."""
+``message(finding)`` (its message), and where §1 names a finding in more than its
+``words.phrase``, ``words(finding, others, phrase)``.  This list is the only place they are named together."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import ModuleType
 
@@ -21,7 +23,7 @@ from cs_audit.analysis import (
 from cs_audit.analysis.sites import Findings
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.chains import Chains
-from cs_audit.model import Finding
+from cs_audit.model import Finding, Words
 from cs_audit.ruleset import RuleSet
 
 RULES: tuple[ModuleType, ...] = (
@@ -29,6 +31,10 @@ RULES: tuple[ModuleType, ...] = (
     own_timestamp, hardcoded_output_path, duplicate_helper,
 )
 MESSAGES = {module.RULE: module.message for module in RULES}
+#: the rules whose words in §1 say more than their ``words.phrase`` (rules.yaml): ``words(f, others,
+#: phrase)``, ``others`` the findings on the same statement
+WORDS: dict[str, Callable[[Finding, Sequence[Finding], str], Words]] = {
+    module.RULE: module.words for module in RULES if hasattr(module, "words")}
 
 
 def analyse(model: TreeModel, rs: RuleSet) -> list[Finding]:

@@ -5,12 +5,13 @@ an emitter's arguments (or a gated helper's), or in a function only debug code c
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from cs_audit.analysis.sites import Findings, gate_words, syncing_helpers, when_words
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch
 from cs_audit.joins.gates import site_switch, site_switches
 from cs_audit.joins.runs import first, how_often, run_of
-from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail
+from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail, Words, spoken
 from cs_audit.ruleset import RuleSet
 
 RULE = "sync-in-debug"
@@ -107,3 +108,9 @@ def message(f: Finding) -> str:
     what = f"{helpers} (its `.{detail.call}()`)" if detail.helper else f"`.{detail.call}()`"
     return (f"{what} forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f)}; "
             "move it out of the log path or behind the highest trace level.")
+
+
+def words(f: Finding, others: Sequence[Finding], phrase: str) -> Words:
+    """§1's words for ``f``: its phrase and the syncing call."""
+    call = f.detail.call if isinstance(f.detail, SyncDetail) else ""
+    return spoken([(f"{phrase} (", False), (f".{call}()", True), (")", False)]) if call else (f"{phrase} (sync)",)

@@ -211,7 +211,7 @@ def _path_cell(text: str) -> str:
     return h(text).replace("/", "/<wbr>")
 
 
-def _ranked_table(rows: list[Statement], start: int, observed: Mapping[str, Observed] | None = None) -> str:
+def _ranked_table(rows: list[Statement], start: int, rs: RuleSet, observed: Mapping[str, Observed] | None = None) -> str:
     # fixed column widths: in an automatic layout the code column shrank to a few letters
     widths = ("2.6em", None, "22%", "5.5em", *(("8em",) if observed is not None else ()), "19%", "5.8em", "6.5em")
     cols = "".join(f'<col style="width:{w}">' if w else "<col>" for w in widths)
@@ -224,7 +224,7 @@ def _ranked_table(rows: list[Statement], start: int, observed: Mapping[str, Obse
         first, last = s.span
         loc = f"{f.path}:{first}" if first == last else f"{f.path}:{first}-{last}"
         # the statement's cost, the number the markdown's row prints (its findings summed)
-        out.append(f'<tr><td data-label="#">{i}</td><td class="what">{_words(statement_words(s))}<br><code class="src">{h(f.code)}</code></td>'
+        out.append(f'<tr><td data-label="#">{i}</td><td class="what">{_words(statement_words(s, rs))}<br><code class="src">{h(f.code)}</code></td>'
                    f'<td class="at"><a href="#{anchor("f", f.fingerprint)}"><code>{_path_cell(loc)}</code></a></td>'
                    f'<td data-label="freq">{h(s.frequency)}</td>'
                    + (f'<td data-label="observed">{h(observed_words(observed.get(f.fingerprint)))}</td>' if observed is not None else "")
@@ -253,7 +253,7 @@ def _ranked(result: AuditResult, rs: RuleSet, observed: Mapping[str, Observed] |
         members = sides[side]
         if len(order) > 1:
             out.append(f"<h3>1.{i} {h(side) or 'no process named'} ({len(members)} statements)</h3>")
-        out.append(_ranked_table(members, n, observed))
+        out.append(_ranked_table(members, n, rs, observed))
         t = side_total(members, rs)
         models = f" (code any model may run ≈ {t.shared:,.0f}, plus {h(', '.join(t.counted))})" if t.models else ""
         syncs = sum(1 for s in members if s.gpu_sync)

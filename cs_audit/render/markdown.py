@@ -16,6 +16,7 @@ from pathlib import PurePath
 
 from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import UPSTREAM_RULE, is_level_knob, minimal_names, prefix_names
+from cs_audit.analysis.rules import WORDS
 from cs_audit.confirm.join import Observed, observed_words
 from cs_audit.model import AuditResult, Deployment, EnvReadDetail, Finding, HotRoots, RootMatch, SwitchRef, is_aside, tree_notes
 from cs_audit.render.json import detail_fields
@@ -242,31 +243,24 @@ def statements(rows: list[Finding]) -> list[Statement]:
     return out
 
 
-def _one_rule_words(f: Finding, others: tuple[Finding, ...]) -> str:
-    fields = detail_fields(f)
-    if f.rule == "default-on-emitter":
-        level = fields.get("level", "")
-        return f"per-{f.frequency} {level + ' ' if level and level != 'helper' else ''}line"
-    if f.rule == "eager-format":
-        kinds = [code(k[5:] + "()") if k.startswith("call:") else k for k in f.eager_kinds]
-        return "eager " + ", ".join(dict.fromkeys(kinds)) if kinds and kinds[0].startswith("`") else " + ".join(dict.fromkeys(kinds)) or "eager message"
-    if f.rule == "env-read-hot":
-        names = [v for v in fields.get("var", "").split(",") if v and not v.startswith("<")]
-        inside = any(o.rule == "default-on-emitter" and o.line <= f.line <= o.end_line for o in others)
-        return "env read" + (f" of {' / '.join(code(v) for v in names)}" if names else "") + (" in the message" if inside else "")
-    if f.rule == "sync-in-debug":
-        return f"device sync ({code('.' + fields['call'] + '()') if fields.get('call') else 'sync'})"
-    return {"per-call-open": "open per call", "redundant-flush": "flush per write", "own-timestamp": "own timestamp",
-            "hardcoded-output-path": "hard-coded output path"}.get(f.rule, f.rule)
+def finding_words(f: Finding, others: tuple[Finding, ...], rs: RuleSet) -> str:
+    """How §1 names ``f``: its rule's ``words.phrase`` (rules.yaml), with what the rule's module
+    adds from the finding (``analysis.rules.WORDS``); ``others``: the findings on its statement."""
+    spec = rs.rules.get(f.rule)
+    if spec is None:
+        return f.rule
+    make = WORDS.get(f.rule)
+    parts = make(f, others, spec.words.phrase) if make is not None else (spec.words.phrase,)
+    return "".join(code(p) if i % 2 else p for i, p in enumerate(parts))
 
 
-def statement_words(s: Statement) -> str:
-    """The rules of a statement in words, its costliest first: "f-string + per-request info line +
+def statement_words(s: Statement, rs: RuleSet) -> str:
+    """The rules of a statement in words, by their ``words.rank``: "f-string + per-request info line +
     env read of `X` in the message"; a finding that repeats on the statement is counted (×2)."""
-    order = {"eager-format": 0, "default-on-emitter": 1, "env-read-hot": 2, "sync-in-debug": 3}
+    unranked = float("inf")
     words: Counter[str] = Counter()
-    for f in sorted(s.findings, key=lambda f: (order.get(f.rule, 9), f.line, f.col)):
-        words[_one_rule_words(f, s.findings)] += 1
+    for f in sorted(s.findings, key=lambda f: (rs.rules[f.rule].words.rank if f.rule in rs.rules else unranked, f.line, f.col)):
+        words[finding_words(f, s.findings, rs)] += 1
     return " + ".join(w + (f" ×{n}" if n > 1 else "") for w, n in words.items())
 
 
@@ -335,7 +329,7 @@ def _line_list(lines: list[int]) -> str:
     return ", ".join(out)
 
 
-def _by_folder(rows: list[Statement]) -> list[str]:
+def _by_folder(rows: list[Statement], rs: RuleSet) -> list[str]:
     """The statements past the ranked ones, one row per folder: each file with its lines."""
     folders: dict[str, dict[str, list[Statement]]] = {}
     for s in rows:
@@ -346,19 +340,19 @@ def _by_folder(rows: list[Statement]) -> list[str]:
     for folder, files in ranked:
         stmts = [s for ss in files.values() for s in ss]
         where = "; ".join(code(f"{name}: {_line_list([s.span[0] for s in ss])}") for name, ss in sorted(files.items()))
-        kinds = Counter(_rule_noun(f) for s in stmts for f in s.findings)
+        kinds = Counter(_rule_noun(f, rs) for s in stmts for f in s.findings)
         what = ", ".join(f"{w} ×{n}" if n > 1 else w for w, n in kinds.most_common())
         total = sum(s.cost_us for s in stmts)
         out.append(f"| {code(folder + '/') if folder else '.'} | {where} | {what} | ≈ {total:,.0f} |")
     return out
 
 
-def _rule_noun(f: Finding) -> str:
-    return {"default-on-emitter": "log line", "eager-format": "eager message", "env-read-hot": "env read",
-            "sync-in-debug": "**device sync**", "per-call-open": "open per call", "redundant-flush": "flush"}.get(f.rule, f.rule)
+def _rule_noun(f: Finding, rs: RuleSet) -> str:
+    spec = rs.rules.get(f.rule)
+    return spec.words.noun if spec is not None else f.rule
 
 
-def _side_table(rows: list[Statement], start: int, observed: Mapping[str, Observed] | None = None) -> list[str]:
+def _side_table(rows: list[Statement], start: int, rs: RuleSet, observed: Mapping[str, Observed] | None = None) -> list[str]:
     seen = "" if observed is None else " Observed |"
     lines = [f"| # | What runs with no debug env | file:line | Freq |{seen} Via | GPU sync | Est. cost / note |",
              "|---|---|---|---|---|---|---|" + ("---|" if seen else "")]
@@ -368,12 +362,12 @@ def _side_table(rows: list[Statement], start: int, observed: Mapping[str, Observ
         loc = code(f"{f.path}:{first}" if first == last else f"{f.path}:{first}-{last}")
         ran = "" if observed is None else f" {observed_words(observed.get(f.fingerprint))} |"
         lines.append(
-            f"| {i} | {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} |{ran} {code(via_words(f)) if f.hot_path else '—'} |"
+            f"| {i} | {statement_words(s, rs)}: {code(f.code)} | {loc} | {s.frequency} |{ran} {code(via_words(f)) if f.hot_path else '—'} |"
             f" {'**yes**' if s.gpu_sync else 'no'} | {_statement_cost(s)} |"
         )
     rest = rows[RANKED_PER_SIDE:]
     if rest:
-        lines += ["", f"The other {len(rest)} statements, by folder (costliest folder first):", "", *_by_folder(rest)]
+        lines += ["", f"The other {len(rest)} statements, by folder (costliest folder first):", "", *_by_folder(rest, rs)]
     return lines
 
 
@@ -526,7 +520,7 @@ def _demoted_table(result: AuditResult, rs: RuleSet) -> list[str]:
         first_line, last = s.span
         loc = code(f"{f.path}:{first_line}" if first_line == last else f"{f.path}:{first_line}-{last}")
         would = sum(x.cost_if_every_time_us for x in s.findings)
-        lines.append(f"| {statement_words(s)}: {code(f.code)} | {loc} | {s.frequency} | {f.path_kind}: {cell(f.path_reason)} |"
+        lines.append(f"| {statement_words(s, rs)}: {code(f.code)} | {loc} | {s.frequency} | {f.path_kind}: {cell(f.path_reason)} |"
                      f" ≈ {would:g} µs/step |")
     if len(rows) > MAX_DEMOTED:
         lines += ["", f"… and {len(rows) - MAX_DEMOTED} more (`cs-audit scan --format json`: findings whose `path_kind` "
@@ -557,7 +551,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet, observed: Mapping[str, O
         sides.setdefault(_side(s), []).append(s)
     if len(sides) == 1:
         side = next(iter(sides))
-        lines += [*_side_table(rows, 1, observed), "", _bottom_line(rows, side, rs), ""]
+        lines += [*_side_table(rows, 1, rs, observed), "", _bottom_line(rows, side, rs), ""]
         return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
     order = sorted(sides, key=lambda k: (k == "", -sum(s.cost_us for s in sides[k]), k))
     lines += ["Grouped by process side (the `process` of the hot root each statement is reached from, "
@@ -566,7 +560,7 @@ def _default_on_table(result: AuditResult, rs: RuleSet, observed: Mapping[str, O
     for i, side in enumerate(order, 1):
         members = sides[side]
         lines += [f"### 1.{i} {cell(side) if side else 'no process named'} ({len(members)} statements)", "",
-                  *_side_table(members, n, observed), "", _bottom_line(members, side, rs), ""]
+                  *_side_table(members, n, rs, observed), "", _bottom_line(members, side, rs), ""]
         n += min(len(members), RANKED_PER_SIDE)
     return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
 
