@@ -371,11 +371,6 @@ class RuleSet:
                 return root
         return None
 
-    def process_of(self, name: str, class_name: str | None, path: str) -> str:
-        """The process side of a root function: its configured root's, else an event loop's."""
-        root = self.hot_root_for(name, class_name, path)
-        return root.process if root is not None else self.event_loop_process
-
     def with_registries(self, found: tuple[Registry, ...]) -> RuleSet:
         """With the registries a tree defines (``extract.registries``); the digest covers them,
         so facts extracted without them are not reused."""

@@ -145,8 +145,9 @@ def test_a_hot_root_takes_a_process_and_an_unknown_key_is_refused() -> None:
     from cs_audit.ruleset import RuleDataError, load_ruleset
 
     rs = load_ruleset().with_extra_roots([{"name": "verify_round", "class": "*Server", "frequency": "round", "process": "verify server"}])
-    assert rs.process_of("verify_round", "MyServer", "srv.py") == "verify server"
-    assert rs.process_of("execute_model", None, "w.py") == "worker"
+    verify, execute = rs.hot_root_for("verify_round", "MyServer", "srv.py"), rs.hot_root_for("execute_model", None, "w.py")
+    assert verify is not None and verify.process == "verify server"
+    assert execute is not None and execute.process == "worker"
     with pytest.raises(RuleDataError):
         load_ruleset().with_extra_roots([{"name": "x", "side": "api"}])
 

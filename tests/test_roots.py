@@ -18,12 +18,13 @@ from cs_audit.cli import app
 from cs_audit.config import load_config
 from cs_audit.render.json import render_json
 from cs_audit.ruleset import load_ruleset
-from cs_audit.testing import write_tree
+from cs_audit.testing import expected_findings, write_tree
 
 runner = CliRunner()
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "roots"
 EVENT_LOOP = FIXTURES / "event_loop"
 NO_ROOT = FIXTURES / "no_root"
+SUBCLASS = FIXTURES / "subclass"
 CONFIGURED = len(load_ruleset().hot_roots)
 WARNING = f"0 of {CONFIGURED} hot roots match this tree: add hot_roots to pyproject.toml"
 
@@ -79,6 +80,25 @@ def test_the_report_names_the_configured_roots_that_match(tmp_path: Path) -> Non
                                "functions": 1, "examples": ["worker.loop.Worker.handle"]}]
     assert report["notes"] == []
     assert _hot(report) == {"Worker.handle": "step"}
+
+
+def test_a_class_pattern_matches_the_classes_built_on_its_class() -> None:
+    """The fixture's project root `{name: tick, class: MyEngine}` makes the ticks of the classes
+    built on `MyEngine` roots, through another module and two classes down, as the shipped
+    `{name: schedule, class: "*Scheduler*"}` does for a planner built on a scheduler; a `tick`
+    of a class built on nothing the pattern names (or on a class outside the tree) is no root.
+    The emitters the scan reports are the lines the fixture annotates `# expect:`, and no `# ok:` line."""
+    report = _json(SUBCLASS)
+    assert _hot(report) == {"MyEngine.tick": "step", "FastEngine.tick": "step", "TurboEngine.tick": "step",
+                            "BatchScheduler.schedule": "step", "LotteryPlanner.schedule": "step"}
+    expected = {(p.relative_to(SUBCLASS).as_posix(), line) for p in SUBCLASS.rglob("*.py")
+                for line, _ in expected_findings(p.read_text(encoding="utf-8"))}
+    assert {(f["path"], f["line"]) for f in report["findings"]} == expected
+    assert {f["function"]: (f["hot_path"], f["process"]) for f in report["findings"]}["TurboEngine.tick"] == (
+        ["engine.fast.TurboEngine.tick"], "engine")  # a root of its own, on its rule's side
+    rules = {(r["name"], r["class"]): (r["functions"], r["examples"]) for r in report["hot_roots"]["rules"]}
+    assert rules == {("tick", "MyEngine"): (3, ["engine.base.MyEngine.tick", "engine.fast.FastEngine.tick", "engine.fast.TurboEngine.tick"]),
+                     ("schedule", "*Scheduler*"): (2, ["engine.fast.BatchScheduler.schedule", "engine.fast.LotteryPlanner.schedule"])}
 
 
 # ---------------------------------------------------------------- event loops

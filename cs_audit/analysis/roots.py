@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from cs_audit.joins.callgraph import TreeModel, function_id, hot_chain
 from cs_audit.joins.gates import gate_switches
+from cs_audit.joins.roots import root_process
 from cs_audit.model import CallSite, CheapPath, EventLoopRoot, HotRoots, PlainCall, RootMatch
 from cs_audit.ruleset import RuleSet
 
@@ -17,15 +18,10 @@ ROOT_EXAMPLES = 3
 
 
 def hot_roots(model: TreeModel, rs: RuleSet) -> HotRoots:
-    names = {root.name for root in rs.hot_roots}
+    index = {root: i for i, root in reversed(list(enumerate(rs.hot_roots)))}
     matched: dict[int, list[str]] = defaultdict(list)
-    for key, f in model.functions.items():
-        if f.name not in names:
-            continue
-        for i, root in enumerate(rs.hot_roots):
-            if root.matches(f.name, f.class_name, key[0]):  # the first match decides, as for hotness
-                matched[i].append(function_id(model, key))
-                break
+    for key, rule in model.root_rules.items():  # the rule that decides each root, as for hotness
+        matched[index[rule]].append(function_id(model, key))
     rules = tuple(
         RootMatch(root.name, root.class_glob, root.path_glob, root.frequency, len(matched[i]),
                   tuple(sorted(matched[i])[:ROOT_EXAMPLES]))
@@ -38,7 +34,7 @@ def hot_roots(model: TreeModel, rs: RuleSet) -> HotRoots:
             found = model.functions.get(key)
             if found is None:
                 continue
-            covering = rs.hot_root_for(found.name, found.class_name, path)
+            covering = model.root_rules.get(key)
             loops.append(EventLoopRoot(path, loop.line, loop.function, function_id(model, key), loop.steps,
                                        covering.name if covering is not None else None))
     return HotRoots(len(rs.hot_roots), rules, tuple(loops), cheap_paths(model, rs))
@@ -81,8 +77,7 @@ def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
             continue
         calls = sum(1 for e in model.callers.get(key, ()) if e.caller in model.freq_default and e.switch is None)
         chain = hot_chain(model, key)
-        root = model.functions.get(chain[0]) if chain else None
-        process = rs.process_of(root.name, root.class_name, chain[0][0]) if root is not None else ""
+        process = root_process(model, rs, chain[0]) if chain and chain[0] in model.functions else ""
         out.append(CheapPath(key[0], f.line, key[1], how, switches[0].text, freq, calls, process))
     out.sort(key=lambda c: (-c.calls, c.path, c.line))
     return tuple(out)

@@ -23,6 +23,7 @@ from cs_audit.analysis import (
 from cs_audit.analysis.sites import Findings
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.chains import Chains
+from cs_audit.joins.roots import root_process
 from cs_audit.model import Finding, Words
 from cs_audit.ruleset import RuleSet
 
@@ -57,6 +58,5 @@ def _with_hot_path(model: TreeModel, rs: RuleSet, chains: dict[bool, Chains], f:
     if shown is None:
         return f
     root_key = of_switch.root_of(key)
-    root = model.functions.get(root_key) if root_key is not None else None
-    process = rs.process_of(root.name, root.class_name, root_key[0]) if root is not None and root_key is not None else ""
+    process = root_process(model, rs, root_key) if root_key is not None and root_key in model.functions else ""
     return replace(f, hot_path=shown.steps, hot_path_elided=shown.elided, process=process)

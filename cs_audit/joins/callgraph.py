@@ -29,7 +29,7 @@ from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.reach import rank as rank  # re-exported
 from cs_audit.joins.resolver import HOW_CODES, HOWS, READ, Resolver, _class_of, _last_name
-from cs_audit.joins.roots import event_loop_roots
+from cs_audit.joins.roots import configured_roots, event_loop_roots
 from cs_audit.model import (
     EMITTER_ROLES,
     HANDED,
@@ -46,7 +46,7 @@ from cs_audit.model import (
     GraphFunction,
     SwitchRef,
 )
-from cs_audit.ruleset import RuleSet
+from cs_audit.ruleset import HotRoot, RuleSet
 
 if TYPE_CHECKING:
     from cs_audit.joins.reach import Demotion
@@ -96,6 +96,8 @@ class TreeModel:
     edge_sites: dict[str, list[CallSite | PlainCall]] = field(default_factory=dict)
     #: the functions the hot roots of the rules match, with their frequency
     roots: dict[FuncKey, Frequency] = field(default_factory=dict)
+    #: the functions the root rules match, with the rule that decides each (``joins.roots``)
+    root_rules: dict[FuncKey, HotRoot] = field(default_factory=dict)
     #: per function reached from a root: the edge into it on a shortest chain from a root,
     #: through default-on edges (``hot_via_default``) or any (``hot_via_any``)
     hot_via_default: dict[FuncKey, Edge] = field(default_factory=dict)
@@ -199,7 +201,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     raw_edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]] = []
     digest, file_digests, lands_digest = resolver.tables_digests(earlier, unchanged or frozenset())
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged) and earlier.whole == whole
-    roots = root_functions(facts, functions, rs)
+    root_rules = configured_roots(functions, rs, resolver.types)
+    roots = root_functions(facts, functions, root_rules)
     typed: Demand | None = None
     if reuse:
         resolver.use_parameters(dict(earlier.parameters))  # type: ignore[union-attr]
@@ -272,7 +275,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
-        fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites,
+        fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites, root_rules=root_rules,
         resolved_files=tuple(resolved_here), options=OptionTable.of((o for ff in facts.values() for o in ff.options),
                                                                     (n for ff in facts.values() for n in ff.foreign_stores),
                                                                     (n for ff in facts.values() for n in ff.own_attributes)),
@@ -378,10 +381,9 @@ def fact_sites(ff: FileFacts) -> tuple[CallSite, ...]:
     return tuple(site for site in ff.calls if site.__class__ is CallSite)
 
 
-def root_functions(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], rs: RuleSet) -> list[FuncKey]:
+def root_functions(facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef], root_rules: dict[FuncKey, HotRoot]) -> list[FuncKey]:
     """The functions the hot roots of the rules match and those holding an event loop, sorted."""
-    names = {r.name for r in rs.hot_roots}
-    found = {key for key, f in functions.items() if f.name in names and rs.hot_root_for(f.name, f.class_name, key[0]) is not None}
+    found = set(root_rules)
     for path, ff in facts.items():
         found.update((path, loop.function) for loop in ff.event_loops if (path, loop.function) in functions)
     return sorted(found)
@@ -826,7 +828,7 @@ def export_graph(model: TreeModel, rs: RuleSet, root: str, errors: tuple = ()) -
     functions = []
     for key in sorted(model.functions):
         f = model.functions[key]
-        root_rule = rs.hot_root_for(f.name, f.class_name, key[0]) if key in model.roots else None
+        root_rule = model.root_rules.get(key) if key in model.roots else None
         root_name = root_rule.name if root_rule is not None else EVENT_LOOP_ROOT if key in model.event_loops else None
         functions.append(GraphFunction(function_id(model, key), key[0], f.line, model.freq_default.get(key), root_name))
     modules = sorted({ff.module for ff in model.facts.values()})

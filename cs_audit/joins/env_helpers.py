@@ -50,11 +50,10 @@ def void_env_helpers(model: TreeModel, rs: RuleSet) -> dict[FuncKey, tuple[tuple
                     (path, item.line, item.end_line, item.callee), ())):
                 gates_of.setdefault((path, item.function), []).append(item.gates)
     out: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-    root_names = {r.name for r in rs.hot_roots}
     for key, f in model.functions.items():
         if f.returns_value or key in value_helpers or f.body_lines > ACCESSOR_BODY_LINES or is_once_function(f, rs):
             continue
-        if f.name in root_names and rs.hot_root_for(f.name, f.class_name, key[0]) is not None:
+        if key in model.root_rules:
             continue  # the engine calls a root: it is the hot code, not a helper of it
         # the env decides the whole body: an early return, or a gate every other site is under
         gates = list(f.entry_gates)

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from cs_audit.joins.defaults import OptionTable
 from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, PassedValues, PlainCall
+from cs_audit.ruleset import HotRoot
 
 
 class CallEdge(Protocol):
@@ -56,6 +57,8 @@ class JoinedModel(Protocol):
     passed_by_call: dict[tuple[str, int, int, str], PassedValues] | None
     unresolved_names: frozenset[str] | None
     unresolved_calls: dict[str, list[str]] | None
+    #: the functions the root rules match, with the rule that decides each (``joins.roots``)
+    root_rules: dict[FuncKey, HotRoot]
 
     @property
     def callers(self) -> Mapping[FuncKey, Sequence[CallEdge]]: ...

@@ -30,7 +30,7 @@ from cs_audit.model import (
     PlainCall,
     SwitchRef,
 )
-from cs_audit.ruleset import RuleSet
+from cs_audit.ruleset import HotRoot, RuleSet
 
 _RANK: dict[str, int] = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
 
@@ -66,6 +66,7 @@ class Joined(Protocol):
     edges: list[Edge]
     event_loops: dict[FuncKey, tuple[EventLoop, ...]]
     roots: dict[FuncKey, Frequency]
+    root_rules: dict[FuncKey, HotRoot]
     freq_default: dict[FuncKey, Frequency]
     freq_any: dict[FuncKey, Frequency]
     hot_via_default: dict[FuncKey, Edge]
@@ -167,14 +168,10 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     frequency it would have, and its sites are on that guard's path."""
     roots: dict[FuncKey, Frequency] = {}
     replayed_roots: set[FuncKey] = set()
-    root_names = {r.name for r in rs.hot_roots}
-    f: FunctionDef | None
-    for key, f in model.functions.items():
-        root = rs.hot_root_for(f.name, f.class_name, key[0]) if f.name in root_names else None
-        if root is not None:
-            roots[key] = root.frequency
-            if root.replayed:
-                replayed_roots.add(key)
+    for key, root in model.root_rules.items():  # in the functions' order
+        roots[key] = root.frequency
+        if root.replayed:
+            replayed_roots.add(key)
     replays = rs.defaults is not None and rs.defaults.replays_graphs
     loops = model.event_loops  # found once, before the joins gate them (``callgraph.build_model``)
     for key in loops:

@@ -1,5 +1,7 @@
-"""Event loops as hot roots: the functions holding an event loop (``extract.loops``) that no
-configured root matches become roots at ``step``, through the calls inside their loops.
+"""The hot roots of a tree: the functions the configured root rules match (a rule's `class`
+pattern matches a class or any class built on one it matches), and the functions holding an
+event loop (``extract.loops``) that no rule matches, roots at ``step`` through the calls
+inside their loops.
 
 Imported by ``joins.callgraph`` (hotness); the report of which roots a tree has is
 ``analysis.roots``.
@@ -10,8 +12,38 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from cs_audit.model import EventLoop, FuncKey
-from cs_audit.ruleset import RuleSet
+from cs_audit.joins.values import Types
+from cs_audit.model import EventLoop, FuncKey, FunctionDef
+from cs_audit.ruleset import HotRoot, RuleSet
+
+
+def configured_roots(functions: dict[FuncKey, FunctionDef], rs: RuleSet, types: Types) -> dict[FuncKey, HotRoot]:
+    """The functions the root rules match, each with the rule that decides it: the first rule
+    that matches its own class, else the first that matches a class its class is built on,
+    nearest first (the tree's bases, transitively, as the call graph resolves them:
+    ``Types.mro``), so `FastEngine(MyEngine).step` is a root by `{name: step, class: MyEngine}`."""
+    names = {r.name for r in rs.hot_roots}
+    by_class = {r.name for r in rs.hot_roots if r.class_glob is not None}
+    out: dict[FuncKey, HotRoot] = {}
+    for key, f in functions.items():
+        if f.name not in names:
+            continue
+        rule = rs.hot_root_for(f.name, f.class_name, key[0])
+        if rule is None and f.class_name is not None and f.name in by_class:
+            cls = (key[0], f.qualname.rpartition(".")[0])
+            for base in types.mro(cls)[1:] if cls in types.classes else ():
+                rule = rs.hot_root_for(f.name, base[1].rpartition(".")[2], key[0])
+                if rule is not None:
+                    break
+        if rule is not None:
+            out[key] = rule
+    return out
+
+
+def root_process(model: Any, rs: RuleSet, key: FuncKey) -> str:
+    """The process side of a root function (a ``TreeModel``'s): its rule's, else an event loop's."""
+    rule = model.root_rules.get(key)
+    return rule.process if rule is not None else rs.event_loop_process
 
 
 def event_loop_roots(model: Any, rs: RuleSet) -> dict[FuncKey, tuple[EventLoop, ...]]:
@@ -22,7 +54,7 @@ def event_loop_roots(model: Any, rs: RuleSet) -> dict[FuncKey, tuple[EventLoop, 
         for loop in ff.event_loops:
             key = (path, loop.function)
             f = model.functions.get(key)
-            if f is not None and rs.hot_root_for(f.name, f.class_name, path) is None:
+            if f is not None and key not in model.root_rules:
                 out[key].append(loop)
     return {key: tuple(loops) for key, loops in sorted(out.items())}
 
