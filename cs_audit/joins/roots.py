@@ -21,7 +21,9 @@ def configured_roots(functions: dict[FuncKey, FunctionDef], rs: RuleSet, types: 
     """The functions the root rules match, each with the rule that decides it: the first rule
     that matches its own class, else the first that matches a class its class is built on,
     nearest first (the tree's bases, transitively, as the call graph resolves them:
-    ``Types.mro``), so `FastEngine(MyEngine).step` is a root by `{name: step, class: MyEngine}`."""
+    ``Types.mro``), so `FastEngine(MyEngine).step` is a root by `{name: step, class: MyEngine}`.
+    A base counts only when it defines the method itself: a class built on a marker whose
+    name matches (`Model(IsAttentionFree)`, no `forward` of its own) is not its override."""
     names = {r.name for r in rs.hot_roots}
     by_class = {r.name for r in rs.hot_roots if r.class_glob is not None}
     out: dict[FuncKey, HotRoot] = {}
@@ -32,6 +34,8 @@ def configured_roots(functions: dict[FuncKey, FunctionDef], rs: RuleSet, types: 
         if rule is None and f.class_name is not None and f.name in by_class:
             cls = (key[0], f.qualname.rpartition(".")[0])
             for base in types.mro(cls)[1:] if cls in types.classes else ():
+                if f.name not in types.methods.get(base, ()):
+                    continue  # an override of the matched class's own method, not of a marker base's
                 rule = rs.hot_root_for(f.name, base[1].rpartition(".")[2], key[0])
                 if rule is not None:
                     break
