@@ -123,6 +123,44 @@ def test_a_decorated_function_is_what_its_decorator_returns(tmp_path: Path) -> N
     assert ("runner.main", "runner.Runner.size") not in edges  # a property is no wrapper
 
 
+def test_a_decorator_usable_bare_or_called_gives_its_wrapper_either_way(tmp_path: Path) -> None:
+    # `def dec(func=None, *, opt=None)`: `return inner(func)` bare, `return inner` called with
+    # options; a bare `@dec` method is `inner`'s wrapper, never `inner` itself
+    root = write_tree(tmp_path / "t", {
+        "check.py": """
+            import functools
+
+            def consensus(func=None, *, same=None):
+                def decorator(f):
+                    @functools.wraps(f)
+                    def wrapper(*args, **kwargs):
+                        return f(*args, **kwargs)
+                    return wrapper
+
+                if func is not None:
+                    return decorator(func)
+                return decorator
+
+            class Runner:
+                @consensus
+                def save(self):
+                    return 1
+
+                @consensus(same=True)
+                def load(self):
+                    return 2
+
+                def step(self):
+                    self.save()
+                    self.load()
+        """,
+    })
+    edges = _edges(root)
+    wrapper, inner = "check.consensus.<locals>.decorator.<locals>.wrapper", "check.consensus.<locals>.decorator"
+    assert ("check.Runner.step", wrapper) in edges
+    assert ("check.Runner.step", inner) not in edges
+
+
 def test_functions_decorated_in_many_places_are_not_merged(tmp_path: Path) -> None:
     files = {
         "trace.py": """

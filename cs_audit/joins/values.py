@@ -491,7 +491,14 @@ class Types:
                 continue
             owners = tuple(f"{v[1][1]}.<locals>." for v in decorators if v[0] == "f")
             for value in sorted(values, key=repr):
+                # a decorator usable bare or called (`return inner(func)` when handed the
+                # function, `return inner` when called with options): bare, it gives what
+                # `inner(func)` gives, not `inner`
+                both = _called_and_returned(self.bindings.get((value[1][0], f"def:{value[1][1]}", "<return>"), [])) \
+                    if value[0] == "f" and "(" not in callee else frozenset()
                 for made in self.result(value):
+                    if made[0] == "f" and made[1][1].rpartition(".")[2] in both:
+                        continue
                     if made[0] == "i" or (made[0] == "f" and made[1][1].startswith(owners)):
                         out.add(made)
             break
@@ -698,6 +705,12 @@ class Types:
             self._subclasses = subs
         return self._subclasses.get(cls, [])
 
+
+
+def _called_and_returned(sources: list[tuple[str | None, str]]) -> frozenset[str]:
+    """The names a function both returns as they are and returns a call of (``Binding`` sources)."""
+    called = {source[2:] for _, source in sources if source.startswith("c:")}
+    return frozenset(source[2:] for _, source in sources if source.startswith("r:") and source[2:] in called)
 
 
 @lru_cache(maxsize=1 << 16)  # the same callee texts are asked of from many functions
