@@ -247,6 +247,7 @@ TABLES: dict[str, dict[str, Shape]] = {
         "event_loops": Record({"step_calls": NAMES, "stop_flags": Regex(), "process": TEXT}),
         "rare_tests": Regex(nullable=True),
         "steady_tests": Regex(nullable=True),
+        "replay_tests": Regex(nullable=True),
     },
     "costs": {
         "source": TEXT,

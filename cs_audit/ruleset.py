@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
         "flag_name_pattern",
     },
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers", "host_names", "device_apis"},
-    "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests", "steady_tests"},
+    "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests", "steady_tests", "replay_tests"},
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
@@ -311,6 +312,9 @@ class RuleSet:
     #: names whose test is true in the steady state: a branch that needs it false is an event
     #: (``hot_paths.yaml`` ``steady_tests``)
     steady_test_re: re.Pattern[str] | None
+    #: names whose test holds when a captured graph replays: steady too where the deployment
+    #: replays graphs (``hot_paths.yaml`` ``replay_tests``; ``steady_names``)
+    replay_test_re: re.Pattern[str] | None
     #: event loops (``extract.loops``): the method names that run a step (leading
     #: underscores dropped), and the names of stop/run flags a loop's test may check
     event_loop_steps: frozenset[str]
@@ -635,6 +639,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         rare_test_re=re.compile(hot["rare_tests"]) if hot.get("rare_tests") else None,
         steady_test_re=re.compile(hot["steady_tests"]) if hot.get("steady_tests") else None,
+        replay_test_re=re.compile(hot["replay_tests"]) if hot.get("replay_tests") else None,
         event_loop_steps=frozenset(str(name).lstrip("_") for name in hot["event_loops"]["step_calls"]),
         stop_flag_re=re.compile(hot["event_loops"]["stop_flags"]),
         event_loop_process=str(hot["event_loops"].get("process", "")),
@@ -734,3 +739,19 @@ def api_literals(rs: RuleSet) -> tuple[tuple[str, ...], ...]:
     out.update((f"{r.object}.", f"{r.object.rsplit('.', 1)[-1]}.") for r in rs.registries)
     out.update((name, name.rsplit(".", 1)[-1]) for name in rs.env_mappings)
     return tuple(sorted(out))
+
+
+def steady_names(rs: RuleSet) -> re.Pattern[str] | None:
+    """The names whose test holds in the deployment's steady state: ``steady_tests``, and
+    ``replay_tests`` where its decoding steps replay captured graphs."""
+    replays = rs.replay_test_re is not None and rs.defaults is not None and rs.defaults.replays_graphs
+    return _steady_pattern(rs.steady_test_re, rs.replay_test_re if replays else None)
+
+
+@lru_cache(maxsize=8)
+def _steady_pattern(steady: re.Pattern[str] | None, replay: re.Pattern[str] | None) -> re.Pattern[str] | None:
+    if replay is None:
+        return steady
+    if steady is None:
+        return replay
+    return re.compile(f"(?:{steady.pattern})|(?:{replay.pattern})")

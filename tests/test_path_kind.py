@@ -150,6 +150,21 @@ if self.mode is AUTO_MODE:
         ("rare", "in lazy initialisation (`_BACKEND` is set in the branch)"), ("normal", "")]
 
 
+def test_past_a_graph_replay_is_the_eager_path_where_the_deployment_replays_graphs() -> None:
+    # `if can_run_graph: return replay(...)`: decoding steps replay, what follows runs on
+    # prefill and eager steps; a deployment that runs the model eagerly runs it every step
+    src = hot('''
+can_run_graph = self.graph_runner.can_run(batch)
+if can_run_graph:
+    return self.graph_runner.replay(batch)
+logger.info("eager forward %s", batch)
+''')
+    found = emitters(src)
+    assert [(kind, reason) for _, kind, reason in found] == [("rare", "off the steady state (`can_run_graph` false)")]
+    eager = scan_files({"mod.py": src}, deployment=("cuda", (), (), (), ("eager",)))
+    assert [f.path_kind for f in eager.findings if f.rule == RULE] == ["normal"]
+
+
 def test_look_alikes_of_rare_branches_run_every_step() -> None:
     # a local flag is unset on every call, a local set is new on every call, `rank == 0`
     # is no counter (nothing increments it), a flag the branch does not set stays unset,

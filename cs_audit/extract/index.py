@@ -46,7 +46,7 @@ from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
 from cs_audit.pyast import SCOPES, dotted_name, scope_nodes
 from cs_audit.pyast import child_fields as _child_fields
 from cs_audit.pyast import nodes as _nodes
-from cs_audit.ruleset import RuleSet
+from cs_audit.ruleset import RuleSet, steady_names
 
 #: functions shorter than this are too small to call a duplicated helper
 MIN_DUPLICATE_STATEMENTS = 3
@@ -982,6 +982,8 @@ class _Indexer(ast.NodeVisitor):
         self.module = module_name(path)
         self.is_package = path.endswith("__init__.py")
         self.rs = rs
+        #: names whose test holds in the steady state (``ruleset.steady_names``)
+        self.steady_names = steady_names(rs)
         self.aliases: dict[str, str] = {}
         self.logger_names: set[str] = set()
         self.string_constants: dict[str, str] = {}
@@ -1373,7 +1375,7 @@ class _Indexer(ast.NodeVisitor):
                 # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
                 context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
                                          self.rs.rare_test_re, rest=True, after_false=_returns_false(stmt.body[-1]),
-                                         steady_names=self.rs.steady_test_re,
+                                         steady_names=self.steady_names,
                                          precondition=stmt.body[-1].__class__ is ast.Raise) if rest and scope is not None else None
                 if context is not None:
                     self._note_block(context, rest)
@@ -1417,7 +1419,7 @@ class _Indexer(ast.NodeVisitor):
         scope = self.function
         context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME, test.lineno,
                                  scope.lookups if scope is not None else None, self.rs.rare_test_re, loop,
-                                 steady_names=self.rs.steady_test_re)
+                                 steady_names=self.steady_names)
         self.branch_depth += not loop
         if context is None:
             self._block(body)
