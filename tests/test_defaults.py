@@ -661,7 +661,8 @@ def test_an_unresolved_call_that_cannot_reach_a_parameter_leaves_it_its_default(
 
 def test_without_fresh_parameters_a_parameter_rebound_after_its_test_is_not_judged_by_its_callers(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(index_module, "_rebound_after", lambda scope, name, line: False)
+    import cs_audit.extract.gates as gates_module
+    monkeypatch.setattr(gates_module, "rebound_after", lambda scope, name, line: False)
     problems = " ".join(check_annotations(_fixture()))
     assert f"toyserve/defaults.py:{_line('merged %d')}: unexpected default-on-emitter" in problems
     assert f"toyserve/defaults.py:{_line('recounted %d')}:" not in problems

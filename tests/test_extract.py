@@ -17,7 +17,8 @@ import libcst as cst
 import pytest
 
 from cs_audit.extract import facts as facts_module
-from cs_audit.extract.index import ModuleIndex, Snippet, index_module, may_reach_tree
+from cs_audit.extract.calls import may_reach_tree
+from cs_audit.extract.index import ModuleIndex, Snippet, index_module
 from cs_audit.extract.python import decode_source, extract_python
 from cs_audit.model import FileFacts
 from cs_audit.ruleset import load_ruleset
@@ -302,12 +303,12 @@ def _gate_sharing(index: ModuleIndex) -> list[int]:
 
 
 def test_calls_in_source_order() -> None:
-    from cs_audit.extract.index import _calls_in
+    from cs_audit.extract.calls import calls_in
     for name, text in _index_sources():
         for stmt in ast.walk(ast.parse(text)):
             if isinstance(stmt, ast.stmt):
                 expected = sorted((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
-                assert _calls_in(stmt) == expected, (name, stmt.lineno)
+                assert calls_in(stmt) == expected, (name, stmt.lineno)
 
 
 def test_code_from_the_snippet_text_equals_generated_code(monkeypatch: pytest.MonkeyPatch) -> None:

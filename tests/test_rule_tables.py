@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from cs_audit.api import run_audit
 from cs_audit.cli import app
 from cs_audit.config import load_config
-from cs_audit.extract.index import snippet_literals
+from cs_audit.extract.tokens import snippet_literals
 from cs_audit.ruleset import RuleDataError, extend_rule_texts, load_ruleset, read_rule_texts
 from cs_audit.testing import write_tree
 

@@ -19,9 +19,10 @@ from typing import TypedDict
 
 import libcst as cst
 
-from cs_audit.extract.index import HOST_BUILDERS as _HOST_BUILDERS
-from cs_audit.extract.index import Snippet, may_reach_tree
+from cs_audit.extract.calls import may_reach_tree
+from cs_audit.extract.index import Snippet
 from cs_audit.extract.paths import CONDITIONAL_PROBLEM_REASON, ONCE_REASON, PROBLEM_LEVELS
+from cs_audit.extract.values import HOST_BUILDERS as _HOST_BUILDERS
 from cs_audit.model import EMITTER_ROLES, CallSite, EnvRead, GateRef, closure_arg
 from cs_audit.ruleset import RuleSet
 

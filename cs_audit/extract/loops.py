@@ -21,7 +21,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from cs_audit.extract.index import raw_dotted
+from cs_audit.extract.scopes import raw_dotted
 from cs_audit.model import EventLoop
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)

@@ -17,9 +17,11 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import TypeVar
 
-from cs_audit.extract.index import CALLEE_HEAD, ModuleIndex, index_module, module_name
+from cs_audit.extract.calls import CALLEE_HEAD
+from cs_audit.extract.index import ModuleIndex, index_module
 from cs_audit.extract.loops import event_loops
 from cs_audit.extract.options import declared_options, foreign_stores, own_attributes, registry_defaults, resolved_names
+from cs_audit.extract.scopes import module_name
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
     HANDED,

@@ -25,7 +25,7 @@ _READ_CALLS = {"os.getenv", "os.environ.get", "getenv", "environ.get"}
 
 
 def module_name(path: str) -> str:
-    """``extract.index.module_name``, which a warm scan must not import (it pulls in the indexer)."""
+    """``extract.scopes.module_name``, which a warm scan must not import (it pulls in the model)."""
     stem = path[:-3] if path.endswith(".py") else path
     return stem.removesuffix("/__init__").replace("/", ".")
 

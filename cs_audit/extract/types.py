@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from cs_audit.extract.index import StoredNames, dotted, local_names
+from cs_audit.extract.scopes import StoredNames, dotted, local_names
 from cs_audit.model import PROPERTY_ACCESSORS, ClassFacts
 
 #: generic containers whose (last) type argument is the element type
@@ -51,7 +51,7 @@ def type_bindings(tree: ast.Module, aliases: dict[str, str],
     """The classes of a module and its bindings, grouped: (owner, name, function) -> sources
     (the first ``MAX_SOURCES`` of each are ``Binding``s), in the order they come in.
     ``comprehensions``: (function, target, iterable) of comprehension loops, ``arguments``:
-    (function, callee, call) of calls with arguments (the edges pass of ``extract.index``
+    (function, callee, call) of calls with arguments (the edges pass of ``extract.calls``
     finds both as it walks expressions; this walk does not).  An argument is bound as
     ``arg:<callee>`` / slot (its position, or its keyword) in the calling function.
     ``stores``: the index's ``StoredNames`` (a function's locals, shared with the body hashes)."""
@@ -83,7 +83,7 @@ class _Walker:
         self.bindings: dict[tuple[str, str, str | None], list[str]] = {}
         self.globals: set[str] = set()
         self.function_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        #: id of an ast.Lambda -> its qualname (``extract.index`` numbers them)
+        #: id of an ast.Lambda -> its qualname (``extract.calls`` numbers them)
         self.lambda_names: dict[int, str] = {}
         self._locals: dict[str, set[str]] = {}
         self.stores: StoredNames | None = None

@@ -1,0 +1,512 @@
+"""The gates of the ``ast`` index: each `if`/`while` test and the rest of a block after `if C:
+return` becomes ``GateRef``s, worked out when a statement below records them; and the
+assignments to names a gate tests (``derived``, ``wrapped``, ``path_values``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, replace
+
+from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
+from cs_audit.extract.state import IndexState
+from cs_audit.extract.values import head_names, is_built_path, wrapped_read
+from cs_audit.model import DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, GateRef, as_operand, closure_arg
+from cs_audit.ruleset import RuleSet
+
+_MAX_GATE_REFS = 8
+
+
+CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
+
+
+def _compared(gate: GateRef, marker: tuple[str, ...]) -> GateRef:
+    """A name gate as the operand of a comparison: with the literal it is compared with
+    (``marker``), if any; a parameter compared with anything else is no longer tested for
+    what its callers pass alone."""
+    args = as_operand(gate).args
+    if not marker and PARAM_TESTED in args:
+        args = tuple(a for a in args if a not in (PARAM_TESTED, PARAM_FRESH))
+    return replace(gate, args=(*args, *marker))
+
+
+def _falsy(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
+
+
+_MIRRORED: dict[type, type] = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _compare_default(default: str | None, conversion: str, op: ast.cmpop, right: ast.expr) -> bool | None:
+    """Whether ``<env value> op right`` holds when the variable is unset (its value is
+    ``default``, converted), or None when that cannot be told from the code."""
+    if isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        if not all(isinstance(e, ast.Constant) for e in right.elts):
+            return None
+        other: object = tuple(e.value for e in right.elts)  # type: ignore[attr-defined]
+    elif isinstance(right, ast.Constant):
+        other = right.value
+    elif isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and isinstance(right.operand, ast.Constant):
+        other = -right.operand.value if isinstance(right.operand.value, (int, float)) else None
+    else:
+        return None
+    value: object = default
+    if default is not None and conversion in ("int", "float"):
+        try:
+            value = int(default) if conversion == "int" else float(default)
+        except ValueError:
+            return None
+    elif conversion not in ("", "str"):
+        return None
+    compare = _COMPARE.get(op.__class__)
+    if compare is None:
+        return None
+    try:
+        return bool(compare(value, other))
+    except TypeError:
+        return None
+
+
+def _arg_text(node: ast.expr) -> str:
+    """A call gate's argument as ``GateRef.args`` keeps it: a string or an int literal (a
+    switch name, a level: `_diag("X", 2)`), "" for anything else."""
+    if isinstance(node, ast.Constant) and (isinstance(node.value, str) or type(node.value) is int):
+        return str(node.value)
+    return ""
+
+
+def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ...],
+             aliases: dict[str, str] | None = None) -> str:
+    """``GateRef.level`` of an operand compared by ``op`` with ``right``, for the code that
+    runs when the comparison is ``active`` (holds) or not: the least value it runs at, when
+    it runs for the values from some level up (`>= 2`, `> 1`, `== 2`, or `< 3` failing; a
+    class's constant, `>= Level.WARN`, as `name:` its dotted name, for the joins to look up)."""
+    if isinstance(right, ast.Constant) and type(right.value) is int:
+        base = str(right.value)
+    elif isinstance(right, ast.Constant) and isinstance(right.value, str) and right.value.isdigit() and isinstance(op, ast.Eq):
+        base = str(int(right.value))  # `getenv("X", "0") == "2"`: the string of a level
+    elif isinstance(right, ast.Name) and right.id in params:
+        base = f"param:{right.id}"
+    elif (aliases is not None and isinstance(right, ast.Attribute) and isinstance(op, (ast.GtE, ast.Gt, ast.Lt, ast.LtE))
+          and (name := dotted(right, aliases)) is not None and name.rsplit(".", 2)[-2][:1].isupper()):
+        base = f"name:{name}"
+    else:
+        return ""
+    if base == "0" and (active and isinstance(op, ast.NotEq) or not active and isinstance(op, ast.Eq)):
+        return "1"  # `if LEVEL == 0: return`: what follows runs from level 1
+    if active and isinstance(op, (ast.GtE, ast.Eq)) or not active and isinstance(op, ast.Lt):
+        bump = False
+    elif active and isinstance(op, ast.Gt) or not active and isinstance(op, ast.LtE):
+        bump = True
+    else:
+        return ""
+    if not bump:
+        return base
+    return f"{base}+1" if base.startswith(("param:", "name:")) else str(int(base) + 1)
+
+
+#: an ordering comparison as written, and the one that holds when it fails
+_ORDER_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_ORDER_NEGATED = {ast.Lt: ">=", ast.LtE: ">", ast.Gt: "<=", ast.GtE: "<"}
+
+
+def _is_none(node: ast.AST) -> bool:
+    return node.__class__ is ast.Constant and node.value is None
+
+
+def literal_text(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)) or (
+        isinstance(node, ast.Constant) and node.value is None
+    ):
+        return str(node.value)
+    return None
+
+
+@dataclass(slots=True)
+class _GateGroup:
+    """The gates of one test (``gate_refs(test, active)``), worked out in ``function`` when
+    first needed (``refs`` is None until then)."""
+
+    test: ast.expr
+    active: bool
+    function: Scope | None
+    refs: list[GateRef] | None = None
+
+
+#: the values of a module name that may stand for a switch (a call, a test of one)
+_SWITCH_VALUES = frozenset({ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp})
+
+
+class GateReader(IndexState):
+    """The gates around the statement being walked, and the gates of a test or value."""
+
+    def __init__(self, path: str, text: str, rs: RuleSet) -> None:
+        super().__init__(path, text, rs)
+        #: the gates around the current statement, one group per test (see ``_gates_now``)
+        self.gate_groups: list[_GateGroup] = []
+        #: the gate groups of the enclosing bodies a def or class body set aside
+        self._saved_gate_groups: list[list[_GateGroup]] = []
+        self._interned_gates: dict[tuple[GateRef, ...], tuple[GateRef, ...]] = {}
+        #: the gates as their interned tuple; None when the groups changed since
+        self._gates_tuple: tuple[GateRef, ...] | None = ()
+        #: the last disjunction numbered in this file (``GateRef.any_of``)
+        self.any_of = 0
+        #: names and attributes a gate tests, and the assignments to names and attributes
+        #: (scope, name, value), whose gates are worked out at the end for the tested ones
+        self.gate_names: set[str] = set()
+        #: names a test calls an `is_*` predicate of (``wrapped``)
+        self.predicate_receivers: set[str] = set()
+        #: (scope, name, value, the gate groups around it) of each assignment
+        self.assignments: list[tuple[Scope | None, str, ast.expr, tuple[_GateGroup, ...]]] = []
+        #: literals a compared value is "off" at (`x == "0"`, `x is None`)
+        self.off_literals = rs.off_values | {"None", "False"}
+
+    # ------------------------------------------------------------ the gates around the statement
+    def _gates_now(self) -> tuple[GateRef, ...]:
+        """The gates around the current statement as one tuple shared by every site under the
+        same gates (the joins cache gate resolution by the tuple's identity).  Kept until the
+        gates change (``_push_gates``, ``_pop_gates``, ``_set_gates_aside``, ``_restore_gates``)."""
+        gates = self._gates_tuple
+        if gates is None:
+            refs: list[GateRef] = []
+            for group in self.gate_groups:
+                if group.refs is None:
+                    self._settle(group)
+                refs.extend(group.refs)  # type: ignore[arg-type]
+            gates = tuple(refs)
+            if gates:
+                gates = self._interned_gates.setdefault(gates, gates)
+            self._gates_tuple = gates
+        return gates
+
+    def _push_gates(self, test: ast.expr, active: bool) -> None:
+        """The gates of ``test`` hold from here on; their refs are worked out only when a
+        statement below records its gates (most blocks record none)."""
+        self.gate_groups.append(_GateGroup(test, active, self.function))
+        self._gates_tuple = None
+
+    def _pop_gates(self, count: int) -> None:
+        if count:
+            del self.gate_groups[-count:]
+            self._gates_tuple = None
+
+    def _set_gates_aside(self) -> None:
+        """A def or class body starts with no gates; ``_restore_gates`` after it."""
+        self._saved_gate_groups.append(self.gate_groups)
+        self.gate_groups = []
+        self._gates_tuple = None
+
+    def _restore_gates(self) -> None:
+        self.gate_groups = self._saved_gate_groups.pop()
+        self._gates_tuple = None
+
+    def _settle(self, group: _GateGroup) -> None:
+        """Work out a group's refs as ``gate_refs`` would have when it was pushed: in its own
+        function, and before any change of what refs depend on (see ``_settle_all``)."""
+        current, self.function = self.function, group.function
+        group.refs = self.gate_refs(group.test, group.active)
+        self.function = current
+
+    def _settle_all(self) -> None:
+        """Work out every pending group: called before aliases, string constants or a
+        function's env defaults change (``gate_refs`` reads them)."""
+        for groups in (*self._saved_gate_groups, self.gate_groups):
+            for group in groups:
+                if group.refs is None:
+                    self._settle(group)
+
+    # ------------------------------------------------------------ gate operands
+    def gate_refs(self, expr: ast.AST, active: bool) -> list[GateRef]:
+        out: list[GateRef] = []
+        self._refs(expr, active, out)
+        if len(out) > _MAX_GATE_REFS:
+            # a disjunction cut short could gate by the operands kept: keep none of it
+            cut = {r.any_of for r in out[_MAX_GATE_REFS:] if r.any_of}
+            out = [r for r in out[:_MAX_GATE_REFS] if r.any_of not in cut]
+        return out
+
+    def _env_key(self, node: ast.AST | None) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.string_constants:
+                return self.string_constants[node.id]
+            scope = self.function
+            if scope and node.id in scope.params:
+                return f"param:{node.id}"
+        return "?"
+
+    def _refs(self, expr: ast.AST, active: bool, out: list[GateRef], group: int = 0) -> None:
+        if len(out) > _MAX_GATE_REFS:
+            return
+        start = len(out)
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            self._refs(expr.operand, not active, out, group)
+        elif isinstance(expr, ast.BoolOp):
+            # `A and B` holding (or `A or B` failing) needs each operand: each gates alone;
+            # otherwise one operand suffices, and they gate only together (``any_of``)
+            if isinstance(expr.op, ast.And) != active and not group:
+                self.any_of += 1
+                group = self.any_of
+            for value in expr.values:
+                self._refs(value, active, out, group)
+        elif isinstance(expr, ast.Compare):
+            self._compare_refs(expr, active, out)
+        elif isinstance(expr, ast.Call):
+            self._call_ref(expr, active, out)
+        elif isinstance(expr, ast.Subscript):
+            if dotted(expr.value, self.aliases) in self.rs.env_mappings:
+                out.append(GateRef("env", self._env_key(expr.slice), (), active))
+        elif isinstance(expr, (ast.Name, ast.Attribute)):
+            self._name_ref(expr, active, out)
+        elif isinstance(expr, ast.NamedExpr):
+            self._refs(expr.value, active, out)
+        elif isinstance(expr, ast.IfExp):
+            self._ifexp_refs(expr, active, out)
+        if group:
+            if len(out) == start:  # an operand that stands for no switch: the group never gates
+                out.append(GateRef("name", "", ("operand",), active, group))
+            else:
+                out[start:] = [r if r.any_of else replace(r, any_of=group) for r in out[start:]]
+
+    def derived(self) -> tuple[tuple[str | None, str, tuple[GateRef, ...]], ...]:
+        """(function, name, gates of the value) of the assignments to names that a gate tests
+        (after the walk: every gate that guards a site has been worked out by then), and of
+        module names set from a switch, which other modules may import and test
+        (`TRACE_ON = env_flag("X")` in flags.py, `from .flags import TRACE_ON`)."""
+        out: list[tuple[str | None, str, tuple[GateRef, ...]]] = []
+        saved = self.function
+        for scope, name, value, groups in self.assignments:
+            if _falsy(value):  # a falsy value adds no way to be true
+                continue
+            tested = name in self.gate_names
+            if not tested and (scope is not None or value.__class__ not in _SWITCH_VALUES):
+                continue
+            self.function = scope
+            refs = tuple(self.gate_refs(value, True))
+            if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
+                continue
+            # `global _AGENT; _AGENT = make()` sets the module's name (resolved in the function)
+            stored = f"global:{name}" if scope is not None and name in scope.global_names else name
+            out.append((scope.qualname if scope else None, stored, refs + self._condition_refs(groups)))
+        self.function = saved
+        return tuple(out)
+
+    def wrapped(self) -> tuple[tuple[str | None, str, str], ...]:
+        """``FileFacts.wrapped``: each assignment to a name a test calls a predicate of."""
+        if not self.predicate_receivers:
+            return ()
+        out = []
+        for scope, name, value, _ in self.assignments:
+            if name in self.predicate_receivers:
+                out.append((scope.qualname if scope else None, name, wrapped_read(value)))
+        return tuple(out)
+
+    def _condition_refs(self, groups: tuple[_GateGroup, ...]) -> tuple[GateRef, ...]:
+        """The gates around an assignment: a value set only under a condition holds only when
+        it does (`if cfg.enable_x: self.tracer = Tracer()`), an optional component."""
+        refs: list[GateRef] = []
+        for group in groups:
+            if group.refs is None:
+                self._settle(group)
+            refs.extend(r for r in group.refs or () if r != DEFAULT_ON)
+        return tuple(refs)
+
+    def path_values(self) -> tuple[tuple[str | None, str, tuple[str, ...]], ...]:
+        """(function, name, the names it is built from) of the assignments of a path built
+        from other names (`path = os.path.join(table_dir, f)`, `p = Path(d) / "x"`,
+        `f"{d}/x.jsonl"`): where a location's value goes once joined further."""
+        out = []
+        for scope, name, value, _ in self.assignments:
+            if not is_built_path(value):
+                continue
+            used = sorted(n for n in head_names(value, 0) if n != name)
+            if used:
+                out.append((scope.qualname if scope else None, name, tuple(used)))
+        return tuple(out)
+
+    def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef]) -> None:
+        """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`)."""
+        if not active:
+            return
+        if _falsy(expr.orelse):
+            self._refs(expr.test, True, out)
+            self._refs(expr.body, True, out)
+        elif _falsy(expr.body):
+            self._refs(expr.test, False, out)
+            self._refs(expr.orelse, True, out)
+
+    def _env_default(self, expr: ast.AST) -> tuple[bool, str | None]:
+        """(is an env read, its literal default) for `os.getenv("X", "1")`-like calls."""
+        if isinstance(expr, ast.Call) and dotted(expr.func, self.aliases) in self.rs.env_calls:
+            default = expr.args[1] if len(expr.args) > 1 else next((k.value for k in expr.keywords if k.arg == "default"), None)
+            return True, literal_text(default)
+        return False, None
+
+    def _env_operand(self, node: ast.expr) -> tuple[str, str | None, str] | None:
+        """(what to gate on, its default, the conversion around it) when ``node`` is an env
+        read with a literal default or a local assigned from one (`int(os.getenv("L", "1"))`).
+        What to gate on is the env key, or ``name:<local>`` for a local."""
+        conversion = ""
+        if isinstance(node, ast.NamedExpr):  # `(n := int(getenv(...))) >= 0`
+            node = node.value
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CONVERSIONS and node.args:
+            conversion = conversion or node.func.id
+            node = node.args[0]
+        is_env, default = self._env_default(node)
+        if is_env:
+            return self._env_key(node.args[0] if node.args else None), default, conversion  # type: ignore[attr-defined]
+        scope = self.function
+        if isinstance(node, ast.Name) and scope is not None and node.id in self.closure(scope):
+            scope = self.closure(scope)[node.id]
+        if isinstance(node, ast.Name) and scope is not None and node.id in scope.env_defaults:
+            default, assigned_conversion = scope.env_defaults[node.id]
+            return f"name:{node.id}", default, conversion or assigned_conversion
+        return None
+
+    def _compare_refs(self, expr: ast.Compare, active: bool, out: list[GateRef]) -> None:
+        op, right = expr.ops[0], expr.comparators[0]
+        if isinstance(op, (ast.In, ast.NotIn)) and dotted(right, self.aliases) in self.rs.env_mappings:
+            out.append(GateRef("env", self._env_key(expr.left), (), active if isinstance(op, ast.In) else not active))
+            return
+        if len(expr.ops) == 1 and self._default_decides(expr.left, op, right, active, out):
+            return
+        if len(expr.ops) == 1 and not isinstance(op, (ast.In, ast.NotIn)) and self._default_decides(
+                right, _MIRRORED.get(op.__class__, op.__class__)(), expr.left, active, out):
+            return
+        literal = literal_text(right)
+        off = self.off_literals
+        low = isinstance(op, (ast.Lt, ast.LtE))
+        if isinstance(op, (ast.Eq, ast.Is)) and literal in off:
+            low = True
+        if isinstance(op, (ast.NotEq, ast.IsNot)) and literal is not None and literal not in off:
+            low = True
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            values = {literal_text(e) for e in right.elts}
+            low = bool(values) and values <= off
+            if isinstance(op, ast.NotIn):
+                low = not low
+        start = len(out)
+        self._refs(expr.left, active != low, out)
+        single = len(expr.ops) == 1
+        level = level_of(op, right, active, self._params(), self.aliases) if single else ""
+        if level:
+            out[start:] = [replace(r, level=level) for r in out[start:]]
+        if literal is None and not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            flips = isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE))
+            middle = len(out)
+            self._refs(right, (active == low) if flips else active, out)
+            mirrored = _MIRRORED.get(op.__class__)
+            level = level_of(mirrored(), expr.left, active, self._params(), self.aliases) if single and mirrored else ""
+            if level:  # `2 <= LEVEL`
+                out[middle:] = [replace(r, level=level) for r in out[middle:]]
+        none_test = single and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and _is_none(right)
+        if none_test and isinstance(expr.left, (ast.Name, ast.Attribute)):
+            # `x is not None` tests what `x` holds for truth: an object or None (its polarity
+            # is already in the ref, as for `not x`)
+            return
+        # a name compared with something is an operand (`x not in seen`), never a bare flag; a
+        # comparison with a literal keeps what it holds for (`cmp:==:'fp8'`), for an option's default
+        marker: tuple[str, ...] = ()
+        if single and isinstance(right, ast.Constant) and isinstance(expr.left, (ast.Name, ast.Attribute)) and len(repr(right.value)) <= 80:
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                marker = (f"cmp:{'==' if isinstance(op, ast.Eq) == active else '!='}:{right.value!r}",)
+            elif op.__class__ in _ORDER_TEXT and type(right.value) in (int, float):
+                # `if cfg.tp_size > 1:` runs when it holds; its else, when the opposite does
+                text = _ORDER_TEXT[op.__class__] if active else _ORDER_NEGATED[op.__class__]
+                marker = (f"cmp:{text}:{right.value!r}",)
+        out[start:] = [_compared(r, marker) if r.kind == "name" else r for r in out[start:]]
+
+    def _params(self) -> tuple[str, ...]:
+        return self.function.params if self.function is not None else ()
+
+    def _default_decides(self, left: ast.expr, op: ast.cmpop, right: ast.expr, active: bool, out: list[GateRef]) -> bool:
+        """A comparison of an env value with literals, judged with the value it has when the
+        variable is unset: the guarded code is gated by it only if it does not run then
+        (`int(getenv("L", "1")) >= 2` gates, `getenv("M", "block") == "block"` does not)."""
+        operand = self._env_operand(left)
+        if operand is None:
+            return False
+        key, default, conversion = operand
+        holds = _compare_default(default, conversion, op, right)
+        if holds is None:
+            return False
+        if holds != active:  # off by default: gated by the variable
+            level = level_of(op, right, active, self._params())
+            if key.startswith("name:"):
+                self._refs(ast.Name(id=key[5:], ctx=ast.Load()), True, out)
+                out[-1:] = [replace(as_operand(r), level=level) for r in out[-1:]]
+            else:
+                out.append(GateRef("env", key, (), True, level=level))
+        else:
+            out.append(DEFAULT_ON)
+        return True
+
+    def _call_ref(self, expr: ast.Call, active: bool, out: list[GateRef]) -> None:
+        callee = dotted(expr.func, self.aliases)
+        if callee is None:
+            return
+        receiver, _, method = callee.rpartition(".")
+        if method.startswith("is_") and not expr.args and (
+                "." not in receiver and receiver or receiver.startswith("self.") and receiver.count(".") == 1):
+            self.predicate_receivers.add(receiver)
+        if callee in CONVERSIONS:
+            for arg in expr.args:
+                self._refs(arg, active, out)
+            return
+        is_env, default = self._env_default(expr)
+        if is_env:
+            on_by_default = default is not None and default not in self.rs.off_values
+            if not (on_by_default and active):
+                out.append(GateRef("env", self._env_key(expr.args[0] if expr.args else None), (), active))
+            else:
+                out.append(DEFAULT_ON)
+            return
+        method = callee.rsplit(".", 1)[-1]
+        if method in self.rs.level_guards:
+            out.append(GateRef("level", callee, (), active))
+            return
+        func = expr.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
+            owner = dotted(func.value.value, self.aliases)
+            for registry in self.rs.registries:
+                if registry.access == "method" and owner == registry.object and func.attr in registry.methods:
+                    out.append(GateRef("env", func.value.attr, ("registry",), active))
+                    return
+        out.append(GateRef("call", callee, tuple(_arg_text(a) for a in expr.args[:3]), active))
+
+    def _name_ref(self, expr: ast.Name | ast.Attribute, active: bool, out: list[GateRef]) -> None:
+        if isinstance(expr, ast.Attribute):
+            owner = dotted(expr.value, self.aliases)
+            for registry in self.rs.registries:
+                if registry.access == "attribute" and owner == registry.object and re.match(registry.name_pattern, expr.attr):
+                    out.append(GateRef("env", expr.attr, ("registry",), active))
+                    return
+        raw = raw_dotted(expr)
+        if raw is None and isinstance(expr, ast.Attribute):
+            # an attribute of what a call returns (`get_server_args().enable_x`): an option, maybe
+            called = dotted(expr, self.aliases)
+            if called is not None:
+                out.append(GateRef("name", called, (), active))
+            return
+        if raw is None or raw in ("True", "False", "None"):
+            return
+        self.gate_names.add(raw)
+        scope = self.function
+        home = self.closure(scope).get(raw.split(".", 1)[0]) if scope is not None else None
+        if home is not None:
+            # a parameter's value comes from the caller (`log_adjustment=True`): an operand, not a flag
+            args: tuple[str, ...] = (closure_arg(home.qualname),)
+            if raw in home.params:
+                args = ("operand", PARAM_TESTED, *args)
+        else:
+            args = ("operand", PARAM_TESTED) if scope is not None and raw in scope.params else ()
+            if args and rebound_after(scope, raw, expr.lineno):  # type: ignore[arg-type]
+                args = (*args, PARAM_FRESH)
+        out.append(GateRef("name", self.aliases.get(raw, raw), args, active))
