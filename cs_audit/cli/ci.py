@@ -39,9 +39,10 @@ from cs_audit.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from cs_audit.ci.check import CheckRun
     from cs_audit.config import AuditConfig
     from cs_audit.git.repo import CommitInfo, GitRepo
-    from cs_audit.model import AuditResult, BaselineEntry, CheckOutcome, Finding
+    from cs_audit.model import AuditResult
     from cs_audit.ruleset import RuleSet
 
 DEFAULT_BASELINE = "cs-audit-baseline.json"
@@ -138,25 +139,9 @@ def check(
     include_upstream: bool = INCLUDE_UPSTREAM,
 ) -> None:
     """Exit 1 when a gating finding is new (against --baseline and/or on lines changed --since REV)."""
-    from cs_audit.ci.gate import (
-        BaselineError,
-        GateError,
-        check_against_baseline,
-        context_for,
-        gating_findings,
-        left_out_entries,
-        left_out_note,
-        load_baseline,
-        parse_gates,
-        render_baseline,
-        updated_baseline,
-    )
-    from cs_audit.config import ConfigError
-    from cs_audit.git.repo import GitError, GitRepo
-    from cs_audit.model import INCOMPLETE, CheckOutcome
-    from cs_audit.render.check import render_check_json, render_check_markdown, render_check_text, status
-    from cs_audit.render.github import annotation, render_github
-    from cs_audit.render.sarif import render_sarif
+    from cs_audit.ci.check import judge, open_check
+    from cs_audit.ci.gate import BaselineError, GateError
+    from cs_audit.git.repo import GitError
 
     if format not in CHECK_FORMATS:
         fail(f"unknown format {format!r}; choose from {', '.join(CHECK_FORMATS)}")
@@ -169,76 +154,34 @@ def check(
     path = _work_tree_top(path, quiet)
     config, rs = _config(path, jobs, exclude, config_file, include_upstream, **selection_overrides(select, extend_select, ignore))
     try:
-        gates = parse_gates(gate, rs, config.gate, config.config_source)
-        base = load_baseline(baseline_file) if baseline_file is not None else None
-        repo = GitRepo.open(path) if since is not None else None
-        if repo is not None and repo.bare:
-            raise GitError(f"{path} is a bare repository: check needs a work tree")
-        since_sha = repo.verify(since) if repo is not None and since is not None else None
+        inputs = open_check(path, gate, rs, config, baseline_file, since)
     except (GateError, BaselineError) as exc:
         fail(str(exc))
     except GitError as exc:
         fail(f"--since: {exc}", exc.hint)
 
     result = run_with_progress(config, rs, quiet=quiet, keep=False)
-    ctx = context_for(result)
-    kept = list(ctx.suppressed.kept)
-    outcome = CheckOutcome(gates, since=since_sha, baseline=str(baseline_file) if baseline_file else None)
-    candidates = gating_findings(kept, gates)
-    outcome.gating = len(candidates)
-    skipped = {e.path for e in result.errors}
-    left_out = (*result.upstream_findings, *result.cheap_reads)  # found, and kept out of the findings
-    # baseline entries of rules or files this check does not report: neither new nor fixed, kept
-    unreported: list[BaselineEntry] = []
-    if base is not None:
-        from dataclasses import replace as replaced
+    run = judge(result, config, rs, path, inputs, strict=strict, allow_parse_errors=allow_parse_errors,
+                update_baseline=update_baseline)
+    for line in run.messages:
+        say(line)
+    if run.baseline_text is not None and baseline_file is not None:
+        write_output(baseline_file, run.baseline_text)
+    state = _render_check(result, rs, run, format, output, max_annotations)
+    if state == "incomplete":
+        raise typer.Exit(2)
+    if state == "fail":
+        raise typer.Exit(1)
 
-        from cs_audit.api import selection_of
-        from cs_audit.extract.excludes import exclude_matcher
 
-        chosen = selection_of(config, rs)
-        excluded = exclude_matcher(config.exclude) if config.exclude else None  # files this check does not read
+def _render_check(result: AuditResult, rs: RuleSet, run: CheckRun, format: str, output: Path | None,
+                  max_annotations: int) -> str:
+    """Write the check's report in ``format`` (stdout when ``output`` is None); its state."""
+    from cs_audit.render.check import render_check_json, render_check_markdown, render_check_text, status
+    from cs_audit.render.github import annotation, render_github
+    from cs_audit.render.sarif import render_sarif
 
-        def reported(e: BaselineEntry) -> bool:
-            return chosen.enabled(e.rule, e.path) and (excluded is None or not excluded.excludes(e.path))
-
-        unreported = [e for e in base.entries if not reported(e)]
-        base = replaced(base, entries=tuple(e for e in base.entries if reported(e)))
-        candidates, fixed, outcome.moved = check_against_baseline(kept, result.findings, base, gates)
-        # an entry in a file that could not be analysed this time is unknown, not fixed; one
-        # matching a finding the audit left out (upstream, checked cheap) is left out, not fixed
-        outcome.fixed, kept_out = left_out_entries([e for e in fixed if e.path not in skipped], left_out)
-        if kept_out:
-            outcome.notes.append(left_out_note(kept_out))
-    changed: dict[str, frozenset[int]] | None = None  # None: every file is in the check's scope
-    if repo is not None and since_sha is not None:
-        try:
-            changed = _changed_since(repo, since_sha, path, outcome, result.repositories)
-            candidates = _new_since(repo, since_sha, path, config, kept, candidates, outcome, changed)
-        except GitError as exc:
-            outcome.incomplete.append(f"--since {since}: {exc}")
-        except ConfigError as exc:
-            outcome.incomplete.append(f"--since {since}: the project configuration at that commit is malformed: {exc}")
-    outcome.new = candidates
-    if outcome.notes:
-        from dataclasses import replace as with_notes
-
-        ctx = with_notes(ctx, notes=ctx.notes + tuple(outcome.notes))
-    for e in result.errors:
-        if strict or e.kind in INCOMPLETE:
-            outcome.incomplete.append(f"{e.path}: {e.kind}: {e.message}")
-    if not allow_parse_errors:
-        _unparsed_in_scope(result, changed, outcome, strict)
-
-    if update_baseline and base is not None and baseline_file is not None:
-        if outcome.incomplete:
-            say("cs-audit: the check did not complete: the baseline was not rewritten")
-        else:
-            kept_entries = updated_baseline(base, (*result.findings, *left_out), skipped) + unreported
-            # the same entries: the file is left as it is (no new commit, no churn in its diffs)
-            if sorted(e.fingerprint for e in kept_entries) != sorted(e.fingerprint for e in (*base.entries, *unreported)):
-                write_output(baseline_file, render_baseline(kept_entries, result.commit))
-
+    outcome, ctx = run.outcome, run.context
     state = status(outcome)
     if format == "text":
         text = render_check_text(result, rs, outcome, ctx)
@@ -271,10 +214,7 @@ def check(
                    "with the same options")
         text += annotation({"pass": "notice", "fail": "error", "incomplete": "error"}[state], summary) + "\n"
         emit(text, output)
-    if state == "incomplete":
-        raise typer.Exit(2)
-    if state == "fail":
-        raise typer.Exit(1)
+    return state
 
 
 def _work_tree_top(path: Path, quiet: bool) -> Path:
@@ -300,64 +240,6 @@ def _work_tree_top(path: Path, quiet: bool) -> Path:
     if not quiet:
         say(f"cs-audit: {path} is inside the repository at {repo.toplevel}: checking the repository whole")
     return repo.toplevel
-
-
-#: error kinds of a file whose code could not be read as Python
-UNPARSED = frozenset({"syntax", "encoding"})
-
-
-def _unparsed_in_scope(result: AuditResult, changed: dict[str, frozenset[int]] | None, outcome: CheckOutcome,
-                       strict: bool) -> None:
-    """A file in the check's scope (changed since ``--since``; every file without it) that
-    does not parse makes the check incomplete, named on one line of stderr: its findings,
-    and the hot roots it holds, are unknown, as ruff fails on a syntax error."""
-    broken = [e for e in result.errors if e.kind in UNPARSED and (changed is None or e.path in changed)]
-    if not broken:
-        return
-    first = broken[0]
-    more = f" (and {plural(len(broken) - 1, 'more file')})" if len(broken) > 1 else ""
-    say(f"cs-audit: {first.path} does not parse ({first.message}){more}: its findings are unknown; "
-        "fix it, or pass --allow-parse-errors to check the rest")
-    if not strict:  # --strict listed every skipped file already
-        outcome.incomplete.extend(f"{e.path}: {e.kind}: {e.message}" for e in broken)
-
-
-def _changed_since(repo: GitRepo, sha: str, path: Path, outcome: CheckOutcome,
-                   repositories: tuple[tuple[str, str | None], ...] = ()) -> dict[str, frozenset[int]]:
-    """Lines changed since ``sha`` by path from the scanned root, those of the tree's
-    sub-repositories included (each compared on its own: the outer diff holds none of their files)."""
-    from cs_audit.ci.gate import changed_lines, sub_repository_changes
-
-    changed = changed_lines(repo, sha)
-    subs = [(p, c) for p, c in repositories if p != "."]
-    if subs:
-        more, notes = sub_repository_changes(repo, sha, path if path.is_dir() else path.parent, subs)
-        changed.update(more)
-        outcome.notes.extend(notes)
-    return changed
-
-
-def _new_since(repo: GitRepo, sha: str, path: Path, config: AuditConfig, kept: list[Finding],
-               candidates: list[Finding], outcome: CheckOutcome, changed: dict[str, frozenset[int]]) -> list[Finding]:
-    """Candidates on ``changed`` lines (since ``sha``) that the audit of ``sha`` did not already have.
-
-    All current (unsuppressed) findings are matched against those of ``sha``, so a copy of
-    an existing line is new while the original still pairs with itself."""
-    from cs_audit.ci.gate import context_for, match_findings, touches
-    from cs_audit.ci.revisions import TreeAuditor
-
-    candidates = [f for f in candidates if touches(f, changed)]
-    if not candidates:
-        return candidates  # nothing on a changed line: no need to audit the older tree
-    with TreeAuditor(repo, str(path), reuse=False, jobs=config.jobs, exclude=config.exclude) as auditor:
-        before = auditor.audit(sha)
-        assert auditor.last_rs is not None
-        before_ctx = context_for(before, prefix="")
-        # what REV had on the upstream's lines counts too: a line the fork took over since is not new for it
-        new, _, moved = match_findings(kept, [*before_ctx.suppressed.kept, *before.upstream_findings])
-    outcome.moved += moved
-    fresh = {id(f) for f in new}
-    return [f for f in candidates if id(f) in fresh]
 
 
 # ---------------------------------------------------------------------------
