@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cs_audit"
 #: from its own folder.  Infrastructure (layer 6) may import only the base (layers 0-5).
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (0, ("cs_audit", "cs_audit.files", "cs_audit.pyast", "cs_audit.records")),
-    (1, ("cs_audit.sources",)),
+    (1, ("cs_audit.sources", "cs_audit.switches")),
     (2, ("cs_audit.model",)),
     (3, ("cs_audit.ruleset",)),
     (4, ("cs_audit.rule_shapes",)),
