@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from cs_audit.files import read_regular
-from cs_audit.rule_shapes import HOT_ROOT, ListOf, ShapeError, check_rule_table
+from cs_audit.rule_shapes import HOT_ROOT, ListOf, ShapeError, check_frequencies, check_rule_table
 from cs_audit.ruleset import EXTENSIBLE, load_yaml_without_aliases
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -313,6 +313,7 @@ def load_config(root: str, config_file: Path | None = None, **overrides: Any) ->
     for key in EXTENSIBLE:
         if key in table:
             _check_shape(source, check_rule_table, key, table[key])
+    _check_shape(source, check_frequencies, table)
     selection = _check_selection(table, source, overrides)
     deployment = _check_deployment(table.get("deployment"), source)
     gate = table.get("gate", {})

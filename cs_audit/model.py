@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from operator import itemgetter
 from typing import TYPE_CHECKING, Literal
 
+from cs_audit.frequency import FrequencyName, is_hot
 from cs_audit.records import record, tuple_record
 from cs_audit.sources import IGNORED_FILES_COUNTED
 from cs_audit.switches import (  # noqa: F401  (re-exported)
@@ -35,7 +36,6 @@ from cs_audit.switches import (  # noqa: F401  (re-exported)
 if TYPE_CHECKING:
     from cs_audit.sources import FileError, IgnoredFolder
 
-Frequency = Literal["step", "request", "round", "layer", "once", "unknown"]
 #: a function of the tree, as the joins key it: (path, qualname)
 FuncKey = tuple[str, str]
 #: the call-site roles that emit a record or write output (what the emitter rules look at)
@@ -46,8 +46,6 @@ SMALL_BODY_LINES = 40
 #: an env helper this short that only hands its reads on is an accessor: its reads are
 #: reported at its call sites alone (read, like ``SMALL_BODY_LINES``, through a comparison)
 ACCESSOR_BODY_LINES = 12
-#: hot frequencies, most frequent first (per-layer work runs L times a step ...)
-HOT_FREQUENCIES: tuple[Frequency, ...] = ("layer", "request", "round", "step")
 
 #: what kind of path a site is on: see ``cs_audit.extract.paths``
 PathKind = Literal["normal", "error", "rare"]
@@ -624,7 +622,7 @@ class Finding:
     function: str | None
     #: what gates the site (None: it runs with no debug env set); JSON: ``SwitchRef.text``
     switch: SwitchRef | None
-    frequency: Frequency
+    frequency: FrequencyName
     gpu_sync: bool
     message: str
     fingerprint: str
@@ -754,7 +752,7 @@ class GatedSite:
     function: str | None
     role: str
     work: str  # what one event does: "log line (info), f-string", "torch.save", ".item()"
-    frequency: Frequency
+    frequency: FrequencyName
     gpu_sync: bool
     code: str
     #: estimated µs per step of the site when the switch is on
@@ -847,7 +845,7 @@ class RootMatch:
     name: str
     class_glob: str | None
     path_glob: str | None
-    frequency: Frequency
+    frequency: FrequencyName
     functions: int
     #: the first few of them (`module.qualname`, sorted)
     examples: tuple[str, ...]
@@ -880,7 +878,7 @@ class CheapPath:
     function: str  # qualname
     how: str  # "returns at entry" | "returns nullcontext()"
     switch: str  # the switch's report spelling
-    frequency: Frequency
+    frequency: FrequencyName
     #: calls of it from functions that run by default
     calls: int
     process: str = ""
@@ -1110,7 +1108,7 @@ class Gates:
             return True
         if f.switch is not None or getattr(f.detail, "cached", False):
             return False  # a cached env read is not paid per call after start-up
-        return scope == "default" or (f.frequency in HOT_FREQUENCIES and f.path_kind == "normal")
+        return scope == "default" or (is_hot(f.frequency) and f.path_kind == "normal")
 
     def describe(self) -> str:
         return ", ".join(f"{r} ({scope})" for r, scope in self.rules.items() if scope != "off")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-from cs_audit.ruleset import _EXPECTED_KEYS, _FREQUENCIES, EXTENSIBLE, read_rule_texts, safe_load_yaml
+from cs_audit.frequency import NOT_HOT, STEP
+from cs_audit.ruleset import _EXPECTED_KEYS, EXTENSIBLE, read_rule_texts, safe_load_yaml
 
 
 class ShapeError(ValueError):
@@ -201,7 +202,8 @@ NUMBER = Leaf("a number", "numbers", lambda v: isinstance(v, (int, float)) and n
 INDEX = Leaf("a whole number from 0", "whole numbers from 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
 FLAG = Leaf("true or false", "true or false", lambda v: isinstance(v, bool))
 NAMES = ListOf(NAME)
-FREQUENCY = OneOf(tuple(sorted(_FREQUENCIES)))
+#: a frequency's name; which are declared is checked with the tables together (``check_frequencies``)
+FREQUENCY = Leaf('a frequency name, like "step"', "frequency names", _is_name)
 
 #: a hot root, in ``hot_paths.roots`` and in the configuration's own ``hot_roots``
 HOT_ROOT = Record(
@@ -254,7 +256,10 @@ TABLES: dict[str, dict[str, Shape]] = {
         "events": MapOf(Record({"h200_host": NUMBER, "dev": NUMBER, "measured": TEXT}, frozenset({"h200_host"}),
                                "{h200_host = 1.5, measured = 'what was timed'}")),
         "sync_added_us_per_step": MapOf(NUMBER, FREQUENCY), "sync_baseline_step_us": NUMBER,
-        "multipliers": MapOf(NUMBER, FREQUENCY),
+        "frequencies": MapOf(Record(
+            {"rank": NUMBER, "multiplier": NUMBER, "words": NAME, "legend": NAME, "symbol": TEXT},
+            frozenset({"rank", "multiplier", "words"}), "{rank = 2, multiplier = 4, words = 'every scheduler tick'}",
+        ), FREQUENCY),
     },
     "call_graph": {"callback_calls": NAMES},
     "defaults": {
@@ -287,3 +292,25 @@ def check_rule_table(stem: str, table: Any) -> None:
         known = sorted({**shipped["platforms"], **table.get("platforms", {})})
         if table["platform"] not in known:
             raise ShapeError(f"defaults.platform must be one of {', '.join(known)} (defaults.platforms)")
+
+
+def check_frequencies(config: Mapping[str, Any]) -> None:
+    """Raise ``ShapeError`` naming the key unless every frequency a project's configuration
+    (``[tool.cs-audit]``, its shapes checked) gives names one the shipped ``costs.yaml`` or its own
+    ``costs.frequencies`` declares."""
+    declared = [*_shipped_tables()["costs"]["frequencies"], *(config.get("costs") or {}).get("frequencies", {})]
+    hot = config.get("hot_paths") or {}
+    named = [(f"hot_roots[{i}].frequency", r.get("frequency", STEP)) for i, r in enumerate(config.get("hot_roots") or ())]
+    named += [(f"hot_paths.roots[{i}].frequency", r.get("frequency", STEP)) for i, r in enumerate(hot.get("roots") or ())]
+    named += [(f"hot_paths.loop_raises[{i}].{end}", r[end]) for i, r in enumerate(hot.get("loop_raises") or ()) for end in ("from", "to")]
+    named += [(f"costs.sync_added_us_per_step key {name!r}", name) for name in (config.get("costs") or {}).get("sync_added_us_per_step", {})]
+    for name, entry in ((config.get("costs") or {}).get("frequencies") or {}).items():
+        for field in ("rank", "multiplier"):
+            if entry.get(field, 1) < 0:
+                raise ShapeError(f"costs.frequencies[{name!r}].{field} must be a number from 0")
+        if "rank" in entry and (entry["rank"] == 0) != (name in NOT_HOT):
+            raise ShapeError(f"costs.frequencies[{name!r}].rank must be {'0' if name in NOT_HOT else 'above 0'} "
+                             f"(only {' and '.join(sorted(NOT_HOT))} are off the hot paths)")
+    for key, name in named:
+        if name not in declared:
+            raise ShapeError(f"{key} must be one of {', '.join(dict.fromkeys(declared))} (costs.frequencies), not {name!r}")

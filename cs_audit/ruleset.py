@@ -14,14 +14,12 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
+from cs_audit.frequency import STEP, Frequencies, FrequencyError, FrequencyName
 from cs_audit.records import record
-
-if TYPE_CHECKING:
-    from cs_audit.model import Frequency
 
 MAX_RULE_FILE_BYTES = 1 << 20
 
@@ -36,7 +34,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers", "host_names", "device_apis"},
     "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests", "steady_tests", "replay_tests"},
     "call_graph.yaml": {"callback_calls"},
-    "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "multipliers"},
+    "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "frequencies"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
@@ -56,7 +54,6 @@ _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why",
 _WORDS_KEYS = {"phrase", "noun", "rank"}
 _ROOT_KEYS = {"name", "class", "path", "frequency", "process", "replayed"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags", "process"}
-_FREQUENCIES = {"step", "request", "round", "layer", "once", "unknown"}
 
 
 class RuleDataError(ValueError):
@@ -95,7 +92,7 @@ class HotRoot:
     name: str
     class_glob: str | None
     path_glob: str | None
-    frequency: Frequency
+    frequency: FrequencyName
     #: the side of the deployment the root runs in (engine, worker, API server, ...): the
     #: audit's §1 sums per-step costs per side, never across them ("" for a project root without one)
     process: str = ""
@@ -324,7 +321,8 @@ class RuleSet:
     cost_source: str
     costs_us: dict[str, float]
     sync_added_us: dict[str, float]
-    multipliers: dict[str, float]
+    #: how often sites run: each frequency's rank, multiplier and words (``costs.yaml``)
+    frequencies: Frequencies
     minimal_set: dict[str, str]
     level_knob_re: re.Pattern[str]
     disposition_rules: tuple[DispositionRule, ...]
@@ -356,11 +354,11 @@ class RuleSet:
         order = {name: i for i, name in enumerate(self.levels)}
         return order.get(level, len(order)) >= order.get(threshold, 1)
 
-    def in_loop(self, frequency: Frequency, loop_iter: str) -> Frequency:
+    def in_loop(self, frequency: FrequencyName, loop_iter: str) -> FrequencyName:
         """The frequency of code inside a loop over ``loop_iter`` in a ``frequency`` function."""
         for pattern, source, target in self.loop_raises:
             if source == frequency and pattern.search(loop_iter):
-                return target  # type: ignore[return-value]
+                return target
         return frequency
 
     def category_of(self, var: str) -> str:
@@ -404,7 +402,7 @@ class RuleSet:
     def with_extra_roots(self, roots: list[dict[str, Any]]) -> RuleSet:
         from dataclasses import replace
 
-        extra = tuple(_parse_root(r, "project config") for r in roots)
+        extra = tuple(_parse_root(r, f"hot_roots[{i}]", self.frequencies) for i, r in enumerate(roots))
         # idempotent: the command line and ``run_audit`` both prepare the rule set of a scan
         return replace(self, hot_roots=extra + tuple(r for r in self.hot_roots if r not in extra))
 
@@ -447,15 +445,16 @@ def _load_yaml(name: str, text: str) -> dict[str, Any]:
     return data
 
 
-def _parse_root(entry: Any, where: str) -> HotRoot:
+def _parse_root(entry: Any, where: str, frequencies: Frequencies) -> HotRoot:
     if not isinstance(entry, dict) or "name" not in entry:
         raise RuleDataError(f"{where}: hot root needs a name: {entry!r}")
     unknown = set(entry) - _ROOT_KEYS
     if unknown:
         raise RuleDataError(f"{where}: hot root has unknown keys {sorted(unknown)}")
-    frequency = entry.get("frequency", "step")
-    if frequency not in _FREQUENCIES:
-        raise RuleDataError(f"{where}: unknown frequency {frequency!r}")
+    try:
+        frequency = frequencies.check(entry.get("frequency", STEP), f"{where}: {entry['name']}")
+    except FrequencyError as exc:
+        raise RuleDataError(str(exc)) from None
     return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency, str(entry.get("process", "")),
                    entry.get("replayed") is True)
 
@@ -591,6 +590,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
     if unknown:
         raise RuleDataError(f"hot_paths.yaml: event_loops: unknown keys {sorted(unknown)}")
     costs = data["costs.yaml"]
+    frequencies = _frequencies(costs, hot)
     registries = tuple(
         Registry(
             id=r["id"], object=r["object"], access=r["access"],
@@ -635,7 +635,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         host_name_re=re.compile(sync["host_names"]) if sync.get("host_names") else None,
         device_re=re.compile("|".join(f"(?:{p})" for p in sync["device_apis"])) if sync.get("device_apis") else None,
         device_apis=tuple(str(p) for p in sync.get("device_apis") or ()),
-        hot_roots=tuple(_parse_root(r, "hot_paths.yaml") for r in hot["roots"]),
+        hot_roots=tuple(_parse_root(r, "hot_paths.yaml", frequencies) for r in hot["roots"]),
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         rare_test_re=re.compile(hot["rare_tests"]) if hot.get("rare_tests") else None,
         steady_test_re=re.compile(hot["steady_tests"]) if hot.get("steady_tests") else None,
@@ -646,7 +646,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         cost_source=costs["source"],
         costs_us={name: float(v["h200_host"]) for name, v in costs["events"].items()},
         sync_added_us={k: float(v) for k, v in costs["sync_added_us_per_step"].items()},
-        multipliers={k: float(v) for k, v in costs["multipliers"].items()},
+        frequencies=frequencies,
         minimal_set=dict(data["dispositions.yaml"]["minimal_set"]),
         level_knob_re=re.compile(data["dispositions.yaml"]["level_knob_pattern"]),
         disposition_rules=tuple(_parse_disposition(r) for r in data["dispositions.yaml"]["rules"]),
@@ -656,6 +656,20 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         defaults=_defaults(data["defaults.yaml"]),
     )
     return replace(rs, api_literals=api_literals(rs))
+
+
+def _frequencies(costs: dict[str, Any], hot: dict[str, Any]) -> Frequencies:
+    """``costs.yaml`` ``frequencies``, and every frequency the other tables name among them."""
+    try:
+        frequencies = Frequencies.parse(costs["frequencies"])
+        for name in costs["sync_added_us_per_step"]:
+            frequencies.check(name, "costs.yaml: sync_added_us_per_step")
+        for i, r in enumerate(hot["loop_raises"]):
+            for end in ("from", "to"):
+                frequencies.check(r[end], f"hot_paths.yaml: loop_raises[{i}].{end}")
+    except FrequencyError as exc:
+        raise RuleDataError(str(exc)) from None
+    return frequencies
 
 
 #: the feature a deployment states to run its model eagerly: no captured graphs

@@ -22,7 +22,7 @@ def test_rules_on_one_statement_merge_into_one_row_with_their_words() -> None:
     eager = _f("eager-format", 10, 12, cost=12.0, eager_kinds=("f-string",), detail=EmitterDetail("logger.info", "info"))
     env = _f("env-read-hot", 11, cost=20.0, detail=EnvReadDetail("SGL_TAG", "os.getenv"))
     other = _f("env-read-hot", 20, cost=20.0, detail=EnvReadDetail("SGL_OTHER", "os.getenv"))
-    rows = statements([env, other, emit, eager])
+    rows = statements([env, other, emit, eager], load_ruleset())
     assert [len(s.findings) for s in rows] == [3, 1]
     assert rows[0].span == (10, 12) and rows[0].cost_us == 282.0
     assert statement_words(rows[0], load_ruleset()) == "f-string + per-request info line + env read of `SGL_TAG` in the message"
@@ -32,13 +32,13 @@ def test_rules_on_one_statement_merge_into_one_row_with_their_words() -> None:
 def test_two_syncs_of_one_call_site_fold_into_one_row() -> None:
     a = _f("sync-in-debug", 5, gpu_sync=True, col=4, detail=SyncDetail("item"))
     b = _f("sync-in-debug", 5, gpu_sync=True, col=30, detail=SyncDetail("item"))
-    rows = statements([a, b])
+    rows = statements([a, b], load_ruleset())
     assert len(rows) == 1
     assert statement_words(rows[0], load_ruleset()) == "device sync (`.item()`) ×2"
 
 
 def test_statements_in_other_files_or_lines_stay_apart() -> None:
-    rows = statements([_f("env-read-hot", 5), _f("env-read-hot", 5, path="pkg/other.py"), _f("env-read-hot", 6)])
+    rows = statements([_f("env-read-hot", 5), _f("env-read-hot", 5, path="pkg/other.py"), _f("env-read-hot", 6)], load_ruleset())
     assert len(rows) == 3
 
 

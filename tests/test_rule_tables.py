@@ -124,8 +124,18 @@ WRONG_SHAPES = [
      "cs-audit.yaml: defaults.model_paths must be a regular expression with a group (?P<model>...) or empty"),
     ("pyproject.toml", "[tool.cs-audit.hot_paths]\nroots = [{name = 5}]\n",
      'pyproject.toml [tool.cs-audit]: hot_paths.roots[0].name must be a function name, like "execute_model", not a number'),
-    ("pyproject.toml", '[tool.cs-audit.costs.multipliers]\nstep = "16"\n',
-     "pyproject.toml [tool.cs-audit]: costs.multipliers['step'] must be a number, not a string"),
+    ("pyproject.toml", '[tool.cs-audit.costs.frequencies.step]\nmultiplier = "16"\n',
+     "pyproject.toml [tool.cs-audit]: costs.frequencies['step'].multiplier must be a number, not a string"),
+    # a project's own frequency: declared whole, hot, and named right where it is used
+    ("pyproject.toml", '[tool.cs-audit.costs.frequencies.tick]\nrank = 1.5\nmultiplier = 4\n',
+     "pyproject.toml [tool.cs-audit]: costs.frequencies['tick'] is missing words: it must be a table like "
+     "{rank = 2, multiplier = 4, words = 'every scheduler tick'}"),
+    ("pyproject.toml", '[tool.cs-audit.costs.frequencies.tick]\nrank = 0\nmultiplier = 4\nwords = "every tick"\n',
+     "pyproject.toml [tool.cs-audit]: costs.frequencies['tick'].rank must be above 0 (only once and unknown are off the hot paths)"),
+    ("pyproject.toml", '[tool.cs-audit]\nhot_roots = [{name = "tick", frequency = "tik"}]\n'
+     '[tool.cs-audit.costs.frequencies.tick]\nrank = 1.5\nmultiplier = 4\nwords = "every tick"\n',
+     "pyproject.toml [tool.cs-audit]: hot_roots[0].frequency must be one of step, request, round, layer, once, unknown, tick "
+     "(costs.frequencies), not 'tik'"),
     ("pyproject.toml", '[tool.cs-audit]\nhot_roots = [{name = "tick", process = 5}]\n',
      "pyproject.toml [tool.cs-audit]: hot_roots[0].process must be a string, not a number"),
     ("cs-audit.toml", "[gpu_syncs]\nto_cpu = 5\n", "{root}/cs-audit.toml: gpu_syncs.to_cpu must be true or false, not a number"),

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, syncing_helpers, when_words
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
 from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import how_often, outside_event_loop
@@ -75,13 +76,13 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     cols=(site.col, site.end_col), run=run)
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, frequencies: Frequencies) -> str:
     detail = f.detail if isinstance(f.detail, EmitterDetail) else EmitterDetail("?", "")
     head = f"`{detail.emitter}` ({detail.level})"
     if f.path_kind != "normal":
         an = "an" if f.path_kind[0] in "aeiou" else "a"
         head += f" is on {an} {f.path_kind} path ({f.path_reason}) of code that"
-    return (f"{head} runs {when_words(f)} {gate_words(f.switch)}; "
+    return (f"{head} runs {when_words(f, frequencies)} {gate_words(f.switch)}; "
             "gate it behind a trace level or log it once.")
 
 

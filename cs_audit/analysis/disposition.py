@@ -130,7 +130,7 @@ def proposed_level(s: Switch, rs: RuleSet, ms: dict[str, str] | None = None) -> 
         return ms["dump_list"]
     if s.gpu_sync:
         return f"{ms['trace_level']}=3"
-    if any(site.frequency in ("request", "round", "layer") for site in s.sites):
+    if any(rs.frequencies.above_step(site.frequency) for site in s.sites):
         return f"{ms['trace_level']}=2"
     return f"{ms['trace_level']}=1"
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from cs_audit.analysis.sites import Findings
+from cs_audit.frequency import UNKNOWN, Frequencies, FrequencyName
 from cs_audit.joins.callgraph import FuncKey, TreeModel
-from cs_audit.model import DuplicateDetail, Finding, Frequency, FunctionDef
+from cs_audit.model import DuplicateDetail, Finding, FunctionDef
 from cs_audit.ruleset import RuleSet
 
 RULE = "duplicate-helper"
@@ -41,12 +42,12 @@ def duplicate_groups(model: TreeModel) -> list[tuple[str, list[tuple[str, Functi
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     for name, members in duplicate_groups(model):
         for path, f in members:
-            freq: Frequency = model.freq_any.get((path, f.qualname), "unknown")
+            freq: FrequencyName = model.freq_any.get((path, f.qualname), UNKNOWN)
             out.add(RULE, path, f.line, f.end_line, f.qualname, None, freq, False, f"def {f.name}",
                     detail=DuplicateDetail(group=name, copies=str(len(members))),
                     cols=(f.col, -1))  # the span is the whole body: where it ends on its last line is not known
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, _frequencies: Frequencies) -> str:
     detail = f.detail if isinstance(f.detail, DuplicateDetail) else DuplicateDetail("?", "2")
     return f"`{detail.group}` has {detail.copies} identical copies (up to local names); keep one in a shared module."

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cs_audit.analysis.sites import Findings, per_step_cost, syncing_functions
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
 from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import run_of
@@ -117,7 +118,7 @@ def _dropped_by(model: TreeModel, rs: RuleSet, path: str, built: BuiltMessage, o
     return None
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, _frequencies: Frequencies) -> str:
     detail = f.detail if isinstance(f.detail, EmitterDetail) else EmitterDetail("?", "")
     kinds = ", ".join(f.eager_kinds)
     if detail.level == "local":

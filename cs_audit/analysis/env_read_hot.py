@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from cs_audit.analysis import default_on_emitter
 from cs_audit.analysis.sites import Findings, per_step_cost, when_words
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.env_helpers import helper_switches
 from cs_audit.joins.runs import outside_event_loop, run_of, through_memo
@@ -99,13 +100,13 @@ def _at_callers(model: TreeModel, key: tuple[str, str]) -> bool:
     return key in model.accessors and key not in model.roots and bool(model.callers.get(key))
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, frequencies: Frequencies) -> str:
     detail = f.detail if isinstance(f.detail, EnvReadDetail) else EnvReadDetail("?", "")
     how = f"through `{detail.via.split(':', 1)[1]}()`" if detail.via.startswith("helper:") else f"via `{detail.via}`"
     if detail.cached:
-        return (f"`{detail.var}` is read {how} {when_words(f)}, but the registry is cached once "
+        return (f"`{detail.var}` is read {how} {when_words(f, frequencies)}, but the registry is cached once "
                 f"`{detail.cached}()` has run at start-up: not a per-call read after it (low).")
-    return (f"`{detail.var}` is read from the environment {how} {when_words(f)}; "
+    return (f"`{detail.var}` is read from the environment {how} {when_words(f, frequencies)}; "
             "resolve it once at import and test the constant.")
 
 

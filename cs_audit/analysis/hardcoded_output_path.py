@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cs_audit.analysis.categories import written_location
 from cs_audit.analysis.sites import Findings
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import TreeModel, function_at
 from cs_audit.joins.runs import frequency
 from cs_audit.model import Finding, OutputPathDetail
@@ -33,6 +34,6 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     detail=OutputPathDetail(output_path=literal), cols=(col, end_col))
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, _frequencies: Frequencies) -> str:
     literal = f.detail.output_path if isinstance(f.detail, OutputPathDetail) else ""
     return f"output goes to the literal path `{literal}`; build it under the configured output root."

@@ -4,6 +4,7 @@ of reading the run directory its launcher exports (a launcher that exports it is
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.runs import run_of
 from cs_audit.model import Finding
@@ -24,5 +25,5 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                     cols=(site.col, site.end_col))
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, _frequencies: Frequencies) -> str:
     return "this process mints its own run timestamp for an output path; read the run directory the launcher exports."

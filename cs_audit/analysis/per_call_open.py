@@ -4,6 +4,7 @@ through a handle kept open."""
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, when_words
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import TreeModel, is_once_function
 from cs_audit.joins.runs import run_of
 from cs_audit.model import CallSite, Finding, OpenDetail
@@ -35,6 +36,6 @@ def _opened_per_call(model: TreeModel, rs: RuleSet, path: str, site: CallSite) -
     return not is_once_function(function, rs)
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, frequencies: Frequencies) -> str:
     mode = f.detail.mode if isinstance(f.detail, OpenDetail) else ""
-    return f"a file is opened (mode `{mode}`), written and closed per call, {when_words(f)} {gate_words(f.switch)}; keep one handle open."
+    return f"a file is opened (mode `{mode}`), written and closed per call, {when_words(f, frequencies)} {gate_words(f.switch)}; keep one handle open."

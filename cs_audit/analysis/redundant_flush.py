@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cs_audit.analysis.sites import Findings, per_step_cost
+from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import FuncKey, TreeModel
 from cs_audit.joins.runs import run_of
 from cs_audit.model import CallSite, Finding, FlushDetail
@@ -53,6 +54,6 @@ def _through_getter(model: TreeModel, getters: dict[FuncKey, str], path: str, si
     return None
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, _frequencies: Frequencies) -> str:
     handle = f.detail.handle if isinstance(f.detail, FlushDetail) else ""
     return f"`{handle}` is line-buffered, so this flush() is redundant; drop one of the two."

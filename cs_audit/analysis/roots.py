@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cs_audit.frequency import is_hot
 from cs_audit.joins.callgraph import TreeModel, function_id, hot_chain
 from cs_audit.joins.gates import gate_switches
 from cs_audit.joins.roots import root_process
@@ -47,7 +48,7 @@ def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
     out: list[CheapPath] = []
     by_file: dict[str, tuple[set[str | None], dict[str | None, list[CallSite | PlainCall]]]] = {}
     for key, freq in model.freq_default.items():
-        if freq in ("once", "unknown"):
+        if not is_hot(freq):
             continue
         f = model.functions.get(key)
         ff = model.facts.get(key[0])

@@ -1,6 +1,6 @@
 """The rules, one module each (``analysis/<rule_id>.py``, next to its entry in
 ``rules/rules.yaml``): ``RULE`` (its id), ``check(model, rs, out)`` (its findings) and
-``message(finding)`` (its message), and where §1 names a finding in more than its
+``message(finding, frequencies)`` (its message), and where §1 names a finding in more than its
 ``words.phrase``, ``words(finding, others, phrase)``.  This list is the only place they are named together."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from cs_audit.analysis import (
     sync_in_debug,
 )
 from cs_audit.analysis.sites import Findings
+from cs_audit.frequency import is_hot
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.chains import Chains
 from cs_audit.joins.roots import root_process
@@ -40,7 +41,7 @@ WORDS: dict[str, Callable[[Finding, Sequence[Finding], str], Words]] = {
 
 def analyse(model: TreeModel, rs: RuleSet) -> list[Finding]:
     """Every rule's findings over ``model``: sorted, numbered and worded."""
-    out = Findings(MESSAGES)
+    out = Findings(MESSAGES, rs.frequencies)
     for module in RULES:
         module.check(model, rs, out)
     chains = {True: Chains(model, model.hot_via_default), False: Chains(model, model.hot_via_any)}
@@ -50,7 +51,7 @@ def analyse(model: TreeModel, rs: RuleSet) -> list[Finding]:
 def _with_hot_path(model: TreeModel, rs: RuleSet, chains: dict[bool, Chains], f: Finding) -> Finding:
     """``f`` with the chain its frequency came from (default-on paths for an ungated site),
     as reports show it, and the process side of the root that chain starts at."""
-    if f.function is None or f.frequency in ("once", "unknown"):
+    if f.function is None or not is_hot(f.frequency):
         return f
     key = (f.path, f.function)
     of_switch = chains[f.switch is None]

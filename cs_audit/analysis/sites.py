@@ -9,19 +9,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+from cs_audit.frequency import Frequencies, FrequencyName
 from cs_audit.joins.callgraph import FuncKey, TreeModel
 from cs_audit.joins.runs import Run
-from cs_audit.model import Finding, FindingDetail, Frequency, SwitchRef
+from cs_audit.model import Finding, FindingDetail, SwitchRef
 from cs_audit.ruleset import RuleSet
-
-FREQ_WORDS = {
-    "step": "every engine step",
-    "request": "once per request per step",
-    "round": "every verify round",
-    "layer": "once per layer per step",
-    "once": "once",
-    "unknown": "off the known hot paths",
-}
 
 
 def gate_words(switch: SwitchRef | None) -> str:
@@ -36,13 +28,13 @@ def gate_words(switch: SwitchRef | None) -> str:
     return "behind a log-level check"
 
 
-def when_words(f: Finding) -> str:
-    return FREQ_WORDS.get(f.frequency, f.frequency)
+def when_words(f: Finding, frequencies: Frequencies) -> str:
+    return frequencies.words(f.frequency)
 
 
-def per_step_cost(rs: RuleSet, event: str, freq: Frequency) -> float:
+def per_step_cost(rs: RuleSet, event: str, freq: FrequencyName) -> float:
     """Estimated µs per engine step of ``event`` (rules/costs.yaml) at ``freq``."""
-    return rs.costs_us.get(event, 0.0) * rs.multipliers.get(freq, 0.0)
+    return rs.costs_us.get(event, 0.0) * rs.frequencies.multiplier(freq)
 
 
 #: the cost event (rules/costs.yaml) of one event of a site switched on, by its role
@@ -50,7 +42,7 @@ ENABLED_EVENTS = {"log": "log_emitted", "print": "log_emitted", "stdwrite": "log
                   "open": "open_per_event", "flush": "dump_flush"}
 
 
-def enabled_cost(rs: RuleSet, role: str, freq: Frequency) -> float:
+def enabled_cost(rs: RuleSet, role: str, freq: FrequencyName) -> float:
     """Estimated µs per step a gated site adds when its switch is on: a sync by the
     decode-step table, the others by the event of their role."""
     if role == "sync":
@@ -67,14 +59,16 @@ def fingerprint(rule: str, path: str, function: str | None, code: str, occurrenc
 
 class Findings:
     """The findings of a model, as the rules add them; ``finish`` sorts them, numbers
-    repeated (rule, path, function, code) and words each one with its rule's ``message``."""
+    repeated (rule, path, function, code) and words each one with its rule's ``message``
+    (which says a frequency in the words of ``frequencies``)."""
 
-    def __init__(self, messages: dict[str, Callable[[Finding], str]]) -> None:
+    def __init__(self, messages: dict[str, Callable[[Finding, Frequencies], str]], frequencies: Frequencies) -> None:
         self.messages = messages
+        self.frequencies = frequencies
         self.rows: list[Finding] = []
 
     def add(self, rule: str, path_of: str, line: int, end_line: int, function: str | None, switch: SwitchRef | None,
-            freq: Frequency, gpu_sync: bool, code: str, cost_us: float = 0.0,
+            freq: FrequencyName, gpu_sync: bool, code: str, cost_us: float = 0.0,
             eager_kinds: tuple[str, ...] = (), detail: FindingDetail = None, cols: tuple[int, int] | None = None,
             run: Run | None = None) -> None:
         """``cols``: the site's 0-based start and end columns (on ``line`` and ``end_line``; -1: not known).
@@ -99,7 +93,7 @@ class Findings:
             key = (row.rule, row.path, row.function, " ".join(row.code.split()))
             occurrence = seen[key]
             seen[key] += 1
-            out.append(replace(row, message=self.messages[row.rule](row),
+            out.append(replace(row, message=self.messages[row.rule](row, self.frequencies),
                                fingerprint=fingerprint(row.rule, row.path, row.function, row.code, occurrence)))
         return out
 

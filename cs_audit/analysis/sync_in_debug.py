@@ -8,10 +8,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from cs_audit.analysis.sites import Findings, gate_words, syncing_helpers, when_words
+from cs_audit.frequency import Frequencies, is_hot
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch
 from cs_audit.joins.gates import site_switch, site_switches
 from cs_audit.joins.runs import first, how_often, run_of
-from cs_audit.model import HOT_FREQUENCIES, LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail, Words, spoken
+from cs_audit.model import LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail, Words, spoken
 from cs_audit.ruleset import RuleSet
 
 RULE = "sync-in-debug"
@@ -74,7 +75,7 @@ def _helper_syncs(model: TreeModel, rs: RuleSet, out: Findings, path: str, site:
             continue
         run = run_of(model, path, site.function, site.gates, site, rs)
         switch, freq = run.switch, run.frequency
-        if freq not in HOT_FREQUENCIES:
+        if not is_hot(freq):
             continue
         below, call = syncing[helper]
         out.add(RULE, path, site.line, site.end_line, site.function, switch, freq, True, site.code,
@@ -102,11 +103,11 @@ def _helper_arg_spans(model: TreeModel) -> dict[tuple[str, str | None], list[tup
     return spans
 
 
-def message(f: Finding) -> str:
+def message(f: Finding, frequencies: Frequencies) -> str:
     detail = f.detail if isinstance(f.detail, SyncDetail) else SyncDetail("item")
     helpers = " → ".join(f"`{name}()`" for name in detail.helper.split(HELPER_CHAIN)) if detail.helper else ""
     what = f"{helpers} (its `.{detail.call}()`)" if detail.helper else f"`.{detail.call}()`"
-    return (f"{what} forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f)}; "
+    return (f"{what} forces a host-device sync in debug/log code {gate_words(f.switch)}, {when_words(f, frequencies)}; "
             "move it out of the log path or behind the highest trace level.")
 
 

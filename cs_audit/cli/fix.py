@@ -26,7 +26,7 @@ def fix(
     rule: list[str] = typer.Option([], "--rule", help="the rules to fix (repeatable, comma-separated; default: eager-format, env-read-hot, redundant-flush; duplicate-helper only when named)"),
     diff: bool = typer.Option(False, "--diff", help="print a unified diff and change nothing (the default); exit 1 if there is anything to fix"),
     write: bool = typer.Option(False, "--write", help="rewrite the files in place, atomically"),
-    hot_only: bool = typer.Option(False, "--hot-only", help="fix only findings on a hot path (step, layer, request, round)"),
+    hot_only: bool = typer.Option(False, "--hot-only", help="fix only findings on a hot path (at any frequency but once and unknown)"),
     since: Optional[str] = typer.Option(None, "--since", help="fix only sites on lines changed since this revision"),
     into: Optional[str] = typer.Option(None, "--into", help="duplicate-helper: the module (dotted) that keeps the one copy"),
     unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="also make fixes that change when a file is closed (per-call open -> cached handle)"),

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 from cs_audit.confirm.profiles import Frame, Profile
-from cs_audit.model import HOT_FREQUENCIES, Finding, FuncKey
+from cs_audit.frequency import is_hot
+from cs_audit.model import Finding, FuncKey
 
 #: observed calls per step from which a function runs per step, and under which it is rare
 PER_STEP_MIN = 0.9
@@ -206,7 +207,7 @@ def join(profile: Profile, root: Path, tree_files: Iterable[str]) -> Run:
 
 def claimed_per_step(f: Finding) -> bool:
     """The audit says the finding runs every step with no debug env set."""
-    return f.switch is None and f.frequency in HOT_FREQUENCIES and f.path_kind == "normal"
+    return f.switch is None and is_hot(f.frequency) and f.path_kind == "normal"
 
 
 def observe_findings(run: Run, findings: Iterable[Finding]) -> dict[str, Observed]:
@@ -230,7 +231,7 @@ def agreement(run: Run, freq_default: Mapping[FuncKey, str]) -> Agreement | None
     """None when the profile gives no call rate."""
     if not run.has_rates:
         return None
-    claimed = sorted(k for k, q in freq_default.items() if q in HOT_FREQUENCIES and k[0] in run.loaded)
+    claimed = sorted(k for k, q in freq_default.items() if is_hot(q) and k[0] in run.loaded)
     hot = sorted(k for k in run.calls if (run.rate(k) or 0) >= PER_STEP_MIN)
     return Agreement(claimed, [k for k in claimed if (run.rate(k) or 0) >= PER_STEP_MIN], hot,
-                     [k for k in hot if freq_default.get(k) in HOT_FREQUENCIES])
+                     [k for k in hot if is_hot(freq_default.get(k))])

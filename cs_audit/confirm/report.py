@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from cs_audit.confirm.join import RARE_MAX, Agreement, Observed, Run, agreement, claimed_per_step, observe_findings
 from cs_audit.confirm.profiles import Profile, ProfileError, read_profile
-from cs_audit.model import HOT_FREQUENCIES, AuditResult, Finding, FuncKey
+from cs_audit.frequency import is_hot
+from cs_audit.model import AuditResult, Finding, FuncKey
 
 if TYPE_CHECKING:
     from cs_audit.joins.callgraph import TreeModel
@@ -103,7 +104,7 @@ def confirm(profile: Profile, run: Run, result: AuditResult, model: TreeModel, l
     for key, fs in by_function.items():
         rate = run.rate(key) or 0.0
         frequency = model.freq_default.get(key, "")
-        if observed[fs[0].fingerprint].status == "per-step" and frequency not in HOT_FREQUENCIES:
+        if observed[fs[0].fingerprint].status == "per-step" and not is_hot(frequency):
             out.misses.append(Miss(key, rate, frequency, tuple(fs)))
     out.misses.sort(key=lambda m: (-m.calls_per_step, m.key))
     del out.misses[limit:]

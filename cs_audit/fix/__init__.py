@@ -6,7 +6,7 @@ over the file's syntax tree, and gives back per file the new bytes and the notes
 left alone and why.  Writing is ``source.write_atomic``; nothing here prints.
 """
 
-from cs_audit.fix.base import DEFAULT_RULES, FIXABLE, HOT, FileFix, FixPlan, Note, Target, Transform
+from cs_audit.fix.base import DEFAULT_RULES, FIXABLE, FileFix, FixPlan, Note, Target, Transform
 from cs_audit.fix.run import apply, fix_tree, plan_files, write
 
-__all__ = ["DEFAULT_RULES", "FIXABLE", "HOT", "FileFix", "FixPlan", "Note", "Target", "Transform", "apply", "fix_tree", "plan_files", "write"]
+__all__ = ["DEFAULT_RULES", "FIXABLE", "FileFix", "FixPlan", "Note", "Target", "Transform", "apply", "fix_tree", "plan_files", "write"]

@@ -14,8 +14,6 @@ from cs_audit.fix.source import Source
 FIXABLE = ("eager-format", "env-read-hot", "redundant-flush", "per-call-open", "duplicate-helper")
 #: what ``fix`` runs without ``--rule`` (replacing copies by imports is asked for by name)
 DEFAULT_RULES = ("eager-format", "env-read-hot", "redundant-flush")
-#: frequencies that make a finding hot for ``--hot-only``
-HOT = frozenset({"step", "layer", "request", "round"})
 
 
 @dataclass(frozen=True)

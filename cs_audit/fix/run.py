@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import libcst as cst
 
-from cs_audit.fix.base import FIXABLE, HOT, FileFix, FixPlan, Note, Target, Transform
+from cs_audit.fix.base import FIXABLE, FileFix, FixPlan, Note, Target, Transform
 from cs_audit.fix.source import Source, parse, read_source
+from cs_audit.frequency import is_hot
 
 
 def apply(source: Source, targets: dict[str, list[Target]], transforms: dict[str, Transform],
@@ -214,7 +215,7 @@ def fix_tree(config, rs, rules: tuple[str, ...], hot_only: bool = False, into: s
     # (path, line) of each site left alone on the upstream's lines: its findings the scan left
     # out, and the targets found beside the findings (every eager log call)
     upstream = {(f.path, f.line) for f in result.upstream_findings
-                if f.rule in rules and (not hot_only or f.frequency in HOT) and (changed is None or changed(f.path, f.line, f.end_line))}
+                if f.rule in rules and (not hot_only or is_hot(f.frequency)) and (changed is None or changed(f.path, f.line, f.end_line))}
 
     def wanted(path: str, line: int, end: int) -> bool:
         if changed is not None and not changed(path, line, end):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cs_audit.fix.base import HOT, Target
+from cs_audit.fix.base import Target
+from cs_audit.frequency import is_hot
 from cs_audit.model import AuditResult, CallSite, EmitterDetail, EnvReadDetail, FileFacts, Finding
 
 
@@ -33,7 +34,7 @@ def targets_by_file(result: AuditResult, facts: dict[str, FileFacts], rules: tup
         if own is None or own(path, target.line, target.end_line):
             out.setdefault(path, {}).setdefault(target.rule, []).append(target)
 
-    findings = [f for f in kept if f.rule in rules and (not hot_only or f.frequency in HOT)]
+    findings = [f for f in kept if f.rule in rules and (not hot_only or is_hot(f.frequency))]
     if "eager-format" in rules:
         seen: set[tuple[str, int, int]] = set()
         for f in findings:

@@ -14,6 +14,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from cs_audit.frequency import STEP, FrequencyName
 from cs_audit.joins.components import gate_event_loops, gate_instance_methods
 from cs_audit.joins.defaults import (
     OptionTable,
@@ -27,7 +28,6 @@ from cs_audit.joins.kept import Demand, FileResolutions, Resolutions, SiteGates
 from cs_audit.joins.param_gates import callers_by_target, unresolved_names
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
-from cs_audit.joins.reach import rank as rank  # re-exported
 from cs_audit.joins.resolver import HOW_CODES, HOWS, READ, Resolver, _class_of, _last_name
 from cs_audit.joins.roots import configured_roots, event_loop_roots
 from cs_audit.model import (
@@ -38,7 +38,6 @@ from cs_audit.model import (
     CallSite,
     EventLoop,
     FileFacts,
-    Frequency,
     FuncKey,
     FunctionDef,
     GateRef,
@@ -66,8 +65,8 @@ class TreeModel:
     #: (path, name) of a module constant or (path, "Class.self.attr") -> env var
     constants: dict[tuple[str, str], str]
     gated_emitter_helpers: set[FuncKey]
-    freq_default: dict[FuncKey, Frequency]
-    freq_any: dict[FuncKey, Frequency]
+    freq_default: dict[FuncKey, FrequencyName]
+    freq_any: dict[FuncKey, FrequencyName]
     entry_switches: dict[FuncKey, set[SwitchRef]]
     resolver: Resolver
     debug_functions: dict[FuncKey, set[SwitchRef | None]] = field(default_factory=dict)
@@ -95,7 +94,7 @@ class TreeModel:
     #: per file, the call sites that land in the tree (each once, in file order)
     edge_sites: dict[str, list[CallSite | PlainCall]] = field(default_factory=dict)
     #: the functions the hot roots of the rules match, with their frequency
-    roots: dict[FuncKey, Frequency] = field(default_factory=dict)
+    roots: dict[FuncKey, FrequencyName] = field(default_factory=dict)
     #: the functions the root rules match, with the rule that decides each (``joins.roots``)
     root_rules: dict[FuncKey, HotRoot] = field(default_factory=dict)
     #: per function reached from a root: the edge into it on a shortest chain from a root,
@@ -846,7 +845,7 @@ def chain_from(model: TreeModel, start: FuncKey, key: FuncKey, default_only: boo
     for edge in model.edges:
         if edge.caller is not None:
             out_edges[edge.caller].append(edge)
-    return _edges_back(_shortest_chains({start: "step"}, out_edges, only_ungated=default_only), key)
+    return _edges_back(_shortest_chains({start: STEP}, out_edges, only_ungated=default_only), key)
 
 
 def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[tuple[str, CallSite | PlainCall]]:

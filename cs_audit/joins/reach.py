@@ -14,15 +14,14 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Protocol
 
+from cs_audit.frequency import STEP, FrequencyName
 from cs_audit.joins.defaults import feature_switch, module_switch
 from cs_audit.joins.env_helpers import is_once_function
 from cs_audit.joins.roots import in_event_loop
 from cs_audit.model import (
-    HOT_FREQUENCIES,
     CallSite,
     EventLoop,
     FileFacts,
-    Frequency,
     FuncKey,
     FunctionDef,
     Guard,
@@ -31,12 +30,6 @@ from cs_audit.model import (
     SwitchRef,
 )
 from cs_audit.ruleset import HotRoot, RuleSet
-
-_RANK: dict[str, int] = {freq: len(HOT_FREQUENCIES) - i for i, freq in enumerate(HOT_FREQUENCIES)}
-
-
-def rank(freq: Frequency | None) -> int:
-    return _RANK.get(freq or "", 0)
 
 
 @dataclass(slots=True)
@@ -65,10 +58,10 @@ class Joined(Protocol):
     facts: dict[str, FileFacts]
     edges: list[Edge]
     event_loops: dict[FuncKey, tuple[EventLoop, ...]]
-    roots: dict[FuncKey, Frequency]
+    roots: dict[FuncKey, FrequencyName]
     root_rules: dict[FuncKey, HotRoot]
-    freq_default: dict[FuncKey, Frequency]
-    freq_any: dict[FuncKey, Frequency]
+    freq_default: dict[FuncKey, FrequencyName]
+    freq_any: dict[FuncKey, FrequencyName]
     hot_via_default: dict[FuncKey, Edge]
     hot_via_any: dict[FuncKey, Edge]
     demoted_default: dict[FuncKey, Demotion]
@@ -166,7 +159,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     ungated calls; ``freq_any``: any), the shortest chains, and which of them are reached
     only through a guard (``demoted_default``/``demoted_any``): such a function keeps the
     frequency it would have, and its sites are on that guard's path."""
-    roots: dict[FuncKey, Frequency] = {}
+    roots: dict[FuncKey, FrequencyName] = {}
     replayed_roots: set[FuncKey] = set()
     for key, root in model.root_rules.items():  # in the functions' order
         roots[key] = root.frequency
@@ -175,7 +168,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     replays = rs.defaults is not None and rs.defaults.replays_graphs
     loops = model.event_loops  # found once, before the joins gate them (``callgraph.build_model``)
     for key in loops:
-        roots[key] = "step"
+        roots[key] = STEP
     out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
     plain_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
     demotions = _through_wrappers(model, model.edges)
@@ -208,9 +201,9 @@ def propagate(model: Joined, rs: RuleSet) -> None:
             gated[key] = switch
     default_roots = {k: v for k, v in roots.items() if k not in gated}
 
-    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool, skip: Set[FuncKey] = frozenset()) -> dict[FuncKey, Frequency]:
+    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool, skip: Set[FuncKey] = frozenset()) -> dict[FuncKey, FrequencyName]:
         seeds = {k: v for k, v in (default_roots if only_ungated else roots).items() if k not in skip}
-        freq: dict[FuncKey, Frequency] = dict(seeds)
+        freq: dict[FuncKey, FrequencyName] = dict(seeds)
         work = sorted(seeds)
         while work:
             key = work.pop()
@@ -222,7 +215,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
                 new = freq[key]
                 if edge.site.loop_depth > 0:
                     new = rs.in_loop(new, edge.site.loop_iter)
-                if rank(new) > rank(freq.get(edge.callee)):
+                if rs.frequencies.rank(new) > rs.frequencies.rank(freq.get(edge.callee)):
                     freq[edge.callee] = new
                     work.append(edge.callee)
         return freq
@@ -305,8 +298,8 @@ def _demote_replayed(model: Joined, replayed: set[FuncKey], replayed_roots: set[
     return out
 
 
-def _demote(every_time: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],
-            roots: dict[FuncKey, Frequency], via: dict[FuncKey, Edge], only_ungated: bool) -> dict[FuncKey, Demotion]:
+def _demote(every_time: dict[FuncKey, FrequencyName], out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],
+            roots: dict[FuncKey, FrequencyName], via: dict[FuncKey, Edge], only_ungated: bool) -> dict[FuncKey, Demotion]:
     """Breadth first from every function reached every time (in key order): the functions
     reached only past a guard, each with the guard nearest a root on a shortest such chain;
     ``via`` gets the edge each was first reached by."""
@@ -335,7 +328,7 @@ def _demote(every_time: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[
     return demoted
 
 
-def _shortest_chains(roots: dict[FuncKey, Frequency], out_edges: dict[FuncKey, list[Edge]],
+def _shortest_chains(roots: dict[FuncKey, FrequencyName], out_edges: dict[FuncKey, list[Edge]],
                      only_ungated: bool, blocked: Set[FuncKey] = frozenset()) -> dict[FuncKey, Edge]:
     """Breadth first from every root (in key order): the edge each reached function was
     first reached by, so following them back gives a shortest chain from a root."""

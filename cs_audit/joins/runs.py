@@ -14,11 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cs_audit.frequency import ONCE, UNKNOWN, FrequencyName
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function
 from cs_audit.joins.gates import site_switch
 from cs_audit.joins.reach import block_at, memo_wrapper, memoised_by
 from cs_audit.joins.roots import in_event_loop
-from cs_audit.model import CallSite, EnvRead, Frequency, FunctionDef, GateRef, Guard, PathKind, SwitchRef, by_text
+from cs_audit.model import CallSite, EnvRead, FunctionDef, GateRef, Guard, PathKind, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class Run:
     """The answer of ``run_of``: what gates a site, how often it runs, and on what path."""
 
     switch: SwitchRef | None
-    frequency: Frequency
+    frequency: FrequencyName
     path_kind: PathKind = "normal"
     #: one sentence naming the guard, with its `path:line` (empty on a normal path)
     reason: str = ""
@@ -54,15 +55,15 @@ def outside_event_loop(model: TreeModel, key: FuncKey | None, fact: Fact | None)
 
 
 def frequency(model: TreeModel, key: FuncKey | None, fact: Fact | None, rs: RuleSet,
-              default_only: bool) -> Frequency:
+              default_only: bool) -> FrequencyName:
     """How often a fact runs: its function's frequency (through default-on paths only, or
     any), raised by the loop it sits in."""
     if key is None or outside_event_loop(model, key, fact):
-        return "once"
+        return ONCE
     table = model.freq_default if default_only else model.freq_any
     freq = table.get(key)
     if freq is None:
-        return "once" if is_once_function(model.functions.get(key), rs) else "unknown"
+        return ONCE if is_once_function(model.functions.get(key), rs) else UNKNOWN
     if fact is not None and fact.loop_depth > 0:
         freq = rs.in_loop(freq, fact.loop_iter)
     return freq

@@ -25,7 +25,6 @@ from html import escape
 from cs_audit.confirm.join import Observed, observed_words
 from cs_audit.model import AuditResult, Finding, Switch, tree_notes
 from cs_audit.render.markdown import (
-    HOT,
     RANKED_PER_SIDE,
     Statement,
     _side,
@@ -84,7 +83,7 @@ def render_html(result: AuditResult, rs: RuleSet, sources: Mapping[tuple[str, in
         _duplicates(result),
         _roots(result),
         _errors(result),
-        _assumptions(),
+        _assumptions(rs),
     ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -240,7 +239,7 @@ def _ranked_table(rows: list[Statement], start: int, rs: RuleSet, observed: Mapp
 def _ranked(result: AuditResult, rs: RuleSet, observed: Mapping[str, Observed] | None = None) -> str:
     """§1 as the markdown has it: one row per statement (its rules' findings merged, their
     costs summed), grouped by process side, numbered and ranked alike."""
-    rows = statements(default_on_rows(result, rs))
+    rows = statements(default_on_rows(result, rs), rs)
     out = ['<section id="default-on"><h2>1. Default-ON cost, ranked by estimated per-step impact</h2>']
     if not rows:
         return out[0] + "<p>Nothing on a hot path runs with no debug env set.</p></section>"
@@ -450,11 +449,11 @@ def _errors(result: AuditResult) -> str:
     return "".join(out)
 
 
-def _assumptions() -> str:
+def _assumptions(rs: RuleSet) -> str:
     return ('<section id="assumptions"><h2>Assumptions</h2><p>Costs are per-event figures from the measured table '
             "(rules/costs.yaml) times assumed per-step multipliers; frequencies come from the call graph from the hot roots. "
             "Whether a tensor lives on the GPU is not known statically. See the markdown report's Assumptions for the "
-            f"figures. Frequencies counted as hot: {', '.join(HOT)}.</p></section>")
+            f"figures. Frequencies counted as hot: {', '.join(q.name for q in rs.frequencies.hot)}.</p></section>")
 
 
 _STYLE = """

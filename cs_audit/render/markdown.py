@@ -18,11 +18,11 @@ from cs_audit.analysis.categories import OBSERVING
 from cs_audit.analysis.disposition import UPSTREAM_RULE, is_level_knob, minimal_names, prefix_names
 from cs_audit.analysis.rules import WORDS
 from cs_audit.confirm.join import Observed, observed_words
+from cs_audit.frequency import STEP, is_hot
 from cs_audit.model import AuditResult, Deployment, EnvReadDetail, Finding, HotRoots, RootMatch, SwitchRef, is_aside, tree_notes
 from cs_audit.render.json import detail_fields
 from cs_audit.ruleset import EAGER, RuleSet
 
-HOT = ("step", "request", "round", "layer")
 #: a rule's findings outside §1 listed one per row up to this many; more are listed by folder
 FINDINGS_LISTED = 30
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f]")
@@ -171,7 +171,7 @@ def hot_roots_section(roots: HotRoots | None) -> str:
 
 
 def _reached_by_default(result: AuditResult, rs: RuleSet) -> list[Finding]:
-    return [f for f in result.findings if rs.rules[f.rule].default_on_cost and f.switch is None and f.frequency in HOT]
+    return [f for f in result.findings if rs.rules[f.rule].default_on_cost and f.switch is None and is_hot(f.frequency)]
 
 
 def default_on_rows(result: AuditResult, rs: RuleSet) -> list[Finding]:
@@ -196,6 +196,8 @@ class Statement:
     findings of one rule that repeat on it (two syncs of one call) folded into one."""
 
     findings: tuple[Finding, ...]
+    #: the most often any of its findings runs
+    frequency: str
 
     @property
     def first(self) -> Finding:
@@ -208,10 +210,6 @@ class Statement:
     @property
     def gpu_sync(self) -> bool:
         return any(f.gpu_sync for f in self.findings)
-
-    @property
-    def frequency(self) -> str:
-        return max((f.frequency for f in self.findings), key=lambda q: HOT.index(q) if q in HOT else -1)
 
     @property
     def path_kind(self) -> str:
@@ -227,7 +225,7 @@ class Statement:
         return min(f.line for f in self.findings), max(f.end_line for f in self.findings)
 
 
-def statements(rows: list[Finding]) -> list[Statement]:
+def statements(rows: list[Finding], rs: RuleSet) -> list[Statement]:
     """``rows`` merged per statement: findings of one file whose line spans overlap make one
     row, ranked as ``default_on_rows`` ranks findings (by their summed cost)."""
     groups: list[list[Finding]] = []
@@ -237,7 +235,7 @@ def statements(rows: list[Finding]) -> list[Statement]:
             last.append(f)
         else:
             groups.append([f])
-    out = [Statement(tuple(g)) for g in groups]
+    out = [Statement(tuple(g), rs.frequencies.most_often(f.frequency for f in g)) for g in groups]
     # the fork's own statements first (all are, when the tree names no upstream)
     out.sort(key=lambda s: (s.upstream, -s.cost_us, s.first.path, s.span, s.first.rule))
     return out
@@ -310,7 +308,7 @@ def side_totals(result: AuditResult, rs: RuleSet) -> list[tuple[str, SideTotal, 
     """(side, its ``SideTotal``, statements) of each process side of §1, the costliest first:
     totals a reader may quote one at a time, never added up."""
     sides: dict[str, list[Statement]] = {}
-    for s in statements(default_on_rows(result, rs)):
+    for s in statements(default_on_rows(result, rs), rs):
         sides.setdefault(_side(s), []).append(s)
     out = [(side, side_total(rows, rs), len(rows)) for side, rows in sides.items()]
     return sorted(out, key=lambda t: (-t[1].total, t[0]))
@@ -472,21 +470,27 @@ def cached_reads_line(result: AuditResult) -> str:
 MAX_DEMOTED = 15
 
 
+def _per_above_step(rs: RuleSet) -> str:
+    """"per request, round or layer": the frequencies above one per step."""
+    names = [q.name for q in rs.frequencies.hot if rs.frequencies.above_step(q.name)]
+    return "per " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names))
+
+
 def verdict(result: AuditResult, rs: RuleSet) -> str:
     """One paragraph, as a hand audit opens: what emits per request or round by default, what
     syncs, what is µs noise, and how many reachable sites run only past a guard."""
-    rows = statements(default_on_rows(result, rs))
-    demoted = statements(demoted_rows(result, rs))
+    rows = statements(default_on_rows(result, rs), rs)
+    demoted = statements(demoted_rows(result, rs), rs)
     emitting = [any(f.rule == "default-on-emitter" for f in s.findings) for s in rows]
     emits = [s for s, emits_ in zip(rows, emitting) if emits_]
-    heavy = [s for s in emits if s.frequency in ("request", "round", "layer")]
+    heavy = [s for s in emits if rs.frequencies.above_step(s.frequency)]
     syncs = [s for s in rows if s.gpu_sync]
     # by the flag, not `s not in emits`: comparing statements field by field made this quadratic
     noise = [s for s, emits_ in zip(rows, emitting) if not emits_ and not s.gpu_sync]
     parts = []
     if heavy:
         where = ", ".join(code(f"{s.first.path}:{s.span[0]}") for s in heavy[:3])
-        parts.append(f"{len(heavy)} default-ON emitter{'s' if len(heavy) != 1 else ''} run per request, round or layer "
+        parts.append(f"{len(heavy)} default-ON emitter{'s' if len(heavy) != 1 else ''} run {_per_above_step(rs)} "
                      f"(the costliest: {where})")
     if emits and len(emits) > len(heavy):
         parts.append(f"{len(emits) - len(heavy)} more emit once per step")
@@ -506,7 +510,7 @@ def verdict(result: AuditResult, rs: RuleSet) -> str:
 
 
 def _demoted_table(result: AuditResult, rs: RuleSet) -> list[str]:
-    rows = statements(demoted_rows(result, rs))
+    rows = statements(demoted_rows(result, rs), rs)
     if not rows:
         return []
     rows.sort(key=lambda s: (-sum(f.cost_if_every_time_us for f in s.findings), s.first.path, s.span))
@@ -529,14 +533,13 @@ def _demoted_table(result: AuditResult, rs: RuleSet) -> list[str]:
 
 
 def _default_on_table(result: AuditResult, rs: RuleSet, observed: Mapping[str, Observed] | None = None) -> str:
-    rows = statements(default_on_rows(result, rs))
+    rows = statements(default_on_rows(result, rs), rs)
     lines = ["## 1. Default-ON cost, ranked by estimated per-step impact", "", verdict(result, rs), ""]
     if not rows:
         lines += ["Nothing on a hot path runs every step with no debug env set.", ""]
         return "\n".join(lines + _demoted_table(result, rs) + _checked_cheap(result, rows))
     lines += [
-        "Freq: **step** = one engine step; **request** = once per request per step; **round** = one verify round "
-        "of one request; **layer** = once per layer per step.",
+        "Freq: " + "; ".join(f"**{q.name}** = {q.legend}" for q in rs.frequencies.hot) + ".",
         "",
         "One row per statement: the rules that flag it are merged into its words. Via: the hot root the site is "
         "reached from, and how many calls below it (`cs-audit why FILE:LINE` prints the chain).",
@@ -687,13 +690,14 @@ def _replay_line(d: Deployment | None) -> str:
 
 
 def _assumptions(rs: RuleSet, result: AuditResult) -> str:
-    m = rs.multipliers
+    multipliers = ", ".join(f"{q.name} ×{q.multiplier:g}" + (f" ({q.symbol})" if q.symbol else "")
+                            for q in rs.frequencies.hot if q.name != STEP)
     return "\n".join([
         "## Assumptions",
         "",
         f"- Per-event costs: {cell(rs.cost_source)}; log line emitted ≈ {rs.costs_us['log_emitted']:g} µs, "
         f"env read ≈ {rs.costs_us['env_read']:g} µs, open+write+close ≈ {rs.costs_us['open_per_event']:g} µs.",
-        f"- Per-step multipliers: request ×{m['request']:g} (B), round ×{m['round']:g}, layer ×{m['layer']:g} (L).",
+        f"- Per-step multipliers: {multipliers}.",
         "- Syncs are costed by frequency from the H200 decode-step table (lost overlap, not the idle sync time).",
         "- Hot paths come from the roots in `rules/hot_paths.yaml` (plus project config) propagated through calls "
         "the tree resolves statically; calls through dynamic dispatch are not followed.",
