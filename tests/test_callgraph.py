@@ -11,7 +11,7 @@ import pytest
 from cs_audit.api import analyse_file, prepare_ruleset
 from cs_audit.config import AuditConfig
 from cs_audit.extract.discover import discover
-from cs_audit.joins import callgraph
+from cs_audit.joins import callgraph, resolver
 from cs_audit.model import FileFacts
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -697,7 +697,7 @@ def test_a_group_whose_targets_were_forgotten_flows_again_next_call(tmp_path: Pa
     # yet), its answer is forgotten when `kind` gets `Impl`; `_demand` then asks its passed
     # functions (a shared parameter exists: apply.fn), which refills the targets memo, so
     # the next flow_arguments call no longer sees it as dirty and `t` never gets `target`
-    monkeypatch.setattr(callgraph, "MAX_FLOW_ROUNDS", 1)
+    monkeypatch.setattr(resolver, "MAX_FLOW_ROUNDS", 1)
     facts, rs = _facts_of(_write_tree(tmp_path / "t", _DEEP))
     model = callgraph.build_model(facts, rs, whole=False)
     assert ("Impl.go", "target") in _calls(model)
