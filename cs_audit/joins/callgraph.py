@@ -196,47 +196,14 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     (same facts) when the ``gates_digest`` is the same as then."""
     functions = {(p, f.qualname): f for p, ff in facts.items() for f in ff.functions}
     resolver = Resolver(facts, functions, package)
-    resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
-    raw_edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]] = []
     digest, file_digests, lands_digest = resolver.tables_digests(earlier, unchanged or frozenset())
     reuse = earlier is not None and earlier.digest == digest and bool(unchanged) and earlier.whole == whole
     root_rules = configured_roots(functions, rs, resolver.types)
     roots = root_functions(facts, functions, root_rules)
-    typed: Demand | None = None
-    if reuse:
-        resolver.use_parameters(dict(earlier.parameters))  # type: ignore[union-attr]
-        typed = earlier.typed  # type: ignore[union-attr]
-    elif whole:
-        for path in sorted(facts):  # every answer asked once: what they read flows below
-            for _ in _typed_sites(resolver, path, facts[path].calls, None):
-                pass
-        resolver.flow_arguments()
-    else:
-        # the answers asked read parameters: what the calls pass into them may reach more
-        # functions, whose answers read more parameters
-        typed = _demand(resolver, facts, functions, roots)
-        for _ in range(MAX_DEMAND_ROUNDS):
-            demanded = len(resolver.types.demanded)
-            resolver.flow_arguments()
-            typed = _demand(resolver, facts, functions, roots)
-            if len(resolver.types.demanded) == demanded:
-                break
+    typed = _typed_demand(resolver, facts, functions, roots, earlier if reuse else None, whole)
     targets: list[FuncKey] = list(earlier.targets) if reuse else []  # type: ignore[union-attr]
-    numbers = {key: n for n, key in enumerate(targets)}
-    by_file: dict[str, FileResolutions] = {}
-    edge_sites: dict[str, list[CallSite | PlainCall]] = {}
-    edge_counts: list[tuple[str, int]] = []  # (path, its edges in ``raw_edges``), in order
-    edge_calls: list[int] = []  # the index in its file's calls of each edge's site
-    resolved_here: list[str] = []
-    asked = dict(earlier.asked) if reuse else {}  # type: ignore[union-attr]
-    for path in sorted(facts):
-        flat = earlier.files.get(path) if reuse and path in unchanged else None  # type: ignore[union-attr, operator]
-        if flat is None:
-            questions: set[tuple[str | None, str]] = set()
-            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers, typed, questions)
-            asked[path] = _asked_of(resolver, path, questions)
-            resolved_here.append(path)
-        by_file[path] = flat
+    by_file, asked, resolved_here = _resolved_files(resolver, facts, targets, typed, earlier if reuse else None,
+                                                    unchanged or frozenset())
     # worked out afresh when what flows into parameters may differ (it comes from every file's
     # typed answers: a changed file asks other questions, and read a parameter before or now)
     # or the changed files reach other functions than before
@@ -244,6 +211,99 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
                       for path in resolved_here)
                   or (typed is not None and _flat_demand(facts, functions, by_file, targets, roots) != typed)):
         return build_model(facts, rs, None, None, package, whole, gates, gates_unchanged)
+    resolved, raw_edges, edge_sites, edge_counts, edge_calls = _raw_edges(facts, by_file, targets)
+    model = TreeModel(
+        facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=_env_helpers(facts, functions, raw_edges),
+        constants=_env_constants(facts), derived=_derived_names(facts), wrapped=_wrapped_names(facts), gated_emitter_helpers=set(),
+        freq_default={}, freq_any={}, entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
+        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
+                                file_digests, lands_digest),
+        fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites, root_rules=root_rules,
+        resolved_files=tuple(resolved_here), options=OptionTable.of((o for ff in facts.values() for o in ff.options),
+                                                                    (n for ff in facts.values() for n in ff.foreign_stores),
+                                                                    (n for ff in facts.values() for n in ff.own_attributes)),
+    )
+    void = void_env_helpers(model, rs)
+    model.void_helpers = frozenset(void)
+    model.env_helpers.update(void)
+    model.accessors = accessors(model, model.void_helpers)
+    model.gates_digest, model.file_gates_digests = gates_digest(model, gates, gates_unchanged)
+    if gates is not None:
+        if gates.digest == model.gates_digest:
+            _take_site_gates(model, gates, gates_unchanged)
+        for path in gates_unchanged:
+            model.use_rows.update(((path, var), rows) for var, rows in gates.uses.get(path, {}).items())
+    _add_edges(model, rs, raw_edges, edge_counts, edge_calls)
+    gate_instance_methods(model, rs, lambda path, function, gates: site_switch(model, path, function, gates, rs),
+                          unresolved_names(model))
+    model.event_loops = event_loop_roots(model, rs)
+    gate_event_loops(model, rs, list(model.event_loops), unresolved_names(model))
+    _gate_feature_classes(model, rs)
+    mark_host_syncs(model)
+    model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
+    propagate(model, rs)
+    model.debug_functions = _debug_functions(model, rs)
+    return model
+
+
+def _typed_demand(resolver: Resolver, facts: dict[str, FileFacts], functions: dict[FuncKey, FunctionDef],
+                  roots: list[FuncKey], earlier: Resolutions | None, whole: bool) -> Demand | None:
+    """Ask the types what the calls need (every call when ``whole``, else those ``_demand``
+    picks, to a fixed point of what flows into parameters) and flow the arguments; what an
+    earlier build (``earlier``, its tables the same) worked out is taken instead."""
+    if earlier is not None:
+        resolver.use_parameters(dict(earlier.parameters))
+        return earlier.typed
+    if whole:
+        for path in sorted(facts):  # every answer asked once: what they read flows below
+            for _ in _typed_sites(resolver, path, facts[path].calls, None):
+                pass
+        resolver.flow_arguments()
+        return None
+    # the answers asked read parameters: what the calls pass into them may reach more
+    # functions, whose answers read more parameters
+    typed = _demand(resolver, facts, functions, roots)
+    for _ in range(MAX_DEMAND_ROUNDS):
+        demanded = len(resolver.types.demanded)
+        resolver.flow_arguments()
+        typed = _demand(resolver, facts, functions, roots)
+        if len(resolver.types.demanded) == demanded:
+            break
+    return typed
+
+
+def _resolved_files(resolver: Resolver, facts: dict[str, FileFacts], targets: list[FuncKey], typed: Demand | None,
+                    earlier: Resolutions | None, unchanged: AbstractSet[str],
+                    ) -> tuple[dict[str, FileResolutions], dict, list[str]]:
+    """Where each file's calls land (``FileResolutions``, numbering new targets into
+    ``targets``), the questions each put to the types, and the files resolved here (the
+    others taken from ``earlier`` for the files in ``unchanged``)."""
+    numbers = {key: n for n, key in enumerate(targets)}
+    by_file: dict[str, FileResolutions] = {}
+    resolved_here: list[str] = []
+    asked = dict(earlier.asked) if earlier is not None else {}
+    for path in sorted(facts):
+        flat = earlier.files.get(path) if earlier is not None and path in unchanged else None
+        if flat is None:
+            questions: set[tuple[str | None, str]] = set()
+            flat = _resolve_file(resolver, path, facts[path].calls, targets, numbers, typed, questions)
+            asked[path] = _asked_of(resolver, path, questions)
+            resolved_here.append(path)
+        by_file[path] = flat
+    return by_file, asked, resolved_here
+
+
+def _raw_edges(facts: dict[str, FileFacts], by_file: dict[str, FileResolutions], targets: list[FuncKey],
+               ) -> tuple[dict[tuple[str, int, int, str], list[FuncKey]], list[tuple[str, CallSite | PlainCall, FuncKey, str]],
+                          dict[str, list[CallSite | PlainCall]], list[tuple[str, int]], list[int]]:
+    """The edges the resolutions give, before their switches: (the targets of each site, each
+    edge as (path, site, target, how), each file's sites that land, (path, its edges) in
+    order, the index in its file's calls of each edge's site)."""
+    resolved: dict[tuple[str, int, int, str], list[FuncKey]] = {}
+    raw_edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]] = []
+    edge_sites: dict[str, list[CallSite | PlainCall]] = {}
+    edge_counts: list[tuple[str, int]] = []
+    edge_calls: list[int] = []
     for path in sorted(facts):
         calls = facts[path].calls
         flat = by_file[path]
@@ -263,32 +323,13 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         if sites_here:
             edge_sites[path] = sites_here
             edge_counts.append((path, len(flat) // 3))
+    return resolved, raw_edges, edge_sites, edge_counts, edge_calls
 
-    constants = _env_constants(facts)
-    derived = _derived_names(facts)
-    wrapped = _wrapped_names(facts)
-    env_helpers = _env_helpers(facts, functions, raw_edges)
-    model = TreeModel(
-        facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=env_helpers,
-        constants=constants, derived=derived, wrapped=wrapped, gated_emitter_helpers=set(), freq_default={}, freq_any={},
-        entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
-        resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
-                                file_digests, lands_digest),
-        fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites, root_rules=root_rules,
-        resolved_files=tuple(resolved_here), options=OptionTable.of((o for ff in facts.values() for o in ff.options),
-                                                                    (n for ff in facts.values() for n in ff.foreign_stores),
-                                                                    (n for ff in facts.values() for n in ff.own_attributes)),
-    )
-    void = void_env_helpers(model, rs)
-    model.void_helpers = frozenset(void)
-    model.env_helpers.update(void)
-    model.accessors = accessors(model, model.void_helpers)
-    model.gates_digest, model.file_gates_digests = gates_digest(model, gates, gates_unchanged)
-    if gates is not None:
-        if gates.digest == model.gates_digest:
-            _take_site_gates(model, gates, gates_unchanged)
-        for path in gates_unchanged:
-            model.use_rows.update(((path, var), rows) for var, rows in gates.uses.get(path, {}).items())
+
+def _add_edges(model: TreeModel, rs: RuleSet, raw_edges: list[tuple[str, CallSite | PlainCall, FuncKey, str]],
+               edge_counts: list[tuple[str, int]], edge_calls: list[int]) -> None:
+    """The model's edges and callers: each raw edge with the switch of its site's gates (the
+    callers of each function are what a parameter's gate reads meanwhile)."""
     edges, callers = model.edges, model.callers
     model.pending_callers = callers_by_target(raw_edges)
     start = 0
@@ -305,16 +346,6 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
             edges.append(edge)
             callers[target].append(edge)
     model.pending_callers = None
-    gate_instance_methods(model, rs, lambda path, function, gates: site_switch(model, path, function, gates, rs),
-                          unresolved_names(model))
-    model.event_loops = event_loop_roots(model, rs)
-    gate_event_loops(model, rs, list(model.event_loops), unresolved_names(model))
-    _gate_feature_classes(model, rs)
-    mark_host_syncs(model)
-    model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
-    propagate(model, rs)
-    model.debug_functions = _debug_functions(model, rs)
-    return model
 
 
 #: an enum in a feature's package is a value default code tests (`spec_algorithm.is_none()`)

@@ -198,23 +198,8 @@ class Resolver:
         a name no function or class has (`cb(x)`, `self.handler(x)`)."""
         state = self._flow
         if state is None:  # a later call goes on from where the last one stopped
-            groups = self._argument_groups()
-            order = list(groups)
-            # a call through what a call or subscript gives (`retry(3)(f)`, `table[k](x)`)
-            # may land anywhere: looked at whatever was asked
-            lasts = ["" if "(" in callee or "[" in callee else _last_name(callee) for _, _, callee in order]
-            #: parameter -> group number -> what that group passes into it; a round works out
-            #: again only the groups whose resolution an earlier round's change made it forget
-            passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]] = defaultdict(dict)
-            state = self._flow = _FlowState(groups, order, lasts, {}, passed, {}, set(), set())
-            for number, last in enumerate(lasts):
-                if last in self.defined_names:
-                    state.by_last.setdefault(last, []).append(number)
-                else:
-                    state.always.append(number)
-            state.number_of = {key: number for number, key in enumerate(order)}
-        groups, order, lasts, table, passed, keys_of, taken, asked = (
-            state.groups, state.order, state.lasts, state.table, state.passed, state.keys_of, state.taken, state.asked)
+            state = self._flow = self._start_flow()
+        table, taken, asked = state.table, state.taken, state.asked
         functions = self.types.functions
         demanded = self.types.demanded
         seen_demands = state.seen_demands
@@ -237,45 +222,7 @@ class Resolver:
             work = sorted(set(dirty) | set(fresh))
             if not work:
                 break
-            touched: set[tuple[str, str, str]] = set()
-            for number in work:
-                for key in keys_of.pop(number, ()):
-                    passed[key].pop(number, None)
-                    touched.add(key)
-                path, function, callee = group = order[number]
-                mine: list[tuple[str, str, str]] = []
-                for target, offset in self.call_targets(path, function, callee):
-                    params = functions[target].params
-                    for slot, source in groups[group]:
-                        if slot.isdigit():
-                            at = offset + int(slot)
-                            if at >= len(params):
-                                continue
-                            param = params[at]
-                        elif slot in params:
-                            param = slot
-                        else:
-                            continue
-                        key = (target[0], target[1], param)
-                        passed[key].setdefault(number, []).append((path, function, source))
-                        mine.append(key)
-                        touched.add(key)
-                if mine:
-                    keys_of[number] = mine
-            changed: set[tuple[str, str, str]] = set()
-            for key in touched:
-                items: list[tuple[str, str | None, str]] = []
-                for number in sorted(passed[key]):  # in group order: the cap keeps the same first ones
-                    for item in passed[key][number]:
-                        if item not in items and len(items) < MAX_ARGUMENT_SOURCES:
-                            items.append(item)
-                value = tuple(items)
-                if table.get(key, ()) != value:
-                    changed.add(key)
-                    if value:
-                        table[key] = value
-                    else:
-                        del table[key]
+            changed = self._settle(state, self._pass_groups(state, work))
             if changed:
                 again = self.use_parameters(table, changed)
                 for question in sorted(again, key=repr):  # asked again now: that may read more parameters
@@ -286,6 +233,78 @@ class Resolver:
         state.seen_demands = seen_demands
         state.pending = set(dirty)
         self.types.parameters = table
+
+    def _start_flow(self) -> _FlowState:
+        """The argument groups of the tree, numbered, each filed under the last name of its
+        callee (looked at when a function of that name has a parameter asked) or always."""
+        groups = self._argument_groups()
+        order = list(groups)
+        # a call through what a call or subscript gives (`retry(3)(f)`, `table[k](x)`)
+        # may land anywhere: looked at whatever was asked
+        lasts = ["" if "(" in callee or "[" in callee else _last_name(callee) for _, _, callee in order]
+        #: parameter -> group number -> what that group passes into it; a round works out
+        #: again only the groups whose resolution an earlier round's change made it forget
+        passed: dict[tuple[str, str, str], dict[int, list[tuple[str, str | None, str]]]] = defaultdict(dict)
+        state = _FlowState(groups, order, lasts, {}, passed, {}, set(), set())
+        for number, last in enumerate(lasts):
+            if last in self.defined_names:
+                state.by_last.setdefault(last, []).append(number)
+            else:
+                state.always.append(number)
+        state.number_of = {key: number for number, key in enumerate(order)}
+        return state
+
+    def _pass_groups(self, state: _FlowState, work: list[int]) -> set[tuple[str, str, str]]:
+        """File what each group in ``work`` passes into the parameters of where its call lands
+        (what it passed before dropped); the parameters so touched."""
+        functions, groups, order, passed, keys_of = self.types.functions, state.groups, state.order, state.passed, state.keys_of
+        touched: set[tuple[str, str, str]] = set()
+        for number in work:
+            for key in keys_of.pop(number, ()):
+                passed[key].pop(number, None)
+                touched.add(key)
+            path, function, callee = group = order[number]
+            mine: list[tuple[str, str, str]] = []
+            for target, offset in self.call_targets(path, function, callee):
+                params = functions[target].params
+                for slot, source in groups[group]:
+                    if slot.isdigit():
+                        at = offset + int(slot)
+                        if at >= len(params):
+                            continue
+                        param = params[at]
+                    elif slot in params:
+                        param = slot
+                    else:
+                        continue
+                    key = (target[0], target[1], param)
+                    passed[key].setdefault(number, []).append((path, function, source))
+                    mine.append(key)
+                    touched.add(key)
+            if mine:
+                keys_of[number] = mine
+        return touched
+
+    @staticmethod
+    def _settle(state: _FlowState, touched: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        """The table's entry of each touched parameter, from what the groups pass (the first
+        ``MAX_ARGUMENT_SOURCES`` in group order); the parameters whose entry changed."""
+        table, passed = state.table, state.passed
+        changed: set[tuple[str, str, str]] = set()
+        for key in touched:
+            items: list[tuple[str, str | None, str]] = []
+            for number in sorted(passed[key]):  # in group order: the cap keeps the same first ones
+                for item in passed[key][number]:
+                    if item not in items and len(items) < MAX_ARGUMENT_SOURCES:
+                        items.append(item)
+            value = tuple(items)
+            if table.get(key, ()) != value:
+                changed.add(key)
+                if value:
+                    table[key] = value
+                else:
+                    del table[key]
+        return changed
 
     def _forgotten_groups(self, state: _FlowState) -> set[int]:
         """The taken groups whose targets are out of the memo (dropped since last asked)."""
