@@ -507,6 +507,8 @@ class GateReader(IndexState):
                 args = ("operand", PARAM_TESTED, *args)
         else:
             args = ("operand", PARAM_TESTED) if scope is not None and raw in scope.params else ()
-            if args and rebound_after(scope, raw, expr.lineno):  # type: ignore[arg-type]
+            # a name built by the walk (no line of its own) is no test the source holds
+            line = getattr(expr, "lineno", None)
+            if args and line is not None and rebound_after(scope, raw, line):  # type: ignore[arg-type]
                 args = (*args, PARAM_FRESH)
         out.append(GateRef("name", self.aliases.get(raw, raw), args, active))

@@ -37,7 +37,7 @@ from cs_audit.model import (
 from cs_audit.ruleset import RuleSet
 
 if TYPE_CHECKING:
-    from cs_audit.joins.callgraph import TreeModel
+    from cs_audit.joins.tree import TreeModel
 
 
 #: not in ``TreeModel.gate_cache`` yet (None is a cached answer: no switch)
