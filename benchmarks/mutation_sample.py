@@ -7,8 +7,9 @@ plus a few minutes per mutant.
     # 2. the sample: each mutant applied alone to the copy, its covering tests run with -x
     python benchmarks/mutation_sample.py run --work /tmp/mut --map /tmp/mut/map.json \\
         --seed 4501 --size 60 --out /tmp/mut/results.json
-    # rerun some mutants (e.g. the survivors after new tests; refresh the map first)
-    python benchmarks/mutation_sample.py run ... --only 'joins/defaults.py:120:8:compare,...'
+    # rerun some mutants against every covering test, and tests newer than the map after them
+    python benchmarks/mutation_sample.py run ... --test-budget 1e9 --only 'joins/defaults.py:119:110:compare0,...' \\
+        --also 'tests/test_levels.py::test_x,...'
 
 Mutations (one per mutant, applied to the source text so every other line keeps its number): a
 comparison operator (== / !=, < / <=, > / >=, is / is not, in / not in), `and` / `or`, `not x` -> `x`,
@@ -17,9 +18,11 @@ an arithmetic operator (+ / -, * / /, // / /, % / /), True / False, a number + 1
 `if TYPE_CHECKING:` blocks are not mutated. The sample is `random.Random(seed).sample` over every
 candidate of every module (sorted by module, line, column, kind), so each module gets its share.
 
-Each mutant runs only the test functions whose coverage context executed its first line (the map;
+Each mutant runs only the test functions whose coverage context executed its first line, or the first
+line of its statement when coverage records none for it (the map;
 tests a subprocess runs are not seen by it), fastest first, until their summed time in the map
-reaches `--test-budget` seconds; `-x` stops at the first failure. A mutant no test executes is a
+reaches `--test-budget` seconds (module-level code run at import: every test that runs the module);
+`-x` stops at the first failure. A mutant no test executes is a
 survivor ("no test"). The checkout itself is never written: everything runs in `--work`/tree.
 """
 
@@ -57,6 +60,7 @@ class Mutant:
     kind: str
     replacement: str
     description: str
+    statement_line: int = 0  # first line of the statement holding it (what coverage records)
 
     @property
     def ident(self) -> str:
@@ -113,11 +117,18 @@ def _expr(node: ast.expr) -> str:
 def candidates(module: str, source: str) -> list[Mutant]:
     tree = ast.parse(source)
     skip = _excluded_nodes(tree)
+    statement_of: dict[int, int] = {}
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.stmt):
+            for child in ast.iter_child_nodes(stmt):
+                if not isinstance(child, ast.stmt):
+                    statement_of.update((id(n), stmt.lineno) for n in ast.walk(child))
     found: list[Mutant] = []
 
     def add(node: ast.AST, kind: str, replacement: str, description: str) -> None:
         line, col, end_line, end_col = _span(node)
-        found.append(Mutant(module, line, col, end_line, end_col, kind, replacement, description))
+        found.append(Mutant(module, line, col, end_line, end_col, kind, replacement, description,
+                            statement_of.get(id(node), line)))
 
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -154,7 +165,8 @@ def candidates(module: str, source: str) -> list[Mutant]:
         elif isinstance(node, ast.Return) and node.value is not None and not (
                 isinstance(node.value, ast.Constant) and node.value.value is None):
             line, col, end_line, end_col = _span(node.value)
-            found.append(Mutant(module, line, col, end_line, end_col, "return", "(None)", "return v -> return None"))
+            found.append(Mutant(module, line, col, end_line, end_col, "return", "(None)", "return v -> return None",
+                                node.lineno))
         elif isinstance(node, (ast.Break, ast.Continue)):
             other = "continue" if isinstance(node, ast.Break) else "break"
             add(node, "loopjump", other, f"{type(node).__name__.lower()} -> {other}")
@@ -194,6 +206,7 @@ def all_candidates(tree: Path) -> list[Mutant]:
 
 # --- the coverage map -------------------------------------------------------------------------
 
+IMPORTED = "<import>"
 DURATION = re.compile(r"^\s*([0-9.]+)s\s+(?:setup|call|teardown)\s+(\S+)")
 
 
@@ -220,7 +233,9 @@ def write_map(tree: Path, data_file: Path, log: Path, out: Path) -> None:
     for filename in data.measured_files():
         rel = Path(filename).resolve().relative_to(tree.resolve() / "cs_audit").as_posix()
         by_line = data.contexts_by_lineno(filename)
-        lines[rel] = {str(n): sorted({t for c in ctxs if (t := _node_id(tree, c))}) for n, ctxs in by_line.items()}
+        # "" is code run at import, before any test (module constants): IMPORTED stands for it
+        lines[rel] = {str(n): sorted({t for c in ctxs if (t := _node_id(tree, c) if c else IMPORTED)})
+                      for n, ctxs in by_line.items()}
     durations: dict[str, float] = {}
     for text in log.read_text().splitlines():
         match = DURATION.match(text)
@@ -255,7 +270,11 @@ class Outcome:
 
 
 def select_tests(mutant: Mutant, coverage_map: dict, budget: float) -> tuple[list[str], int]:
-    covering = coverage_map["lines"].get(mutant.module, {}).get(str(mutant.line), [])
+    lines = coverage_map["lines"].get(mutant.module, {})
+    covering = lines.get(str(mutant.line)) or lines.get(str(mutant.statement_line), [])
+    if covering == [IMPORTED]:  # module-level code: every test that runs the module's functions
+        covering = sorted({t for tests in lines.values() for t in tests})
+    covering = [t for t in covering if t != IMPORTED]
     failing = set(coverage_map.get("failed", ()))
     covering = [t for t in covering if t not in failing]
     durations = coverage_map["durations"]
@@ -318,6 +337,7 @@ def main() -> None:
     run.add_argument("--size", type=int, default=60)
     run.add_argument("--test-budget", type=float, default=90.0, help="seconds of covering tests per mutant")
     run.add_argument("--only", default="", help="comma-separated mutant ids to run instead of the sample")
+    run.add_argument("--also", default="", help="comma-separated test ids run after the covering ones (tests newer than the map)")
     run.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -333,6 +353,7 @@ def main() -> None:
     outcomes: list[Outcome] = []
     for mutant in sample:
         tests, covering = select_tests(mutant, coverage_map, args.test_budget)
+        tests += [t for t in args.also.split(",") if t and t not in tests]
         timeout = 60 + 3 * sum(coverage_map["durations"].get(t, 0.0) for t in tests)
         outcome = run_one(tree, mutant, tests, covering, timeout)
         outcomes.append(outcome)
