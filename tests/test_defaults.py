@@ -666,3 +666,39 @@ def test_without_fresh_parameters_a_parameter_rebound_after_its_test_is_not_judg
     problems = " ".join(check_annotations(_fixture()))
     assert f"toyserve/defaults.py:{_line('merged %d')}: unexpected default-on-emitter" in problems
     assert f"toyserve/defaults.py:{_line('recounted %d')}:" not in problems
+
+
+ORDERINGS = '''"""Orderings of an option with a number, at its default (1) and on either side of it."""
+import logging
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeConfig:
+    tp_size: int = 1
+
+
+class OptionRunner:
+    def __init__(self, config: ServeConfig):
+        self.config = config
+
+    def execute_model(self, batch):
+        if self.config.tp_size >= 1:
+            # expect: default-on-emitter
+            logger.info("one or more ranks %d", len(batch))
+        if self.config.tp_size >= 2:
+            # ok: default-on-emitter
+            logger.info("two or more ranks %d", len(batch))
+        if self.config.tp_size <= 0:
+            # ok: default-on-emitter
+            logger.info("no rank %d", len(batch))
+        if self.config.tp_size < 2:
+            # expect: default-on-emitter
+            logger.info("under two ranks %d", len(batch))
+'''
+
+
+def test_an_ordering_with_a_number_is_judged_at_the_default_itself() -> None:
+    assert check_annotations({"toyserve/orderings.py": ORDERINGS}) == []

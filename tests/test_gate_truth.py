@@ -680,3 +680,20 @@ def test_a_name_derived_from_a_switch_in_another_module_gates_where_it_is_import
 def test_an_imported_derived_name_names_its_switch() -> None:
     result = scan_files({"engine/__init__.py": "", "engine/flags.py": FLAGS, "engine/runner.py": IMPORTER})
     assert [f.switch.text for f in result.findings if f.rule == "sync-in-debug"] == ["TOY_TRACE_E2E"]
+
+
+def test_an_imported_name_compared_with_a_number_stands_for_the_variable_it_holds() -> None:
+    # `E2E_WIDTH >= 16` is off with the width of 8 by default: gated by TOY_TRACE_WIDTH, not
+    # decided by the (ungated) assignment of the name in flags.py
+    importer = HEAD + '''
+from engine.flags import E2E_WIDTH
+
+
+class Runner:
+    def execute_model(self, t):
+        if E2E_WIDTH >= 16:
+            print("wide", t)
+            torch.cuda.synchronize()
+'''
+    result = scan_files({"engine/__init__.py": "", "engine/flags.py": FLAGS, "engine/runner.py": importer})
+    assert [(f.rule, f.switch.text if f.switch else None) for f in result.findings] == [("sync-in-debug", "TOY_TRACE_WIDTH")]

@@ -205,3 +205,30 @@ def reduce(x):
     # `== 0` before a return is as often a size's sanity check: only levels above 1 resolve;
     # a value that only holds the switch among other things, tested against None: no gate
     assert switches["ENG_COMM_CAST"]["gated_sites"] == 0
+
+
+def test_a_constant_holding_a_helper_value_of_a_name_built_at_run_time_is_no_switch() -> None:
+    # `_get_env(PREFIX + "LOGLEVEL", ...)`: no variable to name, so the comparison gates nothing
+    source = '''
+import logging, os
+
+logger = logging.getLogger(__name__)
+PREFIX = "ENG_"
+
+
+def _get_env(key, type, default):
+    value = os.environ.get(key)
+    if value is None:
+        return default
+    return type(value)
+
+
+_DYN_LEVEL = _get_env(PREFIX + "LOGLEVEL", int, 0)
+
+
+def step(args):
+    if _DYN_LEVEL >= 3:
+        logger.info("args %s", args)
+'''
+    result = scan_files({"api.py": source}, hot_roots=ROOTS)
+    assert [(f.rule, f.line, f.switch) for f in result.findings] == [("default-on-emitter", 19, None)]

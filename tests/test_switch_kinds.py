@@ -423,3 +423,10 @@ def test_a_read_handed_straight_to_a_writer_is_an_output_location() -> None:
     assert s["ENG_DUMP_FILE"].category == "output-path"
     assert any("engine.py:3 open(w)" in r for r in s["ENG_DUMP_FILE"].reasons)
     assert s["ENG_SPILL_FILE"].category == "output-path"
+
+
+def test_a_switch_named_for_tests_that_gates_nothing_is_a_test_hook_by_its_name() -> None:
+    engine = 'import os\n\n\ndef step(x):\n    if os.environ.get("ENG_TEST_MODE"):\n        pass\n    return x\n'
+    _, s = _switches({"engine.py": engine})
+    assert (s["ENG_TEST_MODE"].category, s["ENG_TEST_MODE"].kind) == ("test-hook", "")
+    assert s["ENG_TEST_MODE"].reasons[1:3] == ("nothing gated or fed seen", "tie-breaker: its name says test")
