@@ -552,3 +552,27 @@ def test_comprehensions_and_copies_hold_their_elements(tmp_path: Path) -> None:
     assert {("m.Coordinator.numbered", "m.Manager.free"), ("m.Coordinator.zipped", "m.Worker.run"),
             ("m.Coordinator.named", "m.Worker.run")} <= set(edges)
     assert not any(caller == "m.Coordinator.letters" for caller, _ in edges)
+
+
+def test_a_for_loop_over_an_iterator_object_types_its_variable_by_next(tmp_path: Path) -> None:
+    # `__iter__` returns an object whose `__next__` says what each item is (no generator beside it)
+    root = write_tree(tmp_path / "t", {
+        "m.py": """
+            class Req:
+                def advance(self):
+                    return 1
+
+            class Cursor:
+                def __next__(self) -> Req:
+                    raise StopIteration
+
+            class Queue:
+                def __iter__(self) -> Cursor:
+                    return Cursor()
+
+            def step(q: Queue):
+                for r in q:
+                    r.advance()
+        """,
+    })
+    assert ("m.step", "m.Req.advance") in set(_edges(root))
