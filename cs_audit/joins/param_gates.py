@@ -13,6 +13,7 @@ through a callback) leaves the gate to the other rules."""
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from typing import Any
 
 from cs_audit.joins.defaults import NOT_OPTION, option_gate, value_gate
@@ -170,8 +171,9 @@ def _reaches(call: ast.Call | None, position: int, param: str) -> bool:
         k.arg in (None, param) for k in call.keywords)
 
 
+@lru_cache(maxsize=4096)  # a callee's calls are asked of by each gate on its parameters
 def _parsed_call(code: str) -> ast.Call | None:
-    """The call a call site's code holds; None when cut short or not one call."""
+    """The call a call site's code holds; None when cut short or not one call (shared: read only)."""
     if len(code) >= CODE_CHARS:
         return None
     try:
