@@ -178,9 +178,11 @@ def main() -> int:
             raise Failure("the run counted no step after the warm-up")
         tree = trace["folders"][0]
         print(f"confirming against a scan of {tree}", file=sys.stderr)
-        # the run is eager on the CPU: audit that deployment (no graph replays the forward)
+        # the run is eager on the CPU and serves these architectures: audit that deployment (no
+        # graph replays the forward, no other model's forward runs)
         config = out / "cs-audit.toml"
-        config.write_text('deployment = {platform = "cpu"}\n', encoding="utf-8")
+        served = ", ".join(f'"{name}"' for name in MODELS)
+        config.write_text(f'deployment = {{platform = "cpu", models = [{served}]}}\n', encoding="utf-8")
         common = [str(trace_path), tree, "-j", str(args.jobs), "--config", str(config)]
         run([*cs_audit, "confirm", *common, "--format", "json", "-o", str(confirm_path)], "cs-audit confirm")
         text = run([*cs_audit, "confirm", *common, "--limit", "25"], "cs-audit confirm").stdout

@@ -134,6 +134,39 @@ def _emitter_lines(report: dict) -> set[int]:
     return {f["line"] for f in report["findings"] if f["rule"] == "default-on-emitter" and f.get("switch") is None}
 
 
+SPILL = "self.pool.spill_writer.spill"
+
+
+def _spill_switch(report: dict) -> object:
+    return next(f.get("switch") for f in report["findings"] if f["rule"] == "env-read-hot" and f["code"].startswith(SPILL))
+
+
+def test_a_call_into_a_class_built_only_under_an_option_is_behind_it(tmp_path: Path) -> None:
+    # the call's own gates leave it open; the class it lands in has no instance by default
+    root = write_tree(tmp_path / "t", _fixture())
+    assert _spill_switch(_scan(root)) == "option:enable_pooling"
+
+
+def test_without_the_switches_of_its_edges_the_call_is_default_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.analysis.env_read_hot as env_read_hot
+    from cs_audit.joins.runs import run_of
+
+    monkeypatch.setattr(env_read_hot, "call_run", lambda model, path, site, targets, rs: run_of(
+        model, path, site.function, site.gates, site, rs))
+    root = write_tree(tmp_path / "t", _fixture())
+    assert _spill_switch(_scan(root)) is None
+
+
+def test_without_typing_the_calls_of_a_builder_its_class_is_built_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `cache.init_controller()` is outside the hot code a scan types: asked who builds the
+    # controller, the scan types it then, as `why` types every call
+    import cs_audit.joins.named_calls as named_calls
+
+    monkeypatch.setattr(named_calls, "typed_on_demand", lambda model, name: ())
+    problems = " ".join(check_annotations(_fixture()))
+    assert f"toyserve/defaults.py:{_line('controller write')}: unexpected default-on-emitter" in problems
+
+
 def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", _fixture())
     report = _scan(root)
@@ -483,6 +516,46 @@ def test_the_bottom_line_counts_one_model_architecture_never_every_model(tmp_pat
     line = next(x for x in text.splitlines() if x.startswith("**Bottom line"))
     assert "the architectures the deployment serves (`llama`)" in line
     assert float(line.split("≈ ")[1].split(" µs")[0]) == pytest.approx(per_line * 2, abs=1.0)
+
+
+SERVED_TREE = {
+    "engine/models/utils.py": ("import logging\nlogger = logging.getLogger(__name__)\n\n\n"
+                               "def shared_norm(x):\n    logger.info('norm %d', x)\n    return x\n"),
+    "engine/models/llama.py": _model("llama", 1).replace("import logging\n", "import logging\nfrom engine.models.utils import shared_norm\n")
+                                                .replace("        return x\n", "        return shared_norm(x)\n"),
+    # mistral builds on llama: serving it loads llama's module
+    "engine/models/mistral.py": _model("mistral", 1).replace("import logging\n", "import logging\nfrom engine.models.llama import LlamaForCausalLM\n"),
+    "engine/models/gemma.py": _model("gemma", 2),
+    "engine/runner.py": MODELS_TREE["engine/runner.py"],
+}
+
+
+def _switches(tree: dict[str, str], tmp_path: Path) -> dict[str, set]:
+    out: dict[str, set] = {}
+    for f in _scan(write_tree(tmp_path, tree))["findings"]:
+        if f["rule"] == "default-on-emitter":
+            out.setdefault(f["path"].rsplit("/", 1)[-1], set()).add(f.get("switch"))
+    return out
+
+
+def test_a_stated_deployment_runs_no_architecture_it_does_not_load(tmp_path: Path) -> None:
+    stated = dict(SERVED_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {models = ["mistral"], features = ["eager"]}\n'})
+    switches = _switches(stated, tmp_path / "s")
+    # gemma's forward is no hot root of this deployment: its lines are not default-on
+    assert "gemma.py" not in switches
+    # the served architecture, the one it builds on, and the helpers among the models they import
+    assert switches["mistral.py"] == switches["llama.py"] == switches["utils.py"] == switches["runner.py"] == {None}
+    unstated = dict(SERVED_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["eager"]}\n'})
+    assert _switches(unstated, tmp_path / "u")["gemma.py"] == {None}
+
+
+def test_without_the_imports_every_unserved_architecture_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.served as served
+
+    monkeypatch.setattr(served, "module_files", lambda resolver, origin: [])
+    stated = dict(SERVED_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {models = ["mistral"], features = ["eager"]}\n'})
+    switches = _switches(stated, tmp_path / "s")
+    assert "llama.py" not in switches and switches["mistral.py"] == {None}
 
 
 REGISTRY_TREE = {

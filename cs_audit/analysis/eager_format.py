@@ -11,7 +11,7 @@ from cs_audit.analysis.sites import Findings, per_step_cost, syncing_functions
 from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
 from cs_audit.joins.gates import site_switches
-from cs_audit.joins.runs import run_of
+from cs_audit.joins.runs import call_run, run_of
 from cs_audit.model import LEVEL_SWITCH, BuiltMessage, CallSite, EmitterDetail, Finding, PlainCall, SwitchRef, Words, spoken
 from cs_audit.ruleset import RuleSet
 
@@ -61,7 +61,7 @@ def _helper_call(model: TreeModel, rs: RuleSet, out: Findings, path: str, site: 
     kinds = site.eager + tuple(f"call:{c.rsplit('.', 1)[-1]}" for c in expensive)
     if not kinds:
         return
-    run = run_of(model, path, site.function, site.gates, site, rs)
+    run = call_run(model, path, site, (helper,), rs)
     switch, freq = run.switch, run.frequency
     syncs = any(
         c.rsplit(".", 1)[-1] in rs.sync_methods

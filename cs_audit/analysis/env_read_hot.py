@@ -10,7 +10,7 @@ from cs_audit.analysis.sites import Findings, per_step_cost, when_words
 from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.env_helpers import helper_switches
-from cs_audit.joins.runs import outside_event_loop, run_of, through_memo
+from cs_audit.joins.runs import call_run, outside_event_loop, run_of, through_memo
 from cs_audit.model import EnvReadDetail, Finding, Words, spoken
 from cs_audit.ruleset import RuleSet
 
@@ -70,7 +70,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 if target not in model.env_helpers:
                     continue
                 # a memoised helper reads once per distinct arguments, not at each call
-                run = through_memo(model, path, site, run_of(model, path, site.function, site.gates, site, rs), rs)
+                run = through_memo(model, path, site, call_run(model, path, site, (target,), rs), rs)
                 switch, freq = run.switch, run.frequency
                 reads = helper_switches(model, target, site.literal_args)
                 after = cached_vars[reads[0]] if all(v in cached_vars for v in reads) else ""

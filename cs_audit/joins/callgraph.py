@@ -24,11 +24,13 @@ from cs_audit.joins.env_helpers import is_once_function as is_once_function  # r
 from cs_audit.joins.gates import _module_switch, _take_site_gates, gate_switches, gates_digest, site_switch
 from cs_audit.joins.host_data import mark_host_syncs
 from cs_audit.joins.kept import Demand, FileResolutions, Resolutions, SiteGates
-from cs_audit.joins.param_gates import callers_by_target, unresolved_names
+from cs_audit.joins.named_calls import NamedCall, callers_on_demand, is_unresolved
+from cs_audit.joins.param_gates import callers_by_target
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.resolver import HOW_CODES, HOWS, READ, Resolver, _class_of, _last_name
 from cs_audit.joins.roots import configured_roots, event_loop_roots
+from cs_audit.joins.served import unserved_modules
 from cs_audit.joins.tree import TreeModel as TreeModel  # re-exported
 from cs_audit.model import (
     EMITTER_ROLES,
@@ -109,6 +111,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model.void_helpers = frozenset(void)
     model.env_helpers.update(void)
     model.accessors = accessors(model, model.void_helpers)
+    model.unserved = unserved_modules(model, rs.defaults)
     model.gates_digest, model.file_gates_digests = gates_digest(model, gates, gates_unchanged)
     if gates is not None:
         if gates.digest == model.gates_digest:
@@ -116,10 +119,18 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         for path in gates_unchanged:
             model.use_rows.update(((path, var), rows) for var, rows in gates.uses.get(path, {}).items())
     _add_edges(model, rs, raw_edges, edge_counts, edge_calls)
-    gate_instance_methods(model, rs, lambda path, function, gates: site_switch(model, path, function, gates, rs),
-                          unresolved_names(model))
+    def switch_of(path: str, function: str | None, gates: tuple[GateRef, ...]) -> SwitchRef | None:
+        return site_switch(model, path, function, gates, rs)
+
+    def unresolved(name: str) -> bool:
+        return is_unresolved(model, name)
+
+    def later(key: FuncKey) -> list[NamedCall]:
+        return callers_on_demand(model, key)
+
+    gate_instance_methods(model, rs, switch_of, unresolved, later)
     model.event_loops = event_loop_roots(model, rs)
-    gate_event_loops(model, rs, list(model.event_loops), unresolved_names(model))
+    gate_event_loops(model, rs, list(model.event_loops), switch_of, unresolved, later)
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)

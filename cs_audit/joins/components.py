@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
+from cs_audit.joins.named_calls import NamedCall
 from cs_audit.joins.reach import Edge
 from cs_audit.model import FileFacts, FuncKey, FunctionDef, GateRef, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
@@ -35,13 +36,18 @@ class Built(Protocol):
 MAX_CALLERS_UP = 6
 
 SiteSwitch = Callable[[str, "str | None", "tuple[GateRef, ...]"], "SwitchRef | None"]
+#: whether some call of a name lands nowhere (``named_calls.is_unresolved``)
+Unresolved = Callable[[str], bool]
+#: the calls of a function a scan did not type, typed now (``named_calls.callers_on_demand``)
+LaterCallers = Callable[[FuncKey], "list[NamedCall]"]
 
 
 def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
-                          unresolved: frozenset[str]) -> None:
+                          unresolved: Unresolved, later: LaterCallers) -> None:
     """Gate the calls of the methods of classes built only under options (see the module's
-    text); ``site_switch`` resolves a site's gates, ``unresolved`` holds the names some call
-    of the tree did not resolve (a function of such a name may have callers the graph lacks)."""
+    text); ``site_switch`` resolves a site's gates, ``unresolved`` tells the names some call
+    of the tree did not resolve (a function of such a name may have callers the graph lacks),
+    ``later`` the callers of a function the graph lacks because a scan did not type them."""
     children: dict[str, set[str]] = defaultdict(set)
     for ff in model.facts.values():
         for c in ff.types.classes:
@@ -82,7 +88,7 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
     wanted = set().union(*(family(cls) for cls in outside))
     ignored = rs.defaults.ignore_paths if rs.defaults is not None else None
     built: dict[str, list[SwitchRef | None]] = defaultdict(list)
-    calling = _CallerSwitches(model, unresolved, ignored.search if ignored is not None else None)
+    calling = _CallerSwitches(model, site_switch, unresolved, later, ignored.search if ignored is not None else None)
     for path, ff in model.facts.items():
         if ignored is not None and ignored.search(path):
             continue  # tests build what they test
@@ -113,12 +119,13 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
             callers[callers.index(edge)] = gated
 
 
-def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], unresolved: frozenset[str]) -> None:
+def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], site_switch: SiteSwitch,
+                     unresolved: Unresolved, later: LaterCallers) -> None:
     """An event loop every call of which needs an option (`if cfg.enable_pdmux:
     self.event_loop_pdmux()`, a few calls up) is no root of the default paths: the option is
     its gate, as a root of a class built only under one (``gated_classes``)."""
     ignored = rs.defaults.ignore_paths if rs.defaults is not None else None
-    calling = _CallerSwitches(model, unresolved, ignored.search if ignored is not None else None)
+    calling = _CallerSwitches(model, site_switch, unresolved, later, ignored.search if ignored is not None else None)
     for key in loops:
         switch = calling.switch(key, 0)
         if switch is not None:
@@ -130,9 +137,12 @@ class _CallerSwitches:
     or their functions' in turn, a few calls up); None when one call needs none, when it has
     no call the graph sees, or when its name is called where the graph could not resolve."""
 
-    def __init__(self, model: Built, unresolved: frozenset[str], ignored: Callable[[str], object] | None) -> None:
+    def __init__(self, model: Built, site_switch: SiteSwitch, unresolved: Unresolved, later: LaterCallers,
+                 ignored: Callable[[str], object] | None) -> None:
         self.model = model
+        self.site_switch = site_switch
         self.unresolved = unresolved
+        self.later = later
         self.ignored = ignored
         self.known: dict[tuple[FuncKey, int], SwitchRef | None] = {}
 
@@ -146,18 +156,21 @@ class _CallerSwitches:
 
     def _worked_out(self, key: FuncKey, depth: int) -> SwitchRef | None:
         name = key[1].rsplit(".", 1)[-1] if key[1] else ""
-        if depth >= MAX_CALLERS_UP or not name or name in self.unresolved or name.startswith("__") and name != "__init__":
+        if depth >= MAX_CALLERS_UP or not name or name.startswith("__") and name != "__init__" or self.unresolved(name):
             return None
-        if name == "__init__" and key[1].rsplit(".", 1)[0].rsplit(".", 1)[-1] in self.unresolved:
+        if name == "__init__" and self.unresolved(key[1].rsplit(".", 1)[0].rsplit(".", 1)[-1]):
             return None  # a class built where the graph could not resolve the call
-        edges = [e for e in self.model.callers.get(key, ()) if self.ignored is None or not self.ignored(e.path)]
-        if not edges:
+        # (path, calling function, the call's switch) of each call
+        calls: list[tuple[str, str | None, SwitchRef | None]] = [
+            (e.path, e.caller[1] if e.caller is not None else None, e.switch) for e in self.model.callers.get(key, ())]
+        calls += [(path, site.function, self.site_switch(path, site.function, site.gates)) for path, site, _ in self.later(key)]
+        calls = [c for c in calls if self.ignored is None or not self.ignored(c[0])]
+        if not calls:
             return None
         found: list[SwitchRef] = []
-        for edge in edges:
-            switch = edge.switch
-            if switch is None and edge.caller is not None:
-                switch = self.switch(edge.caller, depth + 1)
+        for path, caller, switch in calls:
+            if switch is None and caller is not None:
+                switch = self.switch((path, caller), depth + 1)
             if switch is None or switch.kind != "option":
                 return None
             found.append(switch)

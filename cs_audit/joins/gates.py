@@ -415,7 +415,7 @@ def site_switch(model: TreeModel, path: str, function: str | None, gates: tuple[
 def _module_switch(model: TreeModel, path: str, rs: RuleSet) -> SwitchRef | None:
     known = model.module_switches
     if path not in known:
-        known[path] = module_switch(rs.defaults, path)
+        known[path] = module_switch(rs.defaults, path) or model.unserved.get(path)
     return known[path]
 
 

@@ -135,7 +135,7 @@ def _host_only_files(model: TreeModel) -> set[str]:
         for _, origin in ff.aliases:
             paths = modules.get(origin)
             if paths is None:
-                paths = modules[origin] = _module_files(resolver, origin)
+                paths = modules[origin] = module_files(resolver, origin)
             if not any(unit_of.get(p) in candidates for p in paths):
                 continue  # the copy closest to this file is one of them
             for target in resolver._closest(paths, path):
@@ -154,7 +154,7 @@ def _unit(path: str, packages: set[str]) -> str | None:
     return folder + "/"
 
 
-def _module_files(resolver: CallResolver, origin: str) -> list[str]:
+def module_files(resolver: CallResolver, origin: str) -> list[str]:
     """The files of the longest module prefix of ``origin`` (`vllm.compaction.index_map.IndexMap`)
     the tree holds; an import from a file loads the copy closest to it (``Resolver._closest``)."""
     parts = origin.split(".")

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from cs_audit.joins.defaults import OptionTable
+from cs_audit.joins.kept import Resolutions
 from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, PassedValues, PlainCall
 from cs_audit.ruleset import HotRoot
 
@@ -39,6 +40,10 @@ class CallResolver(Protocol):
 
     def resolve(self, path: str, caller: str | None, callee: str) -> list[FuncKey]: ...
 
+    def resolve_how(self, path: str, caller: str | None, callee: str) -> list[tuple[FuncKey, str]]: ...
+
+    def sites_by_last_name(self) -> dict[str, list[tuple[str, CallSite | PlainCall]]]: ...
+
     def _closest(self, paths: list[str], near: str) -> list[str]: ...
 
 
@@ -55,8 +60,9 @@ class JoinedModel(Protocol):
     options: OptionTable
     pending_callers: dict[FuncKey, list] | None
     passed_by_call: dict[tuple[str, int, int, str], PassedValues] | None
-    unresolved_names: frozenset[str] | None
-    unresolved_calls: dict[str, list[str]] | None
+    unresolved_sites: dict[str, list[tuple[str, CallSite | PlainCall]]] | None
+    named_calls: dict[str, tuple]
+    resolutions: Resolutions | None
     #: the functions the root rules match, with the rule that decides each (``joins.roots``)
     root_rules: dict[FuncKey, HotRoot]
 

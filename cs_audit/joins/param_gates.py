@@ -19,6 +19,7 @@ from typing import Any
 from cs_audit.joins.defaults import NOT_OPTION, option_gate, value_gate
 from cs_audit.joins.host_data import DIRECT_CALLS, argument_position
 from cs_audit.joins.joined import JoinedModel as TreeModel  # callgraph's, which imports this module
+from cs_audit.joins.named_calls import callers_on_demand, is_unresolved, unresolved_sites
 from cs_audit.model import CODE_CHARS, PARAM_TESTED, FuncKey, GateRef, PassedValues, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
@@ -60,7 +61,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     default = dict(function.const_defaults).get(param)
     off: list[SwitchRef] = []
     kept_off: list[SwitchRef] = []
-    if key[1].rpartition(".")[2] in unresolved_names(model):
+    if is_unresolved(model, key[1].rpartition(".")[2]):
         # a call the graph could not resolve may be one of this function's: judged as a
         # caller passing nothing when none of them can reach the parameter (`event.record(s)`
         # beside `stats.record(n, hits, preempted)` and a `hits_by_source=None` default)
@@ -119,11 +120,16 @@ def _value_for(values: PassedValues | None, function: Any, param: str, how: str,
 
 
 def _callers(model: TreeModel, key: FuncKey) -> list[tuple[str, str | None, Any, str]]:
-    """(path, calling function, site, how) of each resolved call of ``key``."""
+    """(path, calling function, site, how) of each resolved call of ``key``: the graph's, and
+    those a scan did not type, typed now (``named_calls``)."""
     pending = model.pending_callers
     if pending is None:
-        return [(e.path, e.site.function, e.site, e.how) for e in model.callers.get(key, ())]
-    return pending.get(key, [])
+        found = [(e.path, e.site.function, e.site, e.how) for e in model.callers.get(key, ())]
+    else:
+        found = list(pending.get(key, []))
+    for path, site, targets in callers_on_demand(model, key):
+        found += [(path, site.function, site, how) for target, how in targets if target == key]
+    return found
 
 
 def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedValues]:
@@ -134,35 +140,13 @@ def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedVal
     return table
 
 
-def unresolved_names(model: TreeModel) -> frozenset[str]:
-    """The last names of the calls that resolved to no function: a caller the graph does not
-    see may pass anything into a function of that name."""
-    names = model.unresolved_names
-    if names is None:
-        names = model.unresolved_names = frozenset(_unresolved_calls(model))
-    return names
-
-
-def _unresolved_calls(model: TreeModel) -> dict[str, list[str]]:
-    """The calls that resolved to no function, by their callee's last name: each one's code."""
-    calls = model.unresolved_calls
-    if calls is None:
-        calls = model.unresolved_calls = {}
-        resolved = model.resolved_calls
-        for path, ff in model.facts.items():
-            for site in ff.calls:
-                if site.resolution != "read" and (path, site.line, site.end_line, site.callee) not in resolved:
-                    calls.setdefault(site.callee.rpartition(".")[2], []).append(site.code)
-    return calls
-
-
 def _none_reaches(model: TreeModel, function: Any, param: str) -> bool:
     """Whether no unresolved call named as ``function`` can pass ``param``: each passes fewer
     positional arguments than come before it, not it by keyword, and no `*args`/`**kwargs`
     (a call whose code was cut short, or does not parse, may)."""
     # bound, the first argument lands after `self`: the fewest arguments that may reach it
     index = argument_position(function, param, "attribute")
-    return not any(_reaches(_parsed_call(code), index, param) for code in _unresolved_calls(model).get(function.name, ()))
+    return not any(_reaches(_parsed_call(site.code), index, param) for site in unresolved_sites(model, function.name))
 
 
 def _reaches(call: ast.Call | None, position: int, param: str) -> bool:

@@ -70,6 +70,7 @@ class Joined(Protocol):
     entry_switches: dict[FuncKey, set[SwitchRef]]
     gated_classes: dict[str, SwitchRef]
     gated_roots: dict[FuncKey, SwitchRef]
+    unserved: dict[str, SwitchRef]
 
 
 def block_at(f: FunctionDef | None, line: int) -> tuple[int, int, str, str, int] | None:
@@ -196,7 +197,8 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     for key in roots:
         f = model.functions.get(key)
         switch = model.gated_classes.get(f.class_name) if f is not None and f.class_name else None
-        switch = switch or model.gated_roots.get(key) or module_switch(rs.defaults, key[0]) or feature_switch(rs.defaults, key[0], f.class_name if f is not None else None)
+        switch = (switch or model.gated_roots.get(key) or module_switch(rs.defaults, key[0]) or model.unserved.get(key[0])
+                  or feature_switch(rs.defaults, key[0], f.class_name if f is not None else None))
         if switch is not None:
             gated[key] = switch
     default_roots = {k: v for k, v in roots.items() if k not in gated}

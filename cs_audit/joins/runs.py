@@ -187,3 +187,18 @@ def run_of(model: TreeModel, path: str, function: str | None, gates: tuple[GateR
     if switch is None and key is not None and key not in model.freq_default:
         switch = first(model.entry_switches.get(key))
     return how_often(model, path, function, fact, rs, switch)
+
+
+def call_run(model: TreeModel, path: str, site: CallSite | PlainCall, targets: Iterable[FuncKey], rs: RuleSet) -> Run:
+    """``run_of`` of a call site, for what it does by calling ``targets``: when its own gates
+    leave it open but every edge from it into them is gated (each lands in a class built only
+    under an option: `self.controller.write(n)`, the controller built only with HiCache on),
+    the call has nothing to call by default and runs only with that edge's switch."""
+    run = run_of(model, path, site.function, site.gates, site, rs)
+    if run.switch is not None:
+        return run
+    switches = [e.switch for target in targets for e in model.callers.get(target, ())
+                if e.path == path and e.site.line == site.line and e.site.callee == site.callee]
+    if not switches or None in switches:
+        return run
+    return how_often(model, path, site.function, site, rs, first(switches))

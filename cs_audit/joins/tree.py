@@ -93,6 +93,8 @@ class TreeModel:
     gated_roots: dict[FuncKey, SwitchRef] = field(default_factory=dict)
     #: per file, the platform switch of a module written for another platform (``_module_switch``)
     module_switches: dict[str, SwitchRef | None] = field(default_factory=dict)
+    #: per file of an architecture the stated deployment does not load, its switch (``joins.served``)
+    unserved: dict[str, SwitchRef] = field(default_factory=dict)
     #: while the edges get their switches: each function's callers (``param_gates``), as
     #: ``callers`` holds them once built
     pending_callers: dict[FuncKey, list] | None = None
@@ -100,10 +102,10 @@ class TreeModel:
     wrapped: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     #: (path, line, end line, callee's last name) -> ``PassedValues`` (``param_gates``, when first asked)
     passed_by_call: dict | None = None
-    #: the last names of the calls that resolved to nothing (``param_gates``, when first asked)
-    unresolved_names: frozenset[str] | None = None
-    #: the codes of those calls by that name (``param_gates``, when first asked)
-    unresolved_calls: dict[str, list[str]] | None = None
+    #: the calls that resolved to nothing, by their last name (``named_calls``, when first asked)
+    unresolved_sites: dict[str, list[tuple[str, CallSite | PlainCall]]] | None = None
+    #: per last name, its calls the build did not type, typed when first asked (``named_calls``)
+    named_calls: dict[str, tuple] = field(default_factory=dict)
     #: the attribute names some code assigns on another object (``joins.attributes``, when first asked)
     foreign_attributes: frozenset[str] | None = None
     #: the options the tree declares, with their defaults (``joins.defaults``)

@@ -1,0 +1,72 @@
+"""Every call of a name, through the types, for the joins that need all the callers of a function.
+
+A scan types only the calls it needs (``kept.Demand``) and resolves the others by name, which
+finds no function for a method called on a local or a parameter (`cache.init_hicache(args)`).
+The joins that ask about every caller of a function (which option each construction of a class
+is under: ``components``; what each caller passes into a parameter: ``param_gates``) would then
+see a caller missing, and take the call for one that may land anywhere.  They ask here instead:
+the calls so named outside the demand are typed when a name is first asked, as ``why``'s whole
+typing would type them, so a scan and ``why`` answer alike."""
+
+from __future__ import annotations
+
+from cs_audit.joins.joined import JoinedModel
+from cs_audit.model import HANDED, CallSite, FuncKey, PlainCall
+
+#: a call so named typed on demand: (path, site, the functions it lands in with how)
+NamedCall = tuple[str, CallSite | PlainCall, tuple[tuple[FuncKey, str], ...]]
+
+
+def _site_key(path: str, site: CallSite | PlainCall) -> tuple[str, int, int, str]:
+    return path, site.line, site.end_line, site.callee
+
+
+def typed_on_demand(model: JoinedModel, name: str) -> tuple[NamedCall, ...]:
+    """The calls named ``name`` (last name) that the build did not type, each typed now;
+    none when every call was typed (``why``, ``callgraph``: a whole build)."""
+    table = model.named_calls
+    found = table.get(name)
+    if found is None:
+        demand = model.resolutions.typed if model.resolutions is not None else None
+        out: list[NamedCall] = []
+        if demand is not None and name not in demand.names:
+            resolver = model.resolver
+            for path, site in resolver.sites_by_last_name().get(name, ()):
+                if site.resolution == "read" or site.role not in (None, "open") or HANDED in site.callee \
+                        or (path, site.function) in demand.functions:
+                    continue  # a read, an emitter, a callback, or a call typed already
+                out.append((path, site, tuple(resolver.resolve_how(path, site.function, site.callee))))
+        found = table[name] = tuple(out)
+    return found
+
+
+def callers_on_demand(model: JoinedModel, key: FuncKey) -> list[NamedCall]:
+    """The calls typed on demand that land in ``key`` and are no edge of the graph."""
+    out = []
+    for path, site, found in typed_on_demand(model, key[1].rpartition(".")[2]):
+        if any(target == key for target, _ in found) and key not in model.resolved_calls.get(_site_key(path, site), ()):
+            out.append((path, site, found))
+    return out
+
+
+def unresolved_sites(model: JoinedModel, name: str) -> list[CallSite | PlainCall]:
+    """The calls named ``name`` that land in no function of the tree, typed on demand where
+    the build did not type them: a caller the graph does not see may pass anything."""
+    calls = model.unresolved_sites
+    if calls is None:
+        calls = model.unresolved_sites = {}
+        resolved = model.resolved_calls
+        for path, ff in model.facts.items():
+            for site in ff.calls:
+                if site.resolution != "read" and _site_key(path, site) not in resolved:
+                    calls.setdefault(site.callee.rpartition(".")[2], []).append((path, site))
+    left = calls.get(name)
+    if not left:
+        return []
+    landed = {_site_key(path, site) for path, site, found in typed_on_demand(model, name) if found}
+    return [site for path, site in left if _site_key(path, site) not in landed]
+
+
+def is_unresolved(model: JoinedModel, name: str) -> bool:
+    """Whether some call named ``name`` lands in no function of the tree (``unresolved_sites``)."""
+    return bool(unresolved_sites(model, name))

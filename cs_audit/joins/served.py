@@ -1,0 +1,47 @@
+"""Which model architectures' own modules a stated deployment never loads.
+
+A deployment that names the architectures it serves (`deployment = {models = ["llama"]}`)
+runs no other architecture's forward. The own modules of an architecture (``Defaults.model_of``:
+`models/bark/...`) run only when it is served, or when a module that runs imports them: the
+served architectures import shared helpers that live among the models (`models/utils.py`), and
+one architecture builds on another (`mistral` importing `llama`). So the modules kept are those
+the served architectures' modules and the code any model may run import, through imports of
+imports; every other architecture's modules run nothing, as a module written for another
+platform does, and their switch names the architecture (`model=bark`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from cs_audit.joins.host_data import module_files
+from cs_audit.joins.joined import JoinedModel
+from cs_audit.model import SwitchRef
+from cs_audit.ruleset import Defaults
+
+
+def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> dict[str, SwitchRef]:
+    """path -> the switch of each module of an architecture the stated deployment does not load
+    (empty when the deployment names no architecture)."""
+    if defaults is None or not defaults.models:
+        return {}
+    arch_of = {path: defaults.model_of(path) for path in model.facts}
+    resolver = model.resolver
+    imports: dict[str, set[str]] = defaultdict(set)
+    found: dict[str, list[str]] = {}
+    for path, ff in model.facts.items():
+        for _, origin in ff.aliases:
+            paths = found.get(origin)
+            if paths is None:
+                paths = found[origin] = module_files(resolver, origin)
+            imports[path].update(resolver._closest(paths, path) if paths else ())
+    served = set(defaults.models)
+    loaded = [path for path, arch in arch_of.items() if arch is None or arch in served]
+    seen = set(loaded)
+    while loaded:
+        for target in imports.get(loaded.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                loaded.append(target)
+    kept_archs = {arch_of[path] for path in seen if arch_of.get(path) is not None}
+    return {path: SwitchRef("option", f"model={arch}") for path, arch in sorted(arch_of.items())
+            if arch is not None and arch not in kept_archs}
