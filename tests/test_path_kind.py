@@ -241,6 +241,21 @@ flag = os.environ.get("EVERY_STEP")
     assert reads == [(15, "error", False), (16, "normal", True)]
 
 
+def test_a_call_of_an_env_helper_on_a_rare_branch_is_on_that_branch() -> None:
+    # a call that holds no fact of its own (only the graph reads it) has the path of the
+    # block around it, as the edge it makes does
+    src = hot('''
+if self.profile_by_stage:
+    stage_flag()
+if batch.timed_out:
+    stage_flag()
+stage_flag()
+''', extra="\n\ndef stage_flag():\n    return os.environ.get(\"STAGE_TRACE\") == \"1\"\n")
+    result = scan_files({"mod.py": src})
+    calls = [(f.line, f.path_kind) for f in result.findings if f.rule == "env-read-hot" and f.function == "Runner.execute_model"]
+    assert calls == [(13, "rare"), (15, "rare"), (16, "normal")]
+
+
 # ---------------------------------------------------------------- gpu_sync on emitters
 def test_an_emitter_whose_arguments_sync_says_gpu_sync() -> None:
     src = hot('''

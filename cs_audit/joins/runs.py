@@ -83,6 +83,11 @@ def how_often(model: TreeModel, path: str, function: str | None, fact: Fact | No
         block = block_at(model.functions.get(key), fact.line) if key is not None else None
         guard = Guard(path, block[4] if block is not None and block[3] == fact.path_reason else fact.line, 0)
         return Run(switch, freq, fact.path_kind, _guard_words(fact.path_reason, guard), guard)
+    block = block_at(model.functions.get(key), fact.line) if key is not None and fact is not None else None
+    if block is not None:
+        # a call site that holds no fact carries no path of its own: the block around it decides
+        guard = Guard(path, block[4], 0)
+        return Run(switch, freq, block[2], _guard_words(block[3], guard), guard)  # type: ignore[arg-type]
     if key is not None:
         return Run(switch, freq, *_demoted_path(model, key, default_only=switch is None))
     return Run(switch, freq)
