@@ -320,6 +320,31 @@ if os.environ.get("FP_LOG"):
     assert [(f.line, _text(f.switch)) for f in result.findings if f.rule == "sync-in-debug"] == [(16, "FP_LOG")]
 
 
+def test_work_an_option_turns_on_is_no_debug_code_and_an_option_named_for_logging_is() -> None:
+    # the drafter's `.tolist()` is its work; a sync that only logging stats turns on is debug code
+    src = hot('''
+if self.config.speculative_config is not None:
+    self._draft(batch)
+if self.config.log_stats:
+    self._stats(batch)
+''', extra='''
+    def _draft(self, t):
+        return t.argmax(-1).tolist()
+
+    def _stats(self, t):
+        return t.float().mean().item()
+
+
+@dataclass
+class EngineConfig:
+    speculative_config: object = None
+    log_stats: bool = False
+''').replace("import os", "import os\nfrom dataclasses import dataclass")
+    result = scan_files({"mod.py": src})
+    assert [(f.function, _text(f.switch)) for f in result.findings if f.rule == "sync-in-debug"] == [
+        ("Runner._stats", "option:log_stats")]
+
+
 # ---------------------------------------------------------------- duplicate-helper
 DIAG_A = '''
 import os

@@ -18,6 +18,7 @@ from cs_audit.joins.components import gate_event_loops, gate_instance_methods
 from cs_audit.joins.defaults import (
     OptionTable,
     feature_switch,
+    option_name,
 )
 from cs_audit.joins.env_helpers import accessors, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
@@ -694,12 +695,15 @@ def _debug_step(model: TreeModel, rs: RuleSet, debug: dict[FuncKey, set[SwitchRe
 
 def is_debug_switch(switch: SwitchRef, rs: RuleSet) -> bool:
     """Whether code under ``switch`` is debug code: a log-level check, a debug-named flag, an
-    env var of a debug category or with a debug-like name; not a configuration value (a size,
-    a limit, a mode), which decides work, not output.
+    env var of a debug category or with a debug-like name, an option named like one
+    (`log_stats`, `enable_trace`); not a configuration value (a size, a limit, a mode), nor an
+    option, a platform, a feature or a model (speculative decoding's `.tolist()` is its work).
 
     By name on purpose: the behaviour categories (``analysis.categories``) are worked out from
     the gated sites this decides, so using them here would make a switch's category depend on
     itself."""
+    if switch.kind == "option":
+        return rs.debug_name_re.search(option_name(switch.name)) is not None
     if switch.kind != "env":
         return True
     return rs.category_of(switch.name) != "config" or rs.debug_name_re.search(switch.name) is not None
