@@ -233,7 +233,7 @@ def _steady_off_names(test: ast.expr, active: bool, steady: re.Pattern[str]) -> 
     """The names of steady-state tests (``steady`` matched in full on each name's last part)
     that must be false for the branch of ``test`` taken when it is ``active`` to run: the
     `else` of `if mode.is_decode():`, `if not mode.is_decode():`, an operand of an `and` in
-    either (an `or` in the `else`), `x is None` as `not x`."""
+    either (an `or` in the `else`), `x is None` and `n == 0` as `not x`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _steady_off_names(test.operand, not active, steady)
     if isinstance(test, ast.BoolOp):
@@ -244,6 +244,11 @@ def _steady_off_names(test: ast.expr, active: bool, steady: re.Pattern[str]) -> 
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
         # `x is None` holds where `x` is false, `x is not None` where it is true
         return _steady_off_names(test.left, active != isinstance(test.ops[0], ast.Is), steady)
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Gt))
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+            and type(test.comparators[0].value) is int):
+        # `n == 0` holds where `n` is false, `n != 0` and `n > 0` where it is true
+        return _steady_off_names(test.left, active != isinstance(test.ops[0], ast.Eq), steady)
     if active or not isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
         return []
     name = dotted_name(test.func if isinstance(test, ast.Call) else test)  # not the call's arguments
