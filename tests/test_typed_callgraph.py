@@ -438,3 +438,55 @@ def test_a_call_of_whichever_class_an_operand_gives_is_typed_by_each(tmp_path: P
     edges = _edges(root)
     assert ("eng.build.create", "eng.caches.RadixCache.attach", "local") in edges
     assert not any(callee == "eng.caches.Other.attach" for _, callee, _ in edges)
+
+
+def test_a_factory_gives_what_its_returns_build_and_its_annotation_only_past_them(tmp_path: Path) -> None:
+    # annotated with the base every cache shares, the factory builds one subclass: the call on
+    # what it gave lands there alone; a factory returning what the graph cannot type keeps the
+    # annotation's family
+    root = write_tree(tmp_path / "t", {
+        "eng/__init__.py": "",
+        "eng/cache.py": """
+            class BaseCache:
+                def lookup(self, k):
+                    return k
+
+            class ShmCache(BaseCache):
+                def lookup(self, k):
+                    return k + 1
+
+            class LruCache(BaseCache):
+                def lookup(self, k):
+                    return k + 2
+
+            def worker_cache(cfg) -> BaseCache | None:
+                if cfg is None:
+                    return None
+                return ShmCache()
+
+            def any_cache(cfg) -> BaseCache:
+                return cfg.make()
+        """,
+        "eng/worker.py": """
+            from eng.cache import any_cache, worker_cache
+
+            class Worker:
+                def __init__(self, cfg):
+                    self.cache = worker_cache(cfg)
+                    self.other = any_cache(cfg)
+
+                def step(self, k):
+                    return self.cache.lookup(k)
+
+                def peek(self, k):
+                    return self.other.lookup(k)
+        """,
+    })
+    edges = _edges(root)
+
+    def landed(caller: str) -> set[str]:
+        return {callee for c, callee, _ in edges if c == caller and callee.endswith(".lookup")}
+
+    assert landed("eng.worker.Worker.step") == {"eng.cache.ShmCache.lookup"}
+    # `self.other` keeps the annotation's family: the base and both subclasses
+    assert landed("eng.worker.Worker.peek") == {"eng.cache.ShmCache.lookup", "eng.cache.BaseCache.lookup", "eng.cache.LruCache.lookup"}

@@ -246,6 +246,10 @@ def _need(needed: dict[str, set[str]], function: str, head: str) -> None:
         function = outer
 
 
+#: the bindings of a function's result: its returns, and its annotation
+_RESULTS = frozenset({"<return>", "<annotated>"})
+
+
 def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str, str | None], list[str]],
                   calls: list[CallSite | PlainCall]) -> TypeFacts:
     """The type facts of the bindings ``types.type_bindings`` gives (grouped by owner, name
@@ -282,7 +286,7 @@ def used_bindings(classes: tuple[ClassFacts, ...], grouped: dict[tuple[str, str,
     work: list[int] = []
     no_names: frozenset[str] = frozenset()
     for i, (owner, name, _) in enumerate(keys):
-        if owner[:4] == "def:" and name != "<return>" and name not in needed.get(owner[4:], no_names):
+        if owner[:4] == "def:" and name not in _RESULTS and name not in needed.get(owner[4:], no_names):
             pending[(owner[4:], name)] = i
         else:
             work.append(i)

@@ -201,7 +201,8 @@ class _Walker:
             if node.__class__ is ast.AsyncFunctionDef or any(d and d.endswith("contextmanager") for d in decorators):
                 pass  # the result is a coroutine or a context manager, not the annotated value
             else:
-                self.bind(owner, "<return>", qualname, returns)
+                # what the returns give decides; the annotation only where they give nothing known
+                self.bind(owner, "<annotated>", qualname, returns)
         self.function_nodes[qualname] = node
         saved, self.globals = self.globals, set()
         self.body(node.body, function=qualname, cls=class_body if self_name else None, class_body=None, self_name=self_name)

@@ -619,7 +619,20 @@ class Types:
         return _NONE
 
     def returns(self, key: FuncKey) -> frozenset:
-        return self._cached(("r", key), lambda: self._sources(key[0], self.bindings.get((key[0], f"def:{key[1]}", "<return>"), [])))
+        return self._cached(("r", key), lambda: self._returned(key))
+
+    def _returned(self, key: FuncKey) -> frozenset:
+        """What calling ``key`` gives: what its `return`s give (`return ShmCache(...)` in a
+        factory annotated `-> BaseCache | None` builds that class alone), and its return
+        annotation too when one of them gives nothing known."""
+        owner = f"def:{key[1]}"
+        returned = self.bindings.get((key[0], owner, "<return>"), [])
+        annotated = self.bindings.get((key[0], owner, "<annotated>"), [])
+        found = [self.source(key[0], function, source) for function, source in returned]
+        out: set = set().union(*found)
+        if not returned or not all(found):
+            out |= self._sources(key[0], annotated)
+        return frozenset(out)
 
     def targets(self, value: Value) -> list[tuple[FuncKey, str]]:
         """The functions calling ``value`` runs, each with how it was found."""
