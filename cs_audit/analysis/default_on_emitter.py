@@ -10,7 +10,7 @@ from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, syncing
 from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
 from cs_audit.joins.gates import site_switches
-from cs_audit.joins.runs import how_often, outside_event_loop
+from cs_audit.joins.runs import how_often, outside_event_loop, runs_by_default
 from cs_audit.model import CallSite, EmitterDetail, Finding, Words
 from cs_audit.ruleset import RuleSet
 
@@ -63,7 +63,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role not in EMITTER_ROLES or site.function is None:
                 continue
             key = (path, site.function)
-            if key not in model.freq_default or not emits_by_default(site, rs) or outside_event_loop(model, key, site):
+            if not runs_by_default(model, key) or not emits_by_default(site, rs) or outside_event_loop(model, key, site):
                 continue
             if site_switches(model, path, site.function, site.gates, rs):
                 continue

@@ -9,7 +9,7 @@ from collections import Counter
 
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.defaults import option_name
-from cs_audit.joins.runs import run_of
+from cs_audit.joins.runs import reached, run_of
 from cs_audit.model import DefaultUsed, Deployment, Place
 from cs_audit.ruleset import EAGER, RuleSet
 
@@ -22,7 +22,7 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
     first: dict[str, Place] = {}
     for path, sites in model.fact_sites.items():
         for site in sites:
-            if site.function is None or (path, site.function) not in model.freq_any:
+            if site.function is None or not reached(model, (path, site.function)):
                 continue
             switch = run_of(model, path, site.function, site.gates, site, rs).switch
             if switch is not None and switch.kind == "option":

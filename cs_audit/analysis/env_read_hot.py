@@ -10,7 +10,7 @@ from cs_audit.analysis.sites import Findings, per_step_cost, when_words
 from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.env_helpers import helper_switches
-from cs_audit.joins.runs import call_run, outside_event_loop, run_of, through_memo
+from cs_audit.joins.runs import call_run, outside_event_loop, reached, run_of, through_memo
 from cs_audit.model import EnvReadDetail, Finding, Words, spoken
 from cs_audit.ruleset import RuleSet
 
@@ -28,7 +28,7 @@ def cached_registries(model: TreeModel, rs: RuleSet) -> dict[str, str]:
         module, name = registry.cached_after.rsplit(".", 1)
         for path in model.resolver.by_module.get(module, ()):
             callers = model.callers.get((path, name), ())
-            if any(e.caller is None or e.caller not in model.freq_any for e in callers):
+            if any(not reached(model, e.caller) for e in callers):
                 out[registry.id] = registry.cached_after
     return out
 
@@ -47,7 +47,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             key = (path, read.function)
             if _at_callers(model, key):
                 continue  # an accessor's reads are reported at its call sites
-            if key not in model.freq_any or outside_event_loop(model, key, read):
+            if not reached(model, key) or outside_event_loop(model, key, read):
                 continue
             run = run_of(model, path, read.function, read.gates, read, rs)
             switch, freq = run.switch, run.frequency
@@ -61,7 +61,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if site.role is not None or site.function is None:
                 continue
             key = (path, site.function)
-            if key not in model.freq_any or _at_callers(model, key) or outside_event_loop(model, key, site):
+            if not reached(model, key) or _at_callers(model, key) or outside_event_loop(model, key, site):
                 continue
             if (site.returned and key in model.env_helpers and key not in model.void_helpers
                     and key not in model.roots and model.callers.get(key)):

@@ -11,6 +11,7 @@ from cs_audit.frequency import is_hot
 from cs_audit.joins.callgraph import TreeModel, function_id, hot_chain
 from cs_audit.joins.gates import gate_switches
 from cs_audit.joins.roots import root_process
+from cs_audit.joins.runs import default_functions, runs_by_default
 from cs_audit.model import CallSite, CheapPath, EventLoopRoot, HotRoots, PlainCall, RootMatch
 from cs_audit.ruleset import RuleSet
 
@@ -47,7 +48,7 @@ def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
     a gate. Most called first."""
     out: list[CheapPath] = []
     by_file: dict[str, tuple[set[str | None], dict[str | None, list[CallSite | PlainCall]]]] = {}
-    for key, freq in model.freq_default.items():
+    for key, freq in default_functions(model):
         if not is_hot(freq):
             continue
         f = model.functions.get(key)
@@ -76,7 +77,7 @@ def cheap_paths(model: TreeModel, rs: RuleSet) -> tuple[CheapPath, ...]:
                         break
         if not switches:
             continue
-        calls = sum(1 for e in model.callers.get(key, ()) if e.caller in model.freq_default and e.switch is None)
+        calls = sum(1 for e in model.callers.get(key, ()) if runs_by_default(model, e.caller) and e.switch is None)
         chain = hot_chain(model, key)
         process = root_process(model, rs, chain[0]) if chain and chain[0] in model.functions else ""
         out.append(CheapPath(key[0], f.line, key[1], how, switches[0].text, freq, calls, process))

@@ -8,13 +8,13 @@ from dataclasses import replace
 
 from cs_audit.analysis.categories import by_name, categorize
 from cs_audit.analysis.sites import enabled_cost
-from cs_audit.frequency import ONCE, UNKNOWN, FrequencyName
+from cs_audit.frequency import ONCE, FrequencyName
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_once_function
 from cs_audit.joins.env_helpers import helper_switches
 from cs_audit.joins.gates import site_switch
 from cs_audit.joins.levels import called_levels, entry_levels, site_levels
-from cs_audit.joins.runs import frequency, outside_event_loop
-from cs_audit.model import CallSite, EnvSetter, Finding, GatedSite, PlainCall, Switch, SwitchRead, by_text
+from cs_audit.joins.runs import entered_through, frequency, outside_event_loop, runs_by_default
+from cs_audit.model import CallSite, EnvSetter, Finding, GatedSite, PlainCall, Switch, SwitchRead
 from cs_audit.ruleset import RuleSet
 
 _SITE_ROLES = EMITTER_ROLES | {"sync", "open", "flush"}
@@ -77,10 +77,10 @@ def gated_sites(model: TreeModel, rs: RuleSet) -> dict[str, list[GatedSite]]:
             switch = site_switch(model, path, site.function, site.gates, rs)
             switches = [switch] if switch else []
             levels = site_levels(model, path, site.function, site.gates, rs) if site.gates else {}
-            if not switches and key is not None and key not in model.freq_default:
-                switches = sorted(model.entry_switches.get(key, ()), key=by_text)
+            if not switches and key is not None and not runs_by_default(model, key):
+                switches = entered_through(model, key)
                 levels = entered.get(key, {})
-            freq: FrequencyName = model.freq_any.get(key, ONCE if is_once_function(model.functions.get(key), rs) else UNKNOWN) if key else ONCE
+            freq: FrequencyName = frequency(model, key, None, rs, default_only=False)
             if outside_event_loop(model, key, site):
                 freq = ONCE
             gated = GatedSite(path, site.line, site.function, site.role or "", _work(site, buffered),

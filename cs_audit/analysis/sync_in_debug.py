@@ -11,7 +11,7 @@ from cs_audit.analysis.sites import Findings, gate_words, syncing_helpers, when_
 from cs_audit.frequency import Frequencies, is_hot
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel, is_debug_switch
 from cs_audit.joins.gates import site_switch, site_switches
-from cs_audit.joins.runs import first, how_often, run_of
+from cs_audit.joins.runs import entered_through, first, how_often, run_of
 from cs_audit.model import LEVEL_SWITCH, CallSite, Finding, GateRef, SwitchRef, SyncDetail, Words, spoken
 from cs_audit.ruleset import RuleSet
 
@@ -37,7 +37,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             if local is not None:
                 switch = local
             elif in_args:
-                switch = None if key is None or key in model.freq_default or key not in model.freq_any else first(model.entry_switches.get(key))
+                switch = first(entered_through(model, key))
             elif key is not None and key in model.debug_functions:
                 paths = model.debug_functions[key]
                 if None in paths:
@@ -45,7 +45,7 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
                 elif paths:
                     switch = first(paths)
                 else:
-                    switch = None if key in model.freq_default else first(model.entry_switches.get(key))
+                    switch = first(entered_through(model, key))
             else:
                 continue
             if local is None:  # debug code by where it is, gated (if at all) by configuration

@@ -69,6 +69,29 @@ def frequency(model: TreeModel, key: FuncKey | None, fact: Fact | None, rs: Rule
     return freq
 
 
+def reached(model: TreeModel, key: FuncKey | None) -> bool:
+    """Whether some hot root reaches function ``key``, by default or only with a switch set."""
+    return key is not None and key in model.freq_any
+
+
+def runs_by_default(model: TreeModel, key: FuncKey | None) -> bool:
+    """Whether a hot root reaches function ``key`` through calls no switch gates."""
+    return key is not None and key in model.freq_default
+
+
+def default_functions(model: TreeModel) -> list[tuple[FuncKey, FrequencyName]]:
+    """Every function a hot root reaches through calls no switch gates, with how often it runs."""
+    return list(model.freq_default.items())
+
+
+def entered_through(model: TreeModel, key: FuncKey | None) -> list[SwitchRef]:
+    """The switches a function no default path reaches is entered through, by their spelling
+    (none when a default path reaches it, or no root does)."""
+    if key is None or runs_by_default(model, key) or not reached(model, key):
+        return []
+    return sorted(model.entry_switches.get(key, ()), key=by_text)
+
+
 def _guard_words(why: str, guard: Guard) -> str:
     up = f", {guard.depth} call{'s' if guard.depth != 1 else ''} up" if guard.depth else ""
     return f"{why} ({guard.path}:{guard.line}{up})"
