@@ -310,6 +310,8 @@ class ClassFacts:
     bases: tuple[str, ...]
     #: the int constants of its body (`OFF = 0`, an enum's members): what a level names
     levels: tuple[tuple[str, int], ...] = ()
+    #: the str constants of its body (`NULL = "null"`): what an enum's member holds
+    strings: tuple[tuple[str, str], ...] = ()
 
 
 #: where one name's values come from: ``(owner, name, function, source)``.  ``owner`` is

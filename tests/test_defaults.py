@@ -110,6 +110,14 @@ def test_a_subclass_or_a_construction_without_the_option_keeps_the_methods_open(
     assert saved in " ".join(check_annotations({"toyserve/defaults.py": subclassed}))
 
 
+def test_without_enum_members_a_role_compared_with_one_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `self.role = ServingRole(config.serving_role)` then `if self.role != ServingRole.NULL:`
+    monkeypatch.setattr(gates_module, "_member_gate", lambda *a: NOT_OPTION)
+    problems = " ".join(check_annotations(_fixture()))
+    for text in ('"disaggregated step', '"prefill server step'):
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+
+
 def test_without_ambiguous_names_a_step_result_is_taken_for_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(python_module, "own_attributes", lambda text: ())
     problems = check_annotations(_fixture())

@@ -30,6 +30,19 @@ def _compared(gate: GateRef, marker: tuple[str, ...]) -> GateRef:
     return replace(gate, args=(*args, *marker))
 
 
+def _enum_member(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`Mode.NULL`, a member of a class named in CapWords spelled in capitals: its dotted
+    name; None for any other value."""
+    if node.__class__ is not ast.Attribute or node.value.__class__ not in (ast.Name, ast.Attribute):
+        return None
+    name = dotted(node, aliases)
+    if not name or "." not in name:
+        return None
+    owner, _, member = name.rpartition(".")
+    cls = owner.rpartition(".")[2]
+    return name if cls[:1].isupper() and not cls.isupper() and member.isupper() else None
+
+
 def _falsy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and not node.value
 
@@ -392,9 +405,22 @@ class GateReader(IndexState):
             low = bool(values) and values <= off
             if isinstance(op, ast.NotIn):
                 low = not low
+        single = len(expr.ops) == 1
+        member = _enum_member(right, self.aliases) if single and isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) else None
+        if member is not None and isinstance(expr.left, (ast.Name, ast.Attribute)):
+            # `self.mode != Mode.NULL`: judged by the option the name's assignments wrap
+            # (`self.mode = Mode(cfg.mode)`) against the member's value (``FileFacts.wrapped``)
+            start = len(out)
+            self._refs(expr.left, active, out)
+            held = isinstance(op, (ast.Eq, ast.Is)) == active
+            compared = (f"cmp:{'==' if held else '!='}:member:{member}",)
+            out[start:] = [_compared(r, compared) if r.kind == "name" else r for r in out[start:]]
+            receiver = dotted(expr.left, self.aliases) or ""
+            if "." not in receiver and receiver or receiver.startswith("self.") and receiver.count(".") == 1:
+                self.predicate_receivers.add(receiver)
+            return
         start = len(out)
         self._refs(expr.left, active != low, out)
-        single = len(expr.ops) == 1
         level = level_of(op, right, active, self._params(), self.aliases) if single else ""
         if level:
             out[start:] = [replace(r, level=level) for r in out[start:]]

@@ -170,7 +170,11 @@ class _Walker:
                        if stmt.__class__ is ast.Assign and len(stmt.targets) == 1
                        and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant
                        and type(stmt.value.value) is int)
-        self.classes.append(ClassFacts(qualname, bases, levels))
+        strings = tuple((stmt.targets[0].id, stmt.value.value) for stmt in node.body
+                        if stmt.__class__ is ast.Assign and len(stmt.targets) == 1
+                        and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant
+                        and type(stmt.value.value) is str and len(stmt.value.value) <= 80)
+        self.classes.append(ClassFacts(qualname, bases, levels, strings))
         self.body(node.body, function=None, cls=qualname, class_body=qualname, self_name=None)
 
     def function_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef, function: str | None, class_body: str | None) -> None:

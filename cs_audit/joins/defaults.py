@@ -192,6 +192,19 @@ def value_gate(name: str, value: object, gate: GateRef) -> SwitchRef | None:
     return None if holds else SwitchRef("option", spelled)
 
 
+def _wrapped_option(table: OptionTable, defaults: Defaults | None, reads: list[str]) -> tuple[str, object] | None:
+    """(the option, its value in the deployment) when every assignment of a name wraps the
+    same read of one option (``reads``: `Mode(cfg.mode)` gives `cfg.mode`); None otherwise."""
+    if defaults is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
+        return None
+    receiver, name = reads[0].rsplit(".", 1)
+    if receiver == "self" or name in table.ambiguous and not (
+            defaults.receivers.search(receiver.rsplit(".", 1)[-1]) or "()" in receiver):
+        return None
+    stated = dict(defaults.options)
+    return name, stated[name] if name in stated else table.default(name)
+
+
 def predicate_gate(table: OptionTable, defaults: Defaults | None, reads: list[str], method: str,
                    active: bool) -> SwitchRef | None:
     """A test of `x.<method>()` where every assignment to `x` wraps one of ``reads``
@@ -199,18 +212,37 @@ def predicate_gate(table: OptionTable, defaults: Defaults | None, reads: list[st
     default, the unset predicates (`is_none`) hold and every other `is_*` does not; the switch
     is that option when that keeps the code off.  ``NOT_OPTION`` otherwise."""
     pattern = defaults.unset_predicates if defaults is not None else None
-    if pattern is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
+    found = _wrapped_option(table, defaults, reads) if pattern is not None else None
+    if pattern is None or found is None:
         return NOT_OPTION
-    receiver, name = reads[0].rsplit(".", 1)
-    if receiver == "self" or name in table.ambiguous and not (
-            defaults.receivers.search(receiver.rsplit(".", 1)[-1]) or "()" in receiver):  # type: ignore[union-attr]
-        return NOT_OPTION
-    stated = dict(defaults.options)  # type: ignore[union-attr]
-    value = stated[name] if name in stated else table.default(name)
+    name, value = found
     if value is not None:
         return NOT_OPTION  # set, or unknown: which predicate holds depends on the value
     holds = bool(pattern.search(method)) == active
     return None if holds else SwitchRef("option", name)
+
+
+def member_comparison(gate: GateRef) -> tuple[str, str] | None:
+    """(`==` or `!=`, the member's dotted name) under which a name compared with an enum's
+    member (`self.mode != Mode.NULL`) lets the guarded code run."""
+    for arg in gate.args:
+        if arg.startswith("cmp:") and ":member:" in arg:
+            op, _, member = arg[4:].partition(":member:")
+            return op, member
+    return None
+
+
+def member_gate(table: OptionTable, defaults: Defaults | None, reads: list[str], op: str, member_value: str) -> SwitchRef | None:
+    """A name every assignment of which wraps one option (`self.mode = Mode(cfg.mode)`),
+    compared (``op``) with a member holding ``member_value``: as the enum is looked up by the
+    option's value, the switch of that option when its value keeps the code off, None when it
+    lets it run; ``NOT_OPTION`` when the option or its value is not known."""
+    found = _wrapped_option(table, defaults, reads)
+    if found is None or not isinstance(found[1], str):
+        return NOT_OPTION
+    name, value = found
+    holds = (value == member_value) == (op == "==")
+    return None if holds else SwitchRef("option", f"{name}{op}{member_value!r}")
 
 
 def option_name(setting: str) -> str:

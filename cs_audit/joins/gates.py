@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from cs_audit.joins.attributes import receiver_attribute_switch
 from cs_audit.joins.defaults import (
     NOT_OPTION,
+    member_comparison,
+    member_gate,
     module_switch,
     option_gate,
     predicate_gate,
@@ -104,6 +106,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     option = option_gate(model.options, rs.defaults, gate)
     if option is not NOT_OPTION:
         return option
+    if gate.kind == "name" and model.wrapped:
+        # a name compared with an enum's member (`self.mode != Mode.NULL`)
+        option = _member_gate(model, path, function, gate, rs)
+        if option is not NOT_OPTION:
+            return option
     if gate.kind == "env" and not (rs.defaults is not None and gate.ref in rs.defaults.env):
         registry = registry_env_gate(model.options, gate)
         if registry is not NOT_OPTION:
@@ -222,6 +229,39 @@ def _wrapped_predicate(model: TreeModel, path: str, function: str | None, gate: 
     return NOT_OPTION
 
 
+def _member_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    compared = member_comparison(gate)
+    if compared is None:
+        return NOT_OPTION
+    op, member = compared
+    owner, _, name = member.rpartition(".")
+    value = _class_strings(model).get(owner.rpartition(".")[2], {}).get(name)
+    if value is None:
+        return NOT_OPTION
+    for key in _name_keys(path, function, gate.ref):
+        if key in model.wrapped:
+            return member_gate(model.options, rs.defaults, model.wrapped[key], op, value)
+    return NOT_OPTION
+
+
+def _class_strings(model: TreeModel) -> dict[str, dict[str, str | None]]:
+    if model.class_strings is None:
+        model.class_strings = _class_constants(model, "strings")
+    return model.class_strings
+
+
+def _class_constants(model: TreeModel, kind: str) -> dict:
+    """A class's last name -> its constants of one ``kind`` (``ClassFacts.levels``: ints,
+    ``strings``: strs), those its namesakes agree on (None where they do not)."""
+    table: dict[str, dict] = {}
+    for ff in model.facts.values():
+        for c in ff.types.classes:
+            members = table.setdefault(c.qualname.rsplit(".", 1)[-1], {})
+            for name, value in getattr(c, kind):
+                members[name] = value if members.get(name, value) == value else None
+    return table
+
+
 def _helper_value(model: TreeModel, path: str, key: tuple[str, str]) -> str | None:
     """The env var a name compared with a level holds when every assignment to it is the
     value of an env helper of the tree (`_LEVEL = _get_env("X_LEVEL", int, 0)` then `if
@@ -251,13 +291,7 @@ def _level_number(model: TreeModel, text: str) -> int | None:
     if text.lstrip("-").isdigit():
         return int(text) + bump
     if model.class_levels is None:
-        table: dict[str, dict[str, int | None]] = {}
-        for ff in model.facts.values():
-            for c in ff.types.classes:
-                members = table.setdefault(c.qualname.rsplit(".", 1)[-1], {})
-                for name, value in c.levels:
-                    members[name] = value if members.get(name, value) == value else None
-        model.class_levels = table
+        model.class_levels = _class_constants(model, "levels")
     owner, _, member = text.rpartition(".")
     found = model.class_levels.get(owner.rsplit(".", 1)[-1], {}).get(member) if owner else None
     return None if found is None else found + bump

@@ -114,6 +114,8 @@ class TreeModel:
     entry_gated_names: set[str] | None = None
     #: a class's last name -> its int constants, those its namesakes agree on (``_level_number``)
     class_levels: dict[str, dict[str, int | None]] | None = None
+    #: a class's last name -> its str constants, those its namesakes agree on (``_member_gate``)
+    class_strings: dict[str, dict[str, str | None]] | None = None
     #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
     event_loops: dict[FuncKey, tuple[EventLoop, ...]] = field(default_factory=dict)
     #: the env helpers that return nothing (``joins.env_helpers``): reads, never gates
