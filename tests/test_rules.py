@@ -387,6 +387,13 @@ def test_duplicate_helper_up_to_local_renames() -> None:
     ]
 
 
+def test_a_duplicate_copy_says_the_switch_its_code_runs_under() -> None:
+    # the copy in a module written for another platform runs only there, as every rule says
+    result = scan_files({"a.py": DIAG_A, "b_npu.py": DIAG_B})
+    copies = [(f.path, f.switch.text if f.switch else None) for f in result.findings if f.rule == "duplicate-helper"]
+    assert copies == [("a.py", None), ("b_npu.py", "option:platform=npu")]
+
+
 def test_same_name_different_body_is_not_a_duplicate() -> None:
     result = scan_files({"a.py": DIAG_A, "c.py": DIAG_OTHER})
     assert result.duplicates == ()

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from cs_audit.analysis.sites import Findings
 from cs_audit.frequency import Frequencies, FrequencyName
 from cs_audit.joins.callgraph import FuncKey, TreeModel
-from cs_audit.joins.runs import frequency
+from cs_audit.joins.runs import frequency, run_of
 from cs_audit.model import DuplicateDetail, Finding, FunctionDef
 from cs_audit.ruleset import RuleSet
 
@@ -43,8 +43,10 @@ def duplicate_groups(model: TreeModel) -> list[tuple[str, list[tuple[str, Functi
 def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
     for name, members in duplicate_groups(model):
         for path, f in members:
+            # the copy's switch: what its function is entered through, or its module's platform
+            switch = run_of(model, path, f.qualname, (), None, rs).switch
             freq: FrequencyName = frequency(model, (path, f.qualname), None, rs, default_only=False)
-            out.add(RULE, path, f.line, f.end_line, f.qualname, None, freq, False, f"def {f.name}",
+            out.add(RULE, path, f.line, f.end_line, f.qualname, switch, freq, False, f"def {f.name}",
                     detail=DuplicateDetail(group=name, copies=str(len(members))),
                     cols=(f.col, -1))  # the span is the whole body: where it ends on its last line is not known
 
