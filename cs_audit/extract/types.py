@@ -166,14 +166,11 @@ class _Walker:
     def class_def(self, node: ast.ClassDef, function: str | None, class_body: str | None) -> None:
         qualname = _qualname(node.name, function, class_body)
         bases = tuple(b for b in (dotted(base, self.aliases) for base in node.bases) if b)
-        levels = tuple((stmt.targets[0].id, stmt.value.value) for stmt in node.body
-                       if stmt.__class__ is ast.Assign and len(stmt.targets) == 1
-                       and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant
-                       and type(stmt.value.value) is int)
-        strings = tuple((stmt.targets[0].id, stmt.value.value) for stmt in node.body
-                        if stmt.__class__ is ast.Assign and len(stmt.targets) == 1
-                        and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant
-                        and type(stmt.value.value) is str and len(stmt.value.value) <= 80)
+        constants = [(stmt.targets[0].id, stmt.value.value) for stmt in node.body
+                     if stmt.__class__ is ast.Assign and len(stmt.targets) == 1
+                     and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant]
+        levels = tuple((name, value) for name, value in constants if type(value) is int)
+        strings = tuple((name, value) for name, value in constants if type(value) is str and len(value) <= 80)
         self.classes.append(ClassFacts(qualname, bases, levels, strings))
         self.body(node.body, function=None, cls=qualname, class_body=qualname, self_name=None)
 

@@ -221,12 +221,15 @@ def _name_keys(path: str, function: str | None, name: str) -> tuple[tuple[str, s
 
 def _wrapped_predicate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     receiver, _, method = gate.ref.rpartition(".")
-    if not method.startswith("is_") or not receiver:
+    reads = _wrapped_reads(model, path, function, receiver) if method.startswith("is_") and receiver else None
+    if reads is None:
         return NOT_OPTION
-    for key in _name_keys(path, function, receiver):
-        if key in model.wrapped:
-            return predicate_gate(model.options, rs.defaults, model.wrapped[key], method, gate.active_when_set)
-    return NOT_OPTION
+    return predicate_gate(model.options, rs.defaults, reads, method, gate.active_when_set)
+
+
+def _wrapped_reads(model: TreeModel, path: str, function: str | None, name: str) -> list[str] | None:
+    """What each assignment of ``name`` wraps (``FileFacts.wrapped``); None when it is kept nowhere."""
+    return next((model.wrapped[key] for key in _name_keys(path, function, name) if key in model.wrapped), None)
 
 
 def _member_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
@@ -236,12 +239,10 @@ def _member_gate(model: TreeModel, path: str, function: str | None, gate: GateRe
     op, member = compared
     owner, _, name = member.rpartition(".")
     value = _class_strings(model).get(owner.rpartition(".")[2], {}).get(name)
-    if value is None:
+    reads = _wrapped_reads(model, path, function, gate.ref)
+    if value is None or reads is None:
         return NOT_OPTION
-    for key in _name_keys(path, function, gate.ref):
-        if key in model.wrapped:
-            return member_gate(model.options, rs.defaults, model.wrapped[key], op, value)
-    return NOT_OPTION
+    return member_gate(model.options, rs.defaults, reads, op, value)
 
 
 def _class_strings(model: TreeModel) -> dict[str, dict[str, str | None]]:
