@@ -473,6 +473,9 @@ class FileFacts:
     #: in a module that declares options or is a settings module: the attribute names it
     #: assigns on objects other than `self` (`cfg.x = ...`), options worked out at start-up
     foreign_stores: tuple[str, ...] = ()
+    #: (line of the call, option) of each start-up resolution by a call under an `if`
+    #: (``extract.options.conditional_resolutions``): it happens only when that call runs
+    conditional_resolutions: tuple[tuple[int, str], ...] = ()
     #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
     own_attributes: tuple[str, ...] = ()
     #: the attribute names it assigns on objects other than `self` (`pool.window = w`): such

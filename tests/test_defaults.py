@@ -20,7 +20,7 @@ import cs_audit.joins.callgraph as callgraph_module
 import cs_audit.joins.components as components_module
 import cs_audit.joins.gates as gates_module
 from cs_audit.cli import app
-from cs_audit.extract.options import declared_options, foreign_stores, resolved_names
+from cs_audit.extract.options import conditional_resolutions, declared_options, foreign_stores, resolved_names
 from cs_audit.joins.defaults import NOT_OPTION
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import check_annotations, write_tree
@@ -72,6 +72,25 @@ def test_without_predicates_a_call_of_one_is_no_gate(monkeypatch: pytest.MonkeyP
     assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
 
 
+def test_a_start_up_resolution_under_an_off_switch_leaves_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every resolution under an `if` taken as made: the option is no longer known to be off
+    monkeypatch.setattr(callgraph_module, "resolutions_by_default", lambda model, rs: None)
+    problems = " ".join(check_annotations(_fixture()))
+    idle, merge = _line('"idle delay'), _line('"chunk merge')
+    assert f"toyserve/defaults.py:{idle}: unexpected default-on-emitter" in problems
+    assert f"toyserve/defaults.py:{merge}:" not in problems
+
+
+def test_conditional_resolutions_are_the_calls_under_an_if() -> None:
+    tree = ast.parse(FIXTURE.read_text())
+    defaults = load_ruleset().defaults
+    assert defaults is not None
+    found = dict((entry, line) for line, entry in conditional_resolutions(tree, defaults))
+    assert found == {"enable_idle_delay=True": _line('"idle", enable_idle_delay'),
+                     "enable_chunk_merge=True": _line('"merge", enable_chunk_merge')}
+    assert "enable_idle_delay=True" not in resolved_names(tree, defaults)
+
+
 def test_without_the_conditions_of_an_assignment_an_optional_component_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(index_module._Indexer, "_condition_refs", lambda self, groups: ())
     problems = check_annotations(_fixture())
@@ -84,8 +103,8 @@ def test_without_instance_gates_a_method_of_a_class_built_only_under_an_option_i
     monkeypatch.setattr(callgraph_module, "gate_instance_methods", lambda *args: None)
     problems = " ".join(check_annotations(_fixture()))
     # a method called from outside; a hot root of the class; an override of a base only builders
-    # under the option build the subclasses of
-    for text in ('"saved', '"draft step', '"pooled release'):
+    # under the option build the subclasses of; a class built only under an env var
+    for text in ('"saved', '"draft step', '"pooled release', '"scripted step'):
         assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from cs_audit.model import OptionDefault
 from cs_audit.pyast import dotted_name
@@ -64,26 +65,45 @@ def resolved_names(tree: ast.Module, defaults: Defaults) -> tuple[str, ...]:
     (`declare_resolution(server_args, "x", enable_x=enabled)`, `replace(cfg, chunk=2048)`; a
     copy of the same name, `enable_x=self.enable_x`, is the option handed on) and a string key
     stored into (`overrides["enable_x"] = ...`), sorted. A literal value is kept with its name
-    (`enable_x=False`): one that is the option's default leaves the default what runs."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) and (
-                defaults.receivers.search(_last(dotted_name(node.args[0])))):
-            for keyword in node.keywords:
-                value = keyword.value
-                copied = isinstance(value, (ast.Name, ast.Attribute)) and _last(dotted_name(value)) == keyword.arg
-                if keyword.arg and not copied:
-                    literal = _literal_text(value) if isinstance(value, ast.Constant) else None
-                    out.add(keyword.arg if literal is None else f"{keyword.arg}={literal}")
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                # into settings or overrides (`overrides["enable_x"] = ...`), not a payload being
-                # filled (`d["enable_x"] = v.enable_x`, a request's `kw[...]`)
-                if (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
-                        and isinstance(target.slice.value, str) and _settings_store(target.value, defaults)):
-                    literal = _literal_text(node.value) if isinstance(node.value, ast.Constant) else None
-                    out.add(target.slice.value if literal is None else f"{target.slice.value}={literal}")
-    return tuple(sorted(out))
+    (`enable_x=False`): one that is the option's default leaves the default what runs. A call
+    under an `if` is left to ``conditional_resolutions``."""
+    return tuple(sorted({entry for entry, line in _resolutions(tree, defaults, False) if not line}))
+
+
+def conditional_resolutions(tree: ast.Module, defaults: Defaults) -> tuple[tuple[int, str], ...]:
+    """(line of the call, option name as ``resolved_names`` spells it) of each resolution by a
+    call under an `if` (`if envs.DECREASE_IDLE.get(): declare_resolution(args, ..., enable_x=True)`):
+    whether it happens by default is the gates of that call's (``joins.gates``)."""
+    return tuple(sorted({(line, entry) for entry, line in _resolutions(tree, defaults, False) if line}))
+
+
+def _resolutions(node: ast.AST, defaults: Defaults, conditional: bool) -> Iterator[tuple[str, int]]:
+    """(entry, line of the call when under an `if`, else 0) of the resolutions below ``node``."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) and (
+            defaults.receivers.search(_last(dotted_name(node.args[0])))):
+        for keyword in node.keywords:
+            value = keyword.value
+            copied = isinstance(value, (ast.Name, ast.Attribute)) and _last(dotted_name(value)) == keyword.arg
+            if keyword.arg and not copied:
+                literal = _literal_text(value) if isinstance(value, ast.Constant) else None
+                yield (keyword.arg if literal is None else f"{keyword.arg}={literal}"), node.lineno if conditional else 0
+    elif isinstance(node, ast.Assign):
+        for target in node.targets:
+            # into settings or overrides (`overrides["enable_x"] = ...`), not a payload being
+            # filled (`d["enable_x"] = v.enable_x`, a request's `kw[...]`)
+            if (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                    and isinstance(target.slice.value, str) and _settings_store(target.value, defaults)):
+                literal = _literal_text(node.value) if isinstance(node.value, ast.Constant) else None
+                yield target.slice.value if literal is None else f"{target.slice.value}={literal}", 0
+    if isinstance(node, ast.If):
+        yield from _resolutions(node.test, defaults, conditional)
+        for statement in (*node.body, *node.orelse):
+            yield from _resolutions(statement, defaults, True)
+        return
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        conditional = False  # its own body: the gates of its calls are its own
+    for child in ast.iter_child_nodes(node):
+        yield from _resolutions(child, defaults, conditional)
 
 
 def _settings_store(container: ast.expr, defaults: Defaults) -> bool:

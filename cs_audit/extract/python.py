@@ -20,7 +20,14 @@ from typing import TypeVar
 from cs_audit.extract.calls import CALLEE_HEAD
 from cs_audit.extract.index import ModuleIndex, index_module
 from cs_audit.extract.loops import event_loops
-from cs_audit.extract.options import declared_options, foreign_stores, own_attributes, registry_defaults, resolved_names
+from cs_audit.extract.options import (
+    conditional_resolutions,
+    declared_options,
+    foreign_stores,
+    own_attributes,
+    registry_defaults,
+    resolved_names,
+)
 from cs_audit.extract.scopes import module_name
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
 from cs_audit.model import (
@@ -160,6 +167,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         path_values=index.path_values,
         options=(options := declared_options(tree, text, path, rs.defaults) + _registry_defaults(tree, text, path, rs)),
         foreign_stores=_worked_out(tree, text, path, options, rs),
+        conditional_resolutions=(conditional_resolutions(tree, rs.defaults)
+                                 if rs.defaults is not None and _settings_module(path, options, rs) else ()),
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
         foreign_attributes=foreign_stores(text) if rs.defaults is not None else (),
     )
@@ -175,9 +184,14 @@ def _registry_defaults(tree: ast.Module, text: str, path: str, rs: RuleSet) -> t
 def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: RuleSet) -> tuple[str, ...]:
     """In a module that declares options or is a settings module: the names it works out at
     start-up (stores on another object, computed keywords, string keys)."""
-    if rs.defaults is None or not (options or rs.defaults.module_paths.search(path)):
+    if rs.defaults is None or not _settings_module(path, options, rs):
         return ()
     return tuple(sorted({*foreign_stores(text), *resolved_names(tree, rs.defaults)}))
+
+
+def _settings_module(path: str, options: tuple, rs: RuleSet) -> bool:
+    """Whether a module may work out options at start-up: it declares some, or is a settings module."""
+    return rs.defaults is not None and bool(options or rs.defaults.module_paths.search(path))
 
 
 #: ``RuleSet.device_apis`` -> (each pattern, and the same without a leading `\b` or None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,14 @@ from cs_audit.joins.defaults import (
 )
 from cs_audit.joins.env_helpers import accessors, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
-from cs_audit.joins.gates import _module_switch, _take_site_gates, gate_switches, gates_digest, site_switch
+from cs_audit.joins.gates import (
+    _module_switch,
+    _take_site_gates,
+    gate_switches,
+    gates_digest,
+    resolutions_by_default,
+    site_switch,
+)
 from cs_audit.joins.host_data import mark_host_syncs
 from cs_audit.joins.kept import Demand, FileResolutions, Resolutions, SiteGates
 from cs_audit.joins.named_calls import NamedCall, callers_on_demand, is_unresolved
@@ -104,10 +111,13 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites, root_rules=root_rules,
-        resolved_files=tuple(resolved_here), options=OptionTable.of((o for ff in facts.values() for o in ff.options),
-                                                                    (n for ff in facts.values() for n in ff.foreign_stores),
-                                                                    (n for ff in facts.values() for n in ff.own_attributes)),
+        resolved_files=tuple(resolved_here), options=_option_table(facts),
     )
+    happening = resolutions_by_default(model, rs)
+    if happening is not None:
+        model.options = _option_table(facts, happening)
+        model.gate_cache.clear()
+        model.switch_cache.clear()
     void = void_env_helpers(model, rs)
     model.void_helpers = frozenset(void)
     model.env_helpers.update(void)
@@ -185,6 +195,16 @@ def _resolved_files(resolver: Resolver, facts: dict[str, FileFacts], targets: li
             resolved_here.append(path)
         by_file[path] = flat
     return by_file, asked, resolved_here
+
+
+def _option_table(facts: dict[str, FileFacts], conditional: Iterable[str] | None = None) -> OptionTable:
+    """The options of the tree with what start-up works out of them: every resolution under an
+    `if` (``FileFacts.conditional_resolutions``), or those of ``conditional``."""
+    if conditional is None:
+        conditional = (entry for ff in facts.values() for _, entry in ff.conditional_resolutions)
+    return OptionTable.of((o for ff in facts.values() for o in ff.options),
+                          (*(n for ff in facts.values() for n in ff.foreign_stores), *conditional),
+                          (n for ff in facts.values() for n in ff.own_attributes))
 
 
 def _raw_edges(facts: dict[str, FileFacts], by_file: dict[str, FileResolutions], targets: list[FuncKey],

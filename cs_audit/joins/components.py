@@ -1,7 +1,8 @@
 """Which classes have an instance in the deployment audited.
 
-A class the tree constructs only under an option (`if cfg.enable_x: self.c = X()`, or in a
-builder only such code calls) has no instance without it, and neither do the classes built on
+A class the tree constructs only under an option or an env var (`if cfg.enable_x: self.c =
+X()`, `if envs.TEST_HOOK.get(): ...`, or in a builder only such code calls) has no instance
+without it, and neither do the classes built on
 it: a call of its methods from outside the class and its subclasses (`self.allocator.free()`,
 typed from the base every allocator shares) is gated by that option. The question is asked of
 the whole family a call may land in: a base whose every subclass, and itself, is built only
@@ -105,7 +106,7 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
         if any(member not in built for member in members if not children.get(member)):
             continue
         found = [sw for member in members for sw in built.get(member, ())]
-        switches = [sw for sw in found if sw is not None and sw.kind == "option"]
+        switches = [sw for sw in found if sw is not None]
         if not switches or len(switches) != len(found):
             continue
         # the option most of its constructions need names it (any one of them builds it)
@@ -133,7 +134,7 @@ def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], site_switc
 
 
 class _CallerSwitches:
-    """The option a function runs under because every call of it does (its calls' own gates,
+    """The switch (an option, an env var) a function runs under because every call of it does (its calls' own gates,
     or their functions' in turn, a few calls up); None when one call needs none, when it has
     no call the graph sees, or when its name is called where the graph could not resolve."""
 
@@ -171,7 +172,7 @@ class _CallerSwitches:
         for path, caller, switch in calls:
             if switch is None and caller is not None:
                 switch = self.switch((path, caller), depth + 1)
-            if switch is None or switch.kind != "option":
+            if switch is None:
                 return None
             found.append(switch)
         return min(found, key=by_text)

@@ -379,6 +379,27 @@ def _switch_of_result(model: TreeModel, path: str, function: str | None, name: s
     return None
 
 
+def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
+    """The start-up resolutions under an `if` that happen with the defaults: all but those
+    whose call a switch keeps from running (`if envs.DECREASE_IDLE.get():
+    declare_resolution(args, ..., enable_x=True)` leaves `enable_x` its declared default);
+    None when that is every one (``model.options`` already counts them all). A call the
+    facts do not hold is kept: whether it runs is not known."""
+    kept: list[str] = []
+    dropped = False
+    for path, ff in model.facts.items():
+        if not ff.conditional_resolutions:
+            continue
+        calls = {site.line: site for site in ff.calls}
+        for line, entry in ff.conditional_resolutions:
+            site = calls.get(line)
+            if site is not None and site.gates and gate_switches(model, path, site.function, site.gates, rs):
+                dropped = True
+            else:
+                kept.append(entry)
+    return kept if dropped else None
+
+
 def gate_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
     """The switches gates stand for, each once, in order: an operand of a disjunction
     (``GateRef.any_of``) only when every operand of it stands for a switch."""
