@@ -457,6 +457,9 @@ class FileFacts:
     #: a gate of the file tests (`self.tracer = Tracer() if env_flag("T") else None`): the
     #: name is truthy only when those gates hold; none for a falsy constant
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
+    #: (function, name) of each assignment of a falsy constant to such a name (``derived``
+    #: leaves them out): the name is not known to be truthy by default
+    falsy_names: tuple[tuple[str | None, str], ...] = ()
     #: strings formatted into locals only calls read (``BuiltMessage``)
     built_messages: tuple[BuiltMessage, ...] = ()
     #: calls passing host data (``HostArguments``)
@@ -473,8 +476,8 @@ class FileFacts:
     #: in a module that declares options or is a settings module: the attribute names it
     #: assigns on objects other than `self` (`cfg.x = ...`), options worked out at start-up
     foreign_stores: tuple[str, ...] = ()
-    #: (line of the call, option) of each start-up resolution by a call under an `if`
-    #: (``extract.options.conditional_resolutions``): it happens only when that call runs
+    #: (line of the call, option) of each start-up resolution by a call in a function or under
+    #: an `if` (``extract.options.conditional_resolutions``): it happens only when that call runs
     conditional_resolutions: tuple[tuple[int, str], ...] = ()
     #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
     own_attributes: tuple[str, ...] = ()

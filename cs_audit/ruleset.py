@@ -38,7 +38,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
-                      "unset_predicates", "platform", "platforms", "platform_paths", "graph_platforms", "model_paths", "feature_paths",
+                      "unset_predicates", "platform", "platforms", "platform_paths", "graph_platforms", "device_options", "platform_devices", "model_paths", "feature_paths",
                       "feature_tests", "feature_off_tests", "feature_classes"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
@@ -178,6 +178,10 @@ class Defaults:
     stated: bool = False
     #: the platforms whose engines replay a model's forward as a captured device graph
     graph_platforms: frozenset[str] = frozenset()
+    #: the options that hold the device (matched in full), and the device of each platform
+    #: whose device goes by another name
+    device_options: re.Pattern[str] | None = None
+    platform_devices: tuple[tuple[str, str], ...] = ()
 
     @property
     def replays_graphs(self) -> bool:
@@ -223,6 +227,16 @@ class Defaults:
                 if pattern.search(ref):
                     return feature, holds_with_it
         return None
+
+    def device_test(self, option: str, device: object) -> tuple[str, bool] | None:
+        """(the device compared, whether it is the deployment's) when ``option`` holds the
+        device and ``device`` names one (`cfg.device == "npu"`); None for any other test."""
+        if self.device_options is None or not isinstance(device, str) or not self.device_options.fullmatch(option):
+            return None
+        renamed = dict(self.platform_devices)
+        if device not in {name for name, _ in self.platforms} | set(renamed.values()):
+            return None
+        return device, renamed.get(self.platform, self.platform) == device
 
     def platform_of(self, ref: str, called: bool) -> str | None:
         """The platform a test is true on: ``ref`` a call's callee (its last name is
@@ -713,6 +727,8 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         feature_tests=_tail_patterns(data.get("feature_tests")), feature_off_tests=_tail_patterns(data.get("feature_off_tests")),
         feature_classes=_named_patterns(data.get("feature_classes")),
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
+        device_options=re.compile(data["device_options"]) if data.get("device_options") else None,
+        platform_devices=tuple((str(k), str(v)) for k, v in (data.get("platform_devices") or {}).items()),
     )
 
 

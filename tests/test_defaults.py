@@ -22,7 +22,7 @@ import cs_audit.joins.gates as gates_module
 from cs_audit.cli import app
 from cs_audit.extract.options import conditional_resolutions, declared_options, foreign_stores, resolved_names
 from cs_audit.joins.defaults import NOT_OPTION
-from cs_audit.ruleset import load_ruleset
+from cs_audit.ruleset import Defaults, load_ruleset
 from cs_audit.testing import check_annotations, write_tree
 
 runner = CliRunner()
@@ -81,14 +81,41 @@ def test_a_start_up_resolution_under_an_off_switch_leaves_the_default(monkeypatc
     assert f"toyserve/defaults.py:{merge}:" not in problems
 
 
-def test_conditional_resolutions_are_the_calls_under_an_if() -> None:
+def test_conditional_resolutions_are_the_calls_in_functions() -> None:
     tree = ast.parse(FIXTURE.read_text())
     defaults = load_ruleset().defaults
     assert defaults is not None
     found = dict((entry, line) for line, entry in conditional_resolutions(tree, defaults))
     assert found == {"enable_idle_delay=True": _line('"idle", enable_idle_delay'),
-                     "enable_chunk_merge=True": _line('"merge", enable_chunk_merge')}
+                     "enable_chunk_merge=True": _line('"merge", enable_chunk_merge'),
+                     "disable_overlap_schedule=True": _line('"cpu", disable_overlap_schedule')}
     assert "enable_idle_delay=True" not in resolved_names(tree, defaults)
+
+
+def test_without_negated_names_the_branch_a_true_by_default_name_skips_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_negated_name_gate", lambda *a: None)
+    problems = " ".join(check_annotations(_fixture()))
+    # and a configured root called only in such a branch is a root of the default paths again
+    normal = _line('"normal loop')
+    assert f"toyserve/defaults.py:{normal}: unexpected default-on-emitter" in problems
+    no_overlap, unfused = _line('"no overlap'), _line('"unfused')
+    assert f"toyserve/defaults.py:{no_overlap}: unexpected default-on-emitter" in problems
+    # a name some method sets False is never known to hold: its `not` branch stays reported
+    assert f"toyserve/defaults.py:{unfused}:" not in problems
+
+
+def test_without_root_gates_a_configured_root_only_an_option_calls_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph_module, "gate_event_loops", lambda *a: None)
+    problems = " ".join(check_annotations(_fixture()))
+    normal = _line('"normal loop')
+    assert f"toyserve/defaults.py:{normal}: unexpected default-on-emitter" in problems
+
+
+def test_without_device_options_a_device_test_is_no_platform_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Defaults, "device_test", lambda self, option, device: None)
+    problems = " ".join(check_annotations(_fixture()))
+    for text in ('"npu device', '"no overlap'):  # the second: a resolution made only on a CPU
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
 
 
 def test_without_the_conditions_of_an_assignment_an_optional_component_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:

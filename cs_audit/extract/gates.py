@@ -311,6 +311,17 @@ class GateReader(IndexState):
         self.function = saved
         return tuple(out)
 
+    def falsy_names(self) -> tuple[tuple[str | None, str], ...]:
+        """(function, name as ``derived`` stores it) of each assignment of a falsy constant
+        (`self.x = None`, `False`, `0`) to a name a gate tests: ``derived`` leaves them out,
+        and a name so assigned is not known to be truthy by default."""
+        out: list[tuple[str | None, str]] = []
+        for scope, name, value, _ in self.assignments:
+            if _falsy(value) and name in self.gate_names:
+                stored = f"global:{name}" if scope is not None and name in scope.global_names else name
+                out.append((scope.qualname if scope else None, stored))
+        return tuple(dict.fromkeys(out))
+
     def wrapped(self) -> tuple[tuple[str | None, str, str], ...]:
         """``FileFacts.wrapped``: each assignment to a name a test calls a predicate of."""
         if not self.predicate_receivers:

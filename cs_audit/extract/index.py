@@ -116,6 +116,7 @@ class ModuleIndex:
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     #: (function, name, gates of the value) of the assignments to names a gate tests
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
+    falsy_names: tuple[tuple[str | None, str], ...] = ()
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
     host_arguments: tuple[HostArguments, ...] = ()
@@ -861,6 +862,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         whiles=tuple(indexer.whiles),
         wrapped=indexer.wrapped(),
         derived=derived,
+        falsy_names=indexer.falsy_names(),
         path_values=path_values,
     )
 

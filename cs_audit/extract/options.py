@@ -66,19 +66,20 @@ def resolved_names(tree: ast.Module, defaults: Defaults) -> tuple[str, ...]:
     copy of the same name, `enable_x=self.enable_x`, is the option handed on) and a string key
     stored into (`overrides["enable_x"] = ...`), sorted. A literal value is kept with its name
     (`enable_x=False`): one that is the option's default leaves the default what runs. A call
-    under an `if` is left to ``conditional_resolutions``."""
+    in a function is left to ``conditional_resolutions``."""
     return tuple(sorted({entry for entry, line in _resolutions(tree, defaults, False) if not line}))
 
 
 def conditional_resolutions(tree: ast.Module, defaults: Defaults) -> tuple[tuple[int, str], ...]:
     """(line of the call, option name as ``resolved_names`` spells it) of each resolution by a
-    call under an `if` (`if envs.DECREASE_IDLE.get(): declare_resolution(args, ..., enable_x=True)`):
-    whether it happens by default is the gates of that call's (``joins.gates``)."""
+    call in a function (`if envs.DECREASE_IDLE.get(): declare_resolution(args, ..., enable_x=True)`,
+    or past `if cfg.device != "cpu": return`): whether it happens by default is what the gates
+    of that call say (``joins.gates``)."""
     return tuple(sorted({(line, entry) for entry, line in _resolutions(tree, defaults, False) if line}))
 
 
 def _resolutions(node: ast.AST, defaults: Defaults, conditional: bool) -> Iterator[tuple[str, int]]:
-    """(entry, line of the call when under an `if`, else 0) of the resolutions below ``node``."""
+    """(entry, line of the call when in a function, else 0) of the resolutions below ``node``."""
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) and (
             defaults.receivers.search(_last(dotted_name(node.args[0])))):
         for keyword in node.keywords:
@@ -95,13 +96,13 @@ def _resolutions(node: ast.AST, defaults: Defaults, conditional: bool) -> Iterat
                     and isinstance(target.slice.value, str) and _settings_store(target.value, defaults)):
                 literal = _literal_text(node.value) if isinstance(node.value, ast.Constant) else None
                 yield target.slice.value if literal is None else f"{target.slice.value}={literal}", 0
-    if isinstance(node, ast.If):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        conditional = True  # its calls' gates (early returns too) are kept with them
+    elif isinstance(node, ast.If):
         yield from _resolutions(node.test, defaults, conditional)
         for statement in (*node.body, *node.orelse):
             yield from _resolutions(statement, defaults, True)
         return
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-        conditional = False  # its own body: the gates of its calls are its own
     for child in ast.iter_child_nodes(node):
         yield from _resolutions(child, defaults, conditional)
 

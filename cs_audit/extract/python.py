@@ -159,6 +159,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         event_loops=event_loops(index.whiles, rs.event_loop_steps, rs.stop_flag_re),
         gated_effects=index.effects,
         derived=index.derived,
+        falsy_names=index.falsy_names,
         built_messages=index.built_messages,
         host_arguments=index.host_arguments,
         passed_values=index.passed_values,

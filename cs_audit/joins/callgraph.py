@@ -106,7 +106,8 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     resolved, raw_edges, edge_sites, edge_counts, edge_calls = _raw_edges(facts, by_file, targets)
     model = TreeModel(
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=_env_helpers(facts, functions, raw_edges),
-        constants=_env_constants(facts), derived=_derived_names(facts), wrapped=_wrapped_names(facts), gated_emitter_helpers=set(),
+        constants=_env_constants(facts), derived=_derived_names(facts),
+        falsy=frozenset((path, _name_key(function, name)) for path, ff in facts.items() for function, name in ff.falsy_names), wrapped=_wrapped_names(facts), gated_emitter_helpers=set(),
         freq_default={}, freq_any={}, entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
@@ -141,7 +142,9 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
     gate_instance_methods(model, rs, switch_of, unresolved, later)
     model.event_loops = event_loop_roots(model, rs)
-    gate_event_loops(model, rs, list(model.event_loops), switch_of, unresolved, later)
+    # an event loop, or a configured root (`event_loop_normal`), only an option's branch calls
+    gate_event_loops(model, rs, [*model.event_loops, *(key for key in root_rules if key not in model.event_loops)],
+                     switch_of, unresolved, later)
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
@@ -198,8 +201,8 @@ def _resolved_files(resolver: Resolver, facts: dict[str, FileFacts], targets: li
 
 
 def _option_table(facts: dict[str, FileFacts], conditional: Iterable[str] | None = None) -> OptionTable:
-    """The options of the tree with what start-up works out of them: every resolution under an
-    `if` (``FileFacts.conditional_resolutions``), or those of ``conditional``."""
+    """The options of the tree with what start-up works out of them: every resolution by a call
+    in a function (``FileFacts.conditional_resolutions``), or those of ``conditional``."""
     if conditional is None:
         conditional = (entry for ff in facts.values() for _, entry in ff.conditional_resolutions)
     return OptionTable.of((o for ff in facts.values() for o in ff.options),

@@ -162,9 +162,18 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     receiver, name = gate.ref.rsplit(".", 1)
     if receiver == "self" or "operand" in gate.args and compared is None:
         return NOT_OPTION  # an attribute of the object itself: its assignments decide
-    if name in table.ambiguous and not (defaults.receivers.search(receiver.rsplit(".", 1)[-1]) or "()" in receiver):
+    settings = bool(defaults.receivers.search(receiver.rsplit(".", 1)[-1])) or "()" in receiver
+    if name in table.ambiguous and not settings:
         return NOT_OPTION  # a name other classes use for their own state, on a receiver that is no settings
     stated = dict(defaults.options)
+    if compared is not None and compared[0] in ("==", "!=") and name not in stated and settings:
+        # (a tensor's or a module's `.device` is where its data is, not the platform)
+        device = defaults.device_test(name, compared[1])
+        if device is not None:
+            # the device the engine runs on: the deployment's platform decides
+            op = compared[0]
+            runs = device[1] == (op == "==")
+            return None if runs else SwitchRef("option", f"platform{'!=' if op == '!=' else '='}{device[0]}")
     value = stated[name] if name in stated else table.default(name)
     if value is _UNKNOWN:
         return NOT_OPTION

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +121,8 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if option is not NOT_OPTION:
             return option
     if not gate.active_when_set:
-        return None
+        # `if not self.use_overlap:` where the name holds by default: what turns it off
+        return _negated_name_gate(model, path, function, gate, rs) if gate.kind == "name" else None
     if gate.kind == "env":
         if gate.ref.startswith("param:") or gate.ref == "?" or rs.defaults is not None and gate.ref in rs.defaults.env:
             return None  # (an env var the deployment sets: its code runs)
@@ -211,6 +212,45 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _negated_name_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    """The switch the code under `not name` needs when the name holds by default: each of its
+    assignments is a conjunction of tests that hold with the deployment's values
+    (`self.enable_overlap = not cfg.disable_overlap and not use_mlx()`), and none gives it a
+    falsy constant. The switch is what breaks the first test (`disable_overlap`)."""
+    if "operand" in gate.args or gate.level or rs.defaults is None:
+        return None
+    function = closure_of(gate) or function
+    for key in _name_keys(path, function, gate.ref):
+        if key in model.derived:
+            return _negated_switch(model, key[0], key, rs)[0]
+    if "." in gate.ref:
+        ignored = rs.defaults.ignore_paths.search
+        return receiver_attribute_switch(
+            model, model.resolver.types, path, function, gate.ref,
+            lambda where, key: _negated_switch(model, where, key, rs), ignored)[0]
+    return None
+
+
+def _negated_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleSet) -> tuple[SwitchRef | None, bool]:
+    """(the switch that makes a name falsy when every assignment of it holds by default, whether
+    that is known); see ``_negated_name_gate``."""
+    if key in model.falsy:
+        return None, False
+    found: SwitchRef | None = None
+    for function, refs in model.derived[key]:
+        tests = [r for r in refs if r != DEFAULT_ON]
+        # a plain conjunction of truth tests (a comparison's opposite is another comparison)
+        if not tests or any(r.any_of or "operand" in r.args or r.level for r in tests):
+            return None, False
+        for ref in tests:
+            # a test holds by default when its opposite needs a switch
+            switch = resolve_gate(model, path, function, replace(ref, active_when_set=not ref.active_when_set), rs)
+            if switch is None:
+                return None, False
+            found = found or switch
+    return found, found is not None
 
 
 def _name_keys(path: str, function: str | None, name: str) -> tuple[tuple[str, str], ...]:
@@ -380,7 +420,7 @@ def _switch_of_result(model: TreeModel, path: str, function: str | None, name: s
 
 
 def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
-    """The start-up resolutions under an `if` that happen with the defaults: all but those
+    """The start-up resolutions by a call in a function that happen with the defaults: all but those
     whose call a switch keeps from running (`if envs.DECREASE_IDLE.get():
     declare_resolution(args, ..., enable_x=True)` leaves `enable_x` its declared default);
     None when that is every one (``model.options`` already counts them all). A call the
@@ -521,7 +561,7 @@ def _file_gates_digest(ff: FileFacts) -> str:
     names it assigns (``FileFacts.derived``), the entry gates and returned tests of its
     functions, the options it declares and stores, and the names it imports (a gate on a name
     another module imports from it is followed through them: ``_exported``)."""
-    part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.aliases,
+    part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.falsy_names, ff.aliases,
             [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
             [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
             sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,

@@ -60,6 +60,8 @@ class TreeModel:
     #: keyed as ``constants``: (function, gates of the value) of each assignment to a name a
     #: gate tests (``FileFacts.derived``)
     derived: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]] = field(default_factory=dict)
+    #: the names (keyed as ``derived``) some assignment gives a falsy constant (``FileFacts.falsy_names``)
+    falsy: frozenset[tuple[str, str]] = frozenset()
     #: ``findings.duplicate_groups`` of this model, once worked out
     duplicates: list[tuple[str, list[tuple[str, FunctionDef]]]] | None = None
     #: the resolution of every file's call sites (see ``Resolutions``)
