@@ -319,6 +319,17 @@ def test_a_tri_state_switch_is_auto_and_a_settings_module_works_out_what_it_reso
     assert resolved_names(ast.parse(source), load_ruleset().defaults) == ("chunk=2048", "depth", "enable_x", "enable_z=False")
 
 
+def test_a_settings_module_works_out_options_into_any_table_it_fills() -> None:
+    # a hook returns what it declares (`declared["disable_overlap"] = True`); a payload copies
+    source = ('def _mamba_overrides(view):\n    declared = {}\n    declared["disable_overlap"] = True\n'
+              '    info = {}\n    info["tp_size"] = view.tp_size\n    return declared\n')
+    defaults = load_ruleset().defaults
+    assert defaults is not None
+    assert resolved_names(ast.parse(source), defaults, settings_module=True) == ("disable_overlap=True",)
+    # elsewhere (a request's or a report's table: `state["mode"] = mode.value`) it decides nothing
+    assert resolved_names(ast.parse(source), defaults) == ()
+
+
 def test_an_option_start_up_sets_only_to_its_default_is_still_judged_by_it() -> None:
     # `declare_resolution(config, ..., enable_balancer=False)`: the default still runs; set to
     # True somewhere, the default is not what runs and decides nothing

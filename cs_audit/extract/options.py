@@ -59,15 +59,16 @@ def foreign_stores(text: str) -> tuple[str, ...]:
     return tuple(sorted({m.group(2) for m in _FOREIGN_STORE.finditer(text) if m.group(1) != "self"}))
 
 
-def resolved_names(tree: ast.Module, defaults: Defaults) -> tuple[str, ...]:
+def resolved_names(tree: ast.Module, defaults: Defaults, settings_module: bool = False) -> tuple[str, ...]:
     """The option names a settings module works out at start-up besides attribute stores: a
     keyword given a computed value in a call handed the settings first
     (`declare_resolution(server_args, "x", enable_x=enabled)`, `replace(cfg, chunk=2048)`; a
     copy of the same name, `enable_x=self.enable_x`, is the option handed on) and a string key
     stored into (`overrides["enable_x"] = ...`), sorted. A literal value is kept with its name
     (`enable_x=False`): one that is the option's default leaves the default what runs. A call
-    in a function is left to ``conditional_resolutions``."""
-    return tuple(sorted({entry for entry, line in _resolutions(tree, defaults, False) if not line}))
+    in a function is left to ``conditional_resolutions``; ``settings_module``: any table's
+    string keys count, not only settings' and overrides'."""
+    return tuple(sorted({entry for entry, line in _resolutions(tree, defaults, False, settings_module) if not line}))
 
 
 def conditional_resolutions(tree: ast.Module, defaults: Defaults) -> tuple[tuple[int, str], ...]:
@@ -75,36 +76,45 @@ def conditional_resolutions(tree: ast.Module, defaults: Defaults) -> tuple[tuple
     call in a function (`if envs.DECREASE_IDLE.get(): declare_resolution(args, ..., enable_x=True)`,
     or past `if cfg.device != "cpu": return`): whether it happens by default is what the gates
     of that call say (``joins.gates``)."""
-    return tuple(sorted({(line, entry) for entry, line in _resolutions(tree, defaults, False) if line}))
+    return tuple(sorted({(line, entry) for entry, line in _resolutions(tree, defaults, False, False) if line}))
 
 
-def _resolutions(node: ast.AST, defaults: Defaults, conditional: bool) -> Iterator[tuple[str, int]]:
+def _resolutions(node: ast.AST, defaults: Defaults, conditional: bool, any_table: bool) -> Iterator[tuple[str, int]]:
     """(entry, line of the call when in a function, else 0) of the resolutions below ``node``."""
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) and (
             defaults.receivers.search(_last(dotted_name(node.args[0])))):
         for keyword in node.keywords:
             value = keyword.value
-            copied = isinstance(value, (ast.Name, ast.Attribute)) and _last(dotted_name(value)) == keyword.arg
-            if keyword.arg and not copied:
+            if keyword.arg and not _copied(value, keyword.arg):
                 literal = _literal_text(value) if isinstance(value, ast.Constant) else None
                 yield (keyword.arg if literal is None else f"{keyword.arg}={literal}"), node.lineno if conditional else 0
     elif isinstance(node, ast.Assign):
         for target in node.targets:
-            # into settings or overrides (`overrides["enable_x"] = ...`), not a payload being
-            # filled (`d["enable_x"] = v.enable_x`, a request's `kw[...]`)
+            # into settings or overrides (`overrides["enable_x"] = ...`), or, in a module of
+            # settings (``any_table``), any table filled with a worked-out value
+            # (`declared["disable_x"] = True`, returned to the code that applies it); not a
+            # payload copied from settings (`d["enable_x"] = v.enable_x`) nor, elsewhere, a
+            # request's or a report's (`kw["mode"] = ...`, `state["mode"] = mode.value`)
             if (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
-                    and isinstance(target.slice.value, str) and _settings_store(target.value, defaults)):
+                    and isinstance(target.slice.value, str) and (_settings_store(target.value, defaults) or (
+                        any_table and not _copied(node.value, target.slice.value)))):
                 literal = _literal_text(node.value) if isinstance(node.value, ast.Constant) else None
                 yield target.slice.value if literal is None else f"{target.slice.value}={literal}", 0
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         conditional = True  # its calls' gates (early returns too) are kept with them
     elif isinstance(node, ast.If):
-        yield from _resolutions(node.test, defaults, conditional)
+        yield from _resolutions(node.test, defaults, conditional, any_table)
         for statement in (*node.body, *node.orelse):
-            yield from _resolutions(statement, defaults, True)
+            yield from _resolutions(statement, defaults, True, any_table)
         return
     for child in ast.iter_child_nodes(node):
-        yield from _resolutions(child, defaults, conditional)
+        yield from _resolutions(child, defaults, conditional, any_table)
+
+
+def _copied(value: ast.expr, key: str) -> bool:
+    """Whether ``value`` is the same-named value copied (`v.enable_x`, `enable_x` for the key
+    `enable_x`): a payload filled from settings, not a value worked out."""
+    return isinstance(value, (ast.Name, ast.Attribute)) and _last(dotted_name(value)) == key
 
 
 def _settings_store(container: ast.expr, defaults: Defaults) -> bool:

@@ -187,7 +187,8 @@ def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: Rule
     start-up (stores on another object, computed keywords, string keys)."""
     if rs.defaults is None or not _settings_module(path, options, rs):
         return ()
-    return tuple(sorted({*foreign_stores(text), *resolved_names(tree, rs.defaults)}))
+    settings_module = rs.defaults.module_paths.search(path) is not None
+    return tuple(sorted({*foreign_stores(text), *resolved_names(tree, rs.defaults, settings_module)}))
 
 
 def _settings_module(path: str, options: tuple, rs: RuleSet) -> bool:
