@@ -111,6 +111,17 @@ def test_without_root_gates_a_configured_root_only_an_option_calls_is_reported(m
     assert f"toyserve/defaults.py:{normal}: unexpected default-on-emitter" in problems
 
 
+def test_a_call_an_option_keeps_off_hands_its_argument_to_no_default_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.param_gates as param_gates
+
+    real = param_gates.parameter_gate
+    monkeypatch.setattr(gates_module, "parameter_gate", lambda model, key, gate, rs, call_off: real(
+        model, key, gate, rs, lambda *a: None))
+    problems = " ".join(check_annotations(_fixture()))
+    attributed = _line('"attributed')
+    assert f"toyserve/defaults.py:{attributed}: unexpected default-on-emitter" in problems
+
+
 def test_without_device_options_a_device_test_is_no_platform_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Defaults, "device_test", lambda self, option, device: None)
     problems = " ".join(check_annotations(_fixture()))

@@ -165,7 +165,8 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if function is not None and "." not in ref and (
                 (path, f"{function}::{ref}") not in model.derived or PARAM_FRESH in gate.args):
             # a parameter the function does not rebind: what its callers hand it
-            option = parameter_gate(model, (path, function), gate, rs)
+            option = parameter_gate(model, (path, function), gate, rs,
+                                    lambda where, caller, gates: next(iter(gate_switches(model, where, caller, gates, rs)), None))
             if option is not NOT_OPTION:
                 return option
         for key in _name_keys(path, function, ref):
@@ -390,6 +391,9 @@ def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleS
     for function, refs in model.derived[key]:
         if refs and all(r == DEFAULT_ON for r in refs):
             return None, True
+        if any(r.kind == "name" and r.active_when_set and not r.any_of and "operand" not in r.args
+               and key in _name_keys(path, function, r.ref) for r in refs):
+            continue  # made only while the name already holds (a reset): no new way to be true
         switches = gate_switches(model, path, function, refs, rs)
         if not switches:
             return None, False

@@ -6,13 +6,14 @@ the branch off (`interpolate=req.interpolate`, declared `interpolate: bool = Fal
 that does, the parameter's own default by passing nothing, or its own parameter that is in
 turn so handed (`post_process(x, interpolate=interpolate)`), the branch is off in the
 deployment and its switch is that option (callers in tests, benchmarks and examples left
-out).  One caller passing anything else (an expression,
+out, and calls a switch keeps from running by default).  One caller passing anything else (an expression,
 a `**kwargs`, a call the graph could not resolve to a function by the same name, a call
 through a callback) leaves the gate to the other rules."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -27,27 +28,33 @@ from cs_audit.ruleset import RuleSet
 MAX_HANDED = 4
 
 
-def parameter_gate(model: TreeModel, key: FuncKey, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+#: the switch a call's gates need to run, None when they let it run by default (path,
+#: calling function, gates)
+CallOff = Callable[[str, "str | None", "tuple[GateRef, ...]"], "SwitchRef | None"]
+
+
+def parameter_gate(model: TreeModel, key: FuncKey, gate: GateRef, rs: RuleSet, call_off: CallOff) -> SwitchRef | None:
     """The option switch of ``gate``, a test of one of ``key``'s parameters, from what its
-    callers pass; ``NOT_OPTION`` when they do not all settle it."""
+    callers pass; ``NOT_OPTION`` when they do not all settle it. A call a switch keeps from
+    running by default (``call_off``) passes nothing in the deployment."""
     if rs.defaults is None or PARAM_TESTED not in gate.args:
         return NOT_OPTION
-    return _judged(model, key, gate.ref, gate, rs, 0, {})
+    return _judged(model, key, gate.ref, gate, rs, 0, {}, call_off)
 
 
 def _judged(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: RuleSet, depth: int,
-            seen: dict[tuple[FuncKey, str], SwitchRef | None]) -> SwitchRef | None:
+            seen: dict[tuple[FuncKey, str], SwitchRef | None], call_off: CallOff) -> SwitchRef | None:
     """``parameter_gate`` of ``param``; ``seen``: the answers so far (NOT_OPTION while one is
     worked out: a value handed round a cycle is not known)."""
     if (key, param) in seen:
         return seen[(key, param)]
     seen[(key, param)] = NOT_OPTION
-    answer = seen[(key, param)] = _worked_out(model, key, param, gate, rs, depth, seen)
+    answer = seen[(key, param)] = _worked_out(model, key, param, gate, rs, depth, seen, call_off)
     return answer
 
 
 def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: RuleSet, depth: int,
-                seen: dict[tuple[FuncKey, str], SwitchRef | None]) -> SwitchRef | None:
+                seen: dict[tuple[FuncKey, str], SwitchRef | None], call_off: CallOff) -> SwitchRef | None:
     function = model.functions.get(key)
     if function is None or param not in function.params or depth > MAX_HANDED:
         return NOT_OPTION
@@ -57,6 +64,13 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     callers = [c for c in _callers(model, key) if not ignored.search(c[0])]
     if not callers:
         return NOT_OPTION
+    # a call only a switch lets run (`if self.connector is not None: stats.record(..., hits)`)
+    # hands nothing to the deployment's runs; when every call is such, so is the branch
+    needed = {id(c): call_off(c[0], c[1], c[2].gates) if c[2].gates else None for c in callers}
+    live = [c for c in callers if needed[id(c)] is None]
+    if not live:
+        return min((sw for sw in needed.values() if sw is not None), key=by_text)
+    callers = live
     passed = _passed_table(model)
     default = dict(function.const_defaults).get(param)
     off: list[SwitchRef] = []
@@ -90,7 +104,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
             compared = tuple(a for a in gate.args if a.startswith("cmp:"))
             switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, level=gate.level))
         elif caller is not None:
-            switch = _judged(model, (path, caller), text, gate, rs, depth + 1, seen)
+            switch = _judged(model, (path, caller), text, gate, rs, depth + 1, seen, call_off)
         else:
             return NOT_OPTION
         if switch is NOT_OPTION or switch is None:
