@@ -95,20 +95,10 @@ def test_conditional_resolutions_are_the_calls_in_functions() -> None:
 def test_without_negated_names_the_branch_a_true_by_default_name_skips_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gates_module, "_negated_name_gate", lambda *a: None)
     problems = " ".join(check_annotations(_fixture()))
-    # and a configured root called only in such a branch is a root of the default paths again
-    normal = _line('"normal loop')
-    assert f"toyserve/defaults.py:{normal}: unexpected default-on-emitter" in problems
     no_overlap, unfused = _line('"no overlap'), _line('"unfused')
     assert f"toyserve/defaults.py:{no_overlap}: unexpected default-on-emitter" in problems
     # a name some method sets False is never known to hold: its `not` branch stays reported
     assert f"toyserve/defaults.py:{unfused}:" not in problems
-
-
-def test_without_root_gates_a_configured_root_only_an_option_calls_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph_module, "gate_event_loops", lambda *a: None)
-    problems = " ".join(check_annotations(_fixture()))
-    normal = _line('"normal loop')
-    assert f"toyserve/defaults.py:{normal}: unexpected default-on-emitter" in problems
 
 
 def test_a_call_an_option_keeps_off_hands_its_argument_to_no_default_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -142,9 +142,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
 
     gate_instance_methods(model, rs, switch_of, unresolved, later)
     model.event_loops = event_loop_roots(model, rs)
-    # an event loop, or a configured root (`event_loop_normal`), only an option's branch calls
-    gate_event_loops(model, rs, [*model.event_loops, *(key for key in root_rules if key not in model.event_loops)],
-                     switch_of, unresolved, later)
+    gate_event_loops(model, rs, list(model.event_loops), switch_of, unresolved, later)
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)

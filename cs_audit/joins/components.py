@@ -122,11 +122,11 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
 
 def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], site_switch: SiteSwitch,
                      unresolved: Unresolved, later: LaterCallers) -> None:
-    """An event loop or a configured root every call of which needs a switch (`if
-    cfg.enable_pdmux: self.event_loop_pdmux()`, `else: self.event_loop_normal()` past a test
-    that holds by default, a few calls up) is no root of the default paths: the switch is its
-    gate, as a root of a class built only under one (``gated_classes``). A root no call of the
-    graph reaches (started by name, by a framework) stays a root."""
+    """An event loop every call of which needs a switch (`if cfg.enable_pdmux:
+    self.event_loop_pdmux()`, a few calls up) is no root of the default paths: the switch is its
+    gate, as a root of a class built only under one (``gated_classes``). A configured root is
+    left alone: a framework calls it by name where the graph sees none (transformers'
+    `generate()` picks `_sample` with `getattr`; the graph sees only subclasses' own calls)."""
     ignored = rs.defaults.ignore_paths if rs.defaults is not None else None
     calling = _CallerSwitches(model, site_switch, unresolved, later, ignored.search if ignored is not None else None)
     for key in loops:
