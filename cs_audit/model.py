@@ -477,7 +477,7 @@ class FileFacts:
     #: assigns on objects other than `self` (`cfg.x = ...`), options worked out at start-up
     foreign_stores: tuple[str, ...] = ()
     #: (line of the call, option) of each start-up resolution by a call in a function or under
-    #: an `if` (``extract.options.conditional_resolutions``): it happens only when that call runs
+    #: an `if` (``extract.options.start_up_resolutions``): it happens only when that call runs
     conditional_resolutions: tuple[tuple[int, str], ...] = ()
     #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
     own_attributes: tuple[str, ...] = ()

@@ -20,7 +20,7 @@ import cs_audit.joins.callgraph as callgraph_module
 import cs_audit.joins.components as components_module
 import cs_audit.joins.gates as gates_module
 from cs_audit.cli import app
-from cs_audit.extract.options import conditional_resolutions, declared_options, foreign_stores, resolved_names
+from cs_audit.extract.options import declared_options, foreign_stores, start_up_resolutions
 from cs_audit.joins.defaults import NOT_OPTION
 from cs_audit.ruleset import Defaults, load_ruleset
 from cs_audit.testing import check_annotations, write_tree
@@ -85,11 +85,11 @@ def test_conditional_resolutions_are_the_calls_in_functions() -> None:
     tree = ast.parse(FIXTURE.read_text())
     defaults = load_ruleset().defaults
     assert defaults is not None
-    found = dict((entry, line) for line, entry in conditional_resolutions(tree, defaults))
+    found = dict((entry, line) for line, entry in start_up_resolutions(tree, defaults)[1])
     assert found == {"enable_idle_delay=True": _line('"idle", enable_idle_delay'),
                      "enable_chunk_merge=True": _line('"merge", enable_chunk_merge'),
                      "disable_overlap_schedule=True": _line('"cpu", disable_overlap_schedule')}
-    assert "enable_idle_delay=True" not in resolved_names(tree, defaults)
+    assert "enable_idle_delay=True" not in start_up_resolutions(tree, defaults)[0]
 
 
 def test_without_negated_names_the_branch_a_true_by_default_name_skips_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,7 +317,7 @@ def test_a_tri_state_switch_is_auto_and_a_settings_module_works_out_what_it_reso
               'overrides["chunk"] = 2048\noverrides["depth"] = depth\nbuild(tp, enable_y=True)\n'
               'declare_resolution(server_args, "y", enable_z=False)\n'
               'payload["enable_w"] = req.enable_w\n')  # a request's payload filled: no resolution
-    assert resolved_names(ast.parse(source), load_ruleset().defaults) == ("chunk=2048", "depth", "enable_x", "enable_z=False")
+    assert start_up_resolutions(ast.parse(source), load_ruleset().defaults)[0] == ("chunk=2048", "depth", "enable_x", "enable_z=False")
 
 
 def test_a_settings_module_works_out_options_into_any_table_it_fills() -> None:
@@ -326,9 +326,9 @@ def test_a_settings_module_works_out_options_into_any_table_it_fills() -> None:
               '    info = {}\n    info["tp_size"] = view.tp_size\n    return declared\n')
     defaults = load_ruleset().defaults
     assert defaults is not None
-    assert resolved_names(ast.parse(source), defaults, settings_module=True) == ("disable_overlap=True",)
+    assert start_up_resolutions(ast.parse(source), defaults, settings_module=True)[0] == ("disable_overlap=True",)
     # elsewhere (a request's or a report's table: `state["mode"] = mode.value`) it decides nothing
-    assert resolved_names(ast.parse(source), defaults) == ()
+    assert start_up_resolutions(ast.parse(source), defaults)[0] == ()
 
 
 def test_an_option_start_up_sets_only_to_its_default_is_still_judged_by_it() -> None:

@@ -59,24 +59,21 @@ def foreign_stores(text: str) -> tuple[str, ...]:
     return tuple(sorted({m.group(2) for m in _FOREIGN_STORE.finditer(text) if m.group(1) != "self"}))
 
 
-def resolved_names(tree: ast.Module, defaults: Defaults, settings_module: bool = False) -> tuple[str, ...]:
-    """The option names a settings module works out at start-up besides attribute stores: a
-    keyword given a computed value in a call handed the settings first
-    (`declare_resolution(server_args, "x", enable_x=enabled)`, `replace(cfg, chunk=2048)`; a
-    copy of the same name, `enable_x=self.enable_x`, is the option handed on) and a string key
-    stored into (`overrides["enable_x"] = ...`), sorted. A literal value is kept with its name
-    (`enable_x=False`): one that is the option's default leaves the default what runs. A call
-    in a function is left to ``conditional_resolutions``; ``settings_module``: any table's
-    string keys count, not only settings' and overrides'."""
-    return tuple(sorted({entry for entry, line in _resolutions(tree, defaults, False, settings_module) if not line}))
-
-
-def conditional_resolutions(tree: ast.Module, defaults: Defaults) -> tuple[tuple[int, str], ...]:
-    """(line of the call, option name as ``resolved_names`` spells it) of each resolution by a
-    call in a function (`if envs.DECREASE_IDLE.get(): declare_resolution(args, ..., enable_x=True)`,
-    or past `if cfg.device != "cpu": return`): whether it happens by default is what the gates
-    of that call say (``joins.gates``)."""
-    return tuple(sorted({(line, entry) for entry, line in _resolutions(tree, defaults, False, False) if line}))
+def start_up_resolutions(tree: ast.Module, defaults: Defaults, settings_module: bool = False,
+                         ) -> tuple[tuple[str, ...], tuple[tuple[int, str], ...]]:
+    """The option names a settings module works out at start-up besides attribute stores,
+    from one walk: (those made at module level, sorted; (line of the call, name) of those a call
+    in a function makes, whose gates say whether it happens by default: `if
+    envs.DECREASE_IDLE.get(): declare_resolution(args, ..., enable_x=True)`, or past `if
+    cfg.device != "cpu": return`). A resolution is a keyword given a computed value in a call
+    handed the settings first (`declare_resolution(server_args, "x", enable_x=enabled)`,
+    `replace(cfg, chunk=2048)`; a copy of the same name, `enable_x=self.enable_x`, is the
+    option handed on) or a string key stored into settings or overrides (`overrides["enable_x"]
+    = ...`; with ``settings_module``, into any table). A literal value is kept with its name
+    (`enable_x=False`): one that is the option's default leaves the default what runs."""
+    found = list(_resolutions(tree, defaults, False, settings_module))
+    return (tuple(sorted({entry for entry, line in found if not line})),
+            tuple(sorted({(line, entry) for entry, line in found if line})))
 
 
 def _resolutions(node: ast.AST, defaults: Defaults, conditional: bool, any_table: bool) -> Iterator[tuple[str, int]]:

@@ -21,12 +21,11 @@ from cs_audit.extract.calls import CALLEE_HEAD
 from cs_audit.extract.index import ModuleIndex, index_module
 from cs_audit.extract.loops import event_loops
 from cs_audit.extract.options import (
-    conditional_resolutions,
     declared_options,
     foreign_stores,
     own_attributes,
     registry_defaults,
-    resolved_names,
+    start_up_resolutions,
 )
 from cs_audit.extract.scopes import module_name
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
@@ -167,9 +166,8 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         touches_device=rs.device_re is None or touches_device(text, rs),
         path_values=index.path_values,
         options=(options := declared_options(tree, text, path, rs.defaults) + _registry_defaults(tree, text, path, rs)),
-        foreign_stores=_worked_out(tree, text, path, options, rs),
-        conditional_resolutions=(conditional_resolutions(tree, rs.defaults)
-                                 if rs.defaults is not None and _settings_module(path, options, rs) else ()),
+        foreign_stores=(worked_out := _worked_out(tree, text, path, options, rs))[0],
+        conditional_resolutions=worked_out[1],
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
         foreign_attributes=foreign_stores(text) if rs.defaults is not None else (),
     )
@@ -182,13 +180,15 @@ def _registry_defaults(tree: ast.Module, text: str, path: str, rs: RuleSet) -> t
     return registry_defaults(tree, path)
 
 
-def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: RuleSet) -> tuple[str, ...]:
+def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: RuleSet,
+                ) -> tuple[tuple[str, ...], tuple[tuple[int, str], ...]]:
     """In a module that declares options or is a settings module: the names it works out at
-    start-up (stores on another object, computed keywords, string keys)."""
+    start-up (stores on another object, computed keywords, string keys), and the resolutions
+    by calls in its functions, with their lines (``FileFacts.conditional_resolutions``)."""
     if rs.defaults is None or not _settings_module(path, options, rs):
-        return ()
-    settings_module = rs.defaults.module_paths.search(path) is not None
-    return tuple(sorted({*foreign_stores(text), *resolved_names(tree, rs.defaults, settings_module)}))
+        return (), ()
+    resolved, conditional = start_up_resolutions(tree, rs.defaults, rs.defaults.module_paths.search(path) is not None)
+    return tuple(sorted({*foreign_stores(text), *resolved})), conditional
 
 
 def _settings_module(path: str, options: tuple, rs: RuleSet) -> bool:

@@ -107,7 +107,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model = TreeModel(
         facts=facts, functions=functions, edges=[], callers=defaultdict(list), env_helpers=_env_helpers(facts, functions, raw_edges),
         constants=_env_constants(facts), derived=_derived_names(facts),
-        falsy=frozenset((path, _name_key(function, name)) for path, ff in facts.items() for function, name in ff.falsy_names), wrapped=_wrapped_names(facts), gated_emitter_helpers=set(),
+        falsy=_falsy_names(facts), wrapped=_wrapped_names(facts), gated_emitter_helpers=set(),
         freq_default={}, freq_any={}, entry_switches=defaultdict(set), resolver=resolver, resolved_calls=resolved,
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
@@ -538,6 +538,11 @@ def _derived_names(facts: dict[str, FileFacts]) -> dict[tuple[str, str], list[tu
         for function, name, refs in ff.derived:
             out[(path, _name_key(function, name))].append((function, refs))
     return dict(out)
+
+
+def _falsy_names(facts: dict[str, FileFacts]) -> frozenset[tuple[str, str]]:
+    """``FileFacts.falsy_names`` keyed as ``_derived_names`` keys names."""
+    return frozenset((path, _name_key(function, name)) for path, ff in facts.items() for function, name in ff.falsy_names)
 
 
 def _name_key(function: str | None, name: str) -> str:

@@ -162,7 +162,7 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     receiver, name = gate.ref.rsplit(".", 1)
     if receiver == "self" or "operand" in gate.args and compared is None:
         return NOT_OPTION  # an attribute of the object itself: its assignments decide
-    settings = bool(defaults.receivers.search(receiver.rsplit(".", 1)[-1])) or "()" in receiver
+    settings = _settings_receiver(defaults, receiver)
     if name in table.ambiguous and not settings:
         return NOT_OPTION  # a name other classes use for their own state, on a receiver that is no settings
     stated = dict(defaults.options)
@@ -178,6 +178,12 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     if value is _UNKNOWN:
         return NOT_OPTION
     return value_gate(name, value, gate)
+
+
+def _settings_receiver(defaults: Defaults, receiver: str) -> bool:
+    """Whether ``receiver`` looks like settings: its last name says so (`cfg`, `server_args`),
+    or it holds what a getter returns (`get_exec().moe`)."""
+    return bool(defaults.receivers.search(receiver.rsplit(".", 1)[-1])) or "()" in receiver
 
 
 def value_gate(name: str, value: object, gate: GateRef) -> SwitchRef | None:
@@ -207,8 +213,7 @@ def _wrapped_option(table: OptionTable, defaults: Defaults | None, reads: list[s
     if defaults is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
         return None
     receiver, name = reads[0].rsplit(".", 1)
-    if receiver == "self" or name in table.ambiguous and not (
-            defaults.receivers.search(receiver.rsplit(".", 1)[-1]) or "()" in receiver):
+    if receiver == "self" or name in table.ambiguous and not _settings_receiver(defaults, receiver):
         return None
     stated = dict(defaults.options)
     return name, stated[name] if name in stated else table.default(name)

@@ -6,9 +6,9 @@ the branch off (`interpolate=req.interpolate`, declared `interpolate: bool = Fal
 that does, the parameter's own default by passing nothing, or its own parameter that is in
 turn so handed (`post_process(x, interpolate=interpolate)`), the branch is off in the
 deployment and its switch is that option (callers in tests, benchmarks and examples left
-out, and calls a switch keeps from running by default).  One caller passing anything else (an expression,
-a `**kwargs`, a call the graph could not resolve to a function by the same name, a call
-through a callback) leaves the gate to the other rules."""
+out, and calls a switch keeps from running by default).  One caller passing anything else
+(an expression, a `**kwargs`, a call the graph could not resolve to a function by the same
+name, a call through a callback) leaves the gate to the other rules."""
 
 from __future__ import annotations
 
@@ -66,10 +66,10 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
         return NOT_OPTION
     # a call only a switch lets run (`if self.connector is not None: stats.record(..., hits)`)
     # hands nothing to the deployment's runs; when every call is such, so is the branch
-    needed = {id(c): call_off(c[0], c[1], c[2].gates) if c[2].gates else None for c in callers}
-    live = [c for c in callers if needed[id(c)] is None]
+    needed = [call_off(c[0], c[1], c[2].gates) if c[2].gates else None for c in callers]
+    live = [c for c, switch in zip(callers, needed) if switch is None]
     if not live:
-        return min((sw for sw in needed.values() if sw is not None), key=by_text)
+        return min((switch for switch in needed if switch is not None), key=by_text)
     callers = live
     passed = _passed_table(model)
     default = dict(function.const_defaults).get(param)
