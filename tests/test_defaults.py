@@ -21,6 +21,7 @@ import cs_audit.joins.components as components_module
 import cs_audit.joins.gates as gates_module
 from cs_audit.cli import app
 from cs_audit.extract.options import declared_options, foreign_stores, start_up_resolutions
+from cs_audit.joins.arguments import ArgumentTests
 from cs_audit.joins.defaults import NOT_OPTION
 from cs_audit.ruleset import Defaults, load_ruleset
 from cs_audit.testing import check_annotations, write_tree
@@ -107,9 +108,41 @@ def test_a_call_an_option_keeps_off_hands_its_argument_to_no_default_run(monkeyp
     real = param_gates.parameter_gate
     monkeypatch.setattr(gates_module, "parameter_gate", lambda model, key, gate, rs, call_off: real(
         model, key, gate, rs, lambda *a: None))
+    # the hot chains' own arguments settle it too: only both parts off bring it back
+    monkeypatch.setattr(ArgumentTests, "closing", lambda *a: None)
     problems = " ".join(check_annotations(_fixture()))
     attributed = _line('"attributed')
     assert f"toyserve/defaults.py:{attributed}: unexpected default-on-emitter" in problems
+
+
+def test_without_argument_contexts_what_hot_calls_keep_off_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ArgumentTests, "closing", lambda *a: None)
+    problems = " ".join(check_annotations(_fixture()))
+    for text in ('"draining', '"deep flush'):
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+
+
+def _kept_rows_chain(root: Path) -> list[str]:
+    report = _scan(root)
+    line = _line('"kept rows')
+    return next(f["hot_path"] for f in report["findings"] if f["line"] == line and f["path"].endswith("defaults.py"))
+
+
+def test_a_chain_passes_the_call_whose_literal_lets_the_site_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree(tmp_path / "on", _fixture())
+    # the step hands `keep=False` itself; `retire`, in a loop, hands `keep=True`
+    assert _kept_rows_chain(root)[-3:] == ["toyserve.defaults.retire", "toyserve.defaults.release", "toyserve.defaults.keep_rows"]
+    monkeypatch.setattr(ArgumentTests, "closing", lambda *a: None)
+    assert "toyserve.defaults.retire" not in _kept_rows_chain(write_tree(tmp_path / "off", _fixture()))
+
+
+def test_a_false_literal_stays_false_only_through_a_conjunction(tmp_path: Path) -> None:
+    source = FIXTURE.read_text()
+    rebound = source.replace("keep = keep and len(batch) > 0", "keep = keep or len(batch) > 0")
+    assert rebound != source
+    root = write_tree(tmp_path, {"toyserve/defaults.py": rebound})
+    # rebound by a disjunction, the test no longer sees the literal: the nearer chain is shown
+    assert "toyserve.defaults.retire" not in _kept_rows_chain(root)
 
 
 def test_without_device_options_a_device_test_is_no_platform_test(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -793,7 +826,7 @@ def test_an_attribute_another_object_sets_is_not_judged_by_its_class(monkeypatch
 
 def test_an_unresolved_call_that_cannot_reach_a_parameter_leaves_it_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
     import cs_audit.joins.param_gates as param_gates_module
-    monkeypatch.setattr(param_gates_module, "_reaches", lambda *a: True)
+    monkeypatch.setattr(param_gates_module, "_reaches_parsed", lambda *a: True)
     problems = " ".join(check_annotations(_fixture()))
     assert f"toyserve/defaults.py:{_line('hits %d')}: unexpected default-on-emitter" in problems
 
@@ -802,6 +835,8 @@ def test_without_fresh_parameters_a_parameter_rebound_after_its_test_is_not_judg
         monkeypatch: pytest.MonkeyPatch) -> None:
     import cs_audit.extract.gates as gates_module
     monkeypatch.setattr(gates_module, "rebound_after", lambda scope, name, line: False)
+    # the hot chains' own arguments settle it too (every rebinding is made while it holds)
+    monkeypatch.setattr(ArgumentTests, "closing", lambda *a: None)
     problems = " ".join(check_annotations(_fixture()))
     assert f"toyserve/defaults.py:{_line('merged %d')}: unexpected default-on-emitter" in problems
     assert f"toyserve/defaults.py:{_line('recounted %d')}:" not in problems

@@ -9,8 +9,7 @@ from collections.abc import Iterable, Sequence
 from cs_audit.analysis.sites import Findings, gate_words, per_step_cost, syncing_helpers, when_words
 from cs_audit.frequency import Frequencies
 from cs_audit.joins.callgraph import EMITTER_ROLES, TreeModel
-from cs_audit.joins.gates import site_switches
-from cs_audit.joins.runs import how_often, outside_event_loop, runs_by_default
+from cs_audit.joins.runs import outside_event_loop, run_of, runs_by_default
 from cs_audit.model import CallSite, EmitterDetail, Finding, Words
 from cs_audit.ruleset import RuleSet
 
@@ -65,9 +64,9 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             key = (path, site.function)
             if not runs_by_default(model, key) or not emits_by_default(site, rs) or outside_event_loop(model, key, site):
                 continue
-            if site_switches(model, path, site.function, site.gates, rs):
+            run = run_of(model, path, site.function, site.gates, site, rs)
+            if run.switch is not None:
                 continue
-            run = how_often(model, path, site.function, site, rs, None)
             freq = run.frequency
             gpu_sync = any(site.line <= line <= site.end_line for line in syncs.get(site.function, ())) or _helper_syncs(model, path, site)
             out.add(RULE, path, site.line, site.end_line, site.function, None, freq, gpu_sync, site.code,

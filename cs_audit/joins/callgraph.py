@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cs_audit.frequency import STEP
+from cs_audit.joins.arguments import argument_tests
 from cs_audit.joins.components import gate_event_loops, gate_instance_methods
 from cs_audit.joins.defaults import (
     OptionTable,
@@ -146,6 +147,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)
     model.gated_emitter_helpers = _gated_emitter_helpers(model, rs)
+    model.argument_tests = argument_tests(model)
     propagate(model, rs)
     model.debug_functions = _debug_functions(model, rs)
     return model
@@ -799,7 +801,7 @@ def chain_from(model: TreeModel, start: FuncKey, key: FuncKey, default_only: boo
     for edge in model.edges:
         if edge.caller is not None:
             out_edges[edge.caller].append(edge)
-    return _edges_back(_shortest_chains({start: STEP}, out_edges, only_ungated=default_only), key)
+    return _edges_back(_shortest_chains({start: STEP}, out_edges, default_only, model.argument_tests), key)
 
 
 def unresolved_calls_of(model: TreeModel, key: FuncKey, limit: int = 5) -> list[tuple[str, CallSite | PlainCall]]:

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from cs_audit.joins.defaults import OptionTable
 from cs_audit.joins.kept import Resolutions
-from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, PassedValues, PlainCall
+from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, GateRef, PassedValues, PlainCall
 from cs_audit.ruleset import HotRoot
 
 
@@ -54,6 +54,8 @@ class JoinedModel(Protocol):
     functions: dict[FuncKey, FunctionDef]
     env_helpers: dict[FuncKey, tuple[tuple[str, ...], tuple[str, ...]]]
     constants: dict[tuple[str, str], str]
+    #: (path, name key) -> (function, gates of the value) of each assignment (``FileFacts.derived``)
+    derived: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]]
     resolved_calls: dict[tuple[str, int, int, str], list[FuncKey]]
     fact_sites: dict[str, tuple[CallSite, ...]]
     edge_sites: dict[str, list[CallSite | PlainCall]]

@@ -52,6 +52,21 @@ def callers_on_demand(model: JoinedModel, key: FuncKey) -> list[NamedCall]:
 def unresolved_sites(model: JoinedModel, name: str) -> list[CallSite | PlainCall]:
     """The calls named ``name`` that land in no function of the tree, typed on demand where
     the build did not type them: a caller the graph does not see may pass anything."""
+    left, landed = _left_and_landed(model, name)
+    if not landed:
+        return [site for _, site in left]
+    return [site for path, site in left if _site_key(path, site) not in landed]
+
+
+def is_unresolved(model: JoinedModel, name: str) -> bool:
+    """Whether some call named ``name`` lands in no function of the tree (``unresolved_sites``)."""
+    left, landed = _left_and_landed(model, name)
+    return bool(left) and (not landed or any(_site_key(path, site) not in landed for path, site in left))
+
+
+def _left_and_landed(model: JoinedModel, name: str) -> tuple[list[tuple[str, CallSite | PlainCall]], set[tuple[str, int, int, str]]]:
+    """The calls named ``name`` the build resolved to nothing, and the keys of those of them
+    typing on demand lands in a function."""
     calls = model.unresolved_sites
     if calls is None:
         calls = model.unresolved_sites = {}
@@ -62,11 +77,5 @@ def unresolved_sites(model: JoinedModel, name: str) -> list[CallSite | PlainCall
                     calls.setdefault(site.callee.rpartition(".")[2], []).append((path, site))
     left = calls.get(name)
     if not left:
-        return []
-    landed = {_site_key(path, site) for path, site, found in typed_on_demand(model, name) if found}
-    return [site for path, site in left if _site_key(path, site) not in landed]
-
-
-def is_unresolved(model: JoinedModel, name: str) -> bool:
-    """Whether some call named ``name`` lands in no function of the tree (``unresolved_sites``)."""
-    return bool(unresolved_sites(model, name))
+        return [], set()
+    return left, {_site_key(path, site) for path, site, found in typed_on_demand(model, name) if found}

@@ -71,7 +71,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     if not live:
         return min((switch for switch in needed if switch is not None), key=by_text)
     callers = live
-    passed = _passed_table(model)
+    passed = passed_table(model)
     default = dict(function.const_defaults).get(param)
     off: list[SwitchRef] = []
     kept_off: list[SwitchRef] = []
@@ -79,7 +79,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
         # a call the graph could not resolve may be one of this function's: judged as a
         # caller passing nothing when none of them can reach the parameter (`event.record(s)`
         # beside `stats.record(n, hits, preempted)` and a `hits_by_source=None` default)
-        if default is None or not _none_reaches(model, function, param):
+        if default is None or not none_reaches(model, function, param):
             return NOT_OPTION
         switch = value_gate(param, ast.literal_eval(default), gate)
         if switch is NOT_OPTION or switch is None:
@@ -89,8 +89,8 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
         if how not in DIRECT_CALLS:
             return NOT_OPTION
         values = passed.get((path, site.line, site.end_line, site.callee.rpartition(".")[2]))
-        value = _value_for(values, function, param, how, default)
-        if values is None and default is not None and not _reaches(_parsed_call(site.code), argument_position(function, param, how), param):
+        value = value_passed(values, function, param, how, default)
+        if values is None and default is not None and not reaches(site.code, argument_position(function, param, how), param):
             value = f"lit:{default}"  # passes only values not known, none of them into it
         if value is None:
             return NOT_OPTION
@@ -119,7 +119,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     return SwitchRef("option", f"{function.name}({min(kept_off, key=by_text).name})")
 
 
-def _value_for(values: PassedValues | None, function: Any, param: str, how: str, default: str | None) -> str | None:
+def value_passed(values: PassedValues | None, function: Any, param: str, how: str, default: str | None) -> str | None:
     """What one call passes into ``param`` (``PassedValues``' text); the default's when it
     passes nothing; None when that is not known."""
     if values is None:
@@ -146,7 +146,7 @@ def _callers(model: TreeModel, key: FuncKey) -> list[tuple[str, str | None, Any,
     return found
 
 
-def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedValues]:
+def passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedValues]:
     table = model.passed_by_call
     if table is None:
         table = model.passed_by_call = {(path, v.line, v.end_line, v.method): v
@@ -154,19 +154,24 @@ def _passed_table(model: TreeModel) -> dict[tuple[str, int, int, str], PassedVal
     return table
 
 
-def _none_reaches(model: TreeModel, function: Any, param: str) -> bool:
+def none_reaches(model: TreeModel, function: Any, param: str) -> bool:
     """Whether no unresolved call named as ``function`` can pass ``param``: each passes fewer
     positional arguments than come before it, not it by keyword, and no `*args`/`**kwargs`
     (a call whose code was cut short, or does not parse, may)."""
     # bound, the first argument lands after `self`: the fewest arguments that may reach it
     index = argument_position(function, param, "attribute")
-    return not any(_reaches(_parsed_call(site.code), index, param) for site in unresolved_sites(model, function.name))
+    return not any(reaches(site.code, index, param) for site in unresolved_sites(model, function.name))
 
 
-def _reaches(call: ast.Call | None, position: int, param: str) -> bool:
+def _reaches_parsed(call: ast.Call | None, position: int, param: str) -> bool:
     """Whether ``call`` may pass ``param``, at ``position`` or by keyword (not known: it may)."""
     return call is None or len(call.args) > position or any(a.__class__ is ast.Starred for a in call.args) or any(
         k.arg in (None, param) for k in call.keywords)
+
+
+def reaches(code: str, position: int, param: str) -> bool:
+    """Whether the call a call site's ``code`` holds may pass ``param`` (``reaches_parsed``)."""
+    return _reaches_parsed(_parsed_call(code), position, param)
 
 
 @lru_cache(maxsize=4096)  # a callee's calls are asked of by each gate on its parameters

@@ -10,11 +10,12 @@ that its sites are not on a normal path."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Protocol
 
 from cs_audit.frequency import STEP, FrequencyName
+from cs_audit.joins.arguments import EMPTY, ArgumentTests, Context
 from cs_audit.joins.defaults import feature_switch, module_switch
 from cs_audit.joins.env_helpers import is_once_function
 from cs_audit.joins.roots import in_event_loop
@@ -30,6 +31,9 @@ from cs_audit.model import (
     SwitchRef,
 )
 from cs_audit.ruleset import HotRoot, RuleSet
+
+#: how often each function runs in each context a call enters it in (``joins.arguments``)
+States = dict[tuple[FuncKey, Context], FrequencyName]
 
 
 @dataclass(slots=True)
@@ -71,6 +75,9 @@ class Joined(Protocol):
     gated_classes: dict[str, SwitchRef]
     gated_roots: dict[FuncKey, SwitchRef]
     unserved: dict[str, SwitchRef]
+    argument_tests: ArgumentTests | None
+    argument_freq_default: dict[FuncKey, dict[Context, FrequencyName]]
+    argument_freq_any: dict[FuncKey, dict[Context, FrequencyName]]
 
 
 def block_at(f: FunctionDef | None, line: int) -> tuple[int, int, str, str, int] | None:
@@ -203,56 +210,77 @@ def propagate(model: Joined, rs: RuleSet) -> None:
             gated[key] = switch
     default_roots = {k: v for k, v in roots.items() if k not in gated}
 
-    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool, skip: Set[FuncKey] = frozenset()) -> dict[FuncKey, FrequencyName]:
+    tests = model.argument_tests
+
+    def run(edges: dict[FuncKey, list[Edge]], only_ungated: bool, skip: Set[FuncKey] = frozenset()) -> States:
+        """How often each function runs, and each function with tested parameters in each
+        context a call enters it in (``joins.arguments``): a call its caller's context keeps
+        off is not followed."""
         seeds = {k: v for k, v in (default_roots if only_ungated else roots).items() if k not in skip}
-        freq: dict[FuncKey, FrequencyName] = dict(seeds)
-        work = sorted(seeds)
+        states: dict[tuple[FuncKey, Context], FrequencyName] = {(k, EMPTY): v for k, v in seeds.items()}
+        work = [(k, EMPTY) for k in sorted(seeds)]
+        rank = rs.frequencies.rank
         while work:
-            key = work.pop()
+            key, context = work.pop()
+            at = states[(key, context)]
             for edge in edges.get(key, ()):
                 if only_ungated and edge.switch is not None:
                     continue
                 if edge.callee in roots:
                     continue  # a root's frequency is declared (an event loop calls `step` per step)
-                new = freq[key]
+                if context and tests is not None and tests.closes(key, context, edge.site.gates):
+                    continue
+                new = at
                 if edge.site.loop_depth > 0:
                     new = rs.in_loop(new, edge.site.loop_iter)
-                if rs.frequencies.rank(new) > rs.frequencies.rank(freq.get(edge.callee)):
-                    freq[edge.callee] = new
-                    work.append(edge.callee)
-        return freq
+                entered = tests.entered(edge, edge.callee, context) if tests is not None and edge.callee in tests.tested else EMPTY
+                state = (edge.callee, entered)
+                if rank(new) > rank(states.get(state)):
+                    states[state] = new
+                    work.append(state)
+        return states
 
     tables = []
+    rank = rs.frequencies.rank
     for only_ungated in (True, False):
         seeds = default_roots if only_ungated else roots
-        every_time = run(plain_edges, only_ungated)
+        every_time_states = run(plain_edges, only_ungated)
+        every_time, every_time_contexts = _by_function(every_time_states, tests, rank)
+        would_be, would_be_contexts = _by_function(run(out_edges, only_ungated), tests, rank)
+        closed = _closed_edges(out_edges, would_be_contexts, tests)
         if replays:
             # a chain from a root the replay leaves in Python first: the one a decoding step runs
             via = _shortest_chains({k: v for k, v in seeds.items() if k not in replayed_roots}, plain_edges, only_ungated,
-                                   blocked=replayed_roots)
-            for key, edge in _shortest_chains({k: v for k, v in seeds.items() if k in replayed_roots}, plain_edges, only_ungated).items():
+                                   tests, blocked=replayed_roots)
+            for key, edge in _shortest_chains({k: v for k, v in seeds.items() if k in replayed_roots}, plain_edges, only_ungated,
+                                              tests).items():
                 via.setdefault(key, edge)
         else:
-            via = _shortest_chains(seeds, plain_edges, only_ungated)
-        demoted = _demote(every_time, out_edges, demotions, roots, via, only_ungated)
-        would_be = run(out_edges, only_ungated)
+            via = _shortest_chains(seeds, plain_edges, only_ungated, tests)
+        demoted = _demote(every_time_states, out_edges, demotions, roots, via, only_ungated, tests)
         if replays:
             # a replayed forward's functions that no other root runs every time it runs (a
             # helper the scheduler also calls each step runs every step; a layer's own code, and
             # what the scheduler calls only past a guard, not on a replayed decoding step)
-            outside_every_time = run(plain_edges, only_ungated, skip=replayed_roots)
-            inside = run(out_edges, only_ungated, skip=roots.keys() - replayed_roots)
-            replayed = inside.keys() - outside_every_time.keys()
+            outside_every_time = _by_function(run(plain_edges, only_ungated, skip=replayed_roots), tests, rank)
+            inside = {key for key, _ in run(out_edges, only_ungated, skip=roots.keys() - replayed_roots)}
+            replayed = inside - outside_every_time[0].keys()
             demoted_by_replay = _demote_replayed(model, replayed, replayed_roots, demoted, via)
             if only_ungated:
                 model.replayed = demoted_by_replay
             # what the replay does not run in Python runs as often as the other roots call it
-            for table, outside in ((every_time, outside_every_time), (would_be, run(out_edges, only_ungated, skip=replayed_roots))):
+            for (table, contexts), (outside, outside_contexts) in (
+                    ((every_time, every_time_contexts), outside_every_time),
+                    ((would_be, would_be_contexts), _by_function(run(out_edges, only_ungated, skip=replayed_roots), tests, rank))):
                 for key in table.keys() & outside.keys():
                     if key not in replayed:
                         table[key] = outside[key]
-        tables.append(({**{k: would_be[k] for k in demoted}, **every_time}, via, demoted))
-    (model.freq_default, model.hot_via_default, model.demoted_default), (model.freq_any, model.hot_via_any, model.demoted_any) = tables
+                        if key in outside_contexts:
+                            contexts[key] = outside_contexts[key]
+        tables.append(({**{k: would_be[k] for k in demoted}, **every_time}, via, demoted,
+                       {**{k: would_be_contexts[k] for k in demoted if k in would_be_contexts}, **every_time_contexts}))
+    ((model.freq_default, model.hot_via_default, model.demoted_default, model.argument_freq_default),
+     (model.freq_any, model.hot_via_any, model.demoted_any, model.argument_freq_any)) = tables
     model.roots = roots
     # switches through which a function is reached when it is not reached by default
     for key, switch in gated.items():
@@ -262,7 +290,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     while work:
         key = work.pop()
         for edge in out_edges.get(key, ()):
-            if edge.callee in model.freq_default:
+            if edge.callee in model.freq_default or id(edge) in closed:
                 continue
             incoming: set[SwitchRef] = set()
             if edge.switch is not None:
@@ -300,20 +328,46 @@ def _demote_replayed(model: Joined, replayed: set[FuncKey], replayed_roots: set[
     return out
 
 
-def _demote(every_time: dict[FuncKey, FrequencyName], out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],
-            roots: dict[FuncKey, FrequencyName], via: dict[FuncKey, Edge], only_ungated: bool) -> dict[FuncKey, Demotion]:
-    """Breadth first from every function reached every time (in key order): the functions
-    reached only past a guard, each with the guard nearest a root on a shortest such chain;
-    ``via`` gets the edge each was first reached by."""
+def _by_function(states: States, tests: ArgumentTests | None, rank: Callable[[FrequencyName | None], float],
+                 ) -> tuple[dict[FuncKey, FrequencyName], dict[FuncKey, dict[Context, FrequencyName]]]:
+    """How often each function runs (in its most frequent context), and each function with
+    tested parameters in each context."""
+    freq: dict[FuncKey, FrequencyName] = {}
+    by_context: dict[FuncKey, dict[Context, FrequencyName]] = {}
+    for (key, context), at in states.items():
+        if rank(at) > rank(freq.get(key)):
+            freq[key] = at
+        if tests is not None and key in tests.tested:
+            by_context.setdefault(key, {})[context] = at
+    return freq, by_context
+
+
+def _demote(every_time: States, out_edges: dict[FuncKey, list[Edge]], demotions: dict[int, Demotion],
+            roots: dict[FuncKey, FrequencyName], via: dict[FuncKey, Edge], only_ungated: bool, tests: ArgumentTests | None,
+            ) -> dict[FuncKey, Demotion]:
+    """Breadth first from every function reached every time (in key order), in each context
+    it is entered in: the functions reached only past a guard, each with the guard nearest a
+    root on a shortest such chain; ``via`` gets the edge each was first reached by. A
+    function run every time in one context may be entered past a guard in another, and what
+    only that context lets it call is reached past that guard."""
+    functions = {key for key, _ in every_time}
+    demoted_states: dict[tuple[FuncKey, Context], Demotion] = {}
     demoted: dict[FuncKey, Demotion] = {}
-    frontier = sorted(every_time)
+    frontier = sorted(every_time, key=_state_order)
     while frontier:
-        following: list[FuncKey] = []
-        for key in frontier:
-            above = demoted.get(key)
+        following: list[tuple[FuncKey, Context]] = []
+        for state in frontier:
+            key, context = state
+            above = demoted_states.get(state)
             for edge in out_edges.get(key, ()):
                 callee = edge.callee
-                if (only_ungated and edge.switch is not None) or callee in every_time or callee in demoted or callee in roots:
+                if (only_ungated and edge.switch is not None) or callee in roots:
+                    continue
+                if context and tests is not None and tests.closes(key, context, edge.site.gates):
+                    continue
+                entered = tests.entered(edge, callee, context) if tests is not None and callee in tests.tested else EMPTY
+                target = (callee, entered)
+                if target in every_time or target in demoted_states:
                     continue
                 if above is not None:
                     guard = above.guard
@@ -323,29 +377,58 @@ def _demote(every_time: dict[FuncKey, FrequencyName], out_edges: dict[FuncKey, l
                     if found is None:
                         continue
                     demotion = found
-                demoted[callee] = demotion
-                via[callee] = edge
-                following.append(callee)
+                demoted_states[target] = demotion
+                if callee not in functions and callee not in demoted:
+                    demoted[callee] = demotion
+                    via[callee] = edge
+                following.append(target)
         frontier = following
     return demoted
 
 
-def _shortest_chains(roots: dict[FuncKey, FrequencyName], out_edges: dict[FuncKey, list[Edge]],
-                     only_ungated: bool, blocked: Set[FuncKey] = frozenset()) -> dict[FuncKey, Edge]:
+def _state_order(state: tuple[FuncKey, Context]) -> tuple[FuncKey, list[tuple[str, str]]]:
+    return state[0], sorted(state[1])
+
+
+def _shortest_chains(roots: dict[FuncKey, FrequencyName], out_edges: dict[FuncKey, list[Edge]], only_ungated: bool,
+                     tests: ArgumentTests | None, blocked: Set[FuncKey] = frozenset()) -> dict[FuncKey, Edge]:
     """Breadth first from every root (in key order): the edge each reached function was
-    first reached by, so following them back gives a shortest chain from a root."""
+    first reached by, so following them back gives a shortest chain from a root. A function
+    with tested parameters is reached in each context its calls enter it in (a call its
+    context keeps off is not followed): its edge is that of the context keeping fewest of its
+    sites off, the first reached among those (`release(req, checkpoint=True)` over a nearer
+    `checkpoint=False`), so a chain passes the calls that let what it leads to run."""
     via: dict[FuncKey, Edge] = {}
-    frontier = sorted(roots)
-    seen = set(frontier) | set(blocked)  # chains do not pass through a blocked function
+    chosen: dict[FuncKey, int] = {}  # how many sites the chosen edge's context keeps off
+    frontier = [(key, EMPTY) for key in sorted(roots)]
+    seen: set[tuple[FuncKey, Context]] = set(frontier)
+    stop = set(roots) | set(blocked)  # chains do not pass through a blocked function
     while frontier:
-        following: list[FuncKey] = []
-        for key in frontier:
+        following: list[tuple[FuncKey, Context]] = []
+        for key, context in frontier:
             for edge in out_edges.get(key, ()):
                 if only_ungated and edge.switch is not None:
                     continue
-                if edge.callee not in seen:
-                    seen.add(edge.callee)
-                    via[edge.callee] = edge
-                    following.append(edge.callee)
+                callee = edge.callee
+                if callee in stop or (context and tests is not None and tests.closes(key, context, edge.site.gates)):
+                    continue
+                entered = tests.entered(edge, callee, context) if tests is not None and callee in tests.tested else EMPTY
+                if (callee, entered) in seen:
+                    continue
+                seen.add((callee, entered))
+                closed = tests.closed_count(callee, entered) if tests is not None else 0
+                if callee not in via or closed < chosen[callee]:
+                    via[callee] = edge
+                    chosen[callee] = closed
+                following.append((callee, entered))
         frontier = following
     return via
+
+
+def _closed_edges(out_edges: dict[FuncKey, list[Edge]], contexts: dict[FuncKey, dict[Context, FrequencyName]],
+                  tests: ArgumentTests | None) -> set[int]:
+    """The ids of the edges every context their caller is entered in keeps off."""
+    if tests is None:
+        return set()
+    return {id(edge) for key, by_context in contexts.items() for edge in out_edges.get(key, ())
+            if all(tests.closes(key, context, edge.site.gates) for context in by_context)}

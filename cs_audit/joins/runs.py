@@ -64,9 +64,39 @@ def frequency(model: TreeModel, key: FuncKey | None, fact: Fact | None, rs: Rule
     freq = table.get(key)
     if freq is None:
         return ONCE if is_once_function(model.functions.get(key), rs) else UNKNOWN
+    if fact is not None and fact.gates and key in model.argument_freq_any:
+        freq = _opened(model, key, fact.gates, rs, default_only)
+        if freq is None:
+            return UNKNOWN  # every call a hot root makes of it hands a literal that keeps it off
     if fact is not None and fact.loop_depth > 0:
         freq = rs.in_loop(freq, fact.loop_iter)
     return freq
+
+
+def _opened(model: TreeModel, key: FuncKey, gates: tuple[GateRef, ...], rs: RuleSet, default_only: bool) -> FrequencyName | None:
+    """How often code of ``key`` under ``gates`` runs: in the contexts hot roots enter ``key``
+    in that do not keep it off (``joins.arguments``); None when none does."""
+    tests = model.argument_tests
+    contexts = (model.argument_freq_default if default_only else model.argument_freq_any).get(key)
+    if tests is None or not contexts:
+        return (model.freq_default if default_only else model.freq_any).get(key)
+    opened = [freq for context, freq in contexts.items() if not tests.closes(key, context, gates)]
+    return rs.frequencies.most_often(opened) if opened else None
+
+
+def argument_switch(model: TreeModel, key: FuncKey, gates: tuple[GateRef, ...]) -> SwitchRef | None:
+    """The switch of code of ``key`` under ``gates`` that every default chain enters ``key``
+    with a literal keeping off (`release(req, checkpoint=False)` before `if checkpoint:`):
+    the parameter no such call passes, spelled `release(checkpoint)`; None otherwise."""
+    tests = model.argument_tests
+    contexts = model.argument_freq_default.get(key)
+    if tests is None or not contexts:
+        return None
+    params = [tests.closing(key, context, gates) for context in contexts]
+    if not all(params):
+        return None
+    function = model.functions.get(key)
+    return SwitchRef("option", f"{function.name if function is not None else key[1]}({min(p for p in params if p)})")
 
 
 def reached(model: TreeModel, key: FuncKey | None) -> bool:
@@ -214,6 +244,8 @@ def run_of(model: TreeModel, path: str, function: str | None, gates: tuple[GateR
     switch = site_switch(model, path, function, gates, rs)
     if switch is None and key is not None and key not in model.freq_default:
         switch = first(model.entry_switches.get(key))
+    elif switch is None and key is not None and gates:
+        switch = argument_switch(model, key, gates)
     return how_often(model, path, function, fact, rs, switch)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cs_audit.frequency import FrequencyName
+from cs_audit.joins.arguments import ArgumentTests, Context
 from cs_audit.joins.defaults import (
     OptionTable,
 )
@@ -85,6 +86,12 @@ class TreeModel:
     #: memoised function): that guard (``joins.runs``), through default-on edges or any
     demoted_default: dict[FuncKey, Demotion] = field(default_factory=dict)
     demoted_any: dict[FuncKey, Demotion] = field(default_factory=dict)
+    #: the parameter tests of the tree's functions and what calls hand them (``joins.arguments``)
+    argument_tests: ArgumentTests | None = None
+    #: per function with such tests, how often a hot root enters it in each context (the
+    #: literals its tested parameters hold), through default-on edges or any
+    argument_freq_default: dict[FuncKey, dict[Context, FrequencyName]] = field(default_factory=dict)
+    argument_freq_any: dict[FuncKey, dict[Context, FrequencyName]] = field(default_factory=dict)
     #: the functions only a replayed root (a model's forward, ``HotRoot.replayed``) reaches by
     #: default, when the deployment replays captured graphs
     replayed: set[FuncKey] = field(default_factory=set)
