@@ -262,7 +262,8 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
     assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
                                        "line": _line("enable_balancer: bool"), "sites": 6,
-                                       "example": {"path": "toyserve/defaults.py", "line": _line('"peer ready')}}
+                                       # a site the option alone guards (`peer ready` is entered through it)
+                                       "example": {"path": "toyserve/defaults.py", "line": _line('"dispatch balanced')}}
     assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
     assert "cache_dtype=='fp8'" in used and "enable_prefix_reuse=False" in used and "log_every_request" in used
     out = tmp_path / "audit.md"
@@ -496,6 +497,14 @@ def test_multimodal_inputs_and_encoders_run_only_when_the_deployment_serves_them
     assert used == {"feature=multimodal": 3}
     on = dict(MULTIMODAL_TREE, **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["multimodal"]}\n'})
     assert _default_on(_scan(write_tree(tmp_path / "mm", on))) == {_MM_BATCH, _TEXT_BATCH, _ENCODE, _VIT_LAYER}
+
+
+def test_a_hybrid_model_s_own_pools_and_tests_run_only_when_the_deployment_serves_one(tmp_path: Path) -> None:
+    # a plain full-attention model builds no sliding-window pool and fails `is_hybrid_swa`
+    window = {_line('"evicting window'), _line('"freeing window slots')}
+    assert not window & _emitter_lines(_scan(write_tree(tmp_path / "plain", _fixture())))
+    files = dict(_fixture(), **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["sliding_window"]}\n'})
+    assert window <= _emitter_lines(_scan(write_tree(tmp_path / "swa", files)))
 
 
 def test_without_feature_tests_a_multimodal_branch_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from collections import Counter
 
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.defaults import option_name
+from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import reached, run_of
 from cs_audit.model import DefaultUsed, Deployment, Place
 from cs_audit.ruleset import EAGER, RuleSet
@@ -20,6 +21,7 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
         return None
     counts: Counter[str] = Counter()
     first: dict[str, Place] = {}
+    sole: dict[str, Place] = {}
     for path, sites in model.fact_sites.items():
         for site in sites:
             if site.function is None or not reached(model, (path, site.function)):
@@ -27,7 +29,11 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
             switch = run_of(model, path, site.function, site.gates, site, rs).switch
             if switch is not None and switch.kind == "option":
                 counts[switch.name] += 1
+                # the example a reader checks: a site no other setting guards, where there is one
+                if switch.name not in sole and site_switches(model, path, site.function, site.gates, rs) == [switch]:
+                    sole[switch.name] = Place(path, site.line)
                 first.setdefault(switch.name, Place(path, site.line))
+    first.update(sole)
     replayed = [(path, site.line) for path, sites in model.fact_sites.items() for site in sites
                 if site.function is not None and (path, site.function) in model.replayed]
     stated = dict(defaults.options)
