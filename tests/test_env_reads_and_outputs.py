@@ -30,12 +30,39 @@ LARGER = '''
 
 
 def test_reads_of_a_larger_value_method_stay_where_they_are() -> None:
+    # and only there: its call site reads nothing itself, and a report there would count the
+    # read once more for each call up the chain
     src = hot("out = self.scales(batch)", extra=LARGER)
     assert _reads(src) == [
-        (12, "Runner.execute_model", "SCALE", "helper:Runner.scales"),
         (18, "Runner.scales", "SCALE_LOG", "os.environ.get"),
         (20, "Runner.scales", "SCALE", "os.environ.get"),
     ]
+
+
+def test_an_accessor_read_a_larger_method_returns_is_reported_in_that_method() -> None:
+    # the larger method's call sites carry nothing: the accessor's read is counted at its call
+    src = hot("out = self.mode(batch)", extra='''
+    def mode(self, batch):
+        total = 0
+        for x in batch:
+            total += x
+        if total > 3:
+            total = 3
+        for x in batch:
+            total -= x
+        if total < 0:
+            total = 0
+        self.total = total
+        self.count = len(batch)
+        self.first = batch[0] if batch else None
+        self.last = batch[-1] if batch else None
+        self.mean = total / max(self.count, 1)
+        return self.flag()
+
+    def flag(self):
+        return os.environ.get("FLAG_X") == "1"
+''')
+    assert _reads(src) == [(29, "Runner.mode", "FLAG_X", "helper:Runner.flag")]
 
 
 def test_small_accessor_is_reported_at_its_call_site_only() -> None:

@@ -63,11 +63,10 @@ def check(model: TreeModel, rs: RuleSet, out: Findings) -> None:
             key = (path, site.function)
             if not reached(model, key) or _at_callers(model, key) or outside_event_loop(model, key, site):
                 continue
-            if (site.returned and key in model.env_helpers and key not in model.void_helpers
-                    and key not in model.roots and model.callers.get(key)):
-                continue  # the read is what the helper returns: its own call sites carry it
             for target in model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()):
-                if target not in model.env_helpers:
+                # a helper that is no accessor keeps its reads where they are, reported there:
+                # its call sites would count each read once more per level of the chain
+                if target not in model.accessors:
                     continue
                 # a memoised helper reads once per distinct arguments, not at each call
                 run = through_memo(model, path, site, call_run(model, path, site, (target,), rs), rs)
