@@ -499,12 +499,17 @@ def test_multimodal_inputs_and_encoders_run_only_when_the_deployment_serves_them
     assert _default_on(_scan(write_tree(tmp_path / "mm", on))) == {_MM_BATCH, _TEXT_BATCH, _ENCODE, _VIT_LAYER}
 
 
-def test_a_hybrid_model_s_own_pools_and_tests_run_only_when_the_deployment_serves_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("feature", "texts"), [
     # a plain full-attention model builds no sliding-window pool and fails `is_hybrid_swa`
-    window = {_line('"evicting window'), _line('"freeing window slots')}
-    assert not window & _emitter_lines(_scan(write_tree(tmp_path / "plain", _fixture())))
-    files = dict(_fixture(), **{"pyproject.toml": '[tool.cs-audit]\ndeployment = {features = ["sliding_window"]}\n'})
-    assert window <= _emitter_lines(_scan(write_tree(tmp_path / "swa", files)))
+    ("sliding_window", ('"evicting window', '"freeing window slots')),
+    # default requests sample at temperature 1: `is_all_greedy` is false
+    ("sampling_options", ('"greedy step',)),
+])
+def test_what_a_default_deployment_does_not_serve_runs_when_it_is_stated(tmp_path: Path, feature: str, texts: tuple[str, ...]) -> None:
+    lines = {_line(text) for text in texts}
+    assert not lines & _emitter_lines(_scan(write_tree(tmp_path / "plain", _fixture())))
+    files = dict(_fixture(), **{"pyproject.toml": f'[tool.cs-audit]\ndeployment = {{features = ["{feature}"]}}\n'})
+    assert lines <= _emitter_lines(_scan(write_tree(tmp_path / "on", files)))
 
 
 def test_without_feature_tests_a_multimodal_branch_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -422,7 +422,19 @@ def dump(obj, run):
     assert [f.line for f in result.findings if f.rule == "hardcoded-output-path"] == [4]
 
 
-def test_a_helper_returned_up_a_chain_is_reported_once_at_the_top() -> None:
+def test_an_accessor_handing_on_another_accessor_s_read_carries_it_to_its_call_site() -> None:
+    src = hot("out = self.block(batch)", extra='''
+    def block(self, batch):
+        return self.flag()
+
+    def flag(self):
+        return os.environ.get("FLAG_X") == "1"
+''')
+    assert _reads(src) == [(12, "Runner.execute_model", "FLAG_X", "helper:Runner.block")]
+
+
+def test_a_larger_helper_returned_up_a_chain_is_reported_once_where_it_reads() -> None:
+    # `block` only hands on what `layer`, no accessor, returns: it carries no read of its own
     src = hot("out = self.block(batch)", extra='''
     def block(self, batch):
         return self.layer(batch)
@@ -433,7 +445,6 @@ def test_a_helper_returned_up_a_chain_is_reported_once_at_the_top() -> None:
         return int(os.environ.get("LAYER_SCALE", "1"))
 ''')
     assert _reads(src) == [
-        (12, "Runner.execute_model", "LAYER_SCALE", "helper:Runner.block"),
         (18, "Runner.layer", "LAYER_LOG", "os.environ.get"),
         (20, "Runner.layer", "LAYER_SCALE", "os.environ.get"),
     ]

@@ -84,12 +84,28 @@ def accessors(model: TreeModel, void: Collection[FuncKey]) -> frozenset[FuncKey]
             key = (path, read.function)
             ok = read.returned or read.var_param is not None or key in void
             deciding[key] = deciding.get(key, True) and ok
-    out = set()
+    small = set()
     for key in model.env_helpers:
         f = model.functions.get(key)
         if f is not None and f.body_lines <= ACCESSOR_BODY_LINES and deciding.get(key, True):
-            out.add(key)
-    return frozenset(out)
+            small.add(key)
+    # an accessor carries a read it makes, or one another accessor hands it: a small helper
+    # that only hands on a larger one's result carries nothing (that read is reported where
+    # it is made, `require_gathered_buffer()` returning `require_mlp_tp_gather() or ...`)
+    calls: dict[FuncKey, set[FuncKey]] = {key: set() for key in small}
+    for path, sites in model.edge_sites.items():
+        for site in sites:
+            if site.function is not None and (path, site.function) in calls:
+                calls[(path, site.function)].update(model.resolved_calls.get((path, site.line, site.end_line, site.callee), ()))
+    carrying = {key for key in small if key in deciding}
+    grown = True
+    while grown:
+        grown = False
+        for key in small - carrying:
+            if calls[key] & carrying:
+                carrying.add(key)
+                grown = True
+    return frozenset(carrying)
 
 
 def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...] | tuple[str | None, ...]) -> list[str]:
