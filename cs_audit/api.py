@@ -290,7 +290,7 @@ def _joins(facts: dict[str, FileFacts], rs: RuleSet, memo: ScanMemo | None, run:
         DuplicateGroup(name, tuple(DuplicateSite(path, f.line, f.qualname) for path, f in members))
         for name, members in duplicate_groups(model)
     )
-    joins = Joins(items, rs, model, findings, duplicates, package, hot_roots(model, rs), deployment(model, rs))
+    joins = Joins(items, rs, model, findings, duplicates, package, hot_roots(model, rs), deployment(model, rs, findings))
     if memo is not None:
         memo.joins = joins
     return joins

@@ -274,6 +274,27 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     assert "CUDA-graph replay runs none of it" in text
 
 
+EXAMPLE_TREE = {
+    "engine/config.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass ServeConfig:\n    enable_balancer: bool = False\n",
+    "engine/runner.py": (
+        "import os\n\nfrom engine.config import ServeConfig\n\n\n"
+        "class Runner:\n    def __init__(self, config: ServeConfig):\n        self.config = config\n\n"
+        "    def execute_model(self, batch):\n"
+        "        if self.config.enable_balancer:\n            total = batch.sum().item()\n"
+        "        if self.config.enable_balancer:\n            print(os.getenv('BALANCE_TRACE'))\n"
+        "        return batch\n"),
+}
+
+
+def test_the_example_of_a_default_is_a_finding_it_keeps_off_where_there_is_one(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path, EXAMPLE_TREE))
+    used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
+    # the sync the option guards is no finding (no debug switch): the env read it guards is
+    assert [(f["line"], f["switch"]) for f in report["findings"]] == [(14, "option:enable_balancer")]
+    assert used["enable_balancer"]["sites"] == 2
+    assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": 14}
+
+
 def test_a_stated_deployment_brings_the_code_it_turns_on_back(tmp_path: Path) -> None:
     files = _fixture()
     plain = _emitter_lines(_scan(write_tree(tmp_path / "plain", files)))

@@ -6,22 +6,28 @@ defaults it assumed)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.defaults import option_name
 from cs_audit.joins.gates import site_switches
 from cs_audit.joins.runs import reached, run_of
-from cs_audit.model import DefaultUsed, Deployment, Place
+from cs_audit.model import DefaultUsed, Deployment, Finding, Place
 from cs_audit.ruleset import EAGER, RuleSet
 
 
-def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
+def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) -> Deployment | None:
+    """The deployment audited and the defaults that decided gates; ``findings``: the audit's,
+    whose sites make the best examples of what a default keeps off."""
     defaults = rs.defaults
     if defaults is None:
         return None
+    reported = {(f.path, f.line) for f in findings if f.switch is not None}
     counts: Counter[str] = Counter()
-    first: dict[str, Place] = {}
-    sole: dict[str, Place] = {}
+    # the example a reader checks, the best first: a finding no other setting guards, a site no
+    # other setting guards, a finding, any site (a construction reached per step only through
+    # the feature's code may run at start-up by default)
+    example: dict[str, tuple[int, Place]] = {}
     for path, sites in model.fact_sites.items():
         for site in sites:
             if site.function is None or not reached(model, (path, site.function)):
@@ -29,11 +35,14 @@ def deployment(model: TreeModel, rs: RuleSet) -> Deployment | None:
             switch = run_of(model, path, site.function, site.gates, site, rs).switch
             if switch is not None and switch.kind == "option":
                 counts[switch.name] += 1
-                # the example a reader checks: a site no other setting guards, where there is one
-                if switch.name not in sole and site_switches(model, path, site.function, site.gates, rs) == [switch]:
-                    sole[switch.name] = Place(path, site.line)
-                first.setdefault(switch.name, Place(path, site.line))
-    first.update(sole)
+                found = example.get(switch.name)
+                if found is not None and found[0] == 0:
+                    continue
+                sole = site_switches(model, path, site.function, site.gates, rs) == [switch]
+                rank = (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
+                if found is None or rank < found[0]:
+                    example[switch.name] = (rank, Place(path, site.line))
+    first = {name: place for name, (_, place) in example.items()}
     replayed = [(path, site.line) for path, sites in model.fact_sites.items() for site in sites
                 if site.function is not None and (path, site.function) in model.replayed]
     stated = dict(defaults.options)
