@@ -1,5 +1,6 @@
 """``env-read-hot``: an env var read evaluated per call inside a hot function, where it is
-read, or at the hot call site of a helper that reads it (``via`` names the helper)."""
+read, or, for a small accessor that hands the read on, at its hot call sites (``via`` names
+the accessor): each read is reported once."""
 
 from __future__ import annotations
 

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cs_audit.joins.defaults import NOT_OPTION, value_gate
-from cs_audit.joins.host_data import DIRECT_CALLS, argument_position
+from cs_audit.joins.host_data import DIRECT_CALLS
 from cs_audit.joins.joined import CallEdge
 from cs_audit.joins.joined import JoinedModel as TreeModel
 from cs_audit.joins.named_calls import is_unresolved
-from cs_audit.joins.param_gates import none_reaches, passed_table, reaches, value_passed
+from cs_audit.joins.param_gates import call_value, none_reaches, passed_table
 from cs_audit.model import PARAM_FRESH, PARAM_TESTED, FileFacts, FuncKey, GateRef, closure_of
 
 #: the literals a function's tested parameters hold in one way of entering it, by parameter
@@ -64,10 +64,7 @@ class ArgumentTests:
         defaults = dict(function.const_defaults)
         bound: list[tuple[str, str]] = []
         for param in sorted(params):
-            default = defaults.get(param)
-            value = value_passed(values, function, param, edge.how, default)
-            if values is None and default is not None and not reaches(site.code, argument_position(function, param, edge.how), param):
-                value = f"lit:{default}"  # the call passes only values not known, none of them into it
+            value = call_value(values, function, param, edge.how, defaults.get(param), site.code)
             kind, _, text = (value or "").partition(":")
             if kind == "lit":
                 bound.append((param, text))

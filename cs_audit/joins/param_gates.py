@@ -88,10 +88,8 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     for path, caller, site, how in callers:
         if how not in DIRECT_CALLS:
             return NOT_OPTION
-        values = passed.get((path, site.line, site.end_line, site.callee.rpartition(".")[2]))
-        value = value_passed(values, function, param, how, default)
-        if values is None and default is not None and not reaches(site.code, argument_position(function, param, how), param):
-            value = f"lit:{default}"  # passes only values not known, none of them into it
+        value = call_value(passed.get((path, site.line, site.end_line, site.callee.rpartition(".")[2])),
+                           function, param, how, default, site.code)
         if value is None:
             return NOT_OPTION
         kind, _, text = value.partition(":")
@@ -119,7 +117,16 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     return SwitchRef("option", f"{function.name}({min(kept_off, key=by_text).name})")
 
 
-def value_passed(values: PassedValues | None, function: Any, param: str, how: str, default: str | None) -> str | None:
+def call_value(values: PassedValues | None, function: Any, param: str, how: str, default: str | None, code: str) -> str | None:
+    """What one call (``code``, its recorded ``values``) passes into ``param``, as
+    ``PassedValues``' text: the default's when it passes nothing that can reach it; None when
+    that is not known."""
+    if values is None and default is not None and not _reaches(code, argument_position(function, param, how), param):
+        return f"lit:{default}"  # passes only values not known, none of them into it
+    return _value_for(values, function, param, how, default)
+
+
+def _value_for(values: PassedValues | None, function: Any, param: str, how: str, default: str | None) -> str | None:
     """What one call passes into ``param`` (``PassedValues``' text); the default's when it
     passes nothing; None when that is not known."""
     if values is None:
@@ -160,7 +167,7 @@ def none_reaches(model: TreeModel, function: Any, param: str) -> bool:
     (a call whose code was cut short, or does not parse, may)."""
     # bound, the first argument lands after `self`: the fewest arguments that may reach it
     index = argument_position(function, param, "attribute")
-    return not any(reaches(site.code, index, param) for site in unresolved_sites(model, function.name))
+    return not any(_reaches(site.code, index, param) for site in unresolved_sites(model, function.name))
 
 
 def _reaches_parsed(call: ast.Call | None, position: int, param: str) -> bool:
@@ -169,8 +176,8 @@ def _reaches_parsed(call: ast.Call | None, position: int, param: str) -> bool:
         k.arg in (None, param) for k in call.keywords)
 
 
-def reaches(code: str, position: int, param: str) -> bool:
-    """Whether the call a call site's ``code`` holds may pass ``param`` (``reaches_parsed``)."""
+def _reaches(code: str, position: int, param: str) -> bool:
+    """Whether the call a call site's ``code`` holds may pass ``param`` (``_reaches_parsed``)."""
     return _reaches_parsed(_parsed_call(code), position, param)
 
 

@@ -228,12 +228,12 @@ def propagate(model: Joined, rs: RuleSet) -> None:
                     continue
                 if edge.callee in roots:
                     continue  # a root's frequency is declared (an event loop calls `step` per step)
-                if context and tests is not None and tests.closes(key, context, edge.site.gates):
+                entered = _through(tests, key, context, edge)
+                if entered is None:
                     continue
                 new = at
                 if edge.site.loop_depth > 0:
                     new = rs.in_loop(new, edge.site.loop_iter)
-                entered = tests.entered(edge, edge.callee, context) if tests is not None and edge.callee in tests.tested else EMPTY
                 state = (edge.callee, entered)
                 if rank(new) > rank(states.get(state)):
                     states[state] = new
@@ -242,12 +242,15 @@ def propagate(model: Joined, rs: RuleSet) -> None:
 
     tables = []
     rank = rs.frequencies.rank
+    closed_any: set[int] = set()
     for only_ungated in (True, False):
         seeds = default_roots if only_ungated else roots
         every_time_states = run(plain_edges, only_ungated)
         every_time, every_time_contexts = _by_function(every_time_states, tests, rank)
         would_be, would_be_contexts = _by_function(run(out_edges, only_ungated), tests, rank)
-        closed = _closed_edges(out_edges, would_be_contexts, tests)
+        if not only_ungated:
+            # calls no context of their caller lets run enter nothing through a switch either
+            closed_any = _closed_edges(out_edges, would_be_contexts, tests)
         if replays:
             # a chain from a root the replay leaves in Python first: the one a decoding step runs
             via = _shortest_chains({k: v for k, v in seeds.items() if k not in replayed_roots}, plain_edges, only_ungated,
@@ -290,7 +293,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
     while work:
         key = work.pop()
         for edge in out_edges.get(key, ()):
-            if edge.callee in model.freq_default or id(edge) in closed:
+            if edge.callee in model.freq_default or id(edge) in closed_any:
                 continue
             incoming: set[SwitchRef] = set()
             if edge.switch is not None:
@@ -363,9 +366,9 @@ def _demote(every_time: States, out_edges: dict[FuncKey, list[Edge]], demotions:
                 callee = edge.callee
                 if (only_ungated and edge.switch is not None) or callee in roots:
                     continue
-                if context and tests is not None and tests.closes(key, context, edge.site.gates):
+                entered = _through(tests, key, context, edge)
+                if entered is None:
                     continue
-                entered = tests.entered(edge, callee, context) if tests is not None and callee in tests.tested else EMPTY
                 target = (callee, entered)
                 if target in every_time or target in demoted_states:
                     continue
@@ -384,6 +387,16 @@ def _demote(every_time: States, out_edges: dict[FuncKey, list[Edge]], demotions:
                 following.append(target)
         frontier = following
     return demoted
+
+
+def _through(tests: ArgumentTests | None, key: FuncKey, context: Context, edge: Edge) -> Context | None:
+    """The context ``edge`` enters its callee in from ``key`` entered in ``context``; None when
+    that context keeps the call off."""
+    if tests is None:
+        return EMPTY
+    if context and tests.closes(key, context, edge.site.gates):
+        return None
+    return tests.entered(edge, edge.callee, context) if edge.callee in tests.tested else EMPTY
 
 
 def _state_order(state: tuple[FuncKey, Context]) -> tuple[FuncKey, list[tuple[str, str]]]:
@@ -410,10 +423,8 @@ def _shortest_chains(roots: dict[FuncKey, FrequencyName], out_edges: dict[FuncKe
                 if only_ungated and edge.switch is not None:
                     continue
                 callee = edge.callee
-                if callee in stop or (context and tests is not None and tests.closes(key, context, edge.site.gates)):
-                    continue
-                entered = tests.entered(edge, callee, context) if tests is not None and callee in tests.tested else EMPTY
-                if (callee, entered) in seen:
+                entered = None if callee in stop else _through(tests, key, context, edge)
+                if entered is None or (callee, entered) in seen:
                     continue
                 seen.add((callee, entered))
                 closed = tests.closed_count(callee, entered) if tests is not None else 0

@@ -64,22 +64,24 @@ def frequency(model: TreeModel, key: FuncKey | None, fact: Fact | None, rs: Rule
     freq = table.get(key)
     if freq is None:
         return ONCE if is_once_function(model.functions.get(key), rs) else UNKNOWN
-    if fact is not None and fact.gates and key in model.argument_freq_any:
-        freq = _opened(model, key, fact.gates, rs, default_only)
-        if freq is None:
+    if fact is not None and fact.gates:
+        opened = _opened(model, key, fact.gates, rs, default_only, freq)
+        if opened is None:
             return UNKNOWN  # every call a hot root makes of it hands a literal that keeps it off
+        freq = opened
     if fact is not None and fact.loop_depth > 0:
         freq = rs.in_loop(freq, fact.loop_iter)
     return freq
 
 
-def _opened(model: TreeModel, key: FuncKey, gates: tuple[GateRef, ...], rs: RuleSet, default_only: bool) -> FrequencyName | None:
-    """How often code of ``key`` under ``gates`` runs: in the contexts hot roots enter ``key``
-    in that do not keep it off (``joins.arguments``); None when none does."""
+def _opened(model: TreeModel, key: FuncKey, gates: tuple[GateRef, ...], rs: RuleSet, default_only: bool,
+            freq: FrequencyName) -> FrequencyName | None:
+    """How often code of ``key`` (which runs at ``freq``) under ``gates`` runs: in the contexts
+    hot roots enter ``key`` in that do not keep it off (``joins.arguments``); None when none does."""
     tests = model.argument_tests
     contexts = (model.argument_freq_default if default_only else model.argument_freq_any).get(key)
     if tests is None or not contexts:
-        return (model.freq_default if default_only else model.freq_any).get(key)
+        return freq
     opened = [freq for context, freq in contexts.items() if not tests.closes(key, context, gates)]
     return rs.frequencies.most_often(opened) if opened else None
 
@@ -92,11 +94,11 @@ def argument_switch(model: TreeModel, key: FuncKey, gates: tuple[GateRef, ...]) 
     contexts = model.argument_freq_default.get(key)
     if tests is None or not contexts:
         return None
-    params = [tests.closing(key, context, gates) for context in contexts]
-    if not all(params):
+    params = [param for context in contexts if (param := tests.closing(key, context, gates)) is not None]
+    if len(params) < len(contexts):
         return None
     function = model.functions.get(key)
-    return SwitchRef("option", f"{function.name if function is not None else key[1]}({min(p for p in params if p)})")
+    return SwitchRef("option", f"{function.name if function is not None else key[1]}({min(params)})")
 
 
 def reached(model: TreeModel, key: FuncKey | None) -> bool:
