@@ -479,8 +479,16 @@ class FileFacts:
     #: (line of the call, option) of each start-up resolution by a call in a function or under
     #: an `if` (``extract.options.start_up_resolutions``): it happens only when that call runs
     conditional_resolutions: tuple[tuple[int, str], ...] = ()
-    #: the attribute names it assigns on `self` (an option name one of them is, is ambiguous)
+    #: (line of the call, `option=literal`, the gates under which that literal is the value) of
+    #: each literal a function stores into a table it hands to an override at start-up
+    #: (``extract.gates.GateReader.table_resolutions``): the values start-up may give the option
+    table_resolutions: tuple[tuple[int, str, tuple[GateRef, ...]], ...] = ()
+    #: the attribute names it assigns on `self` (``joins.attributes``)
     own_attributes: tuple[str, ...] = ()
+    #: `Class.attr` of those its methods assign other than as a copy of the same-named
+    #: attribute of another object (`self.x = cfg.x`): an option name one of them is, is
+    #: ambiguous, except on a receiver typed as none of those classes
+    own_state: tuple[str, ...] = ()
     #: the attribute names it assigns on objects other than `self` (`pool.window = w`): such
     #: an attribute is not decided by its class's own assignments (``joins.attributes``)
     foreign_attributes: tuple[str, ...] = ()

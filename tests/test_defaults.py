@@ -43,7 +43,7 @@ def test_the_annotated_defaults_agree_with_the_report() -> None:
 
 
 def test_without_the_option_gates_every_option_shape_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gates_module, "option_gate", lambda *a: NOT_OPTION)
+    monkeypatch.setattr(gates_module, "option_gate", lambda *a, **k: NOT_OPTION)
     problems = check_annotations(_fixture())
     unexpected = {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
     for text in ('"rebalanced', '"balancer copy', '"no prefix reuse', '"fp8 cache', '"watched', '"traced',
@@ -95,11 +95,15 @@ def test_conditional_resolutions_are_the_calls_in_functions() -> None:
 
 def test_without_negated_names_the_branch_a_true_by_default_name_skips_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gates_module, "_negated_name_gate", lambda *a: None)
-    problems = " ".join(check_annotations(_fixture()))
-    no_overlap, unfused = _line('"no overlap'), _line('"unfused')
-    assert f"toyserve/defaults.py:{no_overlap}: unexpected default-on-emitter" in problems
     # a name some method sets False is never known to hold: its `not` branch stays reported
-    assert f"toyserve/defaults.py:{unfused}:" not in problems
+    _only_newly_reported('"no overlap', '"unfused')
+
+
+def _only_newly_reported(reported: str, unchanged: str) -> None:
+    """The fixture's line holding ``reported`` is now an unexpected finding; ``unchanged``'s agrees as before."""
+    problems = " ".join(check_annotations(_fixture()))
+    assert f"toyserve/defaults.py:{_line(reported)}: unexpected default-on-emitter" in problems
+    assert f"toyserve/defaults.py:{_line(unchanged)}:" not in problems
 
 
 def test_a_call_an_option_keeps_off_hands_its_argument_to_no_default_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,7 +203,7 @@ def test_without_enum_members_a_role_compared_with_one_is_reported(monkeypatch: 
 
 
 def test_without_ambiguous_names_a_step_result_is_taken_for_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(python_module, "own_attributes", lambda text: ())
+    monkeypatch.setattr(index_module._Indexer, "own_state", lambda self: ())
     problems = check_annotations(_fixture())
     line = _line('"result %d')
     assert f"toyserve/defaults.py:{line}: missing default-on-emitter" in " ".join(problems)
@@ -216,6 +220,29 @@ def _scan(root: Path, *extra: str) -> dict:
     result = runner.invoke(app, ["scan", str(root), "-f", "json", "--no-cache", "--no-history", "-j", "1", *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+FACTORY_TREE = {
+    "engine/config.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass ServeConfig:\n    enable_spill: bool = False\n",
+    "engine/runner.py": (
+        "import os\n\nfrom engine.config import ServeConfig\n\n\n"
+        "class Writer:\n    def spill(self, n):\n        print(os.getenv('SPILL_TRACE'), n)\n\n\n"
+        "class Factory:\n    def build(self):\n        return Writer()\n\n\n"
+        "def attach(config: ServeConfig):\n    if config.enable_spill:\n        return Factory().build()\n    return None\n\n\n"
+        "class Runner:\n    def __init__(self, config: ServeConfig):\n        self.writer: Writer = attach(config)\n\n"
+        "    def execute_model(self, batch):\n        self.writer.spill(len(batch))\n        return batch\n"),
+    # a test calls a `build` the graph cannot resolve: not a caller in the deployment
+    "tests/test_plan.py": "def test_plan(plan):\n    assert plan.build() is not None\n",
+}
+
+
+def test_a_call_a_test_makes_is_no_unseen_caller_of_a_builder(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path / "t", FACTORY_TREE))
+    assert [f["switch"] for f in report["findings"] if f["rule"] == "env-read-hot"] == ["option:enable_spill"]
+    # the same unresolved call in the engine's own code may be the builder's caller: the writer is built by default
+    files = {**FACTORY_TREE, "engine/plan.py": FACTORY_TREE["tests/test_plan.py"].replace("test_plan", "run_plan")}
+    report = _scan(write_tree(tmp_path / "u", files))
+    assert [f["switch"] for f in report["findings"] if f["rule"] == "env-read-hot"] == [None]
 
 
 def _emitter_lines(report: dict) -> set[int]:
@@ -394,6 +421,45 @@ def test_an_option_start_up_sets_only_to_its_default_is_still_judged_by_it() -> 
     for value, reported in (("False", False), ("True", True)):
         source = FIXTURE.read_text() + f'\n\ndef _resolve(config):\n    declare_resolution(config, "x", enable_balancer={value})\n'
         assert (problem in " ".join(check_annotations({"toyserve/defaults.py": source}))) is reported, value
+
+
+def _index(source: str):
+    return index_module.index_module(ast.parse(source), source, "pkg/start.py", load_ruleset())
+
+
+def test_literals_stored_into_a_table_for_an_override_are_the_values_start_up_may_set() -> None:
+    found = {entry: gates for line, entry, gates in _index(FIXTURE.read_text()).table_resolutions}
+    assert set(found) == {"retraction_backup='host_pool'", "retraction_backup='cpu_tensor'"}
+    # each literal under the test of the conditional expression that picks it
+    assert [g.args for g in found["retraction_backup='host_pool'"] if "serving_role" in g.ref] == [("operand", "cmp:==:'decode'")]
+    assert [g.args for g in found["retraction_backup='cpu_tensor'"] if "serving_role" in g.ref] == [("operand", "cmp:!=:'decode'")]
+    # a key stored anything but literals (or the option handed on) gives none; nor does a table no override takes
+    source = ('def resolve(cfg):\n    fields = {"mode": "a"}\n    fields["size"] = compute()\n    fields["size"] = 2\n'
+              '    fields["kept"] = cfg.kept\n    other = {}\n    other["role"] = "b"\n    apply_overrides(**fields)\n')
+    assert [entry for _, entry, _ in _index(source).table_resolutions] == ["mode='a'"]
+
+
+def test_without_table_resolutions_a_comparison_with_an_unset_option_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module._Indexer, "table_resolutions", lambda self: ())
+    _only_newly_reported('"host pool backup', '"cpu tensor backup')
+
+
+def test_a_start_up_literal_off_by_default_leaves_the_option_unset_or_its_other_values(tmp_path: Path) -> None:
+    report = _scan(write_tree(tmp_path / "t", _fixture()))
+    used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
+    assert used["retraction_backup=='host_pool'"]["value"] == "None, or 'cpu_tensor' at start-up"
+
+
+def test_own_state_is_an_attribute_not_copied_from_another_objects_same_name() -> None:
+    source = ('class A:\n    def __init__(self, cfg, output):\n        self.enable_x = cfg.enable_x\n'
+              '        self.output = output\n        self.mode = get_cfg().mode\n        self.size = cfg.other\n')
+    assert _index(source).own_state == ("A.output", "A.size")
+
+
+def test_without_typed_receivers_a_context_handed_an_ambiguous_option_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "held_by_no_own_state", lambda *a: False)
+    # the step's own state of that name is reported either way
+    _only_newly_reported('"context output', '"result %d')
 
 
 def test_command_line_arguments() -> None:

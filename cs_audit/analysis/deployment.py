@@ -61,7 +61,9 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
         else:
             where = model.options.where(name)
             if where is not None:
-                used.append(DefaultUsed(option, where.value, where.path, where.line, count, first[option]))
+                also = sorted(map(repr, model.options.start_up.get(name, ())))
+                value = f"{where.value}, or {' or '.join(also)} at start-up" if also else where.value
+                used.append(DefaultUsed(option, value, where.path, where.line, count, first[option]))
     used.sort(key=lambda d: (-d.sites, d.switch))
     return Deployment(defaults.platform, defaults.stated, tuple((k, repr(v)) for k, v in defaults.options),
                       tuple(sorted(defaults.env)), tuple(used), defaults.models,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
@@ -152,6 +153,10 @@ class _GateGroup:
     refs: list[GateRef] | None = None
 
 
+#: deepest chain of locals and conditional expressions ``table_resolutions`` follows
+_MAX_LITERAL_DEPTH = 4
+#: longest literal it keeps (a long string is no setting's value)
+_MAX_LITERAL_CHARS = 80
 #: the values of a module name that may stand for a switch (a call, a test of one)
 _SWITCH_VALUES = frozenset({ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp})
 
@@ -179,6 +184,11 @@ class GateReader(IndexState):
         self.assignments: list[tuple[Scope | None, str, ast.expr, tuple[_GateGroup, ...]]] = []
         #: literals a compared value is "off" at (`x == "0"`, `x is None`)
         self.off_literals = rs.off_values | {"None", "False"}
+        #: (scope, table, key, value, the gate groups around it) of each string-key store into
+        #: a local table (`fields["x"] = v`), and (scope, table, line) of each call handing a
+        #: local table to an override (`ctx.override(source, **fields)`): ``table_resolutions``
+        self.table_stores: list[tuple[Scope, str, str, ast.expr, tuple[_GateGroup, ...]]] = []
+        self.override_calls: list[tuple[Scope, str, int]] = []
 
     # ------------------------------------------------------------ the gates around the statement
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -310,6 +320,75 @@ class GateReader(IndexState):
             out.append((scope.qualname if scope else None, stored, refs + self._condition_refs(groups)))
         self.function = saved
         return tuple(out)
+
+    def table_resolutions(self) -> tuple[tuple[int, str, tuple[GateRef, ...]], ...]:
+        """(line of the override call, `option=literal`, the gates under which that value is the
+        one stored) of each literal a function stores by key into a table it hands to an override
+        at start-up (`backend = "a" if cfg.mode == "x" else "b"`; `fields["backend"] = backend`;
+        `get_context().override(source, **fields)`). A key any store of which is not such a
+        literal (nor the same-named value handed on) gives none: its value is not known."""
+        out: list[tuple[int, str, tuple[GateRef, ...]]] = []
+        saved = self.function
+        for scope, table, line in self.override_calls:
+            self.function = scope
+            by_key: dict[str, list[tuple[str, tuple[GateRef, ...]]] | None] = {}
+            for key, value, groups in self._table_entries(scope, table):
+                known = by_key.get(key, [])
+                if known is not None:
+                    found = self._literals(scope, key, value, self._condition_refs(groups), 0)
+                    by_key[key] = None if found is None else known + found
+            out.extend((line, f"{key}={literal}", gates) for key, found in by_key.items() for literal, gates in found or ())
+        self.function = saved
+        return tuple(dict.fromkeys(out))
+
+    def _table_entries(self, scope: Scope, table: str) -> Iterator[tuple[str, ast.expr, tuple[_GateGroup, ...]]]:
+        """(key, value, the gate groups around the store) of each string-key store into ``table``."""
+        for owner, name, key, value, groups in self.table_stores:
+            if owner is scope and name == table:
+                yield key, value, groups
+        for assigned_in, name, value, groups in self.assignments:
+            if assigned_in is scope and name == table and isinstance(value, ast.Dict):
+                for item_key, item in zip(value.keys, value.values):
+                    if isinstance(item_key, ast.Constant) and isinstance(item_key.value, str):
+                        yield item_key.value, item, groups
+
+    def _literals(self, scope: Scope, key: str, value: ast.expr, gates: tuple[GateRef, ...], depth: int,
+                  ) -> list[tuple[str, tuple[GateRef, ...]]] | None:
+        """The literals ``value`` may be, each with the gates under which it is; None when it may
+        be something else. A local is what its assignments in the function are."""
+        if isinstance(value, ast.Constant):
+            text = repr(value.value)
+            return [(text, gates)] if len(text) <= _MAX_LITERAL_CHARS else None
+        if isinstance(value, ast.IfExp):
+            body = self._literals(scope, key, value.body, (*gates, *self.gate_refs(value.test, True)), depth + 1)
+            orelse = self._literals(scope, key, value.orelse, (*gates, *self.gate_refs(value.test, False)), depth + 1)
+            return None if body is None or orelse is None else body + orelse
+        if isinstance(value, ast.Attribute) and value.attr == key:
+            return []  # the option's own value handed on: no other value
+        if not isinstance(value, ast.Name) or depth >= _MAX_LITERAL_DEPTH or value.id in scope.params:
+            return None
+        assigned = [(v, groups) for owner, target, v, groups in self.assignments if owner is scope and target == value.id]
+        found: list[tuple[str, tuple[GateRef, ...]]] = []
+        for v, groups in assigned:
+            values = self._literals(scope, key, v, (*gates, *self._condition_refs(groups)), depth + 1)
+            if values is None:
+                return None
+            found.extend(values)
+        return found if assigned else None
+
+    def own_state(self) -> tuple[str, ...]:
+        """`Class.attr` of each attribute a method assigns on `self` other than as a copy of the
+        same-named attribute of another object (`self.enable_x = cfg.enable_x` keeps an option's
+        value; `self.output = output` is whatever the caller hands), sorted."""
+        out = set()
+        for scope, name, value, _ in self.assignments:
+            if scope is None or not name.startswith("self.") or "." not in scope.qualname:
+                continue
+            attr = name[5:]
+            if isinstance(value, ast.Attribute) and value.attr == attr and raw_dotted(value.value) != "self":
+                continue
+            out.add(f"{scope.qualname.rsplit('.', 1)[0]}.{attr}")
+        return tuple(sorted(out))
 
     def falsy_names(self) -> tuple[tuple[str | None, str], ...]:
         """(function, name as ``derived`` stores it) of each assignment of a falsy constant

@@ -116,6 +116,10 @@ class ModuleIndex:
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     #: (function, name, gates of the value) of the assignments to names a gate tests
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
+    #: (line, `option=literal`, gates) of the literals stored into tables handed to an override
+    table_resolutions: tuple[tuple[int, str, tuple[GateRef, ...]], ...] = ()
+    #: `Class.attr` of the attributes its methods keep as their own state (``own_state``)
+    own_state: tuple[str, ...] = ()
     falsy_names: tuple[tuple[str | None, str], ...] = ()
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
@@ -666,6 +670,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
             return
         # env reads and writes always hold a token (`environ`, `getenv`, `envs.`, an alias)
         has_tokens = self._has_tokens(node)
+        if self.function is not None:
+            self._note_table(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets: list[ast.expr] = node.targets if isinstance(node, ast.Assign) else [node.target]
             self._note_assign(targets, node.value)
@@ -726,6 +732,26 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                         scope.rebound = scope.rebound | {name}
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
         self._read_context = ""
+
+    def _note_table(self, node: ast.stmt) -> None:
+        """A string-key store into a local table (`fields["x"] = v`), or a call handing a
+        local table to an override (`ctx.override(source, **fields)`): ``table_resolutions``."""
+        scope = self.function
+        cls = node.__class__
+        if cls is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
+            target = node.targets[0]  # type: ignore[attr-defined]
+            if (target.__class__ is ast.Subscript and target.value.__class__ is ast.Name
+                    and target.slice.__class__ is ast.Constant and isinstance(target.slice.value, str)):
+                self.table_stores.append((scope, target.value.id, target.slice.value, node.value,  # type: ignore[arg-type, attr-defined]
+                                          tuple(self.gate_groups)))
+        elif cls is ast.Expr and node.value.__class__ is ast.Call:  # type: ignore[attr-defined]
+            call = node.value  # type: ignore[attr-defined]
+            func = call.func
+            last = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
+            if "override" in last.lower():
+                for keyword in call.keywords:
+                    if keyword.arg is None and keyword.value.__class__ is ast.Name:
+                        self.override_calls.append((scope, keyword.value.id, call.lineno))  # type: ignore[arg-type]
 
     def _note_message(self, node: ast.stmt, name: str, value: ast.expr) -> None:
         """`msg = f"step {i}"`: a formatted string in a local, kept until the function's end
@@ -832,6 +858,8 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
             if f.qualname in blocks else f for f in indexer.functions]
     snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
     derived = indexer.derived()
+    table_resolutions = indexer.table_resolutions() if indexer.override_calls else ()
+    own_state = indexer.own_state()
     messages = tuple(replace(m, path_kind=kind, path_reason=reason) if contexts else m
                      for m, contexts in indexer.built_messages
                      for kind, reason in (resolve(contexts, incremented) if contexts else ("normal", ""),))
@@ -862,6 +890,8 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         whiles=tuple(indexer.whiles),
         wrapped=indexer.wrapped(),
         derived=derived,
+        table_resolutions=table_resolutions,
+        own_state=own_state,
         falsy_names=indexer.falsy_names(),
         path_values=path_values,
     )

@@ -168,7 +168,9 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         options=(options := declared_options(tree, text, path, rs.defaults) + _registry_defaults(tree, text, path, rs)),
         foreign_stores=(worked_out := _worked_out(tree, text, path, options, rs))[0],
         conditional_resolutions=worked_out[1],
+        table_resolutions=index.table_resolutions if rs.defaults is not None else (),
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
+        own_state=index.own_state if rs.defaults is not None else (),
         foreign_attributes=foreign_stores(text) if rs.defaults is not None else (),
     )
 

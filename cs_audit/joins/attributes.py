@@ -65,6 +65,27 @@ def receiver_attribute_switch(model: Typed, types: Types, path: str, function: s
     return (min(found, key=by_text), True) if found else (None, False)
 
 
+def held_by_no_own_state(model: Typed, types: Types, path: str, function: str | None, ref: str) -> bool:
+    """Whether ``ref``, `<receiver>.<attr>`, is typed as instances of classes none of whose
+    family sets ``attr`` as its own state (``FileFacts.own_state``): a context object
+    handed the option (`ctx: BuildContext` with a field `enable_x`), not one of the classes
+    that make the option's name ambiguous."""
+    receiver, _, attr = ref.rpartition(".")
+    if not receiver or receiver == "self" or "(" in receiver or "[" in receiver:
+        return False
+    types.begin()
+    values = types.dotted(path, function, receiver)
+    if not values or any(value[0] != "i" for value in values):
+        return False
+    for value in values:
+        cls: ClassKey = value[1]
+        for c in {*types.mro(cls), *types.subclasses(cls)}:
+            ff = model.facts.get(c[0])
+            if ff is None or f"{c[1]}.{attr}" in ff.own_state:
+                return False
+    return True
+
+
 def _foreign(model: Typed, ignored: Callable[[str], object] | None) -> frozenset[str]:
     names = model.foreign_attributes
     if names is None:

@@ -135,8 +135,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     def switch_of(path: str, function: str | None, gates: tuple[GateRef, ...]) -> SwitchRef | None:
         return site_switch(model, path, function, gates, rs)
 
+    ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
+
     def unresolved(name: str) -> bool:
-        return is_unresolved(model, name)
+        # a call a test makes is no caller in the deployment, as a construction in one is none
+        return is_unresolved(model, name, ignored)
 
     def later(key: FuncKey) -> list[NamedCall]:
         return callers_on_demand(model, key)
@@ -204,10 +207,11 @@ def _option_table(facts: dict[str, FileFacts], conditional: Iterable[str] | None
     """The options of the tree with what start-up works out of them: every resolution by a call
     in a function (``FileFacts.conditional_resolutions``), or those of ``conditional``."""
     if conditional is None:
-        conditional = (entry for ff in facts.values() for _, entry in ff.conditional_resolutions)
+        conditional = (*(entry for ff in facts.values() for _, entry in ff.conditional_resolutions),
+                       *(entry for ff in facts.values() for _, entry, _ in ff.table_resolutions))
     return OptionTable.of((o for ff in facts.values() for o in ff.options),
                           (*(n for ff in facts.values() for n in ff.foreign_stores), *conditional),
-                          (n for ff in facts.values() for n in ff.own_attributes))
+                          (n.rpartition(".")[2] for ff in facts.values() for n in ff.own_state))
 
 
 def _raw_edges(facts: dict[str, FileFacts], by_file: dict[str, FileResolutions], targets: list[FuncKey],

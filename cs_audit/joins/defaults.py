@@ -32,6 +32,9 @@ class OptionTable:
     ambiguous: frozenset[str] = frozenset()
     #: env var -> the value its registry's getter gives when it is unset (``registry_defaults``)
     env: dict[str, object] = field(default_factory=dict)
+    #: option declared None -> the literals start-up may set it to instead (every value it is
+    #: worked out to at start-up by default is such a literal)
+    start_up: dict[str, frozenset] = field(default_factory=dict)
     _values: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -52,14 +55,25 @@ class OptionTable:
         for option in options:
             if not option.copied and option.name not in worked_out:
                 declared[option.name].append(option)
+        start_up: dict[str, frozenset] = {}
         for name, literals in set_to.items():
-            if name in declared and not _all_the_default(literals, _agreed(declared[name])):
+            if name not in declared:
+                continue
+            default = _agreed(declared[name])
+            if _all_the_default(literals, default):
+                continue
+            values = _literal_values(literals) if default is None else None
+            if values is None:
                 del declared[name]
+            else:
+                # left unset until start-up sets one of these: each may be the value
+                start_up[name] = values
         owned = set(own)
         env = {name: _agreed(found) for name, found in declared.items() if any(o.owner == "env" for o in found)}
         return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()
                     if not any(o.owner == "env" for o in found)},
-                   frozenset(name for name in declared if name in owned), {k: v for k, v in env.items() if v is not _UNKNOWN})
+                   frozenset(name for name in declared if name in owned), {k: v for k, v in env.items() if v is not _UNKNOWN},
+                   start_up)
 
     def default(self, name: str) -> object:
         """The default of ``name`` when every declaration states the same one; ``_UNKNOWN``
@@ -73,6 +87,20 @@ class OptionTable:
         """The first declaration of ``name`` (what a report cites)."""
         found = self.declared.get(name)
         return found[0] if found else None
+
+
+def _literal_values(literals: set[str]) -> frozenset | None:
+    """The values of ``literals`` other than None; None when one is no hashable literal."""
+    values = set()
+    for literal in literals:
+        try:
+            value = ast.literal_eval(literal)
+            hash(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+        if value is not None:
+            values.add(value)
+    return frozenset(values)
 
 
 def _all_the_default(literals: set[str], default: object) -> bool:
@@ -140,9 +168,10 @@ def _feature_gate(table: OptionTable, defaults: Defaults, gate: GateRef) -> Swit
     return SwitchRef("option", f"feature={feature}") if needs_it and feature not in defaults.features else None
 
 
-def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) -> SwitchRef | None:
+def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef, typed: bool = False) -> SwitchRef | None:
     """The option switch ``gate`` stands for in the deployment; None when the deployment's
-    values let the guarded code run; ``NOT_OPTION`` when the gate tests no option."""
+    values let the guarded code run; ``NOT_OPTION`` when the gate tests no option.
+    ``typed``: the receiver is known to be none of the classes that make the name ambiguous."""
     if defaults is None or gate.kind not in ("name", "call") or not gate.ref:
         return NOT_OPTION
     compared = _comparison(gate)
@@ -163,7 +192,7 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     if receiver == "self" or "operand" in gate.args and compared is None:
         return NOT_OPTION  # an attribute of the object itself: its assignments decide
     settings = _settings_receiver(defaults, receiver)
-    if name in table.ambiguous and not settings:
+    if name in table.ambiguous and not settings and not typed:
         return NOT_OPTION  # a name other classes use for their own state, on a receiver that is no settings
     stated = dict(defaults.options)
     if compared is not None and compared[0] in ("==", "!=") and name not in stated and settings:
@@ -177,6 +206,11 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef) ->
     value = stated[name] if name in stated else table.default(name)
     if value is _UNKNOWN:
         return NOT_OPTION
+    also = table.start_up.get(name) if name not in stated else None
+    if also:
+        # unset, or one of the literals start-up sets: judged when every value agrees
+        answers = {value_gate(name, v, gate, start_up=True) for v in (value, *also)}
+        return answers.pop() if len(answers) == 1 else NOT_OPTION
     return value_gate(name, value, gate)
 
 
@@ -186,13 +220,14 @@ def _settings_receiver(defaults: Defaults, receiver: str) -> bool:
     return bool(defaults.receivers.search(receiver.rsplit(".", 1)[-1])) or "()" in receiver
 
 
-def value_gate(name: str, value: object, gate: GateRef) -> SwitchRef | None:
+def value_gate(name: str, value: object, gate: GateRef, start_up: bool = False) -> SwitchRef | None:
     """The switch named ``name`` when ``value`` keeps the code ``gate`` guards off; None when
-    it lets it run; ``NOT_OPTION`` when the test cannot be judged on it."""
+    it lets it run; ``NOT_OPTION`` when the test cannot be judged on it. ``start_up``: the
+    values start-up sets the option to are known, so None is one value among them."""
     compared = _comparison(gate)
     if compared is not None:
         op, literal = compared
-        if value is None and literal is not None:
+        if value is None and literal is not None and not start_up:
             return NOT_OPTION  # unset until start-up fills it in (`tp_rank == 0`): no default to judge by
         if op in _ORDERINGS:
             if type(value) not in (int, float) or type(value) is bool:
@@ -213,7 +248,7 @@ def _wrapped_option(table: OptionTable, defaults: Defaults | None, reads: list[s
     if defaults is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
         return None
     receiver, name = reads[0].rsplit(".", 1)
-    if receiver == "self" or name in table.ambiguous and not _settings_receiver(defaults, receiver):
+    if receiver == "self" or name in table.ambiguous and not _settings_receiver(defaults, receiver) or name in table.start_up:
         return None
     stated = dict(defaults.options)
     return name, stated[name] if name in stated else table.default(name)

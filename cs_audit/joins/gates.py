@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from cs_audit.joins.attributes import receiver_attribute_switch
+from cs_audit.joins.attributes import held_by_no_own_state, receiver_attribute_switch
 from cs_audit.joins.defaults import (
     NOT_OPTION,
     member_comparison,
@@ -104,6 +104,11 @@ def _exported(model: TreeModel, ref: str) -> list[tuple[str, str]]:
 
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     option = option_gate(model.options, rs.defaults, gate)
+    if option is NOT_OPTION and gate.kind == "name" and gate.ref.rpartition(".")[2] in model.options.ambiguous and (
+            held_by_no_own_state(model, model.resolver.types, path, closure_of(gate) or function, gate.ref)):
+        # an option's name on an object typed as none of the classes that keep their own state
+        # under it (`ctx.enable_x` on a build context handed the option)
+        option = option_gate(model.options, rs.defaults, gate, typed=True)
     if option is not NOT_OPTION:
         return option
     if gate.kind == "name" and model.wrapped:
@@ -432,12 +437,15 @@ def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
     kept: list[str] = []
     dropped = False
     for path, ff in model.facts.items():
-        if not ff.conditional_resolutions:
+        if not ff.conditional_resolutions and not ff.table_resolutions:
             continue
         calls = {site.line: site for site in ff.calls}
-        for line, entry in ff.conditional_resolutions:
+        # a literal stored into a table for an override is the value under its own gates too
+        for line, entry, gates in (*((line, entry, ()) for line, entry in ff.conditional_resolutions), *ff.table_resolutions):
             site = calls.get(line)
-            if site is not None and site.gates and gate_switches(model, path, site.function, site.gates, rs):
+            function = site.function if site is not None else None
+            gates = (*(site.gates if site is not None else ()), *gates)
+            if gates and gate_switches(model, path, function, gates, rs):
                 dropped = True
             else:
                 kept.append(entry)
@@ -546,6 +554,7 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
         [(functions[key].params, functions[key].param_defaults) for key, _ in helpers],
         sorted(model.constants.items()),
         sorted((name, [o.value for o in found]) for name, found in model.options.declared.items()), sorted(model.options.ambiguous),
+        sorted((name, sorted(map(repr, values))) for name, values in model.options.start_up.items()),
         sorted((k, repr(v)) for k, v in model.options.env.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogateescape") + b"\0")

@@ -10,6 +10,8 @@ typing would type them, so a scan and ``why`` answer alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cs_audit.joins.joined import JoinedModel
 from cs_audit.model import HANDED, CallSite, FuncKey, PlainCall
 
@@ -58,9 +60,12 @@ def unresolved_sites(model: JoinedModel, name: str) -> list[CallSite | PlainCall
     return [site for path, site in left if _site_key(path, site) not in landed]
 
 
-def is_unresolved(model: JoinedModel, name: str) -> bool:
-    """Whether some call named ``name`` lands in no function of the tree (``unresolved_sites``)."""
+def is_unresolved(model: JoinedModel, name: str, ignored: Callable[[str], object] | None = None) -> bool:
+    """Whether some call named ``name`` lands in no function of the tree (``unresolved_sites``),
+    outside the files ``ignored`` holds (tests, which the deployment does not run)."""
     left, landed = _left_and_landed(model, name)
+    if ignored is not None:
+        left = [(path, site) for path, site in left if not ignored(path)]
     return bool(left) and (not landed or any(_site_key(path, site) not in landed for path, site in left))
 
 
