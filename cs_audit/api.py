@@ -29,7 +29,7 @@ from cs_audit.config import (
 from cs_audit.extract.discover import discover, discover_tree, display_path, git_head, outside_git_dir
 from cs_audit.incremental import cache
 from cs_audit.records import record
-from cs_audit.ruleset import EAGER, RuleDataError, RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
+from cs_audit.ruleset import CONTROL_REQUESTS, EAGER, RuleDataError, RuleSet, extend_rule_texts, load_ruleset, read_rule_texts
 from cs_audit.sources import FileError, IgnoredFolder, Repository, SourceFile
 
 if TYPE_CHECKING:
@@ -335,7 +335,8 @@ def prepare_ruleset(config: AuditConfig, rs: RuleSet | None = None) -> RuleSet:
         if platform is not None and platform not in known:
             raise ConfigError(f"{config.config_source}: deployment.platform {platform!r} is none of {', '.join(known)}")
         named = (dict(rs.defaults.feature_paths) | dict(rs.defaults.feature_tests) | dict(rs.defaults.feature_off_tests)
-                 | dict(rs.defaults.feature_classes) | {EAGER: None})
+                 | dict(rs.defaults.feature_classes) | {EAGER: None}
+                 | ({CONTROL_REQUESTS: None} if rs.defaults.request_classes is not None else {}))
         unknown = [f for f in features if f not in named]
         if unknown:
             raise ConfigError(f"{config.config_source}: deployment.features: {', '.join(map(repr, unknown))} is no feature of the rules "

@@ -22,6 +22,7 @@ from cs_audit.switches import (  # noqa: F401  (re-exported)
     LEVEL_SWITCH,
     PARAM_FRESH,
     PARAM_TESTED,
+    REQUEST_FIELD,
     GateKind,
     GateRef,
     SwitchKind,

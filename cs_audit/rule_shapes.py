@@ -269,7 +269,7 @@ TABLES: dict[str, dict[str, Shape]] = {
         "platform": Leaf('a platform name, like "rocm"', "platform names", _is_name), "platforms": MapOf(Regex()), "platform_paths": MapOf(Regex()),
         "graph_platforms": NAMES, "model_paths": Regex(groups=("model",), nullable=True), "feature_paths": MapOf(Regex()),
         "feature_tests": MapOf(Regex()), "feature_off_tests": MapOf(Regex()), "feature_classes": MapOf(Regex()),
-        "device_options": Regex(nullable=True), "platform_devices": MapOf(NAME),
+        "device_options": Regex(nullable=True), "platform_devices": MapOf(NAME), "request_classes": Regex(nullable=True),
     },
 }
 assert set(TABLES) == set(EXTENSIBLE) and all(set(TABLES[s]) == _EXPECTED_KEYS[f"{s}.yaml"] for s in TABLES)

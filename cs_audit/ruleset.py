@@ -39,7 +39,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
                       "unset_predicates", "platform", "platforms", "platform_paths", "graph_platforms", "device_options", "platform_devices", "model_paths", "feature_paths",
-                      "feature_tests", "feature_off_tests", "feature_classes"},
+                      "feature_tests", "feature_off_tests", "feature_classes", "request_classes"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
         "name_kinds", "test_words", "number_words", "path_words", "toggle_words", "output_words",
@@ -182,6 +182,9 @@ class Defaults:
     #: whose device goes by another name
     device_options: re.Pattern[str] | None = None
     platform_devices: tuple[tuple[str, str], ...] = ()
+    #: the classes of requests a handler is handed (matched in full against the annotation's
+    #: last name): engine state copied from their fields is set only by such a request
+    request_classes: re.Pattern[str] | None = None
 
     @property
     def replays_graphs(self) -> bool:
@@ -689,6 +692,9 @@ def _frequencies(costs: dict[str, Any], hot: dict[str, Any]) -> Frequencies:
 #: the feature a deployment states to run its model eagerly: no captured graphs
 #: (`--enforce-eager`, `--disable-cuda-graph`)
 EAGER = "eager"
+#: the feature that counts control requests in (``Defaults.request_classes``): the default
+#: deployment sends none
+CONTROL_REQUESTS = "control_requests"
 
 
 def _named_patterns(table: dict[str, Any] | None, form: str = "{}") -> tuple[tuple[str, re.Pattern[str]], ...]:
@@ -729,6 +735,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
         device_options=re.compile(data["device_options"]) if data.get("device_options") else None,
         platform_devices=tuple((str(k), str(v)) for k, v in (data.get("platform_devices") or {}).items()),
+        request_classes=re.compile(data["request_classes"]) if data.get("request_classes") else None,
     )
 
 

@@ -236,13 +236,39 @@ FACTORY_TREE = {
 }
 
 
+def _spill_switches(root: Path) -> list[object]:
+    return [f["switch"] for f in _scan(root)["findings"] if f["rule"] == "env-read-hot"]
+
+
 def test_a_call_a_test_makes_is_no_unseen_caller_of_a_builder(tmp_path: Path) -> None:
-    report = _scan(write_tree(tmp_path / "t", FACTORY_TREE))
-    assert [f["switch"] for f in report["findings"] if f["rule"] == "env-read-hot"] == ["option:enable_spill"]
-    # the same unresolved call in the engine's own code may be the builder's caller: the writer is built by default
-    files = {**FACTORY_TREE, "engine/plan.py": FACTORY_TREE["tests/test_plan.py"].replace("test_plan", "run_plan")}
-    report = _scan(write_tree(tmp_path / "u", files))
-    assert [f["switch"] for f in report["findings"] if f["rule"] == "env-read-hot"] == [None]
+    assert _spill_switches(write_tree(tmp_path / "t", FACTORY_TREE)) == ["option:enable_spill"]
+    # the same unresolved call in the engine's own code, in a module with the factory at hand, may
+    # be the builder's caller: the writer is built by default
+    plan = FACTORY_TREE["tests/test_plan.py"].replace("test_plan", "run_plan")
+    files = {**FACTORY_TREE, "engine/plan.py": "from engine.runner import Factory\n\n\n" + plan}
+    assert _spill_switches(write_tree(tmp_path / "u", files)) == [None]
+    # in a module that imports neither the factory's module nor a base's, it calls some other `build`
+    files = {**FACTORY_TREE, "engine/plan.py": plan}
+    assert _spill_switches(write_tree(tmp_path / "v", files)) == ["option:enable_spill"]
+
+
+OFFLOAD_TREE = {
+    "engine/config.py": FACTORY_TREE["engine/config.py"],
+    "engine/runner.py": (
+        "import os\n\nfrom engine.config import ServeConfig\n\n\n"
+        "class Writer:\n    def spill(self, n):\n        print(os.getenv('SPILL_TRACE'), n)\n\n\n"
+        "class Offload:\n    def __init__(self):\n        self.writer = Writer()\n\n\n"
+        # a call of `__init__` the graph cannot resolve (an exception's base is no class of the tree)
+        "class SpillError(Exception):\n    def __init__(self, n):\n        super().__init__(n)\n\n\n"
+        "class Runner:\n    def __init__(self, config: ServeConfig):\n        self.offload = None\n"
+        "        if config.enable_spill:\n            self.offload = Offload()\n\n"
+        "    def execute_model(self, batch, writer: Writer):\n        writer.spill(len(batch))\n        return batch\n"),
+}
+
+
+def test_a_class_built_in_a_constructor_an_option_keeps_off_has_no_instance(tmp_path: Path) -> None:
+    # the constructor's callers decide, not whether some `__init__` call lands nowhere
+    assert _spill_switches(write_tree(tmp_path / "t", OFFLOAD_TREE)) == ["option:enable_spill"]
 
 
 def _emitter_lines(report: dict) -> set[int]:
@@ -462,6 +488,15 @@ def test_without_typed_receivers_a_context_handed_an_ambiguous_option_decides_no
     _only_newly_reported('"context output', '"result %d')
 
 
+def test_without_request_fields_what_a_control_request_sets_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.gates as extract_gates
+
+    monkeypatch.setattr(extract_gates.GateReader, "_request_field", lambda self, scope, value: None)
+    # the served request's own handler sets state by default either way
+    _only_newly_reported('"dumping to', '"priority %d')
+    _only_newly_reported('"sleeping', '"priority %d')
+
+
 def test_command_line_arguments() -> None:
     source = '''
 p.add_argument("--log-every-request", action="store_true")
@@ -591,6 +626,8 @@ def test_multimodal_inputs_and_encoders_run_only_when_the_deployment_serves_them
     ("sliding_window", ('"evicting window', '"freeing window slots')),
     # default requests sample at temperature 1: `is_all_greedy` is false
     ("sampling_options", ('"greedy step',)),
+    # no control request reconfigures the engine: what only its handler sets keeps its initial value
+    ("control_requests", ('"dumping to', '"sleeping')),
 ])
 def test_what_a_default_deployment_does_not_serve_runs_when_it_is_stated(tmp_path: Path, feature: str, texts: tuple[str, ...]) -> None:
     lines = {_line(text) for text in texts}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
 from cs_audit.extract.state import IndexState
 from cs_audit.extract.values import head_names, is_built_path, wrapped_read
-from cs_audit.model import DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, GateRef, as_operand, closure_arg
+from cs_audit.model import DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, REQUEST_FIELD, GateRef, as_operand, closure_arg
 from cs_audit.ruleset import RuleSet
 
 _MAX_GATE_REFS = 8
@@ -151,6 +151,14 @@ class _GateGroup:
     active: bool
     function: Scope | None
     refs: list[GateRef] | None = None
+
+
+def _annotated_class(annotation: ast.expr | None) -> str | None:
+    """The last name of the class an annotation names (`Req`, `io.Req`, `"Req"`)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.rpartition(".")[2] or None
+    name = raw_dotted(annotation) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
+    return name.rpartition(".")[2] if name else None
 
 
 #: deepest chain of locals and conditional expressions ``table_resolutions`` follows
@@ -315,6 +323,10 @@ class GateReader(IndexState):
             refs = tuple(self.gate_refs(value, True))
             if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
                 continue
+            request = self._request_field(scope, value) if tested and scope is not None and name.startswith("self.") else None
+            if request is not None:
+                # engine state a handler copies from a request: only a request of that kind sets it
+                refs += (GateRef("name", f"request:{request}", (REQUEST_FIELD,)),)
             # `global _AGENT; _AGENT = make()` sets the module's name (resolved in the function)
             stored = f"global:{name}" if scope is not None and name in scope.global_names else name
             out.append((scope.qualname if scope else None, stored, refs + self._condition_refs(groups)))
@@ -375,6 +387,26 @@ class GateReader(IndexState):
                 return None
             found.extend(values)
         return found if assigned else None
+
+    def _request_field(self, scope: Scope, value: ast.expr) -> str | None:
+        """The request class whose field ``value`` is (`obj.dump_folder`, or a local every
+        truthy assignment of which is one), read in a method handed that request (`def
+        configure(self, obj: ConfigureLoggingReq)`; not `__init__`: an object built from a request
+        holds its data); None otherwise."""
+        pattern = self.rs.defaults.request_classes if self.rs.defaults is not None else None
+        node = scope.node
+        if pattern is None or node is None or scope.name == "__init__" or "." not in scope.qualname:
+            return None
+        reads = [value]
+        if isinstance(value, ast.Name):
+            reads = [v for owner, target, v, _ in self.assignments if owner is scope and target == value.id and not _falsy(v)]
+        requests = {p.arg: _annotated_class(p.annotation) for p in (*node.args.args, *node.args.kwonlyargs)}
+        found = {requests.get(read.value.id) if isinstance(read, ast.Attribute) and isinstance(read.value, ast.Name) else None
+                 for read in reads}
+        if not reads or None in found or len(found) != 1:
+            return None
+        request = found.pop()
+        return request if request and pattern.fullmatch(request) else None
 
     def own_state(self) -> tuple[str, ...]:
         """`Class.attr` of each attribute a method assigns on `self` other than as a copy of the

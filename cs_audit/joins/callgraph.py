@@ -31,9 +31,9 @@ from cs_audit.joins.gates import (
     resolutions_by_default,
     site_switch,
 )
-from cs_audit.joins.host_data import mark_host_syncs
+from cs_audit.joins.host_data import mark_host_syncs, module_files
 from cs_audit.joins.kept import Demand, FileResolutions, Resolutions, SiteGates
-from cs_audit.joins.named_calls import NamedCall, callers_on_demand, is_unresolved
+from cs_audit.joins.named_calls import NamedCall, callers_on_demand, hidden_callers
 from cs_audit.joins.param_gates import callers_by_target
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
@@ -136,10 +136,24 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         return site_switch(model, path, function, gates, rs)
 
     ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
+    imported: dict[str, frozenset[str]] = {}
 
-    def unresolved(name: str) -> bool:
+    def imports(path: str) -> frozenset[str]:
+        found = imported.get(path)
+        if found is None:
+            ff = model.facts.get(path)
+            found = imported[path] = frozenset(
+                p for _, origin in (ff.aliases if ff is not None else ()) for p in module_files(model.resolver, origin))
+        return found
+
+    def at_hand(path: str, key: FuncKey) -> bool:
+        # a module that imports neither the class's module nor a base's has no way to its methods
+        homes = {base[0] for base in model.resolver.types.mro((key[0], key[1].rpartition(".")[0]))} | {key[0]}
+        return path in homes or not homes.isdisjoint(imports(path))
+
+    def unresolved(key: FuncKey) -> bool:
         # a call a test makes is no caller in the deployment, as a construction in one is none
-        return is_unresolved(model, name, ignored)
+        return hidden_callers(model, key, ignored, at_hand)
 
     def later(key: FuncKey) -> list[NamedCall]:
         return callers_on_demand(model, key)

@@ -37,8 +37,8 @@ class Built(Protocol):
 MAX_CALLERS_UP = 6
 
 SiteSwitch = Callable[[str, "str | None", "tuple[GateRef, ...]"], "SwitchRef | None"]
-#: whether some call of a name lands nowhere (``named_calls.is_unresolved``)
-Unresolved = Callable[[str], bool]
+#: whether a call the graph could not resolve may land in a function (``named_calls.hidden_callers``)
+Unresolved = Callable[[FuncKey], bool]
 #: the calls of a function a scan did not type, typed now (``named_calls.callers_on_demand``)
 LaterCallers = Callable[[FuncKey], "list[NamedCall]"]
 
@@ -46,8 +46,8 @@ LaterCallers = Callable[[FuncKey], "list[NamedCall]"]
 def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
                           unresolved: Unresolved, later: LaterCallers) -> None:
     """Gate the calls of the methods of classes built only under options (see the module's
-    text); ``site_switch`` resolves a site's gates, ``unresolved`` tells the names some call
-    of the tree did not resolve (a function of such a name may have callers the graph lacks),
+    text); ``site_switch`` resolves a site's gates, ``unresolved`` tells the functions a call
+    the tree did not resolve may land in (such a function may have callers the graph lacks),
     ``later`` the callers of a function the graph lacks because a scan did not type them."""
     children: dict[str, set[str]] = defaultdict(set)
     for ff in model.facts.values():
@@ -159,10 +159,8 @@ class _CallerSwitches:
 
     def _worked_out(self, key: FuncKey, depth: int) -> SwitchRef | None:
         name = key[1].rsplit(".", 1)[-1] if key[1] else ""
-        if depth >= MAX_CALLERS_UP or not name or name.startswith("__") and name != "__init__" or self.unresolved(name):
-            return None
-        if name == "__init__" and self.unresolved(key[1].rsplit(".", 1)[0].rsplit(".", 1)[-1]):
-            return None  # a class built where the graph could not resolve the call
+        if depth >= MAX_CALLERS_UP or not name or name.startswith("__") and name != "__init__" or self.unresolved(key):
+            return None  # (for `__init__`: a class built where the graph could not resolve the call)
         # (path, calling function, the call's switch) of each call
         calls: list[tuple[str, str | None, SwitchRef | None]] = [
             (e.path, e.caller[1] if e.caller is not None else None, e.switch) for e in self.model.callers.get(key, ())]

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cs_audit.model import GateRef, OptionDefault, SwitchRef
-from cs_audit.ruleset import Defaults
+from cs_audit.model import REQUEST_FIELD, GateRef, OptionDefault, SwitchRef
+from cs_audit.ruleset import CONTROL_REQUESTS, Defaults
 
 #: ``option_gate``'s answer for a gate that tests no option or platform
 NOT_OPTION = SwitchRef("dynamic", "<not an option>")
@@ -174,6 +174,9 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef, ty
     ``typed``: the receiver is known to be none of the classes that make the name ambiguous."""
     if defaults is None or gate.kind not in ("name", "call") or not gate.ref:
         return NOT_OPTION
+    if REQUEST_FIELD in gate.args:
+        # a request's field copied into engine state: set only when such a request comes
+        return None if CONTROL_REQUESTS in defaults.features else SwitchRef("option", f"feature={CONTROL_REQUESTS}")
     compared = _comparison(gate)
     if gate.kind == "call":
         platform = defaults.platform_of(gate.ref, called=True)

@@ -60,6 +60,24 @@ def unresolved_sites(model: JoinedModel, name: str) -> list[CallSite | PlainCall
     return [site for path, site in left if _site_key(path, site) not in landed]
 
 
+def hidden_callers(model: JoinedModel, key: FuncKey, ignored: Callable[[str], object] | None,
+                   at_hand: Callable[[str, FuncKey], bool]) -> bool:
+    """Whether a call the build left unresolved may land in ``key``, outside the files ``ignored``
+    holds (tests, which the deployment does not run): a call of its class's name for `__init__`;
+    for a method, a call of its name on some object (`x.build()`; a plain `build()` names no
+    method) in a module that has the class's interface at hand (``at_hand``: its own module, or one
+    importing the module of the class or of one of its bases); for a module function, any call of
+    its name."""
+    cls, _, name = key[1].rpartition(".")
+    if name == "__init__":
+        return is_unresolved(model, cls.rpartition(".")[2], ignored)
+    left, landed = _left_and_landed(model, name)
+    left = [(path, site) for path, site in left if (ignored is None or not ignored(path)) and _site_key(path, site) not in landed]
+    if not cls or ".<locals>." in key[1] or not left:
+        return bool(left)
+    return any("." in site.callee and at_hand(path, key) for path, site in left)
+
+
 def is_unresolved(model: JoinedModel, name: str, ignored: Callable[[str], object] | None = None) -> bool:
     """Whether some call named ``name`` lands in no function of the tree (``unresolved_sites``),
     outside the files ``ignored`` holds (tests, which the deployment does not run)."""
