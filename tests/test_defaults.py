@@ -348,6 +348,15 @@ def test_the_example_of_a_default_is_a_finding_it_keeps_off_where_there_is_one(t
     assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": 14}
 
 
+def test_the_example_of_a_default_is_in_code_any_deployment_loads_where_there_is_one(tmp_path: Path) -> None:
+    # a model's own module is kept off by the model served as well: the runner's read is the example
+    model = EXAMPLE_TREE["engine/runner.py"].replace("class Runner:", "class LlamaRunner:").replace("BALANCE_TRACE", "LLAMA_TRACE")
+    report = _scan(write_tree(tmp_path, {**EXAMPLE_TREE, "engine/models/llama.py": model}))
+    used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
+    assert {(f["path"], f["line"]) for f in report["findings"]} == {("engine/runner.py", 14), ("engine/models/llama.py", 14)}
+    assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": 14}
+
+
 def test_a_stated_deployment_brings_the_code_it_turns_on_back(tmp_path: Path) -> None:
     files = _fixture()
     plain = _emitter_lines(_scan(write_tree(tmp_path / "plain", files)))
@@ -495,6 +504,7 @@ def test_without_request_fields_what_a_control_request_sets_is_reported(monkeypa
     # the served request's own handler sets state by default either way
     _only_newly_reported('"dumping to', '"priority %d')
     _only_newly_reported('"sleeping', '"priority %d')
+    _only_newly_reported('"flushing', '"priority %d')
 
 
 def test_command_line_arguments() -> None:
@@ -627,7 +637,7 @@ def test_multimodal_inputs_and_encoders_run_only_when_the_deployment_serves_them
     # default requests sample at temperature 1: `is_all_greedy` is false
     ("sampling_options", ('"greedy step',)),
     # no control request reconfigures the engine: what only its handler sets keeps its initial value
-    ("control_requests", ('"dumping to', '"sleeping')),
+    ("control_requests", ('"dumping to', '"sleeping', '"flushing')),
 ])
 def test_what_a_default_deployment_does_not_serve_runs_when_it_is_stated(tmp_path: Path, feature: str, texts: tuple[str, ...]) -> None:
     lines = {_line(text) for text in texts}

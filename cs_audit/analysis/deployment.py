@@ -22,12 +22,16 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
     defaults = rs.defaults
     if defaults is None:
         return None
+    findings = list(findings)
     reported = {(f.path, f.line) for f in findings if f.switch is not None}
     counts: Counter[str] = Counter()
     # the example a reader checks, the best first: a finding no other setting guards, a site no
     # other setting guards, a finding, any site (a construction reached per step only through
-    # the feature's code may run at start-up by default)
+    # the feature's code may run at start-up by default); each after those in code any
+    # deployment may load (a feature's package, another platform's or one model's module is
+    # kept off by that as well)
     example: dict[str, tuple[int, Place]] = {}
+    own_code: dict[str, bool] = {}
     for path, sites in model.fact_sites.items():
         for site in sites:
             if site.function is None or not reached(model, (path, site.function)):
@@ -39,7 +43,9 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
                 if found is not None and found[0] == 0:
                     continue
                 sole = site_switches(model, path, site.function, site.gates, rs) == [switch]
-                rank = (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
+                if path not in own_code:
+                    own_code[path] = bool(defaults.module_platform(path) or defaults.module_feature(path) or defaults.model_of(path))
+                rank = (4 if own_code[path] else 0) + (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
                 if found is None or rank < found[0]:
                     example[switch.name] = (rank, Place(path, site.line))
     first = {name: place for name, (_, place) in example.items()}
@@ -48,8 +54,11 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
     stated = dict(defaults.options)
     used = []
     if replayed:
-        # a model's forward is replayed as a graph on decoding steps: eager mode runs its Python each step
-        used.append(DefaultUsed(f"feature={EAGER}", "off", "", 0, len(replayed), Place(*min(replayed))))
+        # a model's forward is replayed as a graph on decoding steps: eager mode runs its Python
+        # each step (the example: a finding there, where there is one)
+        anywhere = {(f.path, f.line) for f in findings}
+        shown = min(replayed, key=lambda place: (place not in anywhere, place))
+        used.append(DefaultUsed(f"feature={EAGER}", "off", "", 0, len(replayed), Place(*shown)))
     for option, count in counts.items():
         name = option_name(option)
         if name == "platform":

@@ -153,6 +153,15 @@ class _GateGroup:
     refs: list[GateRef] | None = None
 
 
+def _held_request(value: ast.expr, requests: dict[str, str | None]) -> str | None:
+    """The annotated class of the parameter ``value`` is, is a field of, or holds in a tuple."""
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return next((found for item in value.elts if (found := _held_request(item, requests))), None)
+    if isinstance(value, ast.Attribute):
+        value = value.value
+    return requests.get(value.id) if isinstance(value, ast.Name) else None
+
+
 def _annotated_class(annotation: ast.expr | None) -> str | None:
     """The last name of the class an annotation names (`Req`, `io.Req`, `"Req"`)."""
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
@@ -389,20 +398,19 @@ class GateReader(IndexState):
         return found if assigned else None
 
     def _request_field(self, scope: Scope, value: ast.expr) -> str | None:
-        """The request class whose field ``value`` is (`obj.dump_folder`, or a local every
-        truthy assignment of which is one), read in a method handed that request (`def
-        configure(self, obj: ConfigureLoggingReq)`; not `__init__`: an object built from a request
-        holds its data); None otherwise."""
+        """The request class ``value`` holds a request of, or a field of one (`obj.dump_folder`,
+        `(req, deadline)`, or a local every truthy assignment of which is such), in a method handed
+        that request (`def configure(self, obj: ConfigureLoggingReq)`; not `__init__`: an object
+        built from a request holds its data); None otherwise."""
         pattern = self.rs.defaults.request_classes if self.rs.defaults is not None else None
         node = scope.node
         if pattern is None or node is None or scope.name == "__init__" or "." not in scope.qualname:
             return None
-        reads = [value]
-        if isinstance(value, ast.Name):
-            reads = [v for owner, target, v, _ in self.assignments if owner is scope and target == value.id and not _falsy(v)]
         requests = {p.arg: _annotated_class(p.annotation) for p in (*node.args.args, *node.args.kwonlyargs)}
-        found = {requests.get(read.value.id) if isinstance(read, ast.Attribute) and isinstance(read.value, ast.Name) else None
-                 for read in reads}
+        reads = [value]
+        if isinstance(value, ast.Name) and value.id not in requests:
+            reads = [v for owner, target, v, _ in self.assignments if owner is scope and target == value.id and not _falsy(v)]
+        found = {_held_request(read, requests) for read in reads}
         if not reads or None in found or len(found) != 1:
             return None
         request = found.pop()
