@@ -118,6 +118,10 @@ class FunctionDef:
     #: a predicate's `return <test>` (after assignments only): the gates of the test (the code
     #: a call of it guards runs only when they hold)
     returned_test: tuple[GateRef, ...] = ()
+    #: of a function with several `return`s: (the gates under which it is taken, `false` for a
+    #: falsy constant or no value, `true` for a truthy one, `test` for a returned test, `other`,
+    #: the gates of the test) of each (``joins.gates``: what a call of it gives by default)
+    returns: tuple[tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]], ...] = ()
     #: True, False and None defaults of parameters (`def save(x, interpolate=False)`), as
     #: their repr: what a gate on the parameter sees when a call passes nothing
     const_defaults: tuple[tuple[str, str], ...] = ()

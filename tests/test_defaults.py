@@ -266,6 +266,28 @@ OFFLOAD_TREE = {
 }
 
 
+FRAMEWORK_TREE = {
+    "engine/config.py": FACTORY_TREE["engine/config.py"],
+    "engine/base.py": (
+        "import os\n\n\nclass Block:\n    def spill(self, n):\n        print(os.getenv('SPILL_TRACE'), n)\n\n\n"
+        "class Model:\n    def __init__(self):\n        self.block = Block()\n\n\n"
+        # a framework builds the served class by a name it is handed: no call of `Model` by name
+        "def load(model_class):\n    return model_class()\n"),
+    "engine/variant.py": (
+        "from engine.base import Model\nfrom engine.config import ServeConfig\n\n\n"
+        "class VariantModel(Model):\n    def __init__(self):\n        super().__init__()\n\n\n"
+        "def make_variant(config: ServeConfig):\n    if config.enable_spill:\n        return VariantModel()\n    return None\n"),
+    "engine/runner.py": (
+        "from engine.base import Block\n\n\n"
+        "class Runner:\n    def execute_model(self, batch, block: Block):\n        block.spill(len(batch))\n        return batch\n"),
+}
+
+
+def test_a_class_only_its_subclasses_build_by_name_is_built_by_default(tmp_path: Path) -> None:
+    # the variant is built only under the option, but the base it extends is built some other way
+    assert _spill_switches(write_tree(tmp_path / "t", FRAMEWORK_TREE)) == [None]
+
+
 def test_a_class_built_in_a_constructor_an_option_keeps_off_has_no_instance(tmp_path: Path) -> None:
     # the constructor's callers decide, not whether some `__init__` call lands nowhere
     assert _spill_switches(write_tree(tmp_path / "t", OFFLOAD_TREE)) == ["option:enable_spill"]
@@ -314,7 +336,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
     assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
     assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
-                                       "line": _line("enable_balancer: bool"), "sites": 6,
+                                       "line": _line("enable_balancer: bool"), "sites": 7,
                                        # a site the option alone guards (`peer ready` is entered through it)
                                        "example": {"path": "toyserve/defaults.py", "line": _line('"dispatch balanced')}}
     assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
@@ -323,7 +345,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
     text = out.read_text()
     assert "### Defaults that decided gates" in text
-    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 6 |" in text
+    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 7 |" in text
     assert "CUDA-graph replay runs none of it" in text
 
 
@@ -505,6 +527,11 @@ def test_without_request_fields_what_a_control_request_sets_is_reported(monkeypa
     _only_newly_reported('"dumping to', '"priority %d')
     _only_newly_reported('"sleeping', '"priority %d')
     _only_newly_reported('"flushing', '"priority %d')
+
+
+def test_without_the_returns_of_a_function_a_call_of_one_false_by_default_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_false_by_default", lambda *a: None)
+    _only_newly_reported('"gathering', '"syncing')
 
 
 def test_command_line_arguments() -> None:
@@ -703,10 +730,12 @@ PREDICATE_TREE = {"engine/runner.py": (
 
 def test_a_predicate_that_returns_false_first_unless_a_switch_is_set_gates_by_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     report = _scan(write_tree(tmp_path / "a", PREDICATE_TREE))
-    # `checked()` is true only with X_STRICT too, but by a `return True`: not this shape, so reported
-    assert _default_on(report) == {("engine/runner.py", 27)}
+    # `checked()` is true only with X_STRICT too, by a `return True` its returns say is not taken by default
+    assert _default_on(report) == set()
+    monkeypatch.setattr(gates_module, "_false_by_default", lambda *a: None)
+    assert _default_on(_scan(write_tree(tmp_path / "b", PREDICATE_TREE))) == {("engine/runner.py", 27)}
     monkeypatch.setattr(index_module, "_leading_false_exits", lambda body, entries: [])
-    assert ("engine/runner.py", 25) in _default_on(_scan(write_tree(tmp_path / "b", PREDICATE_TREE)))
+    assert ("engine/runner.py", 25) in _default_on(_scan(write_tree(tmp_path / "c", PREDICATE_TREE)))
 
 
 def _model(name: str, lines: int) -> str:

@@ -406,6 +406,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
                 int_defaults=int_defaults, returned_test=returned_test, const_defaults=const_defaults,
                 false_entry_gates=false_entry_gates, fallback_return=fallback_return, fallback_gates=fallback_gates,
+                returns=tuple(scope.return_facts) if 1 < len(scope.return_facts) <= _MAX_RETURNS and not returned_test else (),
             )
         )
 
@@ -654,6 +655,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 gates = self._gates_now()
                 if gates:
                     self.effects.append((node.lineno, self.function.qualname if self.function else None, gates, effect))
+        if cls is ast.Return and self.function is not None and len(self.function.return_facts) <= _MAX_RETURNS:
+            self.function.return_facts.append(self._return_fact(node))  # type: ignore[arg-type]
         if isinstance(node, ast.Return) and node.value is not None and literal_text(node.value) != "None":
             scope = self.function
             if scope is not None:
@@ -732,6 +735,16 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                         scope.rebound = scope.rebound | {name}
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
         self._read_context = ""
+
+    def _return_fact(self, node: ast.Return) -> tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]:
+        """(gates, what it returns, the gates of a returned test) of a `return` (``FunctionDef.returns``)."""
+        value = node.value
+        if value is None or isinstance(value, ast.Constant):
+            return self._gates_now(), "true" if value is not None and value.value else "false", ()
+        if value.__class__ in _TEST_VALUES or isinstance(value, ast.Call):
+            refs = tuple(self.gate_refs(value, True))
+            return self._gates_now(), "test" if refs else "other", refs
+        return self._gates_now(), "other", ()
 
     def _note_table(self, node: ast.stmt) -> None:
         """A string-key store into a local table (`fields["x"] = v`), or a call handing a
@@ -840,6 +853,8 @@ _STATEMENT_VISITORS = {
 
 #: most leading exits a function's fallback value is read past (``_Indexer._fallback``)
 _MAX_FALLBACK_EXITS = 8
+#: most `return`s of a function ``FunctionDef.returns`` keeps (more: none, and the value is not known)
+_MAX_RETURNS = 16
 #: the returned values that make a function a predicate (``FunctionDef.returned_test``)
 _TEST_VALUES = frozenset({ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name})
 

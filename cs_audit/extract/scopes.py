@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from cs_audit.extract.paths import PathContext
 from cs_audit.extract.tokens import SNIPPET_TOKENS, STORING_LITERALS, line_prefix
-from cs_audit.model import BuiltMessage
+from cs_audit.model import BuiltMessage, GateRef
 from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
 from cs_audit.pyast import SCOPES, scope_nodes
 from cs_audit.pyast import child_fields as _child_fields
@@ -193,6 +193,8 @@ class Scope:
     once: bool = False
     returned: set[str] = field(default_factory=set)
     returns_value: bool = False
+    #: (gates, what it returns, the gates of a returned test) of each `return` (``FunctionDef.returns``)
+    return_facts: list[tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]] = field(default_factory=list)
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
     env_defaults: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     node: ast.FunctionDef | ast.AsyncFunctionDef | None = None

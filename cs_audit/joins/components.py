@@ -161,11 +161,15 @@ class _CallerSwitches:
         name = key[1].rsplit(".", 1)[-1] if key[1] else ""
         if depth >= MAX_CALLERS_UP or not name or name.startswith("__") and name != "__init__" or self.unresolved(key):
             return None  # (for `__init__`: a class built where the graph could not resolve the call)
+        edges = [e for e in self.model.callers.get(key, ()) if self.ignored is None or not self.ignored(e.path)]
+        later = [(path, site, {how for target, how in found if target == key}) for path, site, found in self.later(key)
+                 if self.ignored is None or not self.ignored(path)]
+        if name == "__init__" and all(e.how == "super" for e in edges) and all(hows == {"super"} for _, _, hows in later):
+            return None  # built by name nowhere but through its subclasses: a framework builds it (`cls(config)`)
         # (path, calling function, the call's switch) of each call
         calls: list[tuple[str, str | None, SwitchRef | None]] = [
-            (e.path, e.caller[1] if e.caller is not None else None, e.switch) for e in self.model.callers.get(key, ())]
-        calls += [(path, site.function, self.site_switch(path, site.function, site.gates)) for path, site, _ in self.later(key)]
-        calls = [c for c in calls if self.ignored is None or not self.ignored(c[0])]
+            (e.path, e.caller[1] if e.caller is not None else None, e.switch) for e in edges]
+        calls += [(path, site.function, self.site_switch(path, site.function, site.gates)) for path, site, _ in later]
         if not calls:
             return None
         found: list[SwitchRef] = []

@@ -31,6 +31,8 @@ from cs_audit.model import (
     LEVEL_SWITCH,
     PARAM_FRESH,
     FileFacts,
+    FuncKey,
+    FunctionDef,
     GateRef,
     SwitchRef,
     closure_of,
@@ -154,6 +156,10 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 needed = gate_switches(model, target[0], target[1], predicate.false_entry_gates, rs)
                 if needed:
                     return needed[0]
+            if predicate is not None and predicate.returns:
+                switch = _false_by_default(model, target, predicate, rs)
+                if switch is not None:
+                    return switch
         for target in model.resolver.resolve(path, function, gate.ref):
             if target in model.env_helpers and target not in model.void_helpers:
                 switches = helper_switches(model, target, gate.args)
@@ -218,6 +224,28 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _false_by_default(model: TreeModel, key: FuncKey, function: FunctionDef, rs: RuleSet) -> SwitchRef | None:
+    """The switch a call of ``function`` needs to give a truthy value, when every `return` the
+    defaults let it take gives a falsy one (`if get_parallel().attn_dp_enabled: ... return True
+    ... else: return False`); None when one may give a truthy value. The switch is the first
+    that keeps a truthy `return` from being taken, or a taken one's test false. (A call of the
+    function in its own tests leads back through the gate cache, which answers no switch.)"""
+    found: list[SwitchRef] = []
+    for gates, what, test in function.returns:
+        kept_off = gate_switches(model, key[0], key[1], gates, rs) if gates else []
+        if kept_off:
+            if what != "false":
+                found.append(kept_off[0])
+            continue
+        if what == "false":
+            continue
+        failing = gate_switches(model, key[0], key[1], test, rs) if what == "test" else []
+        if not failing:
+            return None  # taken by default, and may give a truthy value
+        found.append(failing[0])
+    return found[0] if found else None
 
 
 def _negated_name_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
