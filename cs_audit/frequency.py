@@ -20,6 +20,8 @@ ONCE: FrequencyName = "once"
 UNKNOWN: FrequencyName = "unknown"
 #: the frequencies off every hot path, both given by the code, never by a root
 NOT_HOT = frozenset({ONCE, UNKNOWN})
+#: the least modulus that makes `X % n == 0` a rare branch (every n-th call)
+PERIODIC_AT_LEAST = 8
 _KEYS = {"rank", "multiplier", "words", "legend", "symbol"}
 
 

@@ -115,6 +115,10 @@ class FunctionDef:
     #: its blocks on an error or rare path (``extract.paths``), in the order the walk met them:
     #: (first line, last line, path kind, why, the guard's line)
     path_blocks: tuple[tuple[int, int, str, str, int], ...] = ()
+    #: (first line, last line, the modulus's name, why, the guard's line) of each block that runs
+    #: on every n-th call by a named modulus (`if self.ct % self.log_interval != 0: return`): rare
+    #: when the modulus holds a large enough number by default (``joins.runs``)
+    periodic_blocks: tuple[tuple[int, int, str, str, int], ...] = ()
     #: a predicate's `return <test>` (after assignments only): the gates of the test (the code
     #: a call of it guards runs only when they hold)
     returned_test: tuple[GateRef, ...] = ()

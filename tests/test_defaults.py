@@ -534,6 +534,16 @@ def test_without_the_returns_of_a_function_a_call_of_one_false_by_default_is_rep
     _only_newly_reported('"gathering', '"syncing')
 
 
+def test_without_named_moduli_a_report_every_nth_step_is_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.runs as runs_module
+
+    monkeypatch.setattr(runs_module, "_periodic_block", lambda *a: None)
+    problems = " ".join(check_annotations(_fixture()))
+    report, flush = _line('"report at step'), _line('"draining rows')
+    assert f"toyserve/defaults.py:{report}:" in problems
+    assert f"toyserve/defaults.py:{flush}:" not in problems
+
+
 def test_command_line_arguments() -> None:
     source = '''
 p.add_argument("--log-every-request", action="store_true")

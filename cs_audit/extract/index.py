@@ -24,7 +24,16 @@ from cs_audit.extract.bodies import body_hash
 from cs_audit.extract.calls import CallEdges, builtins_bound_by, calls_in, protocol_calls
 from cs_audit.extract.gates import CONVERSIONS, literal_text
 from cs_audit.extract.messages import argument_uses, format_kinds
-from cs_audit.extract.paths import PathContext, assert_context, branch_context, except_context, function_context, holds, resolve
+from cs_audit.extract.paths import (
+    PERIODIC_BY,
+    PathContext,
+    assert_context,
+    branch_context,
+    except_context,
+    function_context,
+    holds,
+    resolve,
+)
 from cs_audit.extract.scopes import Scope, StoredNames, dotted, name_ids, raw_dotted, resolve_relative
 from cs_audit.extract.tokens import SNIPPET_TOKENS, snippet_literals
 from cs_audit.extract.values import host_value, is_built_path, names_file, starts_as_path
@@ -864,13 +873,17 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
     indexer.visit(tree)
     incremented = frozenset(indexer.incremented)
     blocks: dict[str, list[tuple[int, int, str, str, int]]] = {}
+    periodic: dict[str, list[tuple[int, int, str, str, int]]] = {}
     for qualname, first, last, context in indexer.path_blocks:
         if holds(context, incremented):
             blocks.setdefault(qualname, []).append((first, last, context[0], context[1], context[3]))
-    if blocks:
+        elif context[2].startswith(PERIODIC_BY):
+            periodic.setdefault(qualname, []).append((first, last, context[2][len(PERIODIC_BY):], context[1], context[3]))
+    if blocks or periodic:
         indexer.functions = [
-            replace(f, path_blocks=tuple(b for b in blocks[f.qualname] if f.line <= b[0] <= f.end_line))
-            if f.qualname in blocks else f for f in indexer.functions]
+            replace(f, path_blocks=tuple(b for b in blocks.get(f.qualname, ()) if f.line <= b[0] <= f.end_line),
+                    periodic_blocks=tuple(b for b in periodic.get(f.qualname, ()) if f.line <= b[0] <= f.end_line))
+            if f.qualname in blocks or f.qualname in periodic else f for f in indexer.functions]
     snippets = [_on_resolved_path(s, incremented) if s.path_contexts else s for s in indexer.snippets]
     derived = indexer.derived()
     table_resolutions = indexer.table_resolutions() if indexer.override_calls else ()

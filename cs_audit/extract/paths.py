@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
+from cs_audit.frequency import PERIODIC_AT_LEAST
 from cs_audit.pyast import dotted_name, scope_nodes
 
 PathKind = Literal["normal", "error", "rare"]
@@ -107,8 +108,9 @@ def _name_or_attribute(node: ast.expr) -> str | None:
 
 #: the name of a module constant (`_UNRESOLVED`, `MISSING`)
 _SENTINEL = re.compile(r"_*[A-Z][A-Z0-9_]*\Z")
-#: a constant modulus that makes `X % N == 0` a periodic branch
-_PERIODIC_AT_LEAST = 8
+#: a ``PathContext``'s counter for `X % interval == 0` with a named modulus: the branch is
+#: periodic when the modulus holds at least ``PERIODIC_AT_LEAST`` by default (the joins decide)
+PERIODIC_BY = "mod:"
 
 
 def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
@@ -138,12 +140,16 @@ def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
         throttles = [(name, "throttle") for name in moved if name]
     else:
         throttles = []
-    if active and isinstance(op, ast.Eq) and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod):
+    if isinstance(op, ast.Eq if active else ast.NotEq) and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod):
         modulus = left.right
         counted = _name_or_attribute(left.left)
-        # a named modulus may be 1 (`flush_every` defaults to every row): only a constant decides
-        if counted and isinstance(modulus, ast.Constant) and type(modulus.value) is int and modulus.value >= _PERIODIC_AT_LEAST:
+        if counted and isinstance(modulus, ast.Constant) and type(modulus.value) is int and modulus.value >= PERIODIC_AT_LEAST:
             return [(counted, "periodic")]
+        # a named modulus may be 1 (`flush_every` defaults to every row): the value it holds by
+        # default decides, in the joins (``PERIODIC_BY``)
+        named = _name_or_attribute(modulus) if isinstance(modulus, (ast.Name, ast.Attribute)) else None
+        if counted and named:
+            return [(counted, PERIODIC_BY + named)]
     name = _name_or_attribute(left)
     # a sentinel constant stands for "not worked out yet" as None does (`X is _UNRESOLVED`)
     none_right = isinstance(right, ast.Constant) and right.value is None or (
@@ -293,7 +299,7 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
         found = [(lookups[name], "cache") if name in lookups and shape in ("lazy", "flag") else (name, shape)
                  for name, shape in found]
     candidates = [(name, shape) for name, shape in found if persistent(name)
-                  and not (loop and shape in ("throttle", "periodic"))]
+                  and not (loop and (shape in ("throttle", "periodic") or shape.startswith(PERIODIC_BY)))]
     # a counter holds only if the module counts it up (``resolve``): an event in the same
     # test still makes the branch rare when it does not
     counted: PathContext | None = None
@@ -302,6 +308,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
         for name, shape in candidates:
             if shape == "periodic":
                 return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
+            if shape.startswith(PERIODIC_BY):
+                modulus = shape[len(PERIODIC_BY):]
+                return ("rare", f"on every n-th call (`{name} % {modulus}`)", shape, line)
             if shape == "counter":
                 counted = counted or ("rare", _SHAPE_REASONS[shape].format(name), name, line)
             elif (name in stored) if shape == "cache" else (name in assigned):
@@ -333,15 +342,16 @@ def function_context(name: str, line: int = 0) -> PathContext | None:
 
 def resolve(contexts: tuple[PathContext, ...], incremented: frozenset[str]) -> tuple[PathKind, str]:
     """``(path_kind, reason)`` of code under ``contexts`` (outermost first): the innermost
-    context that holds (a counter only when the module increments it)."""
-    for kind, reason, counter, _line in reversed(contexts):
-        if not counter or counter in incremented:
-            return kind, reason
+    context that holds (a counter only when the module increments it; a named modulus only in
+    the joins, which know what it holds)."""
+    for context in reversed(contexts):
+        if holds(context, incremented):
+            return context[0], context[1]
     return "normal", ""
 
 
 def holds(context: PathContext, incremented: frozenset[str]) -> bool:
-    return not context[2] or context[2] in incremented
+    return not context[2] or context[2] in incremented and not context[2].startswith(PERIODIC_BY)
 
 
 ONCE_REASON = "a `*_once` record with a constant message: logged once per process"

@@ -74,7 +74,7 @@ def _shape(value: Any, lines: list[int]) -> Any:
         elif name in _LINE_PAIRS:
             lines.extend(entry[0] for entry in item)
             item = tuple(entry[1:] for entry in item)
-        elif name == "path_blocks":  # (first line, last line, kind, why, the guard's line)
+        elif name in ("path_blocks", "periodic_blocks"):  # (first line, last line, kind or modulus, why, the guard's line)
             for first, last, _kind, _why, guard in item:
                 lines.extend((first, last, guard))
             item = tuple(block[2:4] for block in item)

@@ -217,6 +217,20 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef, ty
     return value_gate(name, value, gate)
 
 
+def option_number(table: OptionTable, defaults: Defaults | None, ref: str) -> int | None:
+    """The number an option holds in the deployment, read as ``ref`` (`cfg.log_interval`, or
+    `self.log_interval` copied from it: a class that keeps no state of its own under the name);
+    None when ``ref`` names no option with a known number."""
+    if defaults is None:
+        return None
+    receiver, _, name = ref.rpartition(".")
+    if name in table.ambiguous and not (receiver and _settings_receiver(defaults, receiver)) or name in table.start_up:
+        return None
+    stated = dict(defaults.options)
+    value = stated[name] if name in stated else table.default(name)
+    return value if type(value) is int else None
+
+
 def _settings_receiver(defaults: Defaults, receiver: str) -> bool:
     """Whether ``receiver`` looks like settings: its last name says so (`cfg`, `server_args`),
     or it holds what a getter returns (`get_exec().moe`)."""

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cs_audit.frequency import ONCE, UNKNOWN, FrequencyName
+from cs_audit.frequency import ONCE, PERIODIC_AT_LEAST, UNKNOWN, FrequencyName
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function
+from cs_audit.joins.defaults import option_number
 from cs_audit.joins.gates import site_switch
 from cs_audit.joins.reach import block_at, memo_wrapper, memoised_by
 from cs_audit.joins.roots import in_event_loop
@@ -143,9 +144,25 @@ def how_often(model: TreeModel, path: str, function: str | None, fact: Fact | No
         # a call site that holds no fact carries no path of its own: the block around it decides
         guard = Guard(path, block[4], 0)
         return Run(switch, freq, block[2], _guard_words(block[3], guard), guard)  # type: ignore[arg-type]
+    periodic = _periodic_block(model, key, fact.line, rs) if key is not None and fact is not None else None
+    if periodic is not None:
+        guard = Guard(path, periodic[4], 0)
+        return Run(switch, freq, "rare", _guard_words(periodic[3], guard), guard)
     if key is not None:
         return Run(switch, freq, *_demoted_path(model, key, default_only=switch is None))
     return Run(switch, freq)
+
+
+def _periodic_block(model: TreeModel, key: FuncKey, line: int, rs: RuleSet) -> tuple[int, int, str, str, int] | None:
+    """The block of ``key`` holding ``line`` that runs on every n-th call by a named modulus
+    holding at least ``PERIODIC_AT_LEAST`` by default (`decode_log_interval`, declared 40)."""
+    f = model.functions.get(key)
+    for block in f.periodic_blocks if f is not None else ():
+        if block[0] <= line <= block[1]:
+            number = option_number(model.options, rs.defaults, block[2])
+            if number is not None and number >= PERIODIC_AT_LEAST:
+                return block
+    return None
 
 
 def path_at(model: TreeModel, path: str, function: str, line: int) -> tuple[PathKind, str, Guard | None]:
