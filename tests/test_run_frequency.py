@@ -201,6 +201,17 @@ def test_without_rejections_a_checks_warning_before_return_true_is_a_normal_path
     assert any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in _rarity_problems())
 
 
+def test_without_failures_a_checks_warning_after_return_true_is_a_normal_path(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    assert _rarity_problems() == []
+    monkeypatch.setattr(paths, "_fails", lambda rest: None)
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
+    line = next(i for i, row in enumerate(fixture.read_text().splitlines(), 1) if '"batch of %d too large to cache' in row)
+    assert [problem for problem in _rarity_problems() if problem.startswith("toyserve/rarity.py:")] == [
+        p for p in _rarity_problems() if p.startswith(f"toyserve/rarity.py:{line}:")] != []
+
+
 def test_without_capture_and_prefill_in_the_rare_tests_their_branches_are_per_step(monkeypatch) -> None:
     import re
     from dataclasses import replace

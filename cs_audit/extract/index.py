@@ -201,6 +201,11 @@ def _returns_false(stmt: ast.stmt) -> bool:
     return value is None or value.__class__ is ast.Constant and not value.value
 
 
+def _returns_true(stmt: ast.stmt) -> bool:
+    """`return True`: a check's success."""
+    return stmt.__class__ is ast.Return and stmt.value.__class__ is ast.Constant and stmt.value.value is True
+
+
 def _target_names(target: ast.expr) -> list[str]:
     """The ids of the ``ast.Name`` nodes in an assignment target (`self.x` holds `self`):
     a name or an attribute chain, the common targets, without a walk."""
@@ -469,6 +474,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 # what runs past `if C: return` is the branch of `not C`: a cache miss, a first call
                 context = branch_context(stmt.test, False, rest, scope.persistent, stmt.test.lineno, scope.lookups,
                                          self.rs.rare_test_re, rest=True, after_false=_returns_false(stmt.body[-1]),
+                                         after_true=_returns_true(stmt.body[-1]),
                                          steady_names=self.steady_names,
                                          precondition=stmt.body[-1].__class__ is ast.Raise) if rest and scope is not None else None
                 if context is not None:

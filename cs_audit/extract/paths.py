@@ -91,6 +91,17 @@ def _rejects(rest: list[ast.stmt]) -> str | None:
     return f"on the path a check rejects on (`{record}`, then `return True`)" if record else None
 
 
+def _fails(rest: list[ast.stmt]) -> str | None:
+    """Why what follows `if ok: return True` is its failure path: it reports a problem and
+    answers False or nothing (`if cache.put_if_fits(k, v): return True`; `logger.warning(...)`;
+    `return False`)."""
+    last = rest[-1]
+    if not (isinstance(last, ast.Return) and (last.value is None or isinstance(last.value, ast.Constant) and not last.value.value)):
+        return None
+    record = next((r for r in map(_problem_record, rest) if r), None)
+    return f"on the path a check fails on (`{record}`, then `{ast.unparse(last)}`)" if record else None
+
+
 def _attribute_of(call: ast.expr) -> str | None:
     """`owner.attr` of `getattr(owner, "attr", ...)` / `hasattr(owner, "attr")` (None otherwise)."""
     if not (isinstance(call, ast.Call) and dotted_name(call.func) in ("getattr", "hasattr") and 2 <= len(call.args) <= 3):
@@ -275,7 +286,7 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
                    line: int = 0, lookups: dict[str, str] | None = None,
                    event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False,
                    after_false: bool = False, steady_names: re.Pattern[str] | None = None,
-                   precondition: bool = False) -> PathContext | None:
+                   precondition: bool = False, after_true: bool = False) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call);
@@ -285,13 +296,15 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     test, which moving a bound on does not make rare; ``rest``: ``body`` is what follows
     `if <test>: return` in its block (whose warnings are not a branch of their own);
     ``after_false``: that `return` gives False or nothing (the normal answer of a check);
+    ``after_true``: it gives True (a check's success, past which it fails);
     ``steady_names``: names whose test is true in the steady state (a decode step), so a
     branch that needs one false runs on an event; ``precondition``: ``body`` follows `if <test>:
     raise`, a check of the state every call passes, not the hit of a cache or a once-flag."""
     # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
     # `raise` returns normally on those: only the part past the last of them is the error path
     if body and not (rest and _returns_normally_first(body[:-1])):
-        why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body)) or (_rejects(body) if after_false else None)
+        why = _error_exit(body[-1]) or (None if rest else _reports_a_problem(body)) or (_rejects(body) if after_false else None) or (
+            _fails(body) if after_true else None)
         if why is not None:
             return ("error", why, "", line)
     found = _unset_names(test, active) if not precondition else []
