@@ -370,6 +370,20 @@ def test_the_example_of_a_default_is_a_finding_it_keeps_off_where_there_is_one(t
     assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": 14}
 
 
+def test_the_example_of_a_default_is_in_a_function_that_runs_by_default_where_there_is_one(tmp_path: Path) -> None:
+    # `engine/aux.py` sorts first, but its function runs only under another option as well
+    config = EXAMPLE_TREE["engine/config.py"] + "    enable_aux: bool = False\n"
+    aux = ("import os\n\n\ndef aux_step(config):\n    if config.enable_balancer:\n"
+           "        print(os.getenv('AUX_TRACE'))\n")
+    runner = EXAMPLE_TREE["engine/runner.py"].replace(
+        "import os\n", "import os\n\nfrom engine.aux import aux_step\n").replace(
+        "        return batch\n", "        if self.config.enable_aux:\n            aux_step(self.config)\n        return batch\n")
+    report = _scan(write_tree(tmp_path, {"engine/config.py": config, "engine/aux.py": aux, "engine/runner.py": runner}))
+    used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
+    line = next(i for i, row in enumerate(runner.splitlines(), 1) if "BALANCE_TRACE" in row)
+    assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": line}
+
+
 def test_the_example_of_a_default_is_in_code_any_deployment_loads_where_there_is_one(tmp_path: Path) -> None:
     # a model's own module is kept off by the model served as well: the runner's read is the example
     model = EXAMPLE_TREE["engine/runner.py"].replace("class Runner:", "class LlamaRunner:").replace("BALANCE_TRACE", "LLAMA_TRACE")

@@ -42,7 +42,9 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
                 found = example.get(switch.name)
                 if found is not None and found[0] == 0:
                     continue
-                sole = site_switches(model, path, site.function, site.gates, rs) == [switch]
+                # no other setting guards it: its own gates name only this one, and its function runs by default
+                sole = site_switches(model, path, site.function, site.gates, rs) == [switch] and (
+                    (path, site.function) in model.freq_default)
                 if path not in own_code:
                     own_code[path] = bool(defaults.module_platform(path) or defaults.module_feature(path) or defaults.model_of(path))
                 rank = (4 if own_code[path] else 0) + (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
