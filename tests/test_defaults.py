@@ -384,6 +384,19 @@ def test_the_example_of_a_default_is_in_a_function_that_runs_by_default_where_th
     assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": line}
 
 
+def test_a_setting_counts_no_site_whose_function_another_setting_keeps_off(tmp_path: Path) -> None:
+    # `aux_step` runs only under `enable_aux`: the trace option's test in it decides nothing by default
+    config = EXAMPLE_TREE["engine/config.py"] + "    enable_aux: bool = False\n    enable_trace: bool = False\n"
+    aux = ("import os\n\n\ndef aux_step(config):\n    if config.enable_trace:\n"
+           "        print(os.getenv('AUX_TRACE'))\n")
+    runner = EXAMPLE_TREE["engine/runner.py"].replace(
+        "import os\n", "import os\n\nfrom engine.aux import aux_step\n").replace(
+        "        return batch\n", "        if self.config.enable_aux:\n            aux_step(self.config)\n        return batch\n")
+    report = _scan(write_tree(tmp_path, {"engine/config.py": config, "engine/aux.py": aux, "engine/runner.py": runner}))
+    used = {u["switch"]: u["sites"] for u in report["deployment"]["defaults_used"]}
+    assert used == {"enable_balancer": 2, "enable_aux": 1}
+
+
 def test_the_example_of_a_default_is_in_code_any_deployment_loads_where_there_is_one(tmp_path: Path) -> None:
     # a model's own module is kept off by the model served as well: the runner's read is the example
     model = EXAMPLE_TREE["engine/runner.py"].replace("class Runner:", "class LlamaRunner:").replace("BALANCE_TRACE", "LLAMA_TRACE")

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from cs_audit.joins.callgraph import TreeModel
 from cs_audit.joins.defaults import option_name
 from cs_audit.joins.gates import site_switches
-from cs_audit.joins.runs import reached, run_of
+from cs_audit.joins.runs import first, reached, run_of
 from cs_audit.model import DefaultUsed, Deployment, Finding, Place
 from cs_audit.ruleset import EAGER, RuleSet
 
@@ -37,6 +37,10 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
             if site.function is None or not reached(model, (path, site.function)):
                 continue
             switch = run_of(model, path, site.function, site.gates, site, rs).switch
+            key = (path, site.function)
+            if key not in model.freq_default and switch not in model.entry_switches.get(key, ()):
+                # its function is kept off first by the way into it: that setting decides, not the site's own
+                switch = first(model.entry_switches.get(key))
             if switch is not None and switch.kind == "option":
                 counts[switch.name] += 1
                 found = example.get(switch.name)
@@ -50,7 +54,7 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
                 rank = (4 if own_code[path] else 0) + (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
                 if found is None or rank < found[0]:
                     example[switch.name] = (rank, Place(path, site.line))
-    first = {name: place for name, (_, place) in example.items()}
+    shown = {name: place for name, (_, place) in example.items()}
     replayed = [(path, site.line) for path, sites in model.fact_sites.items() for site in sites
                 if site.function is not None and (path, site.function) in model.replayed]
     stated = dict(defaults.options)
@@ -59,22 +63,22 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
         # a model's forward is replayed as a graph on decoding steps: eager mode runs its Python
         # each step (the example: a finding there, where there is one)
         anywhere = {(f.path, f.line) for f in findings}
-        shown = min(replayed, key=lambda place: (place not in anywhere, place))
-        used.append(DefaultUsed(f"feature={EAGER}", "off", "", 0, len(replayed), Place(*shown)))
+        eager = min(replayed, key=lambda place: (place not in anywhere, place))
+        used.append(DefaultUsed(f"feature={EAGER}", "off", "", 0, len(replayed), Place(*eager)))
     for option, count in counts.items():
         name = option_name(option)
         if name == "platform":
-            used.append(DefaultUsed(option, defaults.platform, "", 0, count, first[option]))
+            used.append(DefaultUsed(option, defaults.platform, "", 0, count, shown[option]))
         elif name == "feature":
-            used.append(DefaultUsed(option, "off", "", 0, count, first[option]))
+            used.append(DefaultUsed(option, "off", "", 0, count, shown[option]))
         elif name in stated:
-            used.append(DefaultUsed(option, repr(stated[name]), "", 0, count, first[option]))
+            used.append(DefaultUsed(option, repr(stated[name]), "", 0, count, shown[option]))
         else:
             where = model.options.where(name)
             if where is not None:
                 also = sorted(map(repr, model.options.start_up.get(name, ())))
                 value = f"{where.value}, or {' or '.join(also)} at start-up" if also else where.value
-                used.append(DefaultUsed(option, value, where.path, where.line, count, first[option]))
+                used.append(DefaultUsed(option, value, where.path, where.line, count, shown[option]))
     used.sort(key=lambda d: (-d.sites, d.switch))
     return Deployment(defaults.platform, defaults.stated, tuple((k, repr(v)) for k, v in defaults.options),
                       tuple(sorted(defaults.env)), tuple(used), defaults.models,
