@@ -370,30 +370,31 @@ def test_the_example_of_a_default_is_a_finding_it_keeps_off_where_there_is_one(t
     assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": 14}
 
 
-def test_the_example_of_a_default_is_in_a_function_that_runs_by_default_where_there_is_one(tmp_path: Path) -> None:
-    # `engine/aux.py` sorts first, but its function runs only under another option as well
-    config = EXAMPLE_TREE["engine/config.py"] + "    enable_aux: bool = False\n"
-    aux = ("import os\n\n\ndef aux_step(config):\n    if config.enable_balancer:\n"
-           "        print(os.getenv('AUX_TRACE'))\n")
+def _aux_tree(call_option: str, aux_option: str) -> tuple[dict[str, str], int]:
+    """EXAMPLE_TREE with `aux_step` in `engine/aux.py` (which sorts first), called only under
+    ``call_option`` and reading an env var under ``aux_option``; and the runner's own read's line."""
+    config = EXAMPLE_TREE["engine/config.py"] + "    enable_aux: bool = False\n    enable_trace: bool = False\n"
+    aux = f"import os\n\n\ndef aux_step(config):\n    if config.{aux_option}:\n        print(os.getenv('AUX_TRACE'))\n"
     runner = EXAMPLE_TREE["engine/runner.py"].replace(
         "import os\n", "import os\n\nfrom engine.aux import aux_step\n").replace(
-        "        return batch\n", "        if self.config.enable_aux:\n            aux_step(self.config)\n        return batch\n")
-    report = _scan(write_tree(tmp_path, {"engine/config.py": config, "engine/aux.py": aux, "engine/runner.py": runner}))
-    used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
+        "        return batch\n", f"        if self.config.{call_option}:\n            aux_step(self.config)\n        return batch\n")
     line = next(i for i, row in enumerate(runner.splitlines(), 1) if "BALANCE_TRACE" in row)
+    return {"engine/config.py": config, "engine/aux.py": aux, "engine/runner.py": runner}, line
+
+
+def test_the_example_of_a_default_is_in_a_function_that_runs_by_default_where_there_is_one(tmp_path: Path) -> None:
+    # `aux_step` runs only through the balancer's own branch: its read is the balancer's too, but
+    # the runner's, in a function that runs by default, is the example
+    files, line = _aux_tree("enable_balancer", "enable_balancer")
+    used = {u["switch"]: u for u in _scan(write_tree(tmp_path, files))["deployment"]["defaults_used"]}
+    assert used["enable_balancer"]["sites"] == 3
     assert used["enable_balancer"]["example"] == {"path": "engine/runner.py", "line": line}
 
 
 def test_a_setting_counts_no_site_whose_function_another_setting_keeps_off(tmp_path: Path) -> None:
     # `aux_step` runs only under `enable_aux`: the trace option's test in it decides nothing by default
-    config = EXAMPLE_TREE["engine/config.py"] + "    enable_aux: bool = False\n    enable_trace: bool = False\n"
-    aux = ("import os\n\n\ndef aux_step(config):\n    if config.enable_trace:\n"
-           "        print(os.getenv('AUX_TRACE'))\n")
-    runner = EXAMPLE_TREE["engine/runner.py"].replace(
-        "import os\n", "import os\n\nfrom engine.aux import aux_step\n").replace(
-        "        return batch\n", "        if self.config.enable_aux:\n            aux_step(self.config)\n        return batch\n")
-    report = _scan(write_tree(tmp_path, {"engine/config.py": config, "engine/aux.py": aux, "engine/runner.py": runner}))
-    used = {u["switch"]: u["sites"] for u in report["deployment"]["defaults_used"]}
+    files, _ = _aux_tree("enable_aux", "enable_trace")
+    used = {u["switch"]: u["sites"] for u in _scan(write_tree(tmp_path, files))["deployment"]["defaults_used"]}
     assert used == {"enable_balancer": 2, "enable_aux": 1}
 
 
