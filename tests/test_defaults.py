@@ -557,6 +557,21 @@ def test_without_request_fields_what_a_control_request_sets_is_reported(monkeypa
     _only_newly_reported('"flushing', '"priority %d')
 
 
+def test_what_a_file_holds_for_gates_is_in_its_gates_digest() -> None:
+    from cs_audit.extract.python import extract_python
+
+    def digest(source: str) -> str:
+        ff = extract_python("engine/policy.py", source.encode(), load_ruleset())
+        assert not hasattr(ff, "kind"), ff
+        return gates_module._file_gates_digest(ff)  # type: ignore[arg-type]
+
+    # the `return`s a call of a function is judged by, and the state a class keeps under a name
+    base = "def needs(cfg, n):\n    if cfg.enable_x:\n        return True\n    return False\n"
+    assert digest(base) != digest(base.replace("return False", "return n > 1"))
+    state = "class Policy:\n    def __init__(self, cfg, output):\n        self.output = {}\n"
+    assert digest(state.format("cfg.output")) != digest(state.format("output"))
+
+
 def test_without_the_returns_of_a_function_a_call_of_one_false_by_default_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gates_module, "_false_by_default", lambda *a: None)
     _only_newly_reported('"gathering', '"syncing')

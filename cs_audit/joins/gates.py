@@ -599,12 +599,17 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
 
 def _file_gates_digest(ff: FileFacts) -> str:
     """Digest of what of one file any gate's switch may read: the gates of the values of the
-    names it assigns (``FileFacts.derived``), the entry gates and returned tests of its
-    functions, the options it declares and stores, and the names it imports (a gate on a name
-    another module imports from it is followed through them: ``_exported``)."""
+    names it assigns (``FileFacts.derived``), the entry gates, returned tests and returns of its
+    functions, the options it declares and stores, the state its classes keep under option
+    names, and the names it imports (a gate on a name another module imports from it is followed
+    through them: ``_exported``)."""
     part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.falsy_names, ff.aliases,
             [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
             [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
+            [(f.qualname, _plain(f.false_entry_gates), f.fallback_return, _plain(f.fallback_gates))
+             for f in ff.functions if f.false_entry_gates or f.fallback_return],
+            [(f.qualname, [(_plain(gates), what, _plain(test)) for gates, what, test in f.returns]) for f in ff.functions if f.returns],
+            ff.own_state,
             sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
             ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults], ff.wrapped)
