@@ -521,7 +521,11 @@ def test_literals_stored_into_a_table_for_an_override_are_the_values_start_up_ma
     # a key stored anything but literals (or the option handed on) gives none; nor does a table no override takes
     source = ('def resolve(cfg):\n    fields = {"mode": "a"}\n    fields["size"] = compute()\n    fields["size"] = 2\n'
               '    fields["kept"] = cfg.kept\n    other = {}\n    other["role"] = "b"\n    apply_overrides(**fields)\n')
-    assert [entry for _, entry, _ in _index(source).table_resolutions] == ["mode='a'"]
+    assert sorted(entry for _, entry, _ in _index(source).table_resolutions) == ["mode='a'", "size"]
+    # a chain of conditional expressions deeper than it follows is a value not known, not a crash
+    chain = " else ".join(f"{i} if cfg.n == {i}" for i in range(1200)) + " else 0"
+    deep = f"def resolve(cfg):\n    fields = {{}}\n    fields['size'] = {chain}\n    apply_overrides(**fields)\n"
+    assert [entry for _, entry, _ in _index(deep).table_resolutions] == ["size"]
 
 
 def test_without_table_resolutions_a_comparison_with_an_unset_option_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -537,8 +541,25 @@ def test_a_start_up_literal_off_by_default_leaves_the_option_unset_or_its_other_
 
 def test_own_state_is_an_attribute_not_copied_from_another_objects_same_name() -> None:
     source = ('class A:\n    def __init__(self, cfg, output):\n        self.enable_x = cfg.enable_x\n'
-              '        self.output = output\n        self.mode = get_cfg().mode\n        self.size = cfg.other\n')
-    assert _index(source).own_state == ("A.output", "A.size")
+              '        self.output = output\n        self.mode = get_cfg().mode\n        self.size = cfg.other\n'
+              '        self.rank, self.world = split(cfg)\n')
+    assert _index(source).own_state == ("A.output", "A.rank", "A.size", "A.world")
+
+
+def test_a_named_modulus_is_an_option_read_on_an_object_and_requests_served_are_no_control_requests() -> None:
+    from cs_audit.extract.options import declared_options
+    from cs_audit.joins.defaults import OptionTable, option_number
+
+    defaults = load_ruleset().defaults
+    assert defaults is not None
+    source = "from dataclasses import dataclass\n\n\n@dataclass\nclass ServeConfig:\n    log_interval: int = 40\n"
+    table = OptionTable.of(declared_options(ast.parse(source), source, "engine/config.py", defaults))
+    assert option_number(table, defaults, "self.log_interval") == 40
+    assert option_number(table, defaults, "log_interval") is None  # a local or a parameter of that name
+    pattern = defaults.request_classes
+    assert pattern is not None
+    assert [name for name in ("ConfigureLoggingReq", "SlowDownReqInput", "GenerateReqInput", "ChatCompletionRequest",
+                              "EmbeddingReqInput", "Req") if pattern.fullmatch(name)] == ["ConfigureLoggingReq", "SlowDownReqInput"]
 
 
 def test_without_typed_receivers_a_context_handed_an_ambiguous_option_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

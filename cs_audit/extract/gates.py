@@ -206,6 +206,9 @@ class GateReader(IndexState):
         #: local table to an override (`ctx.override(source, **fields)`): ``table_resolutions``
         self.table_stores: list[tuple[Scope, str, str, ast.expr, tuple[_GateGroup, ...]]] = []
         self.override_calls: list[tuple[Scope, str, int]] = []
+        #: (scope, attribute) of each `self.` attribute a tuple assignment unpacks into
+        #: (`self.a, self.b = f()`): the class's own state (``own_state``)
+        self.unpacked_self_stores: list[tuple[Scope, str]] = []
 
     # ------------------------------------------------------------ the gates around the statement
     def _gates_now(self) -> tuple[GateRef, ...]:
@@ -347,7 +350,8 @@ class GateReader(IndexState):
         one stored) of each literal a function stores by key into a table it hands to an override
         at start-up (`backend = "a" if cfg.mode == "x" else "b"`; `fields["backend"] = backend`;
         `get_context().override(source, **fields)`). A key any store of which is not such a
-        literal (nor the same-named value handed on) gives none: its value is not known."""
+        literal (nor the same-named value handed on) gives the bare option name, under the
+        override's gates: start-up works out a value not known."""
         out: list[tuple[int, str, tuple[GateRef, ...]]] = []
         saved = self.function
         for scope, table, line in self.override_calls:
@@ -358,7 +362,11 @@ class GateReader(IndexState):
                 if known is not None:
                     found = self._literals(scope, key, value, self._condition_refs(groups), 0)
                     by_key[key] = None if found is None else known + found
-            out.extend((line, f"{key}={literal}", gates) for key, found in by_key.items() for literal, gates in found or ())
+            for key, found in by_key.items():
+                if found is None:
+                    out.append((line, key, ()))
+                else:
+                    out.extend((line, f"{key}={literal}", gates) for literal, gates in found)
         self.function = saved
         return tuple(dict.fromkeys(out))
 
@@ -377,6 +385,8 @@ class GateReader(IndexState):
                   ) -> list[tuple[str, tuple[GateRef, ...]]] | None:
         """The literals ``value`` may be, each with the gates under which it is; None when it may
         be something else. A local is what its assignments in the function are."""
+        if depth > _MAX_LITERAL_DEPTH:
+            return None
         if isinstance(value, ast.Constant):
             text = repr(value.value)
             return [(text, gates)] if len(text) <= _MAX_LITERAL_CHARS else None
@@ -386,7 +396,7 @@ class GateReader(IndexState):
             return None if body is None or orelse is None else body + orelse
         if isinstance(value, ast.Attribute) and value.attr == key:
             return []  # the option's own value handed on: no other value
-        if not isinstance(value, ast.Name) or depth >= _MAX_LITERAL_DEPTH or value.id in scope.params:
+        if not isinstance(value, ast.Name) or value.id in scope.params:
             return None
         assigned = [(v, groups) for owner, target, v, groups in self.assignments if owner is scope and target == value.id]
         found: list[tuple[str, tuple[GateRef, ...]]] = []
@@ -428,6 +438,7 @@ class GateReader(IndexState):
             if isinstance(value, ast.Attribute) and value.attr == attr and raw_dotted(value.value) != "self":
                 continue
             out.add(f"{scope.qualname.rsplit('.', 1)[0]}.{attr}")
+        out.update(f"{scope.qualname.rsplit('.', 1)[0]}.{attr}" for scope, attr in self.unpacked_self_stores if "." in scope.qualname)
         return tuple(sorted(out))
 
     def falsy_names(self) -> tuple[tuple[str | None, str], ...]:

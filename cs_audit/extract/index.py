@@ -766,6 +766,12 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         local table to an override (`ctx.override(source, **fields)`): ``table_resolutions``."""
         scope = self.function
         cls = node.__class__
+        if cls is ast.Assign:
+            for unpacked in node.targets:  # type: ignore[attr-defined]
+                if unpacked.__class__ in (ast.Tuple, ast.List):
+                    self.unpacked_self_stores.extend(
+                        (scope, item.attr) for item in unpacked.elts  # type: ignore[misc]
+                        if item.__class__ is ast.Attribute and raw_dotted(item.value) == "self")
         if cls is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
             target = node.targets[0]  # type: ignore[attr-defined]
             if (target.__class__ is ast.Subscript and target.value.__class__ is ast.Name

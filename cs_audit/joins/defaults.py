@@ -221,10 +221,10 @@ def option_number(table: OptionTable, defaults: Defaults | None, ref: str) -> in
     """The number an option holds in the deployment, read as ``ref`` (`cfg.log_interval`, or
     `self.log_interval` copied from it: a class that keeps no state of its own under the name);
     None when ``ref`` names no option with a known number."""
-    if defaults is None:
-        return None
     receiver, _, name = ref.rpartition(".")
-    if name in table.ambiguous and not (receiver and _settings_receiver(defaults, receiver)) or name in table.start_up:
+    if defaults is None or not receiver:
+        return None  # a local or a parameter: what it is assigned decides
+    if name in table.ambiguous and not _settings_receiver(defaults, receiver) or name in table.start_up:
         return None
     stated = dict(defaults.options)
     value = stated[name] if name in stated else table.default(name)
