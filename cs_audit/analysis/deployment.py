@@ -40,7 +40,7 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
             key = (path, site.function)
             if key not in model.freq_default and switch not in model.entry_switches.get(key, ()):
                 # its function is kept off first by the way into it: that setting decides, not the site's own
-                switch = first(model.entry_switches.get(key))
+                switch = first(model.entry_switches.get(key)) or switch
             if switch is not None and switch.kind == "option":
                 counts[switch.name] += 1
                 found = example.get(switch.name)

@@ -416,7 +416,7 @@ class GateReader(IndexState):
         node = scope.node
         if pattern is None or node is None or scope.name == "__init__" or "." not in scope.qualname:
             return None
-        requests = {p.arg: _annotated_class(p.annotation) for p in (*node.args.args, *node.args.kwonlyargs)}
+        requests = {p.arg: _annotated_class(p.annotation) for p in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
         reads = [value]
         if isinstance(value, ast.Name) and value.id not in requests:
             reads = [v for owner, target, v, _ in self.assignments if owner is scope and target == value.id and not _falsy(v)]

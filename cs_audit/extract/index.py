@@ -670,6 +670,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 gates = self._gates_now()
                 if gates:
                     self.effects.append((node.lineno, self.function.qualname if self.function else None, gates, effect))
+        # one past the most kept on purpose: a function with more keeps none (``FunctionDef.returns``)
         if cls is ast.Return and self.function is not None and len(self.function.return_facts) <= _MAX_RETURNS:
             self.function.return_facts.append(self._return_fact(node))  # type: ignore[arg-type]
         if isinstance(node, ast.Return) and node.value is not None and literal_text(node.value) != "None":
