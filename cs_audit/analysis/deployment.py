@@ -28,10 +28,10 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
     # the example a reader checks, the best first: a finding no other setting guards, a site no
     # other setting guards, a finding, any site (a construction reached per step only through
     # the feature's code may run at start-up by default); each after those in code any
-    # deployment may load (a feature's package, another platform's or one model's module is
-    # kept off by that as well)
+    # deployment may load (``loaded_alone``: a feature's package, another platform's or one
+    # model's module, kept off by that as well)
     example: dict[str, tuple[int, Place]] = {}
-    own_code: dict[str, bool] = {}
+    loaded_alone: dict[str, bool] = {}
     for path, sites in model.fact_sites.items():
         for site in sites:
             if site.function is None or not reached(model, (path, site.function)):
@@ -49,9 +49,9 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
                 # no other setting guards it: its own gates name only this one, and its function runs by default
                 sole = site_switches(model, path, site.function, site.gates, rs) == [switch] and (
                     (path, site.function) in model.freq_default)
-                if path not in own_code:
-                    own_code[path] = bool(defaults.module_platform(path) or defaults.module_feature(path) or defaults.model_of(path))
-                rank = (4 if own_code[path] else 0) + (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
+                if path not in loaded_alone:
+                    loaded_alone[path] = bool(defaults.module_platform(path) or defaults.module_feature(path) or defaults.model_of(path))
+                rank = (4 if loaded_alone[path] else 0) + (0 if sole else 2) + (0 if (path, site.line) in reported else 1)
                 if found is None or rank < found[0]:
                     example[switch.name] = (rank, Place(path, site.line))
     shown = {name: place for name, (_, place) in example.items()}

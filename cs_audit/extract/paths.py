@@ -84,22 +84,28 @@ def _reports_a_problem(body: list[ast.stmt]) -> str | None:
 def _rejects(rest: list[ast.stmt]) -> str | None:
     """Why what follows a check's `if ok: return False` is its anomaly path: it reports a
     problem and answers True (`logger.warning(...); ...; return True`: the call is rejected)."""
-    last = rest[-1]
-    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Constant) and last.value.value is True):
-        return None
-    record = next((r for r in map(_problem_record, rest) if r), None)
-    return f"on the path a check rejects on (`{record}`, then `return True`)" if record else None
+    return _problem_then(rest, True, "rejects")
 
 
 def _fails(rest: list[ast.stmt]) -> str | None:
     """Why what follows `if ok: return True` is its failure path: it reports a problem and
     answers False or nothing (`if cache.put_if_fits(k, v): return True`; `logger.warning(...)`;
     `return False`)."""
+    return _problem_then(rest, False, "fails")
+
+
+def _problem_then(rest: list[ast.stmt], truthy: bool, how: str) -> str | None:
+    """Why ``rest`` is the path a check ``how``s on: it reports a problem and its last statement
+    returns a ``truthy`` constant (True), or, when not, False or nothing."""
     last = rest[-1]
-    if not (isinstance(last, ast.Return) and (last.value is None or isinstance(last.value, ast.Constant) and not last.value.value)):
+    if not isinstance(last, ast.Return):
+        return None
+    value = last.value
+    if truthy != (isinstance(value, ast.Constant) and value.value is True) or not truthy and not (
+            value is None or isinstance(value, ast.Constant) and not value.value):
         return None
     record = next((r for r in map(_problem_record, rest) if r), None)
-    return f"on the path a check fails on (`{record}`, then `{ast.unparse(last)}`)" if record else None
+    return f"on the path a check {how} on (`{record}`, then `{ast.unparse(last)}`)" if record else None
 
 
 def _attribute_of(call: ast.expr) -> str | None:

@@ -38,13 +38,13 @@ MAX_CALLERS_UP = 6
 
 SiteSwitch = Callable[[str, "str | None", "tuple[GateRef, ...]"], "SwitchRef | None"]
 #: whether a call the graph could not resolve may land in a function (``named_calls.hidden_callers``)
-Unresolved = Callable[[FuncKey], bool]
+HiddenCallers = Callable[[FuncKey], bool]
 #: the calls of a function a scan did not type, typed now (``named_calls.callers_on_demand``)
 LaterCallers = Callable[[FuncKey], "list[NamedCall]"]
 
 
 def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
-                          unresolved: Unresolved, later: LaterCallers) -> None:
+                          unresolved: HiddenCallers, later: LaterCallers) -> None:
     """Gate the calls of the methods of classes built only under options (see the module's
     text); ``site_switch`` resolves a site's gates, ``unresolved`` tells the functions a call
     the tree did not resolve may land in (such a function may have callers the graph lacks),
@@ -121,7 +121,7 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
 
 
 def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], site_switch: SiteSwitch,
-                     unresolved: Unresolved, later: LaterCallers) -> None:
+                     unresolved: HiddenCallers, later: LaterCallers) -> None:
     """An event loop every call of which needs a switch (`if cfg.enable_pdmux:
     self.event_loop_pdmux()`, a few calls up) is no root of the default paths: the switch is its
     gate, as a root of a class built only under one (``gated_classes``). A configured root is
@@ -140,7 +140,7 @@ class _CallerSwitches:
     or their functions' in turn, a few calls up); None when one call needs none, when it has
     no call the graph sees, or when its name is called where the graph could not resolve."""
 
-    def __init__(self, model: Built, site_switch: SiteSwitch, unresolved: Unresolved, later: LaterCallers,
+    def __init__(self, model: Built, site_switch: SiteSwitch, unresolved: HiddenCallers, later: LaterCallers,
                  ignored: Callable[[str], object] | None) -> None:
         self.model = model
         self.site_switch = site_switch
