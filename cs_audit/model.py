@@ -701,6 +701,9 @@ class OptionDefault:
     line: int
     #: a dotted name the default is copied from (`ParallelConfig.enable_eplb`): the same option
     copied: bool = False
+    #: the function, by its dotted path, the value is computed with at start-up
+    #: (`Derived(fn="pkg.context.attn_dp_enabled_of")`); "" for a declared default
+    computed_by: str = ""
 
 
 @record

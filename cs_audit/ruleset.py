@@ -197,6 +197,13 @@ class Defaults:
         found = self.model_paths.search(path) if self.model_paths is not None else None
         return found.group("model") if found is not None else None
 
+    def serves_module(self, path: str) -> bool:
+        """Whether the deployment loads ``path`` as an architecture's own module: any module
+        of no architecture, and those of the architectures it states. Unstated, it serves a
+        plain model, and no architecture's own start-up overrides apply."""
+        model = self.model_of(path)
+        return model is None or model in self.models
+
     def module_platform(self, path: str) -> str | None:
         """The platform a module is written for alone, by its path; None for any platform or
         the deployment's own."""

@@ -89,7 +89,8 @@ def test_conditional_resolutions_are_the_calls_in_functions() -> None:
     found = dict((entry, line) for line, entry in start_up_resolutions(tree, defaults)[1])
     assert found == {"enable_idle_delay=True": _line('"idle", enable_idle_delay'),
                      "enable_chunk_merge=True": _line('"merge", enable_chunk_merge'),
-                     "disable_overlap_schedule=True": _line('"cpu", disable_overlap_schedule')}
+                     "disable_overlap_schedule=True": _line('"cpu", disable_overlap_schedule'),
+                     "cache_strategy='extra'": _line('"strategy", cache_strategy')}
     assert "enable_idle_delay=True" not in start_up_resolutions(tree, defaults)[0]
 
 
@@ -537,6 +538,34 @@ def test_a_start_up_literal_off_by_default_leaves_the_option_unset_or_its_other_
     report = _scan(write_tree(tmp_path / "t", _fixture()))
     used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
     assert used["retraction_backup=='host_pool'"]["value"] == "None, or 'cpu_tensor' at start-up"
+    # a declared default start-up may replace: judged on each value, and named with them; a
+    # field computed by a function the settings name is judged by what that function returns
+    assert used["cache_strategy=='lazy'"]["value"] == "'auto', or 'extra' at start-up"
+
+
+ARCHITECTURE_OVERRIDES = (
+    '"""An architecture\'s own start-up overrides."""\n\n\n'
+    'def big_overrides(cfg):\n    overrides = {}\n    overrides["cache_strategy"] = "lazy"\n    return overrides\n'
+)
+
+
+def test_an_architectures_start_up_overrides_apply_only_where_it_is_served(tmp_path: Path) -> None:
+    files = {**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES}
+    assert check_annotations(files) == []
+    files["pyproject.toml"] = '[tool.cs-audit]\ndeployment = {models = ["bigmodel"]}\n'
+    assert _line('"lazy extra') in _emitter_lines(_scan(write_tree(tmp_path / "served", files)))
+
+
+def test_without_the_modules_a_deployment_serves_an_architectures_overrides_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Defaults, "serves_module", lambda self, path: True)
+    problems = " ".join(check_annotations({**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES}))
+    line = _line('"lazy extra')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+
+
+def test_without_computed_options_a_field_a_named_function_computes_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_computed_option", lambda *a: NOT_OPTION)
+    _only_newly_reported('"lazy extra', '"extra buffer')
 
 
 def test_own_state_is_an_attribute_not_copied_from_another_objects_same_name() -> None:
@@ -596,6 +625,13 @@ def test_what_a_file_holds_for_gates_is_in_its_gates_digest() -> None:
 def test_without_the_returns_of_a_function_a_call_of_one_false_by_default_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gates_module, "_false_by_default", lambda *a: None)
     _only_newly_reported('"gathering', '"syncing')
+
+
+def test_without_membership_tests_a_predicate_true_for_other_values_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.gates as extract_gates
+
+    monkeypatch.setattr(extract_gates, "_constants", lambda *a: None)
+    _only_newly_reported('"report line', '"no report line')
 
 
 def test_without_named_moduli_a_report_every_nth_step_is_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -778,6 +814,15 @@ def test_a_test_named_for_a_feature_holds_with_it_or_without_it(tmp_path: Path) 
     stated = dict(FEATURE_TESTS_TREE, **{"pyproject.toml": (
         '[tool.cs-audit]\ndeployment = {features = ["speculative_decoding"], options = {enable_dp_attention = true}}\n')})
     assert _default_on(_scan(write_tree(tmp_path / "spec", stated))) == {_DRAFT_ROUND, _PLAIN_STEP, _VERIFY, _DP_GATHER}
+
+
+def test_a_name_of_a_hybrid_models_own_state_holds_only_with_its_layers() -> None:
+    defaults = load_ruleset().defaults
+    assert defaults is not None
+    assert defaults.feature_test("result.mamba_backup_id") == ("hybrid_ssm", True)
+    assert defaults.feature_test("self.swa_host_pool") == ("sliding_window", True)
+    # a word that only contains one (`swap`, `mambas`) is no such name
+    assert defaults.feature_test("result.swap_slots") is None and defaults.feature_test("mambas") is None
 
 
 def test_without_off_tests_a_test_true_without_a_feature_gates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

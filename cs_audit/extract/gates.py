@@ -44,6 +44,20 @@ def _enum_member(node: ast.expr, aliases: dict[str, str]) -> str | None:
     return name if cls[:1].isupper() and not cls.isupper() and member.isupper() else None
 
 
+def _constants(node: ast.expr) -> tuple[object, ...] | None:
+    """The values of a short tuple, list or set written as literals (`("a", "b")`); None for
+    any other container."""
+    if not isinstance(node, (ast.Tuple, ast.List, ast.Set)) or not 0 < len(node.elts) <= 8:
+        return None
+    values = []
+    for element in node.elts:
+        if not isinstance(element, ast.Constant) or not isinstance(element.value, (str, int, float, bool, type(None))):
+            return None
+        values.append(element.value)
+    text = repr(tuple(values))
+    return tuple(values) if len(text) <= 120 else None
+
+
 def _falsy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and not node.value
 
@@ -588,6 +602,12 @@ class GateReader(IndexState):
                 # `if cfg.tp_size > 1:` runs when it holds; its else, when the opposite does
                 text = _ORDER_TEXT[op.__class__] if active else _ORDER_NEGATED[op.__class__]
                 marker = (f"cmp:{text}:{right.value!r}",)
+        elif single and isinstance(op, (ast.In, ast.NotIn)) and isinstance(expr.left, (ast.Name, ast.Attribute)):
+            # `if cfg.mode in ("a", "b"):` holds for the values listed, its else for the others
+            members = _constants(right)
+            if members is not None:
+                held = isinstance(op, ast.In) == active
+                marker = (f"cmp:{'in' if held else 'not in'}:{members!r}",)
         out[start:] = [_compared(r, marker) if r.kind == "name" else r for r in out[start:]]
 
     def _params(self) -> tuple[str, ...]:

@@ -244,6 +244,10 @@ def _fields(node: ast.ClassDef, path: str, defaults: Defaults) -> list[OptionDef
     out = []
     resolved = _assigned_by_methods(node)
     for statement in node.body:
+        computed = _computed_by(statement)
+        if computed is not None:
+            out.append(OptionDefault(computed[0], node.name, "", path, statement.lineno, computed_by=computed[1]))
+            continue
         if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.target, ast.Name) or statement.value is None:
             continue
         if statement.target.id in resolved:
@@ -258,6 +262,23 @@ def _fields(node: ast.ClassDef, path: str, defaults: Defaults) -> list[OptionDef
         if value is not None:
             out.append(OptionDefault(statement.target.id, node.name, value, path, statement.lineno, copied))
     return out
+
+
+_DOTTED_FUNCTION = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
+
+
+def _computed_by(statement: ast.stmt) -> tuple[str, str] | None:
+    """(the field, the function by its dotted path) of a field a settings class computes with
+    a function it names (`attn_dp_enabled = Derived(fn="pkg.context.attn_dp_enabled_of")`);
+    None for any other statement."""
+    target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 else (
+        statement.target if isinstance(statement, ast.AnnAssign) else None)
+    value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+    if not isinstance(target, ast.Name) or not isinstance(value, ast.Call):
+        return None
+    named = [k.value.value for k in value.keywords
+             if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str) and _DOTTED_FUNCTION.fullmatch(k.value.value)]
+    return (target.id, named[0]) if len(named) == 1 else None
 
 
 def _assigned_by_methods(node: ast.ClassDef) -> set[str]:

@@ -113,11 +113,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites, root_rules=root_rules,
-        resolved_files=tuple(resolved_here), options=_option_table(facts),
+        resolved_files=tuple(resolved_here), options=_option_table(facts, rs),
     )
     happening = resolutions_by_default(model, rs)
     if happening is not None:
-        model.options = _option_table(facts, happening)
+        model.options = _option_table(facts, rs, happening)
         model.gate_cache.clear()
         model.switch_cache.clear()
     void = void_env_helpers(model, rs)
@@ -217,14 +217,16 @@ def _resolved_files(resolver: Resolver, facts: dict[str, FileFacts], targets: li
     return by_file, asked, resolved_here
 
 
-def _option_table(facts: dict[str, FileFacts], conditional: Iterable[str] | None = None) -> OptionTable:
-    """The options of the tree with what start-up works out of them: every resolution by a call
-    in a function (``FileFacts.conditional_resolutions``), or those of ``conditional``."""
+def _option_table(facts: dict[str, FileFacts], rs: RuleSet, conditional: Iterable[str] | None = None) -> OptionTable:
+    """The options of the tree with what start-up works out of them in the modules the
+    deployment loads: every resolution by a call in a function (``FileFacts.conditional_resolutions``),
+    or those of ``conditional``."""
+    loaded = [ff for path, ff in facts.items() if rs.defaults is None or rs.defaults.serves_module(path)]
     if conditional is None:
-        conditional = (*(entry for ff in facts.values() for _, entry in ff.conditional_resolutions),
-                       *(entry for ff in facts.values() for _, entry, _ in ff.table_resolutions))
+        conditional = (*(entry for ff in loaded for _, entry in ff.conditional_resolutions),
+                       *(entry for ff in loaded for _, entry, _ in ff.table_resolutions))
     return OptionTable.of((o for ff in facts.values() for o in ff.options),
-                          (*(n for ff in facts.values() for n in ff.foreign_stores), *conditional),
+                          (*(n for ff in loaded for n in ff.foreign_stores), *conditional),
                           (n.rpartition(".")[2] for ff in facts.values() for n in ff.own_state))
 
 

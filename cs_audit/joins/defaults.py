@@ -32,9 +32,11 @@ class OptionTable:
     ambiguous: frozenset[str] = frozenset()
     #: env var -> the value its registry's getter gives when it is unset (``registry_defaults``)
     env: dict[str, object] = field(default_factory=dict)
-    #: option declared None -> the literals start-up may set it to instead (every value it is
-    #: worked out to at start-up by default is such a literal)
+    #: option -> the literals start-up may set it to instead of its default (every value it is
+    #: worked out to at start-up is such a literal)
     start_up: dict[str, frozenset] = field(default_factory=dict)
+    #: option -> the function, by its dotted path, every declaration computes it with
+    computed: dict[str, str] = field(default_factory=dict)
     _values: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -62,18 +64,23 @@ class OptionTable:
             default = _agreed(declared[name])
             if _all_the_default(literals, default):
                 continue
-            values = _literal_values(literals) if default is None else None
+            # (an env var start-up sets is no longer what the registry gives when it is unset)
+            env_var = any(o.owner == "env" for o in declared[name])
+            values = _literal_values(literals, default) if default is not _UNKNOWN and (
+                default is None or not env_var) else None
             if values is None:
                 del declared[name]
             else:
-                # left unset until start-up sets one of these: each may be the value
+                # the default until start-up sets one of these: each may be the value
                 start_up[name] = values
         owned = set(own)
         env = {name: _agreed(found) for name, found in declared.items() if any(o.owner == "env" for o in found)}
+        computed = {name: found[0].computed_by for name, found in declared.items()
+                    if found[0].computed_by and all(o.computed_by == found[0].computed_by for o in found)}
         return cls({name: sorted(found, key=lambda o: (o.path, o.line)) for name, found in declared.items()
                     if not any(o.owner == "env" for o in found)},
                    frozenset(name for name in declared if name in owned), {k: v for k, v in env.items() if v is not _UNKNOWN},
-                   start_up)
+                   start_up, computed)
 
     def default(self, name: str) -> object:
         """The default of ``name`` when every declaration states the same one; ``_UNKNOWN``
@@ -89,8 +96,8 @@ class OptionTable:
         return found[0] if found else None
 
 
-def _literal_values(literals: set[str]) -> frozenset | None:
-    """The values of ``literals`` other than None; None when one is no hashable literal."""
+def _literal_values(literals: set[str], default: object) -> frozenset | None:
+    """The values of ``literals`` other than ``default``; None when one is no hashable literal."""
     values = set()
     for literal in literals:
         try:
@@ -98,7 +105,7 @@ def _literal_values(literals: set[str]) -> frozenset | None:
             hash(value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return None
-        if value is not None:
+        if value != default or type(value) is not type(default):
             values.add(value)
     return frozenset(values)
 
@@ -194,7 +201,7 @@ def option_gate(table: OptionTable, defaults: Defaults | None, gate: GateRef, ty
     receiver, name = gate.ref.rsplit(".", 1)
     if receiver == "self" or "operand" in gate.args and compared is None:
         return NOT_OPTION  # an attribute of the object itself: its assignments decide
-    settings = _settings_receiver(defaults, receiver)
+    settings = settings_receiver(defaults, receiver)
     if name in table.ambiguous and not settings and not typed:
         return NOT_OPTION  # a name other classes use for their own state, on a receiver that is no settings
     stated = dict(defaults.options)
@@ -224,14 +231,14 @@ def option_number(table: OptionTable, defaults: Defaults | None, ref: str) -> in
     receiver, _, name = ref.rpartition(".")
     if defaults is None or not receiver:
         return None  # a local or a parameter: what it is assigned decides
-    if name in table.ambiguous and not _settings_receiver(defaults, receiver) or name in table.start_up:
+    if name in table.ambiguous and not settings_receiver(defaults, receiver) or name in table.start_up:
         return None
     stated = dict(defaults.options)
     value = stated[name] if name in stated else table.default(name)
     return value if type(value) is int else None
 
 
-def _settings_receiver(defaults: Defaults, receiver: str) -> bool:
+def settings_receiver(defaults: Defaults, receiver: str) -> bool:
     """Whether ``receiver`` looks like settings: its last name says so (`cfg`, `server_args`),
     or it holds what a getter returns (`get_exec().moe`)."""
     return bool(defaults.receivers.search(receiver.rsplit(".", 1)[-1])) or "()" in receiver
@@ -250,9 +257,13 @@ def value_gate(name: str, value: object, gate: GateRef, start_up: bool = False) 
             if type(value) not in (int, float) or type(value) is bool:
                 return NOT_OPTION
             holds = _ORDERINGS[op](value, literal)
+            spelled = f"{name}{op}{literal!r}"
+        elif op in ("in", "not in") and type(literal) is tuple:
+            holds = (value in literal) == (op == "in")
+            spelled = f"{name} {op} {literal!r}"
         else:
             holds = (value == literal) == (op == "==")
-        spelled = f"{name}{op}{literal!r}"
+            spelled = f"{name}{op}{literal!r}"
     else:
         holds = bool(value) == gate.active_when_set
         spelled = name if gate.active_when_set else f"{name}=False"
@@ -265,7 +276,7 @@ def _wrapped_option(table: OptionTable, defaults: Defaults | None, reads: list[s
     if defaults is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
         return None
     receiver, name = reads[0].rsplit(".", 1)
-    if receiver == "self" or name in table.ambiguous and not _settings_receiver(defaults, receiver) or name in table.start_up:
+    if receiver == "self" or name in table.ambiguous and not settings_receiver(defaults, receiver) or name in table.start_up:
         return None
     stated = dict(defaults.options)
     return name, stated[name] if name in stated else table.default(name)

@@ -21,6 +21,7 @@ from cs_audit.joins.defaults import (
     option_gate,
     predicate_gate,
     registry_env_gate,
+    settings_receiver,
 )
 from cs_audit.joins.env_helpers import helper_switches
 from cs_audit.joins.kept import SiteGates
@@ -111,6 +112,8 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         # an option's name on an object typed as none of the classes that keep their own state
         # under it (`ctx.enable_x` on a build context handed the option)
         option = option_gate(model.options, rs.defaults, gate, typed=True)
+    if option is NOT_OPTION and gate.kind == "name" and model.options.computed:
+        option = _computed_option(model, gate, rs)
     if option is not NOT_OPTION:
         return option
     if gate.kind == "name" and model.wrapped:
@@ -224,6 +227,25 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _computed_option(model: TreeModel, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    """An option a settings class computes with a function it names (`attn_dp_enabled =
+    Derived(fn="pkg.context.attn_dp_enabled_of")`), tested for truth on settings: judged like
+    a call of that function (its returns, on the defaults). ``NOT_OPTION`` for any other gate,
+    and for one the deployment states, whose value decides."""
+    receiver, _, name = gate.ref.rpartition(".")
+    dotted = model.options.computed.get(name)
+    if dotted is None or not receiver or "operand" in gate.args or gate.level or rs.defaults is None:
+        return NOT_OPTION
+    if name in dict(rs.defaults.options) or name in model.options.ambiguous and not settings_receiver(rs.defaults, receiver):
+        return NOT_OPTION
+    module, _, function = dotted.rpartition(".")
+    for path in model.resolver.by_module.get(module, ()):
+        if (path, function) in model.functions:
+            switch = resolve_gate(model, path, None, GateRef("call", function, (), gate.active_when_set), rs)
+            return NOT_OPTION if switch is None else switch
+    return NOT_OPTION
 
 
 def _false_by_default(model: TreeModel, key: FuncKey, function: FunctionDef, rs: RuleSet) -> SwitchRef | None:
@@ -465,7 +487,8 @@ def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
     kept: list[str] = []
     dropped = False
     for path, ff in model.facts.items():
-        if not ff.conditional_resolutions and not ff.table_resolutions:
+        if not ff.conditional_resolutions and not ff.table_resolutions or (
+                rs.defaults is not None and not rs.defaults.serves_module(path)):
             continue
         calls = {site.line: site for site in ff.calls}
         # a literal stored into a table for an override is the value under its own gates too
@@ -610,7 +633,7 @@ def _file_gates_digest(ff: FileFacts) -> str:
              for f in ff.functions if f.false_entry_gates or f.fallback_return],
             [(f.qualname, [(_plain(gates), what, _plain(test)) for gates, what, test in f.returns]) for f in ff.functions if f.returns],
             ff.own_state,
-            sorted((o.name, o.value, o.copied) for o in ff.options), ff.foreign_stores,
+            sorted((o.name, o.value, o.copied, o.computed_by) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
             ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults], ff.wrapped)
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
