@@ -475,6 +475,23 @@ class FileFacts:
     host_arguments: tuple[HostArguments, ...] = ()
     #: calls passing values a parameter's gate can be judged by (``PassedValues``)
     passed_values: tuple[PassedValues, ...] = ()
+    #: (name, every class-body declaration of it here defaults to a falsy literal) of the
+    #: fields its classes declare (`details: Details | None = None`, `has_x: bool = False`)
+    record_fields: tuple[tuple[str, bool], ...] = ()
+    #: (line, attribute, function, gates, stores a falsy literal) of the attribute stores in
+    #: its functions on another object (`stats.details = d`), and on `self` of a field declared
+    #: falsy here
+    field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
+    #: the keywords its calls pass something other than a falsy literal or a name of the same
+    #: name (a record built with a field set)
+    keywords_passed: tuple[str, ...] = ()
+    #: (line of the call, keyword, function) of a name passed under its own name (`has_x=has_x`)
+    keywords_named: tuple[tuple[int, str, str], ...] = ()
+    #: (name, its keys) of the module tables it builds from string keys (`_BACKENDS = {"a": ...}`)
+    table_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: (function, local, table, parameter) of a module table looked up by a parameter
+    #: (`spec = _BACKENDS.get(backend)`): None unless the parameter is one of its keys
+    table_gets: tuple[tuple[str, str, str, str], ...] = ()
     #: it names a device API (``device_apis`` in rules/gpu_syncs.yaml) somewhere
     touches_device: bool = True
     #: (function, name, the names it is built from) of each assignment of a path built from

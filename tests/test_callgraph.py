@@ -293,8 +293,8 @@ _GATED = {
     ('DUMP = os.getenv("A_DUMP")', 'DUMP = os.getenv("B_DUMP")', ["B_DUMP", "A_TRACE"]),
     # the env helper a gate calls reads another variable (by its parameter's default)
     ('def tracing(name="A_TRACE"):', 'def tracing(name="B_TRACE"):', ["A_DUMP", "B_TRACE"]),
-    # ... or no longer reads the env at all
-    ('return os.getenv(name) == "1"', 'return name == "1"', ["A_DUMP", None]),
+    # ... or no longer reads the env at all: a test of its parameter's string default, false
+    ('return os.getenv(name) == "1"', 'return name == "1"', ["A_DUMP", "option:tracing(name=='1')"]),
     # an edit that changes no switch input
     ("import os", "import os  # env", ["A_DUMP", "A_TRACE"]),
 ])

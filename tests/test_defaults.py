@@ -620,6 +620,12 @@ def test_what_a_file_holds_for_gates_is_in_its_gates_digest() -> None:
     assert digest(base) != digest(base.replace("return False", "return n > 1"))
     state = "class Policy:\n    def __init__(self, cfg, output):\n        self.output = {}\n"
     assert digest(state.format("cfg.output")) != digest(state.format("output"))
+    # a record's field declared None, stored on another object, passed as a keyword
+    record = "class Stats:\n    details: dict | None = None\n"
+    assert digest(record) != digest(record.replace("None = None", "dict = {}"))
+    store = "def attach(stats, details):\n    stats.details = details\n"
+    assert digest(store) != digest(store.replace("stats.details", "stats.summary"))
+    assert digest("def build(d):\n    return Stats(d)\n") != digest("def build(d):\n    return Stats(details=d)\n")
 
 
 def test_without_the_returns_of_a_function_a_call_of_one_false_by_default_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -632,6 +638,60 @@ def test_without_membership_tests_a_predicate_true_for_other_values_is_reported(
 
     monkeypatch.setattr(extract_gates, "_constants", lambda *a: None)
     _only_newly_reported('"report line', '"no report line')
+
+
+def test_without_the_yields_of_a_context_manager_what_its_with_binds_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "_CONTEXT_MANAGERS", frozenset())
+    problems = " ".join(check_annotations(_fixture()))
+    for text in ('"captured', '"attached'):
+        assert f"toyserve/defaults.py:{_line(text)}: unexpected default-on-emitter" in problems, text
+    timed = _line('"timed')
+    assert f"toyserve/defaults.py:{timed}:" not in problems
+
+
+def test_without_bound_names_handed_on_a_parameter_given_one_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.calls as calls_module
+
+    real = calls_module.passed_value
+    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(): real(node, params))
+    _only_newly_reported('"attached', '"captured')
+
+
+def test_without_record_fields_a_field_only_code_kept_off_sets_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "field_switch", lambda *a: None)
+    _only_newly_reported('"details of the step', '"timings of the step')
+
+
+def test_a_field_a_call_passes_as_a_keyword_may_be_set_by_default() -> None:
+    source = FIXTURE.read_text() + "\n\ndef rebuild(d):\n    return StepStats(details=d)\n"
+    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
+    line = _line('"details of the step')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+
+
+def test_without_keywords_named_a_field_a_constructor_sets_from_a_name_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.fields as fields_module
+
+    real = fields_module._field_table
+
+    def unnamed(model, rs):
+        declared, stores, passed, named = real(model, rs)
+        return declared, stores, passed | frozenset(named), {}
+
+    monkeypatch.setattr(fields_module, "_field_table", unnamed)
+    _only_newly_reported('"hooks', '"timings of the step')
+
+
+def test_without_sets_made_while_it_holds_a_merge_is_a_way_for_a_field_to_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.fields as fields_module
+
+    monkeypatch.setattr(fields_module, "_set_once_set", lambda *a: False)
+    _only_newly_reported('"hooks', '"timings of the step')
+
+
+def test_without_table_lookups_a_table_no_caller_passes_a_key_of_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_table_get_gate", lambda *a: NOT_OPTION)
+    _only_newly_reported('"gemm', '"scan')
 
 
 def test_without_named_moduli_a_report_every_nth_step_is_per_step(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -198,6 +198,8 @@ class CallEdges(GateReader):
         #: calls passing host data (``HostArguments``)
         self.host_arguments: list[HostArguments] = []
         self.passed_values: list[PassedValues] = []
+        self.keywords_passed: set[str] = set()
+        self.keywords_named: list[tuple[int, str, str]] = []
         #: each callee and code text of the plain calls made so far, by itself
         self.shared: dict[str, str] = {}
 
@@ -225,25 +227,42 @@ class CallEdges(GateReader):
             self.host_arguments.append(HostArguments(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
                                                      tuple(positions), keywords))
 
+    def _note_keywords(self, call: ast.Call) -> None:
+        """The keywords a call passes something other than a falsy literal: a record's field may
+        be set by its constructor, or by a `replace(x, field=...)`. A name passed under its own
+        name (`Info(has_x=has_x)`) is kept with the call's line (``FileFacts.keywords_named``),
+        to be judged as a test of that name there; any other value, by the keyword alone
+        (``FileFacts.keywords_passed``)."""
+        for keyword in call.keywords:
+            value = keyword.value
+            if keyword.arg is None or value.__class__ is ast.Constant and not value.value:
+                continue
+            if value.__class__ is ast.Name and value.id == keyword.arg and self.function is not None:
+                self.keywords_named.append((call.lineno, keyword.arg, self.function.qualname))
+                self.gate_names.add(keyword.arg)  # judged as a test of the name there: its assignments are kept
+            else:
+                self.keywords_passed.add(keyword.arg)
+
     def _note_passed_values(self, callee: str, call: ast.Call) -> None:
         """The arguments of a call a gate on the parameter they land in can be judged by
         (``PassedValues``): a parameter tested for an option is off when every caller hands
         it that option, or a literal, that keeps its code off (``joins.param_gates``)."""
         scope = self.function
         params = scope.params if scope is not None else ()
+        bound = scope.with_names if scope is not None else frozenset()
         positions: list[tuple[int, str]] = []
         is_open = False
         for index, arg in enumerate(call.args):
             if arg.__class__ is ast.Starred:
                 is_open = True
                 break  # the positions after it are not known
-            positions.append((index, passed_value(arg, params)))
+            positions.append((index, passed_value(arg, params, bound)))
         keywords: list[tuple[str, str]] = []
         for keyword in call.keywords:
             if keyword.arg is None:
                 is_open = True
                 continue
-            keywords.append((keyword.arg, passed_value(keyword.value, params)))
+            keywords.append((keyword.arg, passed_value(keyword.value, params, bound)))
         if any(value != "?" for _, value in positions) or any(value != "?" for _, value in keywords):
             self.passed_values.append(PassedValues(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
                                                    tuple(positions), tuple(keywords), is_open))
@@ -353,6 +372,8 @@ class CallEdges(GateReader):
             rest = self._plain_fields(function, call, end_line, gates, source, col, end_col)
             # one object per distinct callee text in the file: a pickle writes it once
             callee = shared.setdefault(callee, callee)
+            if call.keywords:
+                self._note_keywords(call)
             if lands:
                 if call.args or call.keywords:
                     self.arguments.append((function, callee, call))
@@ -442,6 +463,8 @@ class CallEdges(GateReader):
         calls = calls_in(node, reads=reads)
         self._note_reads(reads)
         for call in calls:
+            if call.keywords:
+                self._note_keywords(call)
             if call.args or call.keywords:
                 callee, lands = self._callee(call)
                 if callee is not None and lands:

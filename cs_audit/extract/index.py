@@ -123,6 +123,12 @@ class ModuleIndex:
     wrapped: tuple[tuple[str | None, str, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
+    record_fields: tuple[tuple[str, bool], ...] = ()
+    field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
+    keywords_passed: tuple[str, ...] = ()
+    keywords_named: tuple[tuple[int, str, str], ...] = ()
+    table_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    table_gets: tuple[tuple[str, str, str, str], ...] = ()
     #: (function, name, gates of the value) of the assignments to names a gate tests
     derived: tuple[tuple[str | None, str, tuple[GateRef, ...]], ...] = ()
     #: (line, `option=literal`, gates) of the literals stored into tables handed to an override
@@ -275,6 +281,11 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.incremented: set[str] = set()
         #: (line, function, gates, what) of the gated statements that change state or control flow
         self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
+        #: field name -> whether every class-body declaration of it here defaults to None
+        self.record_fields: dict[str, bool] = {}
+        self.table_keys: dict[str, tuple[str, ...]] = {}
+        self.table_gets: list[tuple[str, str, str, str]] = []
+        self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool]] = []
         #: messages formatted into locals only calls read, each with its path contexts
         self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
 
@@ -373,6 +384,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = Scope("def", node.name, qualname, params, once, node=node, stores=self.stores)
+        scope.managed = any(d.rpartition(".")[2] in _CONTEXT_MANAGERS for d in decorators)
         scope.path_names.update(name for name, default in param_defaults if default.startswith(("/", ".")))
         self.scopes.append(scope)
         if ".<locals>." in qualname:
@@ -420,7 +432,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
                 int_defaults=int_defaults, returned_test=returned_test, const_defaults=const_defaults,
                 false_entry_gates=false_entry_gates, fallback_return=fallback_return, fallback_gates=fallback_gates,
-                returns=tuple(scope.return_facts) if 1 < len(scope.return_facts) <= _MAX_RETURNS and not returned_test else (),
+                returns=tuple(scope.return_facts) if (0 if scope.managed else 1) < len(scope.return_facts) <= _MAX_RETURNS
+                and not returned_test else (),
             )
         )
 
@@ -462,6 +475,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         for i, stmt in enumerate(body):
             if scope is not None and stmt.__class__ is ast.Assign:
                 self._note_lookup(scope, stmt)
+                self._note_table_get(scope, stmt)
             visitor = visitors.get(stmt.__class__)
             if visitor is None:
                 self._simple(stmt)
@@ -487,6 +501,17 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                     self.path_contexts = (*self.path_contexts, context)
         self.path_contexts = saved_paths
         self._pop_gates(pushed)
+
+    def _note_table_get(self, scope: Scope, stmt: ast.Assign) -> None:
+        """`spec = TABLE.get(backend)`, a module table looked up by a parameter: what the local
+        holds is None unless the parameter is one of the table's keys (``FileFacts.table_gets``)."""
+        value = stmt.value
+        if (len(stmt.targets) == 1 and stmt.targets[0].__class__ is ast.Name and value.__class__ is ast.Call
+                and value.func.__class__ is ast.Attribute and value.func.attr == "get"
+                and value.func.value.__class__ is ast.Name and len(value.args) == 1
+                and not value.keywords and value.args[0].__class__ is ast.Name
+                and value.args[0].id in scope.params):
+            self.table_gets.append((scope.qualname, stmt.targets[0].id, value.func.value.id, value.args[0].id))
 
     @staticmethod
     def _note_lookup(scope: Scope, stmt: ast.Assign) -> None:
@@ -620,6 +645,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
             target = raw_dotted(item.optional_vars) if item.optional_vars is not None else None
+            if self.function is not None and item.optional_vars.__class__ is ast.Name:
+                self.function.with_names.add(item.optional_vars.id)
             self._header(item.context_expr, assign_target=target)
             if node.__class__ is ast.With:
                 self._call_edges(protocol_calls(item.context_expr, ("__enter__", "__exit__")))
@@ -671,8 +698,11 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 if gates:
                     self.effects.append((node.lineno, self.function.qualname if self.function else None, gates, effect))
         # one past the most kept on purpose: a function with more keeps none (``FunctionDef.returns``)
-        if cls is ast.Return and self.function is not None and len(self.function.return_facts) <= _MAX_RETURNS:
-            self.function.return_facts.append(self._return_fact(node))  # type: ignore[arg-type]
+        if self.function is not None and len(self.function.return_facts) <= _MAX_RETURNS:
+            if cls is ast.Return and not self.function.managed:
+                self.function.return_facts.append(self._return_fact(node.value))  # type: ignore[attr-defined]
+            elif cls is ast.Expr and node.value.__class__ is ast.Yield and self.function.managed:  # type: ignore[attr-defined]
+                self.function.return_facts.append(self._return_fact(node.value.value))  # type: ignore[attr-defined]
         if isinstance(node, ast.Return) and node.value is not None and literal_text(node.value) != "None":
             scope = self.function
             if scope is not None:
@@ -694,6 +724,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets: list[ast.expr] = node.targets if isinstance(node, ast.Assign) else [node.target]
             self._note_assign(targets, node.value)
+            self._note_field(node, targets)
             if self.function is not None and len(targets) == 1 and targets[0].__class__ is ast.Name and node.value is not None:
                 self._note_message(node, targets[0].id, node.value)
             if len(targets) == 1:
@@ -752,9 +783,28 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.statements[node.lineno] = (target, isinstance(node, ast.Return))
         self._read_context = ""
 
-    def _return_fact(self, node: ast.Return) -> tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]:
-        """(gates, what it returns, the gates of a returned test) of a `return` (``FunctionDef.returns``)."""
+    def _note_field(self, node: ast.Assign | ast.AnnAssign, targets: list[ast.expr]) -> None:
+        """A record's field declared in a class body (`details: X | None = None`), or stored
+        on an object (`stats.details = d`, and `self.details = ...` of a field declared None
+        here): ``FileFacts.record_fields`` and ``field_stores``."""
         value = node.value
+        # (None, False, 0, "": a field the code tests for truth is off until something sets it)
+        none = value is not None and value.__class__ is ast.Constant and not value.value
+        if self.function is None:
+            if node.__class__ is ast.AnnAssign and self.scopes and self.scopes[-1].kind == "class" and targets[0].__class__ is ast.Name:
+                self.record_fields[targets[0].id] = self.record_fields.get(targets[0].id, True) and none
+            return
+        for target in targets:
+            if target.__class__ is not ast.Attribute:
+                continue
+            receiver = raw_dotted(target.value)
+            if receiver == "self" and not self.record_fields.get(target.attr):
+                continue  # an object's own state: a field only when declared None here
+            self.field_stores.append((node.lineno, target.attr, self.function.qualname, self._gates_now(), none))
+
+    def _return_fact(self, value: ast.expr | None) -> tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]:
+        """(gates, what it returns, the gates of a returned test) of a `return` of ``value``, or
+        a context manager's `yield` (``FunctionDef.returns``)."""
         if value is None or isinstance(value, ast.Constant):
             return self._gates_now(), "true" if value is not None and value.value else "false", ()
         if value.__class__ in _TEST_VALUES or isinstance(value, ast.Call):
@@ -842,6 +892,13 @@ class _Indexer(CallEdges, ast.NodeVisitor):
             factory = dotted(func, self.aliases)
             if factory in self.rs.logger_factories:
                 self.logger_names.update(t for t in (raw_dotted(x) for x in targets) if t)
+        elif not self.scopes and value.__class__ is ast.Dict and len(targets) == 1 and targets[0].__class__ is ast.Name:
+            keys = [k.value for k in value.keys if k.__class__ is ast.Constant and isinstance(k.value, str)]
+            if 0 < len(keys) == len(value.keys) <= 16:
+                # a module table by literal keys (``FileFacts.table_keys``); a later assignment replaces it
+                self.table_keys[targets[0].id] = tuple(keys)
+            else:
+                self.table_keys.pop(targets[0].id, None)
         elif not self.scopes and isinstance(value, ast.Constant) and isinstance(value.value, str):
             for t in targets:
                 if isinstance(t, ast.Name):
@@ -877,6 +934,8 @@ _STATEMENT_VISITORS = {
 _MAX_FALLBACK_EXITS = 8
 #: most `return`s of a function ``FunctionDef.returns`` keeps (more: none, and the value is not known)
 _MAX_RETURNS = 16
+#: the decorators that make a generator a context manager
+_CONTEXT_MANAGERS = frozenset({"contextmanager", "asynccontextmanager"})
 #: the returned values that make a function a predicate (``FunctionDef.returned_test``)
 _TEST_VALUES = frozenset({ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name})
 
@@ -910,6 +969,12 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         host_arguments=tuple(indexer.host_arguments),
         passed_values=tuple(indexer.passed_values),
         effects=tuple(indexer.effects),
+        record_fields=tuple(sorted(indexer.record_fields.items())),
+        field_stores=tuple(indexer.field_stores),
+        keywords_passed=tuple(sorted(indexer.keywords_passed)),
+        keywords_named=tuple(indexer.keywords_named),
+        table_keys=tuple(sorted(indexer.table_keys.items())),
+        table_gets=tuple(indexer.table_gets),
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),
         string_constants=indexer.string_constants,

@@ -195,6 +195,11 @@ class Scope:
     returns_value: bool = False
     #: (gates, what it returns, the gates of a returned test) of each `return` (``FunctionDef.returns``)
     return_facts: list[tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]] = field(default_factory=list)
+    #: a context manager written as a generator (`@contextmanager`): what a `with` binds is
+    #: what it yields, so its yields stand for its returns
+    managed: bool = False
+    #: the names a `with ... as name` binds in it, as the walk meets them
+    with_names: set[str] = field(default_factory=set)
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
     env_defaults: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     node: ast.FunctionDef | ast.AsyncFunctionDef | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
 from cs_audit.extract.scopes import dotted, raw_dotted
 from cs_audit.extract.scripts import NAMES_FILE
@@ -48,15 +49,15 @@ def _read_chain(node: ast.expr, depth: int) -> str:
     return ""
 
 
-def passed_value(node: ast.expr, params: tuple[str, ...]) -> str:
+def passed_value(node: ast.expr, params: tuple[str, ...], bound: AbstractSet[str] = frozenset()) -> str:
     """``PassedValues``' text of an argument: `lit:` a True/False/None literal, `ref:` an
     attribute read off a name (`req.interpolate`), `param:` one of the caller's parameters
-    handed on; `?` for anything else."""
+    handed on, `local:` a name a `with` of the caller binds (``bound``); `?` for anything else."""
     if node.__class__ is ast.Constant:
         value = node.value
         return f"lit:{value!r}" if value is None or type(value) is bool else "?"
     if node.__class__ is ast.Name:
-        return f"param:{node.id}" if node.id in params else "?"
+        return f"param:{node.id}" if node.id in params else f"local:{node.id}" if node.id in bound else "?"
     if node.__class__ is ast.Attribute:
         text = _read_chain(node, 5)
         return f"ref:{text}" if text else "?"

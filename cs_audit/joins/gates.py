@@ -24,6 +24,7 @@ from cs_audit.joins.defaults import (
     settings_receiver,
 )
 from cs_audit.joins.env_helpers import helper_switches
+from cs_audit.joins.fields import field_switch
 from cs_audit.joins.kept import SiteGates
 from cs_audit.joins.param_gates import parameter_gate
 from cs_audit.joins.resolver import _class_of
@@ -31,6 +32,7 @@ from cs_audit.model import (
     DEFAULT_ON,
     LEVEL_SWITCH,
     PARAM_FRESH,
+    PARAM_TESTED,
     FileFacts,
     FuncKey,
     FunctionDef,
@@ -180,7 +182,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 (path, f"{function}::{ref}") not in model.derived or PARAM_FRESH in gate.args):
             # a parameter the function does not rebind: what its callers hand it
             option = parameter_gate(model, (path, function), gate, rs,
-                                    lambda where, caller, gates: next(iter(gate_switches(model, where, caller, gates, rs)), None))
+                                    lambda where, caller, gates: first_switch(model, where, caller, gates, rs))
+            if option is not NOT_OPTION:
+                return option
+        if function is not None and "." not in ref:
+            option = _table_get_gate(model, path, function, gate, rs)
             if option is not NOT_OPTION:
                 return option
         for key in _name_keys(path, function, ref):
@@ -220,6 +226,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 lambda where, key: _derived_switch(model, where, key, rs), ignored)
             if switch is not None or known:
                 return switch
+        if "." in ref and "operand" not in gate.args:
+            # `stats.details is not None`: a record's field only code a switch keeps off sets
+            switch = field_switch(model, ref.rpartition(".")[2], rs, lambda where, caller, gates: first_switch(model, where, caller, gates, rs))
+            if switch is not None:
+                return switch
         switch = _switch_of_result(model, path, function, ref, rs)
         if switch is not None:
             return switch
@@ -227,6 +238,23 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _table_get_gate(model: TreeModel, path: str, function: str, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    """A local holding what a module table gave for a parameter (`spec = _BACKENDS.get(backend)`
+    ... `if spec is None: return`), tested for truth: it holds only when the parameter is one of
+    the table's keys, judged by what the callers pass (``parameter_gate``). ``NOT_OPTION`` for
+    any other gate."""
+    if not gate.active_when_set or "operand" in gate.args or gate.level:
+        return NOT_OPTION
+    ff = model.facts.get(path)
+    found = next(((table, param) for where, local, table, param in ff.table_gets if where == function and local == gate.ref),
+                 None) if ff is not None and ff.table_gets else None
+    keys = dict(ff.table_keys).get(found[0]) if found is not None and ff is not None else None
+    if found is None or not keys or len(model.derived.get((path, f"{function}::{gate.ref}"), ())) > 1:
+        return NOT_OPTION  # (assigned again: it may hold anything)
+    tested = GateRef("name", found[1], ("operand", PARAM_TESTED, f"cmp:in:{tuple(keys)!r}"), True)
+    return parameter_gate(model, (path, function), tested, rs, lambda where, caller, gates: first_switch(model, where, caller, gates, rs))
 
 
 def _computed_option(model: TreeModel, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
@@ -459,22 +487,31 @@ def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleS
 def _switch_of_result(model: TreeModel, path: str, function: str | None, name: str, rs: RuleSet) -> SwitchRef | None:
     """The switch of a local that holds what a call returns, when the function called
     returns early unless a switch is set (`bd = BreakdownLogger.get()` ... `if bd is not
-    None:`, where `get` starts with `if not _ENABLED: return None`)."""
+    None:`, where `get` starts with `if not _ENABLED: return None`), or gives a falsy value
+    at every `return` the defaults let it take; a context manager's yields are what `with
+    ... as name` binds (`with self.capture_details(out) as details:`)."""
     if function is None or "." in name:
         return None
     if model.entry_gated_names is None:
-        model.entry_gated_names = {f.name for f in model.functions.values() if f.entry_gates}
+        model.entry_gated_names = {f.name for f in model.functions.values() if f.entry_gates or f.returns}
     bindings = model.resolver.types.bindings
     if not bindings.binds(path, name):
         return None
-    for _, source in bindings.get((path, f"def:{function}", name), ()):
+    sources = bindings.get((path, f"def:{function}", name), ())
+    for _, source in sources:
         if not source.startswith("c:") or source.rpartition(".")[2].rpartition(":")[2] not in model.entry_gated_names:
             continue
         for target, _ in model.resolver.resolve_how(path, function, source[2:]):
             f = model.functions.get(target)
-            switches = gate_switches(model, target[0], target[1], f.entry_gates, rs) if f is not None else ()
+            if f is None:
+                continue
+            switches = gate_switches(model, target[0], target[1], f.entry_gates, rs) if f.entry_gates else ()
             if switches:
                 return switches[0]
+            # (bound once: another binding may hold anything)
+            switch = _false_by_default(model, target, f, rs) if f.returns and len(sources) == 1 else None
+            if switch is not None:
+                return switch
     return None
 
 
@@ -501,6 +538,11 @@ def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
             else:
                 kept.append(entry)
     return kept if dropped else None
+
+
+def first_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
+    """The first switch ``gates`` stand for (``gate_switches``); None when they let the code run."""
+    return next(iter(gate_switches(model, path, function, gates, rs)), None)
 
 
 def gate_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:
@@ -632,7 +674,9 @@ def _file_gates_digest(ff: FileFacts) -> str:
             [(f.qualname, _plain(f.false_entry_gates), f.fallback_return, _plain(f.fallback_gates))
              for f in ff.functions if f.false_entry_gates or f.fallback_return],
             [(f.qualname, [(_plain(gates), what, _plain(test)) for gates, what, test in f.returns]) for f in ff.functions if f.returns],
-            ff.own_state,
+            # (no line: a file whose lines only moved keeps its digest)
+            ff.own_state, ff.record_fields, [(a, f, _plain(g), none) for _, a, f, g, none in ff.field_stores],
+            ff.keywords_passed, [(k, f) for _, k, f in ff.keywords_named], ff.table_keys, ff.table_gets,
             sorted((o.name, o.value, o.copied, o.computed_by) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
             ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults], ff.wrapped)

@@ -62,6 +62,8 @@ class JoinedModel(Protocol):
     options: OptionTable
     pending_callers: dict[FuncKey, list] | None
     passed_by_call: dict[tuple[str, int, int, str], PassedValues] | None
+    #: (``joins.fields``) the fields records declare None, their stores, the keywords calls pass
+    record_field_table: tuple | None
     unresolved_sites: dict[str, list[tuple[str, CallSite | PlainCall]]] | None
     named_calls: dict[str, tuple]
     resolutions: Resolutions | None

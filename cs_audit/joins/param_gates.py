@@ -61,7 +61,7 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     # tests, benchmarks and examples call with what they test: not the deployment's values
     assert rs.defaults is not None  # parameter_gate returns before without them
     ignored = rs.defaults.ignore_paths
-    callers = [c for c in _callers(model, key) if not ignored.search(c[0])]
+    callers = [c for c in callers_of(model, key) if not ignored.search(c[0])]
     if not callers:
         return NOT_OPTION
     # a call only a switch lets run (`if self.connector is not None: stats.record(..., hits)`)
@@ -73,6 +73,8 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     callers = live
     passed = passed_table(model)
     default = dict(function.const_defaults).get(param)
+    if default is None and param in dict(function.param_defaults):
+        default = repr(dict(function.param_defaults)[param])  # a string default (`backend="auto"`)
     off: list[SwitchRef] = []
     kept_off: list[SwitchRef] = []
     if is_unresolved(model, key[1].rpartition(".")[2]):
@@ -101,6 +103,12 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
         elif kind == "ref":
             compared = tuple(a for a in gate.args if a.startswith("cmp:"))
             switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, level=gate.level))
+        elif kind == "local":
+            # what the caller's `with` bound, handed on: tested for truth there as here
+            plain = not gate.level and not any(a.startswith("cmp:") for a in gate.args)
+            switch = call_off(path, caller, (GateRef("name", text, (), gate.active_when_set),)) if plain else None
+            if switch is None:
+                return NOT_OPTION
         elif caller is not None:
             switch = _judged(model, (path, caller), text, gate, rs, depth + 1, seen, call_off)
         else:
@@ -140,7 +148,7 @@ def _value_for(values: PassedValues | None, function: Any, param: str, how: str,
     return None if found == "?" else found
 
 
-def _callers(model: TreeModel, key: FuncKey) -> list[tuple[str, str | None, Any, str]]:
+def callers_of(model: TreeModel, key: FuncKey) -> list[tuple[str, str | None, Any, str]]:
     """(path, calling function, site, how) of each resolved call of ``key``: the graph's, and
     those a scan did not type, typed now (``named_calls``)."""
     pending = model.pending_callers

@@ -121,6 +121,8 @@ class TreeModel:
     options: OptionTable = field(default_factory=OptionTable)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
     entry_gated_names: set[str] | None = None
+    #: the fields records declare None, their stores, the keywords calls pass (``joins.fields``, when first asked)
+    record_field_table: tuple | None = None
     #: a class's last name -> its int constants, those its namesakes agree on (``_level_number``)
     class_levels: dict[str, dict[str, int | None]] | None = None
     #: a class's last name -> its str constants, those its namesakes agree on (``_member_gate``)
