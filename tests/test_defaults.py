@@ -653,7 +653,7 @@ def test_without_bound_names_handed_on_a_parameter_given_one_decides_nothing(mon
     import cs_audit.extract.calls as calls_module
 
     real = calls_module.passed_value
-    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(): real(node, params))
+    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None: real(node, params))
     _only_newly_reported('"attached', '"captured')
 
 
@@ -687,6 +687,24 @@ def test_without_sets_made_while_it_holds_a_merge_is_a_way_for_a_field_to_hold(m
 
     monkeypatch.setattr(fields_module, "_set_once_set", lambda *a: False)
     _only_newly_reported('"hooks', '"timings of the step')
+
+
+def test_without_locals_of_two_values_a_parameter_given_one_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.calls as calls_module
+
+    real = calls_module.passed_value
+    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None: real(node, params, bound))
+    _only_newly_reported('"gemm', '"scan')
+
+
+def test_without_feature_members_a_comparison_with_a_verify_mode_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "feature_member_gate", lambda *a: NOT_OPTION)
+    _only_newly_reported('"verify replay', '"plain replay')
+
+
+def test_without_copies_an_option_handed_on_from_arguments_is_worked_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(python_module, "worked_out_stores", options_module.foreign_stores)
+    _only_newly_reported('"gemm', '"scan')
 
 
 def test_without_table_lookups_a_table_no_caller_passes_a_key_of_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -250,19 +250,20 @@ class CallEdges(GateReader):
         scope = self.function
         params = scope.params if scope is not None else ()
         bound = scope.with_names if scope is not None else frozenset()
+        assigned = scope.assigned if scope is not None else None
         positions: list[tuple[int, str]] = []
         is_open = False
         for index, arg in enumerate(call.args):
             if arg.__class__ is ast.Starred:
                 is_open = True
                 break  # the positions after it are not known
-            positions.append((index, passed_value(arg, params, bound)))
+            positions.append((index, passed_value(arg, params, bound, assigned)))
         keywords: list[tuple[str, str]] = []
         for keyword in call.keywords:
             if keyword.arg is None:
                 is_open = True
                 continue
-            keywords.append((keyword.arg, passed_value(keyword.value, params, bound)))
+            keywords.append((keyword.arg, passed_value(keyword.value, params, bound, assigned)))
         if any(value != "?" for _, value in positions) or any(value != "?" for _, value in keywords):
             self.passed_values.append(PassedValues(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
                                                    tuple(positions), tuple(keywords), is_open))

@@ -740,6 +740,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                     # a nested function setting a `nonlocal` name or the enclosing `self.`: the enclosing function's
                     owner = self.closure(self.function).get(target.split(".", 1)[0], self.function) if self.function else None
                     self.assignments.append((owner, target, node.value, tuple(self.gate_groups)))
+                    if owner is self.function and owner is not None and "." not in target:
+                        owner.assigned.setdefault(target, []).append(node.value)
                 value = node.value
                 conversion = ""
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in CONVERSIONS and value.args:

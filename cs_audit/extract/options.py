@@ -59,6 +59,21 @@ def foreign_stores(text: str) -> tuple[str, ...]:
     return tuple(sorted({m.group(2) for m in _FOREIGN_STORE.finditer(text) if m.group(1) != "self"}))
 
 
+def worked_out_stores(text: str) -> tuple[str, ...]:
+    """``foreign_stores`` less the same-named values handed on (`kernel_config.backend =
+    self.backend`, settings filled from arguments): a copy of an option works nothing out."""
+    out = set()
+    for m in _FOREIGN_STORE.finditer(text):
+        if m.group(1) == "self":
+            continue
+        end = text.find("\n", m.end())
+        value = text[m.end():end if end >= 0 else len(text)].split("#", 1)[0].strip()
+        augmented = m.group(0).rstrip()[-2:-1] in "-+*/|&"
+        if augmented or value.rpartition(".")[2] != m.group(2) or not all(part.isidentifier() for part in value.split(".")):
+            out.add(m.group(2))
+    return tuple(sorted(out))
+
+
 def start_up_resolutions(tree: ast.Module, defaults: Defaults, settings_module: bool = False,
                          ) -> tuple[tuple[str, ...], tuple[tuple[int, str], ...]]:
     """The option names a settings module works out at start-up besides attribute stores,

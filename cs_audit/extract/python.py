@@ -26,6 +26,7 @@ from cs_audit.extract.options import (
     own_attributes,
     registry_defaults,
     start_up_resolutions,
+    worked_out_stores,
 )
 from cs_audit.extract.scopes import module_name
 from cs_audit.extract.types import MAX_SOURCES, source_head, type_bindings
@@ -196,7 +197,7 @@ def _worked_out(tree: ast.Module, text: str, path: str, options: tuple, rs: Rule
     if rs.defaults is None or not _settings_module(path, options, rs):
         return (), ()
     resolved, conditional = start_up_resolutions(tree, rs.defaults, rs.defaults.module_paths.search(path) is not None)
-    return tuple(sorted({*foreign_stores(text), *resolved})), conditional
+    return tuple(sorted({*worked_out_stores(text), *resolved})), conditional
 
 
 def _settings_module(path: str, options: tuple, rs: RuleSet) -> bool:

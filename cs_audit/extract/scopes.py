@@ -200,6 +200,8 @@ class Scope:
     managed: bool = False
     #: the names a `with ... as name` binds in it, as the walk meets them
     with_names: set[str] = field(default_factory=set)
+    #: local name -> the values assigned to it so far, as the walk meets them
+    assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
     env_defaults: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     node: ast.FunctionDef | ast.AsyncFunctionDef | None = None

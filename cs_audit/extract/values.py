@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 
 from cs_audit.extract.scopes import dotted, raw_dotted
@@ -49,15 +49,40 @@ def _read_chain(node: ast.expr, depth: int) -> str:
     return ""
 
 
-def passed_value(node: ast.expr, params: tuple[str, ...], bound: AbstractSet[str] = frozenset()) -> str:
+def passed_value(node: ast.expr, params: tuple[str, ...], bound: AbstractSet[str] = frozenset(),
+                 assigned: Mapping[str, list[ast.expr]] | None = None) -> str:
     """``PassedValues``' text of an argument: `lit:` a True/False/None literal, `ref:` an
     attribute read off a name (`req.interpolate`), `param:` one of the caller's parameters
-    handed on, `local:` a name a `with` of the caller binds (``bound``); `?` for anything else."""
+    handed on, `local:` a name a `with` of the caller binds (``bound``), `either:` a local the
+    caller assigned once, a conditional expression of an attribute read and a short literal
+    (`backend = cfg.backend if cfg is not None else "auto"`; ``assigned``: the caller's locals'
+    values so far), its two values tab-separated; `?` for anything else."""
     if node.__class__ is ast.Constant:
         value = node.value
         return f"lit:{value!r}" if value is None or type(value) is bool else "?"
     if node.__class__ is ast.Name:
-        return f"param:{node.id}" if node.id in params else f"local:{node.id}" if node.id in bound else "?"
+        if node.id in params:
+            return f"param:{node.id}"
+        if node.id in bound:
+            return f"local:{node.id}"
+        values = assigned.get(node.id) if assigned is not None else None
+        if values is not None and len(values) == 1 and values[0].__class__ is ast.IfExp:
+            either = [_either_value(values[0].body), _either_value(values[0].orelse)]
+            return "either:" + "\t".join(either) if "?" not in either else "?"
+        return "?"
+    if node.__class__ is ast.Attribute:
+        text = _read_chain(node, 5)
+        return f"ref:{text}" if text else "?"
+    return "?"
+
+
+def _either_value(node: ast.expr) -> str:
+    """One value of an `either:` (``passed_value``): a short literal or an attribute read."""
+    if node.__class__ is ast.Constant:
+        value = node.value
+        if value is None or type(value) in (bool, int) or type(value) is str and len(value) <= 40 and "\t" not in value:
+            return f"lit:{value!r}"
+        return "?"
     if node.__class__ is ast.Attribute:
         text = _read_chain(node, 5)
         return f"ref:{text}" if text else "?"

@@ -309,6 +309,20 @@ def member_comparison(gate: GateRef) -> tuple[str, str] | None:
     return None
 
 
+def feature_member_gate(defaults: Defaults, op: str, member: str) -> SwitchRef | None:
+    """A comparison (``op``, `==` or `!=` as the guarded code needs it) with an enum member
+    named for an optional feature (`ForwardMode.TARGET_VERIFY`, whose predicate
+    `is_target_verify` is a feature test): the feature's switch when the code needs the
+    comparison to hold only with it, and the deployment leaves it off; None when it holds;
+    ``NOT_OPTION`` for a member no feature names."""
+    found = defaults.feature_test("is_" + member.rpartition(".")[2].lower())
+    if found is None:
+        return NOT_OPTION
+    feature, holds_with_it = found
+    needs_it = (op == "==") == holds_with_it
+    return SwitchRef("option", f"feature={feature}") if needs_it and feature not in defaults.features else None
+
+
 def member_gate(table: OptionTable, defaults: Defaults | None, reads: list[str], op: str, member_value: str) -> SwitchRef | None:
     """A name every assignment of which wraps one option (`self.mode = Mode(cfg.mode)`),
     compared (``op``) with a member holding ``member_value``: as the enum is looked up by the

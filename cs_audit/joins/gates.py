@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cs_audit.joins.attributes import held_by_no_own_state, receiver_attribute_switch
 from cs_audit.joins.defaults import (
     NOT_OPTION,
+    feature_member_gate,
     member_comparison,
     member_gate,
     module_switch,
@@ -118,6 +119,12 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         option = _computed_option(model, gate, rs)
     if option is not NOT_OPTION:
         return option
+    if gate.kind == "name" and rs.defaults is not None and (compared := member_comparison(gate)) is not None:
+        # a comparison with a member named for a feature (`mode == ForwardMode.TARGET_VERIFY`)
+        # is the test of its predicate (`mode.is_target_verify()`)
+        feature = feature_member_gate(rs.defaults, *compared)
+        if feature is not NOT_OPTION:
+            return feature
     if gate.kind == "name" and model.wrapped:
         # a name compared with an enum's member (`self.mode != Mode.NULL`)
         option = _member_gate(model, path, function, gate, rs)

@@ -101,8 +101,12 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
                 kept_off.append(switch)  # names no option: the parameter itself, if none does
                 continue
         elif kind == "ref":
-            compared = tuple(a for a in gate.args if a.startswith("cmp:"))
-            switch = option_gate(model.options, rs.defaults, GateRef("name", text, compared, gate.active_when_set, level=gate.level))
+            switch = _option_value(model, rs, text, gate)
+        elif kind == "either":
+            # a local that holds one of two values: kept off only when each is
+            answers = [value_gate(param, ast.literal_eval(one[4:]), gate) if one.startswith("lit:")
+                       else _option_value(model, rs, one[4:], gate) for one in text.split("\t")]
+            switch = NOT_OPTION if NOT_OPTION in answers else None if None in answers else min(answers, key=by_text)
         elif kind == "local":
             # what the caller's `with` bound, handed on: tested for truth there as here
             plain = not gate.level and not any(a.startswith("cmp:") for a in gate.args)
@@ -123,6 +127,13 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
     # every call passes a literal, or nothing, that keeps it off: the branch never runs, and
     # its switch is the argument no call passes (`record(hits)`)
     return SwitchRef("option", f"{function.name}({min(kept_off, key=by_text).name})")
+
+
+def _option_value(model: TreeModel, rs: RuleSet, read: str, gate: GateRef) -> SwitchRef | None:
+    """The switch ``gate`` on a parameter needs when a caller hands it the attribute ``read``
+    (`cfg.backend`): the option's, judged with the gate's comparison."""
+    compared = tuple(a for a in gate.args if a.startswith("cmp:"))
+    return option_gate(model.options, rs.defaults, GateRef("name", read, compared, gate.active_when_set, level=gate.level))
 
 
 def call_value(values: PassedValues | None, function: Any, param: str, how: str, default: str | None, code: str) -> str | None:
