@@ -475,15 +475,16 @@ class FileFacts:
     host_arguments: tuple[HostArguments, ...] = ()
     #: calls passing values a parameter's gate can be judged by (``PassedValues``)
     passed_values: tuple[PassedValues, ...] = ()
-    #: (name, every class-body declaration of it here defaults to a falsy literal) of the
-    #: fields its classes declare (`details: Details | None = None`, `has_x: bool = False`)
-    record_fields: tuple[tuple[str, bool], ...] = ()
+    #: (name, defaults to a falsy literal, class) of the fields its classes declare
+    #: (`details: Details | None = None`, `has_hooks: bool = False`)
+    record_fields: tuple[tuple[str, bool, str], ...] = ()
     #: (line, attribute, function, gates, stores a falsy literal) of the attribute stores in
     #: its functions on another object (`stats.details = d`), and on `self` of a field declared
     #: falsy here
     field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
     #: the keywords its calls pass something other than a falsy literal or a name of the same
-    #: name (a record built with a field set)
+    #: name (a record built with a field set), the attributes it sets some other way (unpacked,
+    #: augmented, `setattr`), and `Name(` for a class built positionally or from a mapping
     keywords_passed: tuple[str, ...] = ()
     #: (line of the call, keyword, function) of a name passed under its own name (`has_x=has_x`)
     keywords_named: tuple[tuple[int, str, str], ...] = ()

@@ -549,16 +549,25 @@ ARCHITECTURE_OVERRIDES = (
 )
 
 
+BIG_MODEL = "class BigModelForCausalLM:\n    def forward(self, x):\n        return x\n"
+
+
 def test_an_architectures_start_up_overrides_apply_only_where_it_is_served(tmp_path: Path) -> None:
-    files = {**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES}
+    files = {**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES,
+             "toyserve/models/bigmodel.py": BIG_MODEL}
     assert check_annotations(files) == []
+    # a module of no architecture's name (no model class is defined under it) is shared code
+    shared = {**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES}
+    line = _line('"lazy extra')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(check_annotations(shared))
     files["pyproject.toml"] = '[tool.cs-audit]\ndeployment = {models = ["bigmodel"]}\n'
     assert _line('"lazy extra') in _emitter_lines(_scan(write_tree(tmp_path / "served", files)))
 
 
 def test_without_the_modules_a_deployment_serves_an_architectures_overrides_apply(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Defaults, "serves_module", lambda self, path: True)
-    problems = " ".join(check_annotations({**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES}))
+    problems = " ".join(check_annotations({**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES,
+                                           "toyserve/models/bigmodel.py": BIG_MODEL}))
     line = _line('"lazy extra')
     assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
 
@@ -675,8 +684,8 @@ def test_without_keywords_named_a_field_a_constructor_sets_from_a_name_decides_n
     real = fields_module._field_table
 
     def unnamed(model, rs):
-        declared, stores, passed, named = real(model, rs)
-        return declared, stores, passed | frozenset(named), {}
+        declared, stores, passed, named, sites, answers = real(model, rs)
+        return declared, stores, passed | frozenset(named), {}, sites, answers
 
     monkeypatch.setattr(fields_module, "_field_table", unnamed)
     _only_newly_reported('"hooks', '"timings of the step')
@@ -1291,3 +1300,121 @@ def test_a_builder_method_some_unresolved_call_is_named_like_keeps_its_class_ope
     unresolved = POOLING.replace("            self.pool = self._build_pool()\n",
                                  "            self.pool = self._build_pool()\n        other._build_pool()\n")
     assert check_annotations({"toyserve/pooling.py": unresolved.replace("# ok: default-on", "# expect: default-on")}) == []
+
+
+STILL_ON = '''"""Shapes whose code runs by default although they look like ones the defaults turn off."""
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeConfig:
+    enable_x: bool = False
+    enable_y: bool = False
+
+
+@dataclass
+class Stats:
+    details: dict | None = None
+    notes: dict | None = None
+    extra: dict | None = None
+
+
+_TABLE = {"auto": 1}
+_GROWN = {"fast": 1}
+_GROWN["auto"] = 2
+
+
+def pick(backend="AUTO"):
+    backend = backend.lower()
+    spec = _TABLE.get(backend)
+    if spec is None:
+        return None
+    # rebound before the lookup
+    # expect: default-on-emitter
+    logger.info("picked %s", spec)
+
+
+def grown(backend="auto"):
+    spec = _GROWN.get(backend)
+    if spec is None:
+        return None
+    # a table the module adds to
+    # expect: default-on-emitter
+    logger.info("grown %s", spec)
+
+
+def fill(stats, d):
+    stats.details, stats.notes = d, d
+
+
+def build(cfg, d):
+    if cfg.enable_y:
+        Stats().extra = d
+        Stats().notes = d
+    return Stats(d, d, d)
+
+
+def build_two(d):
+    return Stats(d, d)
+
+
+def work(flag):
+    if flag:
+        # expect: default-on-emitter
+        logger.info("flag %s", flag)
+
+
+def resolve(cfg: ServeConfig):
+    enable_x = os.cpu_count() > 1
+    cfg.enable_x = enable_x
+
+
+@contextmanager
+def capture(cfg):
+    if cfg.enable_y:
+        yield {"a": 1}
+        return
+    sent = yield {"b": 2}
+    logger.debug("sent %s", sent)
+
+
+class ModelRunner:
+    def __init__(self, cfg: ServeConfig):
+        self.cfg = cfg
+
+    def execute_model(self, batch):
+        stats = Stats()
+        fill(stats, {"n": len(batch)})
+        if stats.details is not None:
+            # expect: default-on-emitter
+            logger.info("details %d", len(batch))
+        if build(self.cfg, {"n": 1}).extra is not None:
+            # a record built positionally holds its first fields
+            # expect: default-on-emitter
+            logger.info("extra %d", len(batch))
+        flag = self.cfg.enable_y if self.cfg is not None else False
+        flag |= len(batch) > 1
+        work(flag)
+        pick()
+        grown()
+        if self.cfg.enable_x:
+            # worked out at start-up from a computed local of the same name
+            # expect: default-on-emitter
+            logger.info("x %d", len(batch))
+        with capture(self.cfg) as got:
+            pass
+        if got is not None:
+            # a context manager whose yield is also a value: what it binds is not judged
+            # expect: default-on-emitter
+            logger.info("got %s", got)
+        return batch
+'''
+
+
+def test_shapes_that_only_look_off_by_default_are_reported() -> None:
+    assert check_annotations({"toyserve/still_on.py": STILL_ON}) == []

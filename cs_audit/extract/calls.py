@@ -233,15 +233,31 @@ class CallEdges(GateReader):
         name (`Info(has_x=has_x)`) is kept with the call's line (``FileFacts.keywords_named``),
         to be judged as a test of that name there; any other value, by the keyword alone
         (``FileFacts.keywords_passed``)."""
+        func = call.func
+        last = func.attr if func.__class__ is ast.Attribute else func.id if func.__class__ is ast.Name else ""
+        # a class built positionally or from a mapping (`Stats(n, d)`, `Stats(**kw)`) may set any
+        # field: its name vetoes the fields of the classes so named (``joins.fields``)
+        if last[:1].isupper() and (call.args or any(k.arg is None for k in call.keywords)):
+            # (`Name(2` its first two fields; `Name(*` any of them, or with `*args` only those
+            # before the first field named as a keyword, `Name(*a,b`: they cannot be given twice)
+            if any(k.arg is None for k in call.keywords):
+                self.keywords_passed.add(f"{last}(*")
+            elif any(a.__class__ is ast.Starred for a in call.args):
+                self.keywords_passed.add(f"{last}(*" + ",".join(sorted(k.arg for k in call.keywords if k.arg)))
+            else:
+                self.keywords_passed.add(f"{last}({len(call.args)}")
+        constructor = last[:1].isupper() or last in ("cls", "replace")
         for keyword in call.keywords:
             value = keyword.value
             if keyword.arg is None or value.__class__ is ast.Constant and not value.value:
                 continue
-            if value.__class__ is ast.Name and value.id == keyword.arg and self.function is not None:
+            if value.__class__ is ast.Name and value.id == keyword.arg and self.function is not None and constructor:
                 self.keywords_named.append((call.lineno, keyword.arg, self.function.qualname))
                 self.gate_names.add(keyword.arg)  # judged as a test of the name there: its assignments are kept
             else:
                 self.keywords_passed.add(keyword.arg)
+        if last in ("setattr", "__setattr__") and len(call.args) >= 2 and call.args[1].__class__ is ast.Constant:
+            self.keywords_passed.add(str(call.args[1].value))
 
     def _note_passed_values(self, callee: str, call: ast.Call) -> None:
         """The arguments of a call a gate on the parameter they land in can be judged by
@@ -353,6 +369,8 @@ class CallEdges(GateReader):
         lines, shared = self.lines, self.shared
         gates = None  # worked out for the first edge: that may settle pending gate groups
         for call in calls:
+            if call.keywords or call.args:
+                self._note_keywords(call)
             callee, lands = self._callee(call)
             if callee is None:
                 continue
@@ -373,8 +391,6 @@ class CallEdges(GateReader):
             rest = self._plain_fields(function, call, end_line, gates, source, col, end_col)
             # one object per distinct callee text in the file: a pickle writes it once
             callee = shared.setdefault(callee, callee)
-            if call.keywords:
-                self._note_keywords(call)
             if lands:
                 if call.args or call.keywords:
                     self.arguments.append((function, callee, call))
@@ -464,7 +480,7 @@ class CallEdges(GateReader):
         calls = calls_in(node, reads=reads)
         self._note_reads(reads)
         for call in calls:
-            if call.keywords:
+            if call.keywords or call.args:
                 self._note_keywords(call)
             if call.args or call.keywords:
                 callee, lands = self._callee(call)

@@ -123,7 +123,7 @@ class ModuleIndex:
     wrapped: tuple[tuple[str | None, str, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
-    record_fields: tuple[tuple[str, bool], ...] = ()
+    record_fields: tuple[tuple[str, bool, str], ...] = ()
     field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
     keywords_passed: tuple[str, ...] = ()
     keywords_named: tuple[tuple[int, str, str], ...] = ()
@@ -283,6 +283,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
         #: field name -> whether every class-body declaration of it here defaults to None
         self.record_fields: dict[str, bool] = {}
+        self.record_decls: list[tuple[str, bool, str]] = []
         self.table_keys: dict[str, tuple[str, ...]] = {}
         self.table_gets: list[tuple[str, str, str, str]] = []
         self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool]] = []
@@ -384,7 +385,10 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = Scope("def", node.name, qualname, params, once, node=node, stores=self.stores)
-        scope.managed = any(d.rpartition(".")[2] in _CONTEXT_MANAGERS for d in decorators)
+        scope.store_counts, yields = _bindings(node)
+        # a context manager binds what it yields, when each yield is a statement of its own
+        scope.managed = yields == "plain" and any(d.rpartition(".")[2] in _CONTEXT_MANAGERS for d in decorators)
+        scope.generator = bool(yields) and not scope.managed
         scope.path_names.update(name for name, default in param_defaults if default.startswith(("/", ".")))
         self.scopes.append(scope)
         if ".<locals>." in qualname:
@@ -510,7 +514,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 and value.func.__class__ is ast.Attribute and value.func.attr == "get"
                 and value.func.value.__class__ is ast.Name and len(value.args) == 1
                 and not value.keywords and value.args[0].__class__ is ast.Name
-                and value.args[0].id in scope.params):
+                and value.args[0].id in scope.params and value.args[0].id not in scope.store_counts
+                and scope.store_counts.get(stmt.targets[0].id) == 1):
             self.table_gets.append((scope.qualname, stmt.targets[0].id, value.func.value.id, value.args[0].id))
 
     @staticmethod
@@ -687,6 +692,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
             else "")
         if node.__class__ is ast.Global and self.function is not None:
             self.function.global_names.update(node.names)
+        if node.__class__ is ast.AugAssign and node.target.__class__ is ast.Attribute:
+            self.keywords_passed.add(node.target.attr)  # `s.details |= d`: set somehow
         if node.__class__ is ast.AugAssign and node.op.__class__ is ast.Add:
             counter = raw_dotted(node.target)
             if counter:
@@ -699,7 +706,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                     self.effects.append((node.lineno, self.function.qualname if self.function else None, gates, effect))
         # one past the most kept on purpose: a function with more keeps none (``FunctionDef.returns``)
         if self.function is not None and len(self.function.return_facts) <= _MAX_RETURNS:
-            if cls is ast.Return and not self.function.managed:
+            if cls is ast.Return and not self.function.managed and not self.function.generator:
                 self.function.return_facts.append(self._return_fact(node.value))  # type: ignore[attr-defined]
             elif cls is ast.Expr and node.value.__class__ is ast.Yield and self.function.managed:  # type: ignore[attr-defined]
                 self.function.return_facts.append(self._return_fact(node.value.value))  # type: ignore[attr-defined]
@@ -740,8 +747,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                     # a nested function setting a `nonlocal` name or the enclosing `self.`: the enclosing function's
                     owner = self.closure(self.function).get(target.split(".", 1)[0], self.function) if self.function else None
                     self.assignments.append((owner, target, node.value, tuple(self.gate_groups)))
-                    if owner is self.function and owner is not None and "." not in target:
-                        owner.assigned.setdefault(target, []).append(node.value)
+                    if owner is self.function and owner is not None and "." not in target and owner.store_counts.get(target) == 1:
+                        owner.assigned.setdefault(target, []).append(node.value)  # (bound once: this value)
                 value = node.value
                 conversion = ""
                 while isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in CONVERSIONS and value.args:
@@ -795,8 +802,13 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         if self.function is None:
             if node.__class__ is ast.AnnAssign and self.scopes and self.scopes[-1].kind == "class" and targets[0].__class__ is ast.Name:
                 self.record_fields[targets[0].id] = self.record_fields.get(targets[0].id, True) and none
+                self.record_decls.append((targets[0].id, none, self.scopes[-1].name))
             return
         for target in targets:
+            if target.__class__ in (ast.Tuple, ast.List):
+                # unpacked (`s.details, s.n = d, 1`): set to what is not known
+                self.keywords_passed.update(e.attr for e in target.elts if e.__class__ is ast.Attribute)
+                continue
             if target.__class__ is not ast.Attribute:
                 continue
             receiver = raw_dotted(target.value)
@@ -896,11 +908,12 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 self.logger_names.update(t for t in (raw_dotted(x) for x in targets) if t)
         elif not self.scopes and value.__class__ is ast.Dict and len(targets) == 1 and targets[0].__class__ is ast.Name:
             keys = [k.value for k in value.keys if k.__class__ is ast.Constant and isinstance(k.value, str)]
-            if 0 < len(keys) == len(value.keys) <= 16:
-                # a module table by literal keys (``FileFacts.table_keys``); a later assignment replaces it
-                self.table_keys[targets[0].id] = tuple(keys)
+            name = targets[0].id
+            if 0 < len(keys) == len(value.keys) <= 16 and name not in self.table_keys:
+                # a module table by literal keys (``FileFacts.table_keys``); assigned twice, it may hold either
+                self.table_keys[name] = tuple(keys)
             else:
-                self.table_keys.pop(targets[0].id, None)
+                self.table_keys[name] = ()
         elif not self.scopes and isinstance(value, ast.Constant) and isinstance(value.value, str):
             for t in targets:
                 if isinstance(t, ast.Name):
@@ -935,6 +948,36 @@ _STATEMENT_VISITORS = {
 #: most leading exits a function's fallback value is read past (``_Indexer._fallback``)
 _MAX_FALLBACK_EXITS = 8
 #: most `return`s of a function ``FunctionDef.returns`` keeps (more: none, and the value is not known)
+def _mutated(text: str, name: str) -> bool:
+    """Whether the module changes a table after building it (`T["k"] = v`, `T.update(...)`,
+    `global T`): its keys are then not the literal ones."""
+    pattern = rf"\b{re.escape(name)}\s*(\[[^\]\n]*\]\s*=(?!=)|\.\s*(update|setdefault|pop|popitem|clear|__setitem__)\s*\()|\bglobal\b[^\n]*\b{re.escape(name)}\b"
+    return re.search(pattern, text) is not None
+
+
+def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, int], str]:
+    """(name -> how many times the function binds it, what it yields: "" none, "plain" only
+    `yield` statements, "other" a `yield` used as a value or a `yield from`)."""
+    counts: dict[str, int] = {}
+    yields = ""
+    for inner in ast.walk(node):
+        cls = inner.__class__
+        if cls is ast.Name and inner.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
+            counts[inner.id] = counts.get(inner.id, 0) + 1  # type: ignore[attr-defined]
+        elif cls is ast.Global or cls is ast.Nonlocal:
+            for name in inner.names:  # type: ignore[attr-defined]
+                counts[name] = counts.get(name, 0) + 2
+        elif cls is ast.YieldFrom:
+            yields = "other"
+        elif cls is ast.Yield and yields != "other":
+            yields = "plain"
+    if yields == "plain":
+        plain = sum(1 for inner in ast.walk(node) if inner.__class__ is ast.Expr and inner.value.__class__ is ast.Yield)
+        if plain != sum(1 for inner in ast.walk(node) if inner.__class__ is ast.Yield):
+            yields = "other"
+    return counts, yields
+
+
 _MAX_RETURNS = 16
 #: the decorators that make a generator a context manager
 _CONTEXT_MANAGERS = frozenset({"contextmanager", "asynccontextmanager"})
@@ -971,11 +1014,11 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         host_arguments=tuple(indexer.host_arguments),
         passed_values=tuple(indexer.passed_values),
         effects=tuple(indexer.effects),
-        record_fields=tuple(sorted(indexer.record_fields.items())),
+        record_fields=tuple(indexer.record_decls),  # in the order the classes declare them
         field_stores=tuple(indexer.field_stores),
         keywords_passed=tuple(sorted(indexer.keywords_passed)),
         keywords_named=tuple(indexer.keywords_named),
-        table_keys=tuple(sorted(indexer.table_keys.items())),
+        table_keys=tuple(sorted((name, keys) for name, keys in indexer.table_keys.items() if keys and not _mutated(text, name))),
         table_gets=tuple(indexer.table_gets),
         aliases=indexer.aliases,
         logger_names=frozenset(indexer.logger_names),

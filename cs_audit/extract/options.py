@@ -60,8 +60,9 @@ def foreign_stores(text: str) -> tuple[str, ...]:
 
 
 def worked_out_stores(text: str) -> tuple[str, ...]:
-    """``foreign_stores`` less the same-named values handed on (`kernel_config.backend =
-    self.backend`, settings filled from arguments): a copy of an option works nothing out."""
+    """``foreign_stores`` less the same-named values read off another object and handed on
+    (`kernel_config.backend = self.backend`, settings filled from arguments): a copy of an
+    option works nothing out. A local of the same name is a value worked out."""
     out = set()
     for m in _FOREIGN_STORE.finditer(text):
         if m.group(1) == "self":
@@ -69,7 +70,8 @@ def worked_out_stores(text: str) -> tuple[str, ...]:
         end = text.find("\n", m.end())
         value = text[m.end():end if end >= 0 else len(text)].split("#", 1)[0].strip()
         augmented = m.group(0).rstrip()[-2:-1] in "-+*/|&"
-        if augmented or value.rpartition(".")[2] != m.group(2) or not all(part.isidentifier() for part in value.split(".")):
+        dotted = "." in value and all(part.isidentifier() for part in value.split("."))
+        if augmented or not dotted or value.rpartition(".")[2] != m.group(2):
             out.add(m.group(2))
     return tuple(sorted(out))
 
@@ -259,8 +261,8 @@ def _fields(node: ast.ClassDef, path: str, defaults: Defaults) -> list[OptionDef
     out = []
     resolved = _assigned_by_methods(node)
     for statement in node.body:
-        computed = _computed_by(statement)
-        if computed is not None:
+        computed = _computed_by(statement, defaults)
+        if computed is not None and computed[0] not in resolved:
             out.append(OptionDefault(computed[0], node.name, "", path, statement.lineno, computed_by=computed[1]))
             continue
         if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.target, ast.Name) or statement.value is None:
@@ -282,7 +284,7 @@ def _fields(node: ast.ClassDef, path: str, defaults: Defaults) -> list[OptionDef
 _DOTTED_FUNCTION = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
 
 
-def _computed_by(statement: ast.stmt) -> tuple[str, str] | None:
+def _computed_by(statement: ast.stmt, defaults: Defaults) -> tuple[str, str] | None:
     """(the field, the function by its dotted path) of a field a settings class computes with
     a function it names (`attn_dp_enabled = Derived(fn="pkg.context.attn_dp_enabled_of")`);
     None for any other statement."""
@@ -291,8 +293,10 @@ def _computed_by(statement: ast.stmt) -> tuple[str, str] | None:
     value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
     if not isinstance(target, ast.Name) or not isinstance(value, ast.Call):
         return None
-    named = [k.value.value for k in value.keywords
-             if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str) and _DOTTED_FUNCTION.fullmatch(k.value.value)]
+    if _last(dotted_name(value.func)) in defaults.field_calls:
+        return None  # `field(default="pkg.hooks.noop")`: a default that is a string
+    named = [k.value.value for k in value.keywords if k.arg not in ("default", "default_factory")
+             and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str) and _DOTTED_FUNCTION.fullmatch(k.value.value)]
     return (target.id, named[0]) if len(named) == 1 else None
 
 

@@ -202,6 +202,10 @@ class Scope:
     with_names: set[str] = field(default_factory=set)
     #: local name -> the values assigned to it so far, as the walk meets them
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    #: name -> how many times the function binds it (any store, `global`/`nonlocal` many)
+    store_counts: dict[str, int] = field(default_factory=dict)
+    #: a generator whose `return`s give no value a caller sees (``FunctionDef.returns`` left out)
+    generator: bool = False
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)
     env_defaults: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     node: ast.FunctionDef | ast.AsyncFunctionDef | None = None

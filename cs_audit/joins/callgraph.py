@@ -7,6 +7,7 @@ Everything here is a pure function of ``FileFacts`` and the ``RuleSet``.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -217,11 +218,21 @@ def _resolved_files(resolver: Resolver, facts: dict[str, FileFacts], targets: li
     return by_file, asked, resolved_here
 
 
+#: a model class by its name (`LlamaForCausalLM`, `Qwen2VLForConditionalGeneration`)
+_MODEL_CLASS = re.compile(r"[a-z0-9]For[A-Z]")
+
+
 def _option_table(facts: dict[str, FileFacts], rs: RuleSet, conditional: Iterable[str] | None = None) -> OptionTable:
     """The options of the tree with what start-up works out of them in the modules the
     deployment loads: every resolution by a call in a function (``FileFacts.conditional_resolutions``),
     or those of ``conditional``."""
-    loaded = [ff for path, ff in facts.items() if rs.defaults is None or rs.defaults.serves_module(path)]
+    defaults = rs.defaults
+    # an architecture's name is one some module of it defines a model class under (`models/llama.py`:
+    # `LlamaForCausalLM`); a shared module among them (`models/config.py`) is no architecture's
+    architectures = {defaults.model_of(path) for path, ff in facts.items()
+                     if defaults.model_of(path) and any(_MODEL_CLASS.search(c.qualname) for c in ff.types.classes)} if defaults else set()
+    loaded = [ff for path, ff in facts.items()
+              if defaults is None or defaults.model_of(path) not in architectures or defaults.serves_module(path)]
     if conditional is None:
         conditional = (*(entry for ff in loaded for _, entry in ff.conditional_resolutions),
                        *(entry for ff in loaded for _, entry, _ in ff.table_resolutions))

@@ -28,12 +28,21 @@ def field_switch(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) ->
     table = model.record_field_table
     if table is None:
         table = model.record_field_table = _field_table(model, rs)
-    declared, stores, passed, named = table
+    answers = table[-1]
+    if name not in answers:
+        answers[name] = None  # (a field whose stores lead back to a test of it: not known)
+        answers[name] = _worked_out(model, name, table, call_off)
+    return answers[name]
+
+
+def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> SwitchRef | None:
+    declared, stores, passed, named, sites, _ = table
     if not declared.get(name) or name in passed or not (stores.get(name) or named.get(name)):
         return None
     found: list[SwitchRef] = []
     for path, _, function, gates, stores_falsy in stores.get(name, ()):
-        if stores_falsy or _set_once_set(gates, name):
+        f = model.functions.get((path, function))
+        if stores_falsy or _set_once_set(gates, name, f.params if f is not None else ()):
             continue
         switch = call_off(path, function, gates) if gates else None
         if switch is None:
@@ -44,23 +53,25 @@ def field_switch(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) ->
     for path, line, function in named.get(name, ()):
         # `Info(has_x=has_x)`: set when the call runs and the name it hands on holds there
         f = model.functions.get((path, function))
-        site = next((c for c in model.facts[path].calls if c.line == line and c.function == function), None)
         held = GateRef("name", name, (PARAM_TESTED,) if f is not None and name in f.params else (), True)
-        switch = call_off(path, function, (*(site.gates if site is not None else ()), held))
+        switch = call_off(path, function, (*sites.get((path, line, function), ()), held))
         if switch is None:
             return None
         found.append(switch)
     return found[0] if found else None
 
 
-def _set_once_set(gates: tuple[GateRef, ...], name: str) -> bool:
+def _set_once_set(gates: tuple[GateRef, ...], name: str, params: tuple[str, ...]) -> bool:
     """Whether a store is made only while the field already holds (`if self.has_x or
-    other.has_x: self.has_x = True`): no new way for it to hold."""
+    other.has_x: self.has_x = True`, on `self` or the function's parameters): no new way for
+    it to hold."""
+    receivers = {"self", *params}
     groups: dict[int, list[GateRef]] = defaultdict(list)
     for gate in gates:
         groups[gate.any_of].append(gate)
     for number, refs in groups.items():
-        tests = [r.kind == "name" and r.active_when_set and "." in r.ref and r.ref.rpartition(".")[2] == name for r in refs]
+        tests = [r.kind == "name" and r.active_when_set and r.ref.rpartition(".")[0] in receivers
+                 and r.ref.rpartition(".")[2] == name for r in refs]
         if tests and (all(tests) if number else any(tests)):
             return True
     return False
@@ -81,24 +92,50 @@ def _callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff) -> S
     return found
 
 
-def _field_table(model: TreeModel, rs: RuleSet) -> tuple[dict[str, bool], dict[str, list], frozenset[str], dict[str, list]]:
+def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     """(field -> every declaration defaults to a falsy literal, field -> its stores as (path,
-    line, function, gates, stores a falsy literal), the keywords some call passes a value,
-    keyword -> the calls passing a name under it as (path, line, function)), from the facts
-    outside tests, benchmarks and examples."""
+    line, function, gates, stores a falsy literal), the names set some way not judged,
+    keyword -> the calls passing a name under it as (path, line, function), those calls'
+    gates by (path, line, function), the answers so far by field), from the facts outside
+    tests, benchmarks and examples."""
     ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
     declared: dict[str, bool] = {}
+    fields_of: dict[str, list[str]] = defaultdict(list)
     stores: dict[str, list] = defaultdict(list)
     passed: set[str] = set()
     named: dict[str, list] = defaultdict(list)
+    sites: dict[tuple[str, int, str | None], tuple[GateRef, ...]] = {}
     for path, ff in model.facts.items():
         if ignored is not None and ignored(path):
             continue
-        for name, none in ff.record_fields:
-            declared[name] = declared.get(name, True) and none
+        falsy_here = set()
+        for name, falsy, cls in ff.record_fields:
+            declared[name] = declared.get(name, True) and falsy
+            fields_of[cls].append(name)
+            if falsy:
+                falsy_here.add(name)
         for line, attr, function, gates, stores_falsy in ff.field_stores:
             stores[attr].append((path, line, function, gates, stores_falsy))
         passed.update(ff.keywords_passed)
+        # a class that keeps the name as its own state without declaring it falsy may set it
+        passed.update(attr for attr in ff.own_attributes if attr not in falsy_here)
+        wanted = set()
         for line, keyword, function in ff.keywords_named:
             named[keyword].append((path, line, function))
-    return declared, dict(stores), frozenset(passed), dict(named)
+            wanted.add((line, function))
+        for site in ff.calls if wanted else ():
+            if (site.line, site.function) in wanted:
+                sites.setdefault((path, site.line, site.function), site.gates)
+    # a class built positionally sets its first fields, from a mapping or `*args` any of them
+    built_freely: set[str] = set()
+    for entry in passed:
+        cls, paren, count = entry.partition("(")
+        if not paren or cls not in fields_of:
+            continue
+        fields = fields_of[cls]
+        if count.startswith("*"):
+            named_after = [fields.index(k) for k in count[1:].split(",") if k in fields]
+            built_freely.update(fields[:min(named_after)] if named_after else fields)
+        else:
+            built_freely.update(fields[:int(count)])
+    return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, {}

@@ -686,7 +686,8 @@ def _file_gates_digest(ff: FileFacts) -> str:
             ff.keywords_passed, [(k, f) for _, k, f in ff.keywords_named], ff.table_keys, ff.table_gets,
             sorted((o.name, o.value, o.copied, o.computed_by) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
-            ff.passed_values, [(f.qualname, f.const_defaults) for f in ff.functions if f.const_defaults], ff.wrapped)
+            ff.passed_values, [(f.qualname, f.const_defaults, f.param_defaults) for f in ff.functions
+                               if f.const_defaults or f.param_defaults], ff.wrapped)
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
