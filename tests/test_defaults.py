@@ -741,6 +741,11 @@ p.add_argument("--from-field", default=ServerArgs.from_field)
 p.add_argument("-v", dest="verbose_level", action="count")
 '''
     assert _declared(source) == {"log_every_request": "False", "max_batch": "8", "backend": "None", "verbose_level": "None"}
+    # a test module's arguments, in a test folder or not, are no options of the engine
+    defaults = load_ruleset().defaults
+    for path in ("pkg/tests/run.py", "third_party/kernels/test_attention.py", "pkg/kernel_test.py"):
+        assert declared_options(ast.parse(source), source, path, defaults) == (), path
+    assert declared_options(ast.parse(source), source, "pkg/latest.py", defaults)
 
 
 def test_stores_on_another_object_are_found() -> None:
