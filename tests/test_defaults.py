@@ -75,7 +75,7 @@ def test_without_predicates_a_call_of_one_is_no_gate(monkeypatch: pytest.MonkeyP
 
 def test_a_start_up_resolution_under_an_off_switch_leaves_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     # every resolution under an `if` taken as made: the option is no longer known to be off
-    monkeypatch.setattr(callgraph_module, "resolutions_by_default", lambda model, rs: None)
+    monkeypatch.setattr(callgraph_module, "resolutions_by_default", lambda model, rs, overridden=frozenset(): None)
     problems = " ".join(check_annotations(_fixture()))
     idle, merge = _line('"idle delay'), _line('"chunk merge')
     assert f"toyserve/defaults.py:{idle}: unexpected default-on-emitter" in problems

@@ -959,7 +959,7 @@ def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, i
     """(name -> how many times the function binds it, what it yields: "" none, "plain" only
     `yield` statements, "other" a `yield` used as a value or a `yield from`)."""
     counts: dict[str, int] = {}
-    yields = ""
+    yields = statements = from_yields = 0
     for inner in ast.walk(node):
         cls = inner.__class__
         if cls is ast.Name and inner.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
@@ -967,15 +967,13 @@ def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, i
         elif cls is ast.Global or cls is ast.Nonlocal:
             for name in inner.names:  # type: ignore[attr-defined]
                 counts[name] = counts.get(name, 0) + 2
+        elif cls is ast.Yield:
+            yields += 1
         elif cls is ast.YieldFrom:
-            yields = "other"
-        elif cls is ast.Yield and yields != "other":
-            yields = "plain"
-    if yields == "plain":
-        plain = sum(1 for inner in ast.walk(node) if inner.__class__ is ast.Expr and inner.value.__class__ is ast.Yield)
-        if plain != sum(1 for inner in ast.walk(node) if inner.__class__ is ast.Yield):
-            yields = "other"
-    return counts, yields
+            from_yields += 1
+        elif cls is ast.Expr and inner.value.__class__ is ast.Yield:  # type: ignore[attr-defined]
+            statements += 1
+    return counts, "" if not (yields or from_yields) else "plain" if yields == statements and not from_yields else "other"
 
 
 _MAX_RETURNS = 16

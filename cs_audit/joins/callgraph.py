@@ -7,7 +7,6 @@ Everything here is a pure function of ``FileFacts`` and the ``RuleSet``.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -40,7 +39,7 @@ from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.resolver import HOW_CODES, HOWS, READ, Resolver, _class_of, _last_name
 from cs_audit.joins.roots import configured_roots, event_loop_roots
-from cs_audit.joins.served import unserved_modules
+from cs_audit.joins.served import unserved_modules, unserved_overrides
 from cs_audit.joins.tree import TreeModel as TreeModel  # re-exported
 from cs_audit.model import (
     EMITTER_ROLES,
@@ -114,11 +113,11 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         resolutions=Resolutions(digest, tuple(targets), by_file, tuple(sorted(resolver.types.parameters.items())), whole, typed, asked,
                                 file_digests, lands_digest),
         fact_sites={path: fact_sites(ff) for path, ff in facts.items()}, edge_sites=edge_sites, root_rules=root_rules,
-        resolved_files=tuple(resolved_here), options=_option_table(facts, rs),
+        resolved_files=tuple(resolved_here), options=_option_table(facts, overridden := unserved_overrides(facts, rs.defaults)),
     )
-    happening = resolutions_by_default(model, rs)
+    happening = resolutions_by_default(model, rs, overridden)
     if happening is not None:
-        model.options = _option_table(facts, rs, happening)
+        model.options = _option_table(facts, overridden, happening)
         model.gate_cache.clear()
         model.switch_cache.clear()
     void = void_env_helpers(model, rs)
@@ -218,21 +217,11 @@ def _resolved_files(resolver: Resolver, facts: dict[str, FileFacts], targets: li
     return by_file, asked, resolved_here
 
 
-#: a model class by its name (`LlamaForCausalLM`, `Qwen2VLForConditionalGeneration`)
-_MODEL_CLASS = re.compile(r"[a-z0-9]For[A-Z]")
-
-
-def _option_table(facts: dict[str, FileFacts], rs: RuleSet, conditional: Iterable[str] | None = None) -> OptionTable:
-    """The options of the tree with what start-up works out of them in the modules the
-    deployment loads: every resolution by a call in a function (``FileFacts.conditional_resolutions``),
-    or those of ``conditional``."""
-    defaults = rs.defaults
-    # an architecture's name is one some module of it defines a model class under (`models/llama.py`:
-    # `LlamaForCausalLM`); a shared module among them (`models/config.py`) is no architecture's
-    architectures = {defaults.model_of(path) for path, ff in facts.items()
-                     if defaults.model_of(path) and any(_MODEL_CLASS.search(c.qualname) for c in ff.types.classes)} if defaults else set()
-    loaded = [ff for path, ff in facts.items()
-              if defaults is None or defaults.model_of(path) not in architectures or defaults.serves_module(path)]
+def _option_table(facts: dict[str, FileFacts], overridden: AbstractSet[str], conditional: Iterable[str] | None = None) -> OptionTable:
+    """The options of the tree with what start-up works out of them, outside the architectures'
+    own overrides the deployment does not apply (``overridden``): every resolution by a call in a
+    function (``FileFacts.conditional_resolutions``), or those of ``conditional``."""
+    loaded = [ff for path, ff in facts.items() if path not in overridden]
     if conditional is None:
         conditional = (*(entry for ff in loaded for _, entry in ff.conditional_resolutions),
                        *(entry for ff in loaded for _, entry, _ in ff.table_resolutions))

@@ -100,7 +100,8 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     tests, benchmarks and examples."""
     ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
     declared: dict[str, bool] = {}
-    fields_of: dict[str, list[str]] = defaultdict(list)
+    #: class name -> its fields in declaration order, per module declaring a class so named
+    fields_of: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     stores: dict[str, list] = defaultdict(list)
     passed: set[str] = set()
     named: dict[str, list] = defaultdict(list)
@@ -111,7 +112,7 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
         falsy_here = set()
         for name, falsy, cls in ff.record_fields:
             declared[name] = declared.get(name, True) and falsy
-            fields_of[cls].append(name)
+            fields_of[cls][path].append(name)
             if falsy:
                 falsy_here.add(name)
         for line, attr, function, gates, stores_falsy in ff.field_stores:
@@ -132,10 +133,10 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
         cls, paren, count = entry.partition("(")
         if not paren or cls not in fields_of:
             continue
-        fields = fields_of[cls]
-        if count.startswith("*"):
-            named_after = [fields.index(k) for k in count[1:].split(",") if k in fields]
-            built_freely.update(fields[:min(named_after)] if named_after else fields)
-        else:
-            built_freely.update(fields[:int(count)])
+        for fields in fields_of[cls].values():
+            if count.startswith("*"):
+                named_after = [fields.index(k) for k in count[1:].split(",") if k in fields]
+                built_freely.update(fields[:min(named_after)] if named_after else fields)
+            else:
+                built_freely.update(fields[:int(count)])
     return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, {}

@@ -27,7 +27,7 @@ from cs_audit.joins.defaults import (
 from cs_audit.joins.env_helpers import helper_switches
 from cs_audit.joins.fields import field_switch
 from cs_audit.joins.kept import SiteGates
-from cs_audit.joins.param_gates import parameter_gate
+from cs_audit.joins.param_gates import CallOff, parameter_gate
 from cs_audit.joins.resolver import _class_of
 from cs_audit.model import (
     DEFAULT_ON,
@@ -188,8 +188,7 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if function is not None and "." not in ref and (
                 (path, f"{function}::{ref}") not in model.derived or PARAM_FRESH in gate.args):
             # a parameter the function does not rebind: what its callers hand it
-            option = parameter_gate(model, (path, function), gate, rs,
-                                    lambda where, caller, gates: first_switch(model, where, caller, gates, rs))
+            option = parameter_gate(model, (path, function), gate, rs, _call_off(model, rs))
             if option is not NOT_OPTION:
                 return option
         if function is not None and "." not in ref:
@@ -235,7 +234,7 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 return switch
         if "." in ref and "operand" not in gate.args:
             # `stats.details is not None`: a record's field only code a switch keeps off sets
-            switch = field_switch(model, ref.rpartition(".")[2], rs, lambda where, caller, gates: first_switch(model, where, caller, gates, rs))
+            switch = field_switch(model, ref.rpartition(".")[2], rs, _call_off(model, rs))
             if switch is not None:
                 return switch
         switch = _switch_of_result(model, path, function, ref, rs)
@@ -258,10 +257,10 @@ def _table_get_gate(model: TreeModel, path: str, function: str, gate: GateRef, r
     found = next(((table, param) for where, local, table, param in ff.table_gets if where == function and local == gate.ref),
                  None) if ff is not None and ff.table_gets else None
     keys = dict(ff.table_keys).get(found[0]) if found is not None and ff is not None else None
-    if found is None or not keys or len(model.derived.get((path, f"{function}::{gate.ref}"), ())) > 1:
-        return NOT_OPTION  # (assigned again: it may hold anything)
+    if found is None or not keys:
+        return NOT_OPTION
     tested = GateRef("name", found[1], ("operand", PARAM_TESTED, f"cmp:in:{tuple(keys)!r}"), True)
-    return parameter_gate(model, (path, function), tested, rs, lambda where, caller, gates: first_switch(model, where, caller, gates, rs))
+    return parameter_gate(model, (path, function), tested, rs, _call_off(model, rs))
 
 
 def _computed_option(model: TreeModel, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
@@ -522,7 +521,7 @@ def _switch_of_result(model: TreeModel, path: str, function: str | None, name: s
     return None
 
 
-def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
+def resolutions_by_default(model: TreeModel, rs: RuleSet, overridden: AbstractSet[str] = frozenset()) -> list[str] | None:
     """The start-up resolutions by a call in a function that happen with the defaults: all but those
     whose call a switch keeps from running (`if envs.DECREASE_IDLE.get():
     declare_resolution(args, ..., enable_x=True)` leaves `enable_x` its declared default);
@@ -531,9 +530,8 @@ def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
     kept: list[str] = []
     dropped = False
     for path, ff in model.facts.items():
-        if not ff.conditional_resolutions and not ff.table_resolutions or (
-                rs.defaults is not None and not rs.defaults.serves_module(path)):
-            continue
+        if not ff.conditional_resolutions and not ff.table_resolutions or path in overridden:
+            continue  # (an architecture's own overrides the deployment does not apply: ``served``)
         calls = {site.line: site for site in ff.calls}
         # a literal stored into a table for an override is the value under its own gates too
         for line, entry, gates in (*((line, entry, ()) for line, entry in ff.conditional_resolutions), *ff.table_resolutions):
@@ -550,6 +548,11 @@ def resolutions_by_default(model: TreeModel, rs: RuleSet) -> list[str] | None:
 def first_switch(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> SwitchRef | None:
     """The first switch ``gates`` stand for (``gate_switches``); None when they let the code run."""
     return next(iter(gate_switches(model, path, function, gates, rs)), None)
+
+
+def _call_off(model: TreeModel, rs: RuleSet) -> CallOff:
+    """``first_switch`` as the helpers that judge a call's gates in its caller ask it."""
+    return lambda where, caller, gates: first_switch(model, where, caller, gates, rs)
 
 
 def gate_switches(model: TreeModel, path: str, function: str | None, gates: tuple[GateRef, ...], rs: RuleSet) -> list[SwitchRef]:

@@ -11,11 +11,12 @@ platform does, and their switch names the architecture (`model=bark`)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from cs_audit.joins.host_data import module_files
 from cs_audit.joins.joined import JoinedModel
-from cs_audit.model import SwitchRef
+from cs_audit.model import FileFacts, SwitchRef
 from cs_audit.ruleset import Defaults
 
 
@@ -45,3 +46,20 @@ def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> dict[str,
     kept_archs = {arch_of[path] for path in seen if arch_of.get(path) is not None}
     return {path: SwitchRef("option", f"model={arch}") for path, arch in sorted(arch_of.items())
             if arch is not None and arch not in kept_archs}
+
+
+#: a model class by its name (`LlamaForCausalLM`, `Qwen2VLForConditionalGeneration`)
+_MODEL_CLASS = re.compile(r"[a-z0-9]For[A-Z]")
+
+
+def unserved_overrides(facts: dict[str, FileFacts], defaults: Defaults | None) -> frozenset[str]:
+    """The architectures' own modules whose start-up overrides (`model_overrides/deepseek_v2.py`)
+    set nothing in the deployment: those of an architecture it does not serve, unstated ones
+    included (a plain model). An architecture's name is one some module of it defines a model
+    class under (`models/llama.py`: `LlamaForCausalLM`); a shared module among them
+    (`models/config.py`) is no architecture's."""
+    if defaults is None:
+        return frozenset()
+    arch_of = {path: arch for path in facts if (arch := defaults.model_of(path))}
+    architectures = {arch for path, arch in arch_of.items() if any(_MODEL_CLASS.search(c.qualname) for c in facts[path].types.classes)}
+    return frozenset(path for path, arch in arch_of.items() if arch in architectures and not defaults.serves_module(path))
