@@ -17,6 +17,7 @@ from cs_audit.frequency import FrequencyName, is_hot
 from cs_audit.records import record, tuple_record
 from cs_audit.sources import IGNORED_FILES_COUNTED
 from cs_audit.switches import (  # noqa: F401  (re-exported)
+    CLASS_TESTED,
     DEFAULT_ON,
     DYNAMIC_SWITCH,
     LEVEL_SWITCH,
@@ -475,9 +476,10 @@ class FileFacts:
     host_arguments: tuple[HostArguments, ...] = ()
     #: calls passing values a parameter's gate can be judged by (``PassedValues``)
     passed_values: tuple[PassedValues, ...] = ()
-    #: (name, defaults to a falsy literal, class) of the fields its classes declare
-    #: (`details: Details | None = None`, `has_hooks: bool = False`)
-    record_fields: tuple[tuple[str, bool, str], ...] = ()
+    #: (name, defaults to a falsy literal, class, the class it holds when not None) of the
+    #: fields its classes declare (`details: Details | None = None`: "Details";
+    #: `has_hooks: bool = False`: "")
+    record_fields: tuple[tuple[str, bool, str, str], ...] = ()
     #: (line, attribute, function, gates, stores a falsy literal) of the attribute stores in
     #: its functions on another object (`stats.details = d`), and on `self` of a field declared
     #: falsy here

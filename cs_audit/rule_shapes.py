@@ -250,6 +250,7 @@ TABLES: dict[str, dict[str, Shape]] = {
         "rare_tests": Regex(nullable=True),
         "steady_tests": Regex(nullable=True),
         "replay_tests": Regex(nullable=True),
+        "wait_clocks": Regex(nullable=True),
     },
     "costs": {
         "source": TEXT,

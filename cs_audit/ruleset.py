@@ -32,7 +32,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
         "flag_name_pattern",
     },
     "gpu_syncs.yaml": {"methods", "functions", "to_cpu", "not_tensor_receivers", "host_names", "device_apis"},
-    "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests", "steady_tests", "replay_tests"},
+    "hot_paths.yaml": {"roots", "loop_raises", "event_loops", "rare_tests", "steady_tests", "replay_tests", "wait_clocks"},
     "call_graph.yaml": {"callback_calls"},
     "costs.yaml": {"source", "events", "sync_added_us_per_step", "sync_baseline_step_us", "frequencies"},
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
@@ -364,6 +364,9 @@ class RuleSet:
     device_re: re.Pattern[str] | None = None
     #: the patterns ``device_re`` joins, each on its own (``extract.python.touches_device``)
     device_apis: tuple[str, ...] = ()
+    #: clock calls a wait measures its time with (``hot_paths.yaml`` ``wait_clocks``): a branch
+    #: that runs once that time passes a bound is an event
+    wait_clock_re: re.Pattern[str] | None = None
 
     def __getitem__(self, rule_id: str) -> RuleSpec:
         return self.rules[rule_id]
@@ -659,6 +662,7 @@ def _load_ruleset(texts: dict[str, str]) -> RuleSet:
         host_name_re=re.compile(sync["host_names"]) if sync.get("host_names") else None,
         device_re=re.compile("|".join(f"(?:{p})" for p in sync["device_apis"])) if sync.get("device_apis") else None,
         device_apis=tuple(str(p) for p in sync.get("device_apis") or ()),
+        wait_clock_re=re.compile(hot["wait_clocks"]) if hot.get("wait_clocks") else None,
         hot_roots=tuple(_parse_root(r, "hot_paths.yaml", frequencies) for r in hot["roots"]),
         loop_raises=tuple((re.compile(r["iter"]), r["from"], r["to"]) for r in hot["loop_raises"]),
         rare_test_re=re.compile(hot["rare_tests"]) if hot.get("rare_tests") else None,

@@ -106,6 +106,9 @@ PARAM_TESTED = "param"
 #: with ``PARAM_TESTED``: the function rebinds the parameter only after the test (and not in a
 #: loop around it), so the test still sees what the callers passed
 PARAM_FRESH = "param:fresh"
+#: the second arg of an `isinstance` ``call`` gate: "class:" and the last names of the classes
+#: tested, `|`-joined ("" when they are not plain names)
+CLASS_TESTED = "class:"
 #: a ``name`` gate's arg: the value is a field of a request a handler was handed (``ref``
 #: `request:<its class>`), which only a request of that kind sets (``GateReader.derived``)
 REQUEST_FIELD = "request"

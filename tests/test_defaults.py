@@ -671,6 +671,27 @@ def test_without_record_fields_a_field_only_code_kept_off_sets_is_reported(monke
     _only_newly_reported('"details of the step', '"timings of the step')
 
 
+def test_without_optional_classes_a_field_holding_a_class_built_under_an_option_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "_optional_class", lambda annotation: "")
+    _only_newly_reported('"recording %s', '"fallback %s')
+    _only_newly_reported('"recording report', '"fallback %s')
+
+
+def test_without_regating_a_call_under_a_held_field_test_keeps_its_early_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the edge's switch is worked out before classes are gated
+    monkeypatch.setattr(callgraph_module, "regate_class_tests", lambda *a: None)
+    _only_newly_reported('"recording report', '"fallback %s')
+    _only_newly_reported('"spill report', '"keep %s')
+
+
+def test_without_instance_tests_an_isinstance_of_a_class_built_under_an_option_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "instance_switch", lambda *a: None)
+    _only_newly_reported('"spill %s', '"keep %s')
+    _only_newly_reported('"spill report', '"keep %s')
+
+
 def test_a_field_a_call_passes_as_a_keyword_may_be_set_by_default() -> None:
     source = FIXTURE.read_text() + "\n\ndef rebuild(d):\n    return StepStats(details=d)\n"
     problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
@@ -684,8 +705,8 @@ def test_without_keywords_named_a_field_a_constructor_sets_from_a_name_decides_n
     real = fields_module._field_table
 
     def unnamed(model, rs):
-        declared, stores, passed, named, sites, answers = real(model, rs)
-        return declared, stores, passed | frozenset(named), {}, sites, answers
+        declared, stores, passed, named, sites, optional, answers = real(model, rs)
+        return declared, stores, passed | frozenset(named), {}, sites, optional, answers
 
     monkeypatch.setattr(fields_module, "_field_table", unnamed)
     _only_newly_reported('"hooks', '"timings of the step')

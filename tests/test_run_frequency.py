@@ -372,3 +372,14 @@ def test_without_past_events_a_step_after_warm_up_is_taken_for_warm_up(monkeypat
     monkeypatch.setattr(paths, "_PAST_EVENT", re.compile("$^"))
     (line,) = _rarity_lines('"warm step')
     assert any(p.startswith(f"toyserve/rarity.py:{line}:") for p in _rarity_problems())
+
+
+def test_without_wait_clocks_a_log_past_a_waits_bound_is_per_step(monkeypatch) -> None:
+    import cs_audit.extract.paths as paths
+
+    assert _rarity_problems() == []
+    monkeypatch.setattr(paths, "_waited_past", lambda test, active, elapsed: None)
+    text = (Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py").read_text()
+    lines = [i for i, row in enumerate(text.splitlines(), 1) if '"waiting for a peer' in row or '"stalled on' in row]
+    problems = _rarity_problems()
+    assert len(lines) == 2 and all(any(p.startswith(f"toyserve/rarity.py:{n}:") for p in problems) for n in lines)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
 from cs_audit.extract.state import IndexState
 from cs_audit.extract.values import head_names, is_built_path, wrapped_read
-from cs_audit.model import DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, REQUEST_FIELD, GateRef, as_operand, closure_arg
+from cs_audit.model import CLASS_TESTED, DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, REQUEST_FIELD, GateRef, as_operand, closure_arg
 from cs_audit.ruleset import RuleSet
 
 _MAX_GATE_REFS = 8
@@ -107,6 +107,15 @@ def _arg_text(node: ast.expr) -> str:
     if isinstance(node, ast.Constant) and (isinstance(node.value, str) or type(node.value) is int):
         return str(node.value)
     return ""
+
+
+def _classes_text(node: ast.expr) -> str:
+    """`C` or `(A, B)` as ``CLASS_TESTED`` and their last names; "" for anything else."""
+    elements = node.elts if isinstance(node, ast.Tuple) else [node]
+    names = [raw_dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None for e in elements]
+    if not names or not all(names) or len(names) > 8:
+        return ""
+    return CLASS_TESTED + "|".join(n.rpartition(".")[2] for n in names if n)
 
 
 def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ...],
@@ -588,7 +597,8 @@ class GateReader(IndexState):
             if level:  # `2 <= LEVEL`
                 out[middle:] = [replace(r, level=level) for r in out[middle:]]
         none_test = single and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and _is_none(right)
-        if none_test and isinstance(expr.left, (ast.Name, ast.Attribute)):
+        tested = expr.left.value if isinstance(expr.left, ast.NamedExpr) else expr.left
+        if none_test and isinstance(tested, (ast.Name, ast.Attribute)):
             # `x is not None` tests what `x` holds for truth: an object or None (its polarity
             # is already in the ref, as for `not x`)
             return
@@ -666,6 +676,10 @@ class GateReader(IndexState):
                 if registry.access == "method" and owner == registry.object and func.attr in registry.methods:
                     out.append(GateRef("env", func.value.attr, ("registry",), active))
                     return
+        if callee == "isinstance" and len(expr.args) == 2:
+            # `isinstance(x, C)` holds only where a C exists: the joins know which classes do
+            out.append(GateRef("call", callee, ("", _classes_text(expr.args[1])), active))
+            return
         out.append(GateRef("call", callee, tuple(_arg_text(a) for a in expr.args[:3]), active))
 
     def _name_ref(self, expr: ast.Name | ast.Attribute, active: bool, out: list[GateRef]) -> None:

@@ -123,7 +123,7 @@ class ModuleIndex:
     wrapped: tuple[tuple[str | None, str, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
-    record_fields: tuple[tuple[str, bool, str], ...] = ()
+    record_fields: tuple[tuple[str, bool, str, str], ...] = ()
     field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
     keywords_passed: tuple[str, ...] = ()
     keywords_named: tuple[tuple[int, str, str], ...] = ()
@@ -283,7 +283,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.effects: list[tuple[int, str | None, tuple[GateRef, ...], str]] = []
         #: field name -> whether every class-body declaration of it here defaults to None
         self.record_fields: dict[str, bool] = {}
-        self.record_decls: list[tuple[str, bool, str]] = []
+        self.record_decls: list[tuple[str, bool, str, str]] = []
         self.table_keys: dict[str, tuple[str, ...]] = {}
         self.table_gets: list[tuple[str, str, str, str]] = []
         self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool]] = []
@@ -480,6 +480,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
             if scope is not None and stmt.__class__ is ast.Assign:
                 self._note_lookup(scope, stmt)
                 self._note_table_get(scope, stmt)
+                self._note_waited(scope, stmt)
             visitor = visitors.get(stmt.__class__)
             if visitor is None:
                 self._simple(stmt)
@@ -494,7 +495,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                                          self.rs.rare_test_re, rest=True, after_false=_returns_false(stmt.body[-1]),
                                          after_true=_returns_true(stmt.body[-1]),
                                          steady_names=self.steady_names,
-                                         precondition=stmt.body[-1].__class__ is ast.Raise) if rest and scope is not None else None
+                                         precondition=stmt.body[-1].__class__ is ast.Raise,
+                                         elapsed=self._elapsed) if rest and scope is not None else None
                 if context is not None:
                     self._note_block(context, rest)
                     self.path_contexts = (*self.path_contexts, context)
@@ -517,6 +519,26 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 and value.args[0].id in scope.params and value.args[0].id not in scope.store_counts
                 and scope.store_counts.get(stmt.targets[0].id) == 1):
             self.table_gets.append((scope.qualname, stmt.targets[0].id, value.func.value.id, value.args[0].id))
+
+    def _note_waited(self, scope: Scope, stmt: ast.Assign) -> None:
+        """`elapsed = time.monotonic() - start`: the local holds the time a wait has taken."""
+        if len(stmt.targets) != 1 or stmt.targets[0].__class__ is not ast.Name:
+            return
+        if self._elapsed(stmt.value):
+            scope.waited.add(stmt.targets[0].id)
+        else:
+            scope.waited.discard(stmt.targets[0].id)
+
+    def _elapsed(self, node: ast.expr) -> bool:
+        """Whether ``node`` is a clock reading less a start (``RuleSet.wait_clock_re``), or a
+        local holding one."""
+        if node.__class__ is ast.Name:
+            return self.function is not None and node.id in self.function.waited
+        clock = self.rs.wait_clock_re
+        if clock is None or node.__class__ is not ast.BinOp or node.op.__class__ is not ast.Sub:
+            return False
+        left = node.left
+        return left.__class__ is ast.Call and not left.args and clock.match(dotted_name(left.func) or "") is not None
 
     @staticmethod
     def _note_lookup(scope: Scope, stmt: ast.Assign) -> None:
@@ -549,7 +571,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         scope = self.function
         context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME, test.lineno,
                                  scope.lookups if scope is not None else None, self.rs.rare_test_re, loop,
-                                 steady_names=self.steady_names)
+                                 steady_names=self.steady_names, elapsed=self._elapsed)
         self.branch_depth += not loop
         if context is None:
             self._block(body)
@@ -802,7 +824,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         if self.function is None:
             if node.__class__ is ast.AnnAssign and self.scopes and self.scopes[-1].kind == "class" and targets[0].__class__ is ast.Name:
                 self.record_fields[targets[0].id] = self.record_fields.get(targets[0].id, True) and none
-                self.record_decls.append((targets[0].id, none, self.scopes[-1].name))
+                held = _optional_class(node.annotation) if none and value.value is None else ""  # type: ignore[union-attr]
+                self.record_decls.append((targets[0].id, none, self.scopes[-1].name, held))
             return
         for target in targets:
             if target.__class__ in (ast.Tuple, ast.List):
@@ -1049,3 +1072,33 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
 def _on_resolved_path(s: Snippet, incremented: frozenset[str]) -> Snippet:
     kind, reason = resolve(s.path_contexts, incremented)
     return replace(s, path_kind=kind, path_reason=reason)
+
+
+#: a string annotation worth parsing (`"Recorder | None"`, `"Optional[pkg.Metrics]"`)
+_ANNOTATION_TEXT = re.compile(r"[\w.\[\], |]{1,200}")
+
+
+def _optional_class(annotation: ast.expr) -> str:
+    """The class a field annotated `Optional[C]`, `C | None` or `Union[C, None]` holds when it
+    is not None (its last name); "" for any other annotation."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        if not _ANNOTATION_TEXT.fullmatch(annotation.value):
+            return ""
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return ""
+    held: list[ast.expr] = []
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        held = [annotation.left, annotation.right]
+    elif isinstance(annotation, ast.Subscript):
+        wrapper = (raw_dotted(annotation.value) or "").rpartition(".")[2]
+        inner = annotation.slice
+        if wrapper == "Optional":
+            held = [inner, ast.Constant(None)]
+        elif wrapper == "Union" and isinstance(inner, ast.Tuple):
+            held = list(inner.elts)
+    classes = [e for e in held if not (isinstance(e, ast.Constant) and e.value is None)]
+    if len(classes) != 1 or len(held) != 2 or not isinstance(classes[0], (ast.Name, ast.Attribute)):
+        return ""
+    return (raw_dotted(classes[0]) or "").rpartition(".")[2]

@@ -182,6 +182,27 @@ def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
     return throttles
 
 
+def _waited_past(test: ast.expr, active: bool, elapsed: Callable[[ast.expr], bool]) -> str | None:
+    """The waited time a branch needs past a bound (`elapsed > limit`, or `elapsed < limit`
+    failing), as its source text; None when it needs none. A bound of 0 is a guard, no wait."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _waited_past(test.operand, not active, elapsed)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) != active:
+            return None
+        return next((w for v in test.values if (w := _waited_past(v, active, elapsed)) is not None), None)
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    above = isinstance(op, (ast.Gt, ast.GtE)) == active
+    if not isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+        return None
+    waited, bound = (left, right) if above else (right, left)
+    if isinstance(bound, ast.Constant) and not bound.value or not elapsed(waited):
+        return None
+    return dotted_name(waited) or "the time waited"
+
+
 def _stores(body: list[ast.stmt]) -> tuple[set[str], set[str]]:
     """The names a branch assigns, and the containers it stores into (outside nested defs)."""
     assigned: set[str] = set()
@@ -292,7 +313,8 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
                    line: int = 0, lookups: dict[str, str] | None = None,
                    event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False,
                    after_false: bool = False, steady_names: re.Pattern[str] | None = None,
-                   precondition: bool = False, after_true: bool = False) -> PathContext | None:
+                   precondition: bool = False, after_true: bool = False,
+                   elapsed: Callable[[ast.expr], bool] | None = None) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call);
@@ -305,7 +327,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     ``after_true``: it gives True (a check's success, past which it fails);
     ``steady_names``: names whose test is true in the steady state (a decode step), so a
     branch that needs one false runs on an event; ``precondition``: ``body`` follows `if <test>:
-    raise`, a check of the state every call passes, not the hit of a cache or a once-flag."""
+    raise`, a check of the state every call passes, not the hit of a cache or a once-flag;
+    ``elapsed(expr)``: whether an operand is the time a wait has taken, which a branch that
+    runs once it passes a bound waits for (a slow reply, a stalled reader)."""
     # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
     # `raise` returns normally on those: only the part past the last of them is the error path
     if body and not (rest and _returns_normally_first(body[:-1])):
@@ -313,6 +337,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
             _fails(body) if after_true else None)
         if why is not None:
             return ("error", why, "", line)
+    waited = _waited_past(test, active, elapsed) if elapsed is not None and not loop else None
+    if waited is not None:
+        return ("rare", f"after a wait (`{waited}` past its bound)", "", line)
     found = _unset_names(test, active) if not precondition else []
     if lookups:
         found = [(lookups[name], "cache") if name in lookups and shape in ("lazy", "flag") else (name, shape)

@@ -225,6 +225,8 @@ class Scope:
     stores: StoredNames | None = None
     #: locals holding what a lookup in a container gave (`v = C.get(k)`: v -> C)
     lookups: dict[str, str] = field(default_factory=dict)
+    #: locals holding the time a wait has taken (`elapsed = time.monotonic() - start`)
+    waited: set[str] = field(default_factory=set)
     #: each parameter's assignment lines and the function's loops' spans (``rebound_after``)
     rebinds: tuple[dict[str, list[int]], list[tuple[int, int]]] | None = None
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cs_audit.frequency import STEP
 from cs_audit.joins.arguments import argument_tests
-from cs_audit.joins.components import gate_event_loops, gate_instance_methods
+from cs_audit.joins.components import gate_event_loops, gate_instance_methods, regate_class_tests
 from cs_audit.joins.defaults import (
     OptionTable,
     feature_switch,
@@ -23,6 +23,7 @@ from cs_audit.joins.defaults import (
 )
 from cs_audit.joins.env_helpers import accessors, void_env_helpers
 from cs_audit.joins.env_helpers import is_once_function as is_once_function  # re-exported
+from cs_audit.joins.fields import held_fields
 from cs_audit.joins.gates import (
     _module_switch,
     _take_site_gates,
@@ -159,6 +160,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         return callers_on_demand(model, key)
 
     gate_instance_methods(model, rs, switch_of, unresolved, later)
+    regate_class_tests(model, switch_of, held_fields(model, rs))
     model.event_loops = event_loop_roots(model, rs)
     gate_event_loops(model, rs, list(model.event_loops), switch_of, unresolved, later)
     _gate_feature_classes(model, rs)

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from cs_audit.joins.named_calls import NamedCall
 from cs_audit.joins.reach import Edge
-from cs_audit.model import FileFacts, FuncKey, FunctionDef, GateRef, SwitchRef, by_text
+from cs_audit.model import CLASS_TESTED, FileFacts, FuncKey, FunctionDef, GateRef, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 
@@ -32,6 +32,8 @@ class Built(Protocol):
     callers: dict[FuncKey, list[Edge]]
     gated_classes: dict[str, SwitchRef]
     gated_roots: dict[FuncKey, SwitchRef]
+    gate_cache: dict
+    switch_cache: dict
 
 #: calls followed up from a construction to the option its callers need
 MAX_CALLERS_UP = 6
@@ -84,6 +86,10 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
     for f in model.functions.values():
         if f.class_name is not None and f.name in root_names and "." not in f.qualname[:-len(f.name) - 1]:
             outside.setdefault(f.class_name, [])
+    # classes a record's field holds when not None, or an `isinstance` tests: with no instance,
+    # the field stays None and the test fails
+    for cls in _tested_classes(model):
+        outside.setdefault(cls, [])
     if not outside:
         return
     wanted = set().union(*(family(cls) for cls in outside))
@@ -118,6 +124,59 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
             gated = model.edges[i] = replace(edge, switch=switch)
             callers = model.callers[edge.callee]
             callers[callers.index(edge)] = gated
+
+
+def _tested_classes(model: Built) -> set[str]:
+    """The classes a record's field holds when not None (`Optional[C]`) or an `isinstance` tests."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    for ff in model.facts.values():
+        found.update(holds for *_, holds in ff.record_fields if holds)
+        for site in ff.calls:
+            gates = site.gates
+            if gates and id(gates) not in seen:
+                seen.add(id(gates))
+                found.update(cls for gate in gates if gate.kind == "call" and gate.ref == "isinstance"
+                             for cls in tested_classes(gate))
+    return found
+
+
+def tested_classes(gate: GateRef) -> list[str]:
+    """The classes an `isinstance` gate tests (``CLASS_TESTED``)."""
+    text = gate.args[1] if len(gate.args) > 1 else ""
+    return text[len(CLASS_TESTED):].split("|") if text.startswith(CLASS_TESTED) else []
+
+
+def instance_switch(model: Built, gate: GateRef) -> SwitchRef | None:
+    """The switch that builds an instance of a class `isinstance(x, C)` tests, when no class it
+    tests is built by default (``gated_classes``)."""
+    switches = [model.gated_classes.get(cls) for cls in tested_classes(gate)]
+    return switches[0] if switches and all(switches) else None
+
+
+def regate_class_tests(model: Built, site_switch: SiteSwitch, fields: frozenset[str]) -> None:
+    """Once classes are gated (``gate_instance_methods``, which resolves gates first): forget the
+    answers of gates that test for an instance of a class built only under a switch (an
+    `isinstance`, a field of ``fields``, which holds only such classes), and give the calls under
+    such a test their switch."""
+    classes = set(model.gated_classes)
+
+    def tests_one(gates: tuple[GateRef, ...]) -> bool:
+        return any(g.kind == "name" and "." in g.ref and g.ref.rpartition(".")[2] in fields
+                   or g.kind == "call" and g.ref == "isinstance" and not classes.isdisjoint(tested_classes(g))
+                   for g in gates)
+
+    for key in [k for k in model.gate_cache if tests_one((k[2],))]:
+        del model.gate_cache[key]
+    for key in [k for k in model.switch_cache if tests_one(k[2])]:
+        del model.switch_cache[key]
+    for i, edge in enumerate(model.edges):
+        if edge.switch is None and tests_one(edge.site.gates):
+            switch = site_switch(edge.path, edge.site.function, edge.site.gates)
+            if switch is not None:
+                gated = model.edges[i] = replace(edge, switch=switch)
+                callers = model.callers[edge.callee]
+                callers[callers.index(edge)] = gated
 
 
 def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], site_switch: SiteSwitch,

@@ -28,6 +28,9 @@ def field_switch(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) ->
     table = model.record_field_table
     if table is None:
         table = model.record_field_table = _field_table(model, rs)
+    switch = _held_switch(model, table, name)
+    if switch is not None:
+        return switch
     answers = table[-1]
     if name not in answers:
         answers[name] = None  # (a field whose stores lead back to a test of it: not known)
@@ -35,8 +38,24 @@ def field_switch(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) ->
     return answers[name]
 
 
+def _held_switch(model: TreeModel, table: tuple, name: str) -> SwitchRef | None:
+    """`metrics: Metrics | None = None` where no Metrics is built by default: None whatever is
+    stored; the switch that builds one (``components.gated_classes``)."""
+    held = table[-2].get(name)
+    switches = [model.gated_classes.get(cls) for cls in sorted(held)] if held else []
+    return switches[0] if switches and all(switches) else None
+
+
+def held_fields(model: TreeModel, rs: RuleSet) -> frozenset[str]:
+    """The fields that hold only classes built under a switch, so None by default."""
+    table = model.record_field_table
+    if table is None:
+        table = model.record_field_table = _field_table(model, rs)
+    return frozenset(name for name in table[-2] if _held_switch(model, table, name) is not None)
+
+
 def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> SwitchRef | None:
-    declared, stores, passed, named, sites, _ = table
+    declared, stores, passed, named, sites, _, _ = table
     if not declared.get(name) or name in passed or not (stores.get(name) or named.get(name)):
         return None
     found: list[SwitchRef] = []
@@ -96,10 +115,12 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     """(field -> every declaration defaults to a falsy literal, field -> its stores as (path,
     line, function, gates, stores a falsy literal), the names set some way not judged,
     keyword -> the calls passing a name under it as (path, line, function), those calls'
-    gates by (path, line, function), the answers so far by field), from the facts outside
-    tests, benchmarks and examples."""
+    gates by (path, line, function), field -> the classes it holds when not None where every
+    declaration of it says one (`Optional[C]`), the answers so far by field), from the facts
+    outside tests, benchmarks and examples."""
     ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
     declared: dict[str, bool] = {}
+    held: dict[str, set[str] | None] = {}
     #: class name -> its fields in declaration order, per module declaring a class so named
     fields_of: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     stores: dict[str, list] = defaultdict(list)
@@ -110,8 +131,13 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
         if ignored is not None and ignored(path):
             continue
         falsy_here = set()
-        for name, falsy, cls in ff.record_fields:
+        for name, falsy, cls, holds in ff.record_fields:
             declared[name] = declared.get(name, True) and falsy
+            classes = held.setdefault(name, set())
+            if classes is not None and holds:
+                classes.add(holds)
+            elif not holds:
+                held[name] = None
             fields_of[cls][path].append(name)
             if falsy:
                 falsy_here.add(name)
@@ -139,4 +165,5 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
                 built_freely.update(fields[:min(named_after)] if named_after else fields)
             else:
                 built_freely.update(fields[:int(count)])
-    return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, {}
+    optional = {name: frozenset(classes) for name, classes in held.items() if classes}
+    return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, optional, {}

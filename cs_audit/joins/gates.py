@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from cs_audit.joins.attributes import held_by_no_own_state, receiver_attribute_switch
+from cs_audit.joins.components import instance_switch
 from cs_audit.joins.defaults import (
     NOT_OPTION,
     feature_member_gate,
@@ -149,6 +150,8 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
     if gate.kind == "level":
         return LEVEL_SWITCH
     if gate.kind == "call":
+        if gate.ref == "isinstance":
+            return instance_switch(model, gate)
         if gate.level:
             # `resolve_level() >= Level.WARN`: the value it returns when no exit is taken
             switch = _fallback_gate(model, path, function, gate.ref, gate.level, rs)
@@ -676,7 +679,7 @@ def _file_gates_digest(ff: FileFacts) -> str:
     """Digest of what of one file any gate's switch may read: the gates of the values of the
     names it assigns (``FileFacts.derived``), the entry gates, returned tests and returns of its
     functions, the options it declares and stores, the state its classes keep under option
-    names, and the names it imports (a gate on a name another module imports from it is followed
+    names, its calls with their gates, and the names it imports (a gate on a name another module imports from it is followed
     through them: ``_exported``)."""
     part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.falsy_names, ff.aliases,
             [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
@@ -690,7 +693,10 @@ def _file_gates_digest(ff: FileFacts) -> str:
             sorted((o.name, o.value, o.copied, o.computed_by) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
             ff.passed_values, [(f.qualname, f.const_defaults, f.param_defaults) for f in ff.functions
-                               if f.const_defaults or f.param_defaults], ff.wrapped)
+                               if f.const_defaults or f.param_defaults], ff.wrapped,
+            # the calls and their gates: which classes are built by default, and what every call
+            # of a function needs (``components``, ``fields``), follow from them
+            [(c.function, c.callee, _plain(c.gates)) for c in ff.calls])
     return hashlib.blake2b(repr(part).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from cs_audit.joins.defaults import OptionTable
 from cs_audit.joins.kept import Resolutions
-from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, GateRef, PassedValues, PlainCall
+from cs_audit.model import CallSite, FileFacts, FuncKey, FunctionDef, GateRef, PassedValues, PlainCall, SwitchRef
 from cs_audit.ruleset import HotRoot
 
 
@@ -64,6 +64,8 @@ class JoinedModel(Protocol):
     passed_by_call: dict[tuple[str, int, int, str], PassedValues] | None
     #: (``joins.fields``) the fields records declare None, their stores, the keywords calls pass
     record_field_table: tuple | None
+    #: (``joins.components``) classes built only under a switch, by last name
+    gated_classes: dict[str, SwitchRef]
     unresolved_sites: dict[str, list[tuple[str, CallSite | PlainCall]]] | None
     named_calls: dict[str, tuple]
     resolutions: Resolutions | None
