@@ -227,7 +227,7 @@ def test_without_capture_and_prefill_in_the_rare_tests_their_branches_are_per_st
     monkeypatch.setattr("cs_audit.api.load_ruleset", lambda *a, **k: narrower)
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "annotated" / "toyserve" / "rarity.py"
     rows = fixture.read_text().splitlines()
-    lines = [next(i for i, row in enumerate(rows, 1) if text in row) for text in ('"capturing a graph', '"prefill of')]
+    lines = [next(i for i, row in enumerate(rows, 1) if text in row) for text in ('"capturing a graph', '"prefill of', '"chunk of')]
     problems = _rarity_problems()
     assert all(any(problem.startswith(f"toyserve/rarity.py:{line}:") for problem in problems) for line in lines)
 

@@ -253,7 +253,8 @@ def _event_names(test: ast.expr, events: re.Pattern[str], holds: bool = True) ->
     for ``test`` to hold (``holds``) or to fail: any operand of an `and` that holds (of an `or`
     that fails) may name one, every operand of an `or` that holds must (else the branch runs
     without it); a `not`, `!=` or `not in` turns that round (`if not in_capture:` runs on every
-    step but the event's; what follows `if mode != EXTEND: return` runs on the event)."""
+    step but the event's; what follows `if mode != EXTEND: return` runs on the event), and so
+    does `is None`, not `is not None` (`if chunked_req is not None:` runs while there is one)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _event_names(test.operand, events, not holds)
     if isinstance(test, ast.BoolOp):
@@ -261,8 +262,12 @@ def _event_names(test: ast.expr, events: re.Pattern[str], holds: bool = True) ->
         if isinstance(test.op, ast.Or) == holds and not all(found):
             return []
         return [name for names in found for name in names]
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot, ast.NotIn)):
-        holds = not holds
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        right = test.comparators[0]
+        # `x is not None` holds while x is there (as `x` does); `x is None`, while it is not
+        turned = (ast.Eq, ast.Is) if isinstance(right, ast.Constant) and right.value is None else (ast.NotEq, ast.IsNot, ast.NotIn)
+        if isinstance(test.ops[0], turned):
+            holds = not holds
     if not holds:
         return []
     return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])
