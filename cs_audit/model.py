@@ -322,6 +322,9 @@ class ClassFacts:
     levels: tuple[tuple[str, int], ...] = ()
     #: the str constants of its body (`NULL = "null"`): what an enum's member holds
     strings: tuple[tuple[str, str], ...] = ()
+    #: the bases written subscripted (`Action[int]`), dotted: not followed as bases, so a class
+    #: so named has subclasses its family does not show (``components.held_classes``)
+    subscripted: tuple[str, ...] = ()
 
 
 #: where one name's values come from: ``(owner, name, function, source)``.  ``owner`` is

@@ -678,6 +678,43 @@ def test_without_optional_classes_a_field_holding_a_class_built_under_an_option_
     _only_newly_reported('"recording report', '"fallback %s')
 
 
+def test_a_held_field_another_class_keeps_as_its_own_state_may_hold_by_default() -> None:
+    # a namesake some class builds for itself every time: the name no longer says what it holds
+    source = FIXTURE.read_text() + "\n\nclass Tape:\n    pass\n\n\nclass Deck:\n    def __init__(self):\n        self.recording = Tape()\n"
+    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
+    line = _line('"recording %s')
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+
+
+def test_an_isinstance_of_a_class_the_tree_does_not_define_is_no_test_of_its_constructions() -> None:
+    # a library's class is built by the library's calls, which the tree's constructions do not show
+    source = FIXTURE.read_text().replace("class SpillAction:\n    pass\n", "from toylib import SpillAction\n")
+    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
+    line = _line('"spill %s') - 1  # one line less above it
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+
+
+@pytest.mark.parametrize("change", [
+    # a subclass named through a subscripted base: the family the constructions are counted in misses it
+    ("class KeepAction:\n    pass\n", "class KeepAction(SpillAction[int]):\n    pass\n"),
+    # a protocol matches by shape, not by base
+    ("class SpillAction:\n    pass\n", "class SpillAction(Protocol):\n    pass\n"),
+    # `cls()` in a classmethod builds the class, here on every step
+    ("class SpillAction:\n    pass\n",
+     "class SpillAction:\n    @classmethod\n    def make(cls):\n        return cls()\n\n\ndef plan_one():\n"
+     "    return SpillAction.make()\n"),
+])
+def test_an_isinstance_of_a_class_built_some_way_the_constructions_do_not_show_is_no_test(change) -> None:
+    old, new = change
+    source = FIXTURE.read_text().replace(old, new).replace("from typing import Optional\n", "from typing import Optional, Protocol\n")
+    if "plan_one" in new:
+        source = source.replace("        self.log_stats(stats)\n", "        self.log_stats(stats)\n        self._apply_action(plan_one())\n", 1)
+    shift = new.count("\n") - old.count("\n")
+    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
+    line = _line('"spill %s') + shift
+    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+
+
 def test_without_regating_a_call_under_a_held_field_test_keeps_its_early_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     # the edge's switch is worked out before classes are gated
     monkeypatch.setattr(callgraph_module, "regate_class_tests", lambda *a: None)

@@ -521,24 +521,34 @@ class _Indexer(CallEdges, ast.NodeVisitor):
             self.table_gets.append((scope.qualname, stmt.targets[0].id, value.func.value.id, value.args[0].id))
 
     def _note_waited(self, scope: Scope, stmt: ast.Assign) -> None:
-        """`elapsed = time.monotonic() - start`: the local holds the time a wait has taken."""
+        """`start = time.monotonic()`: the local holds when a wait started; `elapsed =
+        time.monotonic() - start`: the time it has taken."""
         if len(stmt.targets) != 1 or stmt.targets[0].__class__ is not ast.Name:
             return
-        if self._elapsed(stmt.value):
-            scope.waited.add(stmt.targets[0].id)
-        else:
-            scope.waited.discard(stmt.targets[0].id)
+        name = stmt.targets[0].id
+        scope.waited.discard(name)
+        scope.wait_starts.discard(name)
+        if self._clock_read(stmt.value):
+            scope.wait_starts.add(name)
+        elif self._elapsed(stmt.value):
+            scope.waited.add(name)
+
+    def _clock_read(self, node: ast.expr) -> bool:
+        clock = self.rs.wait_clock_re
+        return (clock is not None and node.__class__ is ast.Call and not node.args
+                and clock.match(dotted_name(node.func) or "") is not None)
 
     def _elapsed(self, node: ast.expr) -> bool:
-        """Whether ``node`` is a clock reading less a start (``RuleSet.wait_clock_re``), or a
-        local holding one."""
-        if node.__class__ is ast.Name:
-            return self.function is not None and node.id in self.function.waited
-        clock = self.rs.wait_clock_re
-        if clock is None or node.__class__ is not ast.BinOp or node.op.__class__ is not ast.Sub:
+        """Whether ``node`` is the time a wait of this call has taken: a clock reading
+        (``RuleSet.wait_clock_re``) less a local the function set from one, or a local holding
+        that (a time since an attribute was set, an uptime, is no wait)."""
+        scope = self.function
+        if scope is None:
             return False
-        left = node.left
-        return left.__class__ is ast.Call and not left.args and clock.match(dotted_name(left.func) or "") is not None
+        if node.__class__ is ast.Name:
+            return node.id in scope.waited
+        return (node.__class__ is ast.BinOp and node.op.__class__ is ast.Sub and self._clock_read(node.left)
+                and node.right.__class__ is ast.Name and node.right.id in scope.wait_starts)
 
     @staticmethod
     def _note_lookup(scope: Scope, stmt: ast.Assign) -> None:

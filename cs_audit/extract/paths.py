@@ -184,7 +184,7 @@ def _unset_names(test: ast.expr, active: bool) -> list[tuple[str, str]]:
 
 def _waited_past(test: ast.expr, active: bool, elapsed: Callable[[ast.expr], bool]) -> str | None:
     """The waited time a branch needs past a bound (`elapsed > limit`, or `elapsed < limit`
-    failing), as its source text; None when it needs none. A bound of 0 is a guard, no wait."""
+    failing), as its source text; None when it needs none (``_guard_bound``: no wait)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _waited_past(test.operand, not active, elapsed)
     if isinstance(test, ast.BoolOp):
@@ -198,9 +198,17 @@ def _waited_past(test: ast.expr, active: bool, elapsed: Callable[[ast.expr], boo
     if not isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
         return None
     waited, bound = (left, right) if above else (right, left)
-    if isinstance(bound, ast.Constant) and not bound.value or not elapsed(waited):
+    if _guard_bound(bound) or not elapsed(waited):
         return None
     return dotted_name(waited) or "the time waited"
+
+
+def _guard_bound(bound: ast.expr) -> bool:
+    """A bound no wait is measured against: zero, a negative number or one under a millisecond
+    (`> 1e-9` guards a division)."""
+    if isinstance(bound, ast.UnaryOp) and isinstance(bound.op, ast.USub):
+        return True
+    return isinstance(bound, ast.Constant) and isinstance(bound.value, (int, float)) and bound.value < 1e-3
 
 
 def _stores(body: list[ast.stmt]) -> tuple[set[str], set[str]]:
@@ -248,30 +256,39 @@ def _test_names(test: ast.expr) -> list[str]:
     return [n for n in (dotted_name(node) for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute))) if n]
 
 
-def _event_names(test: ast.expr, events: re.Pattern[str], holds: bool = True) -> list[str]:
+def _event_names(test: ast.expr, events: re.Pattern[str], holds: bool = True,
+                 persistent: Callable[[str], bool] | None = None) -> list[str]:
     """The names of events (``events`` searched in each name's last part) that must happen
     for ``test`` to hold (``holds``) or to fail: any operand of an `and` that holds (of an `or`
     that fails) may name one, every operand of an `or` that holds must (else the branch runs
     without it); a `not`, `!=` or `not in` turns that round (`if not in_capture:` runs on every
-    step but the event's; what follows `if mode != EXTEND: return` runs on the event), and so
-    does `is None`, not `is not None` (`if chunked_req is not None:` runs while there is one)."""
+    step but the event's; what follows `if mode != EXTEND: return` runs on the event). A test
+    of state that outlives the call (``persistent``) against None is one of presence: `is None`
+    turns it round, `is not None` does not (`if self.chunked_req is not None:` runs while there
+    is one); a parameter or local so tested (`timeout is not None`) is a value handed in."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _event_names(test.operand, events, not holds)
+        return _event_names(test.operand, events, not holds, persistent)
     if isinstance(test, ast.BoolOp):
-        found = [_event_names(value, events, holds) for value in test.values]
+        found = [_event_names(value, events, holds, persistent) for value in test.values]
         if isinstance(test.op, ast.Or) == holds and not all(found):
             return []
         return [name for names in found for name in names]
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        right = test.comparators[0]
-        # `x is not None` holds while x is there (as `x` does); `x is None`, while it is not
-        turned = (ast.Eq, ast.Is) if isinstance(right, ast.Constant) and right.value is None else (ast.NotEq, ast.IsNot, ast.NotIn)
+        left, right = test.left, test.comparators[0]
+        if _is_none_constant(left):  # `None is not x`
+            left, right = right, left
+        tested = _name_or_attribute(left) if _is_none_constant(right) and persistent is not None else None
+        turned = (ast.Eq, ast.Is) if tested and persistent is not None and persistent(tested) else (ast.NotEq, ast.IsNot, ast.NotIn)
         if isinstance(test.ops[0], turned):
             holds = not holds
     if not holds:
         return []
     return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])
             and not _PAST_EVENT.search(name.rsplit(".", 1)[-1])]
+
+
+def _is_none_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 #: a name that says an event is over (`warmup_done`): it holds in the steady state
@@ -367,7 +384,7 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
             elif (name in stored) if shape == "cache" else (name in assigned):
                 return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
     if event_names is not None and not loop:
-        events = _event_names(test, event_names, active)
+        events = _event_names(test, event_names, active, persistent)
         if events:
             return ("rare", f"on an event (`{events[0]}`)", "", line)
     if steady_names is not None and not loop:

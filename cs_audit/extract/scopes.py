@@ -227,6 +227,8 @@ class Scope:
     lookups: dict[str, str] = field(default_factory=dict)
     #: locals holding the time a wait has taken (`elapsed = time.monotonic() - start`)
     waited: set[str] = field(default_factory=set)
+    #: locals holding when one started (`start = time.monotonic()`)
+    wait_starts: set[str] = field(default_factory=set)
     #: each parameter's assignment lines and the function's loops' spans (``rebound_after``)
     rebinds: tuple[dict[str, list[int]], list[tuple[int, int]]] | None = None
 

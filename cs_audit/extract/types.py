@@ -171,7 +171,9 @@ class _Walker:
                      and stmt.targets[0].__class__ is ast.Name and stmt.value.__class__ is ast.Constant]
         levels = tuple((name, value) for name, value in constants if type(value) is int)
         strings = tuple((name, value) for name, value in constants if type(value) is str and len(value) <= 80)
-        self.classes.append(ClassFacts(qualname, bases, levels, strings))
+        subscripted = tuple(b for b in (dotted(base.value, self.aliases) for base in node.bases
+                                        if base.__class__ is ast.Subscript) if b)
+        self.classes.append(ClassFacts(qualname, bases, levels, strings, subscripted))
         self.body(node.body, function=None, cls=qualname, class_body=qualname, self_name=None)
 
     def function_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef, function: str | None, class_body: str | None) -> None:

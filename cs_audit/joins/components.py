@@ -34,6 +34,9 @@ class Built(Protocol):
     gated_roots: dict[FuncKey, SwitchRef]
     gate_cache: dict
     switch_cache: dict
+    #: ``held_classes``, when first asked
+    class_names: frozenset[str] | None
+    derived: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]]
 
 #: calls followed up from a construction to the option its callers need
 MAX_CALLERS_UP = 6
@@ -78,6 +81,9 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
     for i, edge in enumerate(model.edges):
         cls, _, method = edge.callee[1].rpartition(".")
         if edge.switch is None and cls and "." not in cls and method != "__init__":
+            callee = model.functions.get(edge.callee)
+            if callee is not None and ("classmethod" in callee.decorators or "staticmethod" in callee.decorators):
+                continue  # runs with no instance (`BreakdownLogger.get()`)
             caller_cls = owner(edge.caller)
             if caller_cls is None or caller_cls not in family(cls):
                 outside[cls].append(i)
@@ -101,6 +107,9 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
             continue  # tests build what they test
         for site in ff.calls:
             name = site.callee.rpartition(".")[2]
+            if name == "cls" and site.function is not None and "." in site.function:
+                # `return cls(...)` in a classmethod builds the class (or a subclass it is called on)
+                name = site.function.split(".<locals>.")[0].rpartition(".")[0].rpartition(".")[2]
             if name in wanted:
                 switch = site_switch(path, site.function, site.gates)
                 if switch is None and site.function is not None:
@@ -127,7 +136,8 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
 
 
 def _tested_classes(model: Built) -> set[str]:
-    """The classes a record's field holds when not None (`Optional[C]`) or an `isinstance` tests."""
+    """The classes of the tree a record's field holds when not None (`Optional[C]`) or an
+    `isinstance` tests (``held_classes``)."""
     found: set[str] = set()
     seen: set[int] = set()
     for ff in model.facts.values():
@@ -138,7 +148,34 @@ def _tested_classes(model: Built) -> set[str]:
                 seen.add(id(gates))
                 found.update(cls for gate in gates if gate.kind == "call" and gate.ref == "isinstance"
                              for cls in tested_classes(gate))
-    return found
+    return found & held_classes(model)
+
+
+class Defined(Protocol):
+    """What ``held_classes`` reads of the tree model."""
+
+    facts: dict[str, FileFacts]
+    class_names: frozenset[str] | None
+
+
+def held_classes(model: Defined) -> frozenset[str]:
+    """The classes whose instances the tree's constructions account for: those it defines (a
+    library's class, `torch.Tensor`, is built by the library's calls), less protocols (which
+    `isinstance` matches by shape, not by base) and classes a subclass names subscripted
+    (`class Keep(Action[int])`: a subclass the family does not show)."""
+    known = model.class_names
+    if known is None:
+        defined: set[str] = set()
+        left_out: set[str] = set()
+        for ff in model.facts.values():
+            for c in ff.types.classes:
+                name = c.qualname.rpartition(".")[2]
+                defined.add(name)
+                if any(base.rpartition(".")[2] == "Protocol" for base in (*c.bases, *c.subscripted)):
+                    left_out.add(name)
+                left_out.update(base.rpartition(".")[2] for base in c.subscripted)
+        known = model.class_names = frozenset(defined - left_out)
+    return known
 
 
 def tested_classes(gate: GateRef) -> list[str]:
@@ -149,8 +186,9 @@ def tested_classes(gate: GateRef) -> list[str]:
 
 def instance_switch(model: Built, gate: GateRef) -> SwitchRef | None:
     """The switch that builds an instance of a class `isinstance(x, C)` tests, when no class it
-    tests is built by default (``gated_classes``)."""
-    switches = [model.gated_classes.get(cls) for cls in tested_classes(gate)]
+    tests is built by default (``gated_classes``; of ``held_classes``)."""
+    known = held_classes(model)
+    switches = [model.gated_classes.get(cls) if cls in known else None for cls in tested_classes(gate)]
     return switches[0] if switches and all(switches) else None
 
 
@@ -161,17 +199,21 @@ def regate_class_tests(model: Built, site_switch: SiteSwitch, fields: frozenset[
     such a test their switch."""
     classes = set(model.gated_classes)
 
-    def tests_one(gates: tuple[GateRef, ...]) -> bool:
-        return any(g.kind == "name" and "." in g.ref and g.ref.rpartition(".")[2] in fields
-                   or g.kind == "call" and g.ref == "isinstance" and not classes.isdisjoint(tested_classes(g))
-                   for g in gates)
+    def direct(gate: GateRef) -> bool:
+        return (gate.kind == "name" and "." in gate.ref and gate.ref.rpartition(".")[2] in fields
+                or gate.kind == "call" and gate.ref == "isinstance" and not classes.isdisjoint(tested_classes(gate)))
 
-    for key in [k for k in model.gate_cache if tests_one((k[2],))]:
+    def tests_one(path: str, function: str | None, gates: tuple[GateRef, ...]) -> bool:
+        # or a local assigned from such a test (`rec = stats.recording` ... `if rec is not None:`)
+        return any(direct(g) or g.kind == "name" and "." not in g.ref and function is not None and any(
+            direct(r) for _, refs in model.derived.get((path, f"{function}::{g.ref}"), ()) for r in refs) for g in gates)
+
+    for key in [k for k in model.gate_cache if tests_one(k[0], k[1], (k[2],))]:
         del model.gate_cache[key]
-    for key in [k for k in model.switch_cache if tests_one(k[2])]:
+    for key in [k for k in model.switch_cache if tests_one(*k)]:
         del model.switch_cache[key]
     for i, edge in enumerate(model.edges):
-        if edge.switch is None and tests_one(edge.site.gates):
+        if edge.switch is None and tests_one(edge.path, edge.site.function, edge.site.gates):
             switch = site_switch(edge.path, edge.site.function, edge.site.gates)
             if switch is not None:
                 gated = model.edges[i] = replace(edge, switch=switch)

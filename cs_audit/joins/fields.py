@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cs_audit.joins.components import held_classes
 from cs_audit.joins.joined import JoinedModel as TreeModel
 from cs_audit.joins.named_calls import is_unresolved
 from cs_audit.joins.param_gates import CallOff, callers_of
@@ -42,7 +43,8 @@ def _held_switch(model: TreeModel, table: tuple, name: str) -> SwitchRef | None:
     """`metrics: Metrics | None = None` where no Metrics is built by default: None whatever is
     stored; the switch that builds one (``components.gated_classes``)."""
     held = table[-2].get(name)
-    switches = [model.gated_classes.get(cls) for cls in sorted(held)] if held else []
+    known = held_classes(model) if held else frozenset()
+    switches = [model.gated_classes.get(cls) if cls in known else None for cls in sorted(held)] if held else []
     return switches[0] if switches and all(switches) else None
 
 
@@ -121,6 +123,8 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
     declared: dict[str, bool] = {}
     held: dict[str, set[str] | None] = {}
+    kept_by: dict[str, set[str]] = defaultdict(set)
+    declared_by: dict[str, set[str]] = defaultdict(set)
     #: class name -> its fields in declaration order, per module declaring a class so named
     fields_of: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     stores: dict[str, list] = defaultdict(list)
@@ -133,6 +137,7 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
         falsy_here = set()
         for name, falsy, cls, holds in ff.record_fields:
             declared[name] = declared.get(name, True) and falsy
+            declared_by[name].add(cls.rpartition(".")[2])
             classes = held.setdefault(name, set())
             if classes is not None and holds:
                 classes.add(holds)
@@ -146,6 +151,9 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
         passed.update(ff.keywords_passed)
         # a class that keeps the name as its own state without declaring it falsy may set it
         passed.update(attr for attr in ff.own_attributes if attr not in falsy_here)
+        for entry in ff.own_state:
+            owner, _, attr = entry.rpartition(".")
+            kept_by[attr].add(owner.rpartition(".")[2])
         wanted = set()
         for line, keyword, function in ff.keywords_named:
             named[keyword].append((path, line, function))
@@ -165,5 +173,7 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
                 built_freely.update(fields[:min(named_after)] if named_after else fields)
             else:
                 built_freely.update(fields[:int(count)])
-    optional = {name: frozenset(classes) for name, classes in held.items() if classes}
+    # (a namesake another class keeps as its own state holds what that class stores)
+    optional = {name: frozenset(classes) for name, classes in held.items()
+                if classes and not kept_by.get(name, set()) - declared_by[name]}
     return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, optional, {}
