@@ -678,6 +678,13 @@ def test_without_optional_classes_a_field_holding_a_class_built_under_an_option_
     _only_newly_reported('"recording report', '"fallback %s')
 
 
+def test_without_callers_up_a_field_set_two_calls_below_an_off_option_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.joins.fields as fields_module
+
+    monkeypatch.setattr(fields_module, "MAX_CALLERS_UP", 1)
+    _only_newly_reported('"profile %s', '"details of the step')
+
+
 def test_a_held_field_another_class_keeps_as_its_own_state_may_hold_by_default() -> None:
     # a namesake some class builds for itself every time: the name no longer says what it holds
     source = FIXTURE.read_text() + "\n\nclass Tape:\n    pass\n\n\nclass Deck:\n    def __init__(self):\n        self.recording = Tape()\n"

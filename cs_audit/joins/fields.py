@@ -8,14 +8,14 @@ field is known by its name across the tree: every class that declares it declare
 it) passes a falsy literal or a name of the same name that is falsy there by default
 (`Info(has_x=has_x)`, `has_x = cfg.enable_x and ...`), and every store of it stores a falsy
 literal, is made only while it holds already, or is kept off by a switch, by its own gates or
-by those of every call of its function. A field nothing sets is left to the other rules (it
-may be set some way the code does not spell out)."""
+by those of every call of its function, a few calls up. A field nothing sets is left to the
+other rules (it may be set some way the code does not spell out)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.joins.components import held_classes
+from cs_audit.joins.components import MAX_CALLERS_UP, held_classes
 from cs_audit.joins.joined import JoinedModel as TreeModel
 from cs_audit.joins.named_calls import is_unresolved
 from cs_audit.joins.param_gates import CallOff, callers_of
@@ -98,15 +98,23 @@ def _set_once_set(gates: tuple[GateRef, ...], name: str, params: tuple[str, ...]
     return False
 
 
-def _callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff) -> SwitchRef | None:
-    """The switch every resolved call of a function needs, when one does for each; None when
-    a call runs by default, or one the graph could not resolve may be of it."""
+def _callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff, depth: int = 0,
+                 seen: set | None = None) -> SwitchRef | None:
+    """The switch every resolved call of a function needs: its own gates, or, when they need
+    none, every call of the calling function in turn, up to ``MAX_CALLERS_UP`` calls up; None
+    when a call needs none, a cycle leads back, or one the graph could not resolve may be of it."""
+    seen = set() if seen is None else seen
+    if depth >= MAX_CALLERS_UP or key in seen:
+        return None
+    seen.add(key)
     callers = callers_of(model, key)
     if not callers or is_unresolved(model, key[1].rpartition(".")[2]):
         return None
     found = None
     for path, caller, site, _ in callers:
         switch = call_off(path, caller, site.gates) if site.gates else None
+        if switch is None and caller is not None:
+            switch = _callers_off(model, (path, caller), call_off, depth + 1, seen)
         if switch is None:
             return None
         found = found or switch
