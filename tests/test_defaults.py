@@ -685,6 +685,11 @@ def test_without_callers_up_a_field_set_two_calls_below_an_off_option_is_reporte
     _only_newly_reported('"profile %s', '"details of the step')
 
 
+def test_without_setters_a_flag_only_gated_code_sets_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_setter_switch", lambda *a: None)
+    _only_newly_reported('"merging %d', '"counting %d')
+
+
 def test_a_held_field_another_class_keeps_as_its_own_state_may_hold_by_default() -> None:
     # a namesake some class builds for itself every time: the name no longer says what it holds
     source = FIXTURE.read_text() + "\n\nclass Tape:\n    pass\n\n\nclass Deck:\n    def __init__(self):\n        self.recording = Tape()\n"

@@ -121,6 +121,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         model.options = _option_table(facts, overridden, happening)
         model.gate_cache.clear()
         model.switch_cache.clear()
+        model.setter_switches.clear()
     void = void_env_helpers(model, rs)
     model.void_helpers = frozenset(void)
     model.env_helpers.update(void)

@@ -67,7 +67,7 @@ def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) ->
             continue
         switch = call_off(path, function, gates) if gates else None
         if switch is None:
-            switch = _callers_off(model, (path, function), call_off)
+            switch = callers_off(model, (path, function), call_off)
         if switch is None:
             return None
         found.append(switch)
@@ -98,7 +98,7 @@ def _set_once_set(gates: tuple[GateRef, ...], name: str, params: tuple[str, ...]
     return False
 
 
-def _callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff, depth: int = 0,
+def callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff, depth: int = 0,
                  seen: set | None = None) -> SwitchRef | None:
     """The switch every resolved call of a function needs: its own gates, or, when they need
     none, every call of the calling function in turn, up to ``MAX_CALLERS_UP`` calls up; None
@@ -114,7 +114,7 @@ def _callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff, dept
     for path, caller, site, _ in callers:
         switch = call_off(path, caller, site.gates) if site.gates else None
         if switch is None and caller is not None:
-            switch = _callers_off(model, (path, caller), call_off, depth + 1, seen)
+            switch = callers_off(model, (path, caller), call_off, depth + 1, seen)
         if switch is None:
             return None
         found = found or switch

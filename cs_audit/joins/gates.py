@@ -26,7 +26,7 @@ from cs_audit.joins.defaults import (
     settings_receiver,
 )
 from cs_audit.joins.env_helpers import helper_switches
-from cs_audit.joins.fields import field_switch
+from cs_audit.joins.fields import callers_off, field_switch
 from cs_audit.joins.kept import SiteGates
 from cs_audit.joins.param_gates import CallOff, parameter_gate
 from cs_audit.joins.resolver import _class_of
@@ -481,16 +481,32 @@ def _derived_switch(model: TreeModel, path: str, key: tuple[str, str], rs: RuleS
     no env set (`MODE_ON = getenv("M", "block") == "block"`)."""
     found: list[SwitchRef] = []
     for function, refs in model.derived[key]:
-        if refs and all(r == DEFAULT_ON for r in refs):
-            return None, True
-        if any(r.kind == "name" and r.active_when_set and not r.any_of and "operand" not in r.args
-               and key in _name_keys(path, function, r.ref) for r in refs):
+        on = bool(refs) and all(r == DEFAULT_ON for r in refs)
+        if not on and any(r.kind == "name" and r.active_when_set and not r.any_of and "operand" not in r.args
+                          and key in _name_keys(path, function, r.ref) for r in refs):
             continue  # made only while the name already holds (a reset): no new way to be true
-        switches = gate_switches(model, path, function, refs, rs)
+        switches = [] if on else gate_switches(model, path, function, refs, rs)
         if not switches:
-            return None, False
+            # truthy where it is made: unless every call of the method making it needs a switch
+            # (`def enable_x(self): self.x = True`, called only under an option a few calls up)
+            setter = _setter_switch(model, path, function, rs)
+            if setter is None:
+                return None, on
+            switches = [setter]
         found.append(switches[0])
     return (found[0] if found else None), bool(found)
+
+
+def _setter_switch(model: TreeModel, path: str, function: str | None, rs: RuleSet) -> SwitchRef | None:
+    """The switch every call of a method other than `__init__` needs (``fields.callers_off``)."""
+    if function is None or function.endswith("__init__") or "<locals>" in function or "." not in function:
+        return None
+    known = model.setter_switches
+    key = (path, function)
+    if key not in known:
+        known[key] = None  # (a cycle back here needs no switch)
+        known[key] = callers_off(model, key, _call_off(model, rs))
+    return known[key]
 
 
 def _switch_of_result(model: TreeModel, path: str, function: str | None, name: str, rs: RuleSet) -> SwitchRef | None:

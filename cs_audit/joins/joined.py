@@ -66,6 +66,8 @@ class JoinedModel(Protocol):
     record_field_table: tuple | None
     #: (``joins.components``) classes built only under a switch, by last name
     gated_classes: dict[str, SwitchRef]
+    #: (``gates._setter_switch``) the switch every call of a method needs, as asked
+    setter_switches: dict[FuncKey, SwitchRef | None]
     #: (``joins.components``) the classes the tree defines, less protocols, when first asked
     class_names: frozenset[str] | None
     unresolved_sites: dict[str, list[tuple[str, CallSite | PlainCall]]] | None

@@ -98,6 +98,8 @@ class TreeModel:
     #: classes the tree constructs only under an option (``components.gate_instance_methods``): their
     #: methods that are hot roots run only with it (``reach.propagate``)
     gated_classes: dict[str, SwitchRef] = field(default_factory=dict)
+    #: (path, method) -> the switch every call of it needs, a few calls up (``gates._setter_switch``)
+    setter_switches: dict[FuncKey, SwitchRef | None] = field(default_factory=dict)
     #: the classes the tree defines, less protocols (``components.held_classes``, when first asked)
     class_names: frozenset[str] | None = None
     #: event loops every call of which needs an option (``components.gate_event_loops``)
