@@ -46,6 +46,11 @@ CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 
 
+def is_none(node: ast.AST) -> bool:
+    """Whether ``node`` is the literal `None`."""
+    return node.__class__ is ast.Constant and node.value is None
+
+
 def child_fields(cls: type) -> tuple[str, ...]:
     fields = CHILD_FIELDS.get(cls)
     if fields is None:

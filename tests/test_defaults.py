@@ -107,6 +107,13 @@ def _only_newly_reported(reported: str, unchanged: str) -> None:
     assert f"toyserve/defaults.py:{_line(unchanged)}:" not in problems
 
 
+def _reported_in(source: str, text: str, shift: int = 0) -> None:
+    """``source`` (the fixture, changed) reports the line that holds ``text`` in the fixture,
+    ``shift`` lines on."""
+    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
+    assert f"toyserve/defaults.py:{_line(text) + shift}: unexpected default-on-emitter" in problems
+
+
 def test_a_call_an_option_keeps_off_hands_its_argument_to_no_default_run(monkeypatch: pytest.MonkeyPatch) -> None:
     import cs_audit.joins.param_gates as param_gates
 
@@ -693,17 +700,13 @@ def test_without_setters_a_flag_only_gated_code_sets_is_reported(monkeypatch: py
 def test_a_held_field_another_class_keeps_as_its_own_state_may_hold_by_default() -> None:
     # a namesake some class builds for itself every time: the name no longer says what it holds
     source = FIXTURE.read_text() + "\n\nclass Tape:\n    pass\n\n\nclass Deck:\n    def __init__(self):\n        self.recording = Tape()\n"
-    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
-    line = _line('"recording %s')
-    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+    _reported_in(source, '"recording %s')
 
 
 def test_an_isinstance_of_a_class_the_tree_does_not_define_is_no_test_of_its_constructions() -> None:
     # a library's class is built by the library's calls, which the tree's constructions do not show
     source = FIXTURE.read_text().replace("class SpillAction:\n    pass\n", "from toylib import SpillAction\n")
-    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
-    line = _line('"spill %s') - 1  # one line less above it
-    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+    _reported_in(source, '"spill %s', -1)  # one line less above it
 
 
 @pytest.mark.parametrize("change", [
@@ -721,10 +724,7 @@ def test_an_isinstance_of_a_class_built_some_way_the_constructions_do_not_show_i
     source = FIXTURE.read_text().replace(old, new).replace("from typing import Optional\n", "from typing import Optional, Protocol\n")
     if "plan_one" in new:
         source = source.replace("        self.log_stats(stats)\n", "        self.log_stats(stats)\n        self._apply_action(plan_one())\n", 1)
-    shift = new.count("\n") - old.count("\n")
-    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
-    line = _line('"spill %s') + shift
-    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+    _reported_in(source, '"spill %s', new.count("\n") - old.count("\n"))
 
 
 def test_without_regating_a_call_under_a_held_field_test_keeps_its_early_answer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -743,9 +743,7 @@ def test_without_instance_tests_an_isinstance_of_a_class_built_under_an_option_i
 
 def test_a_field_a_call_passes_as_a_keyword_may_be_set_by_default() -> None:
     source = FIXTURE.read_text() + "\n\ndef rebuild(d):\n    return StepStats(details=d)\n"
-    problems = " ".join(check_annotations({"toyserve/defaults.py": source}))
-    line = _line('"details of the step')
-    assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in problems
+    _reported_in(source, '"details of the step')
 
 
 def test_without_keywords_named_a_field_a_constructor_sets_from_a_name_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

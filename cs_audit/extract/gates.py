@@ -13,6 +13,7 @@ from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
 from cs_audit.extract.state import IndexState
 from cs_audit.extract.values import head_names, is_built_path, wrapped_read
 from cs_audit.model import CLASS_TESTED, DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, REQUEST_FIELD, GateRef, as_operand, closure_arg
+from cs_audit.pyast import is_none
 from cs_audit.ruleset import RuleSet
 
 _MAX_GATE_REFS = 8
@@ -151,10 +152,6 @@ def level_of(op: ast.cmpop, right: ast.expr, active: bool, params: tuple[str, ..
 #: an ordering comparison as written, and the one that holds when it fails
 _ORDER_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _ORDER_NEGATED = {ast.Lt: ">=", ast.LtE: ">", ast.Gt: "<=", ast.GtE: "<"}
-
-
-def _is_none(node: ast.AST) -> bool:
-    return node.__class__ is ast.Constant and node.value is None
 
 
 def literal_text(node: ast.AST | None) -> str | None:
@@ -596,7 +593,7 @@ class GateReader(IndexState):
             level = level_of(mirrored(), expr.left, active, self._params(), self.aliases) if single and mirrored else ""
             if level:  # `2 <= LEVEL`
                 out[middle:] = [replace(r, level=level) for r in out[middle:]]
-        none_test = single and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and _is_none(right)
+        none_test = single and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and is_none(right)
         tested = expr.left.value if isinstance(expr.left, ast.NamedExpr) else expr.left
         if none_test and isinstance(tested, (ast.Name, ast.Attribute)):
             # `x is not None` tests what `x` holds for truth: an object or None (its polarity

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from cs_audit.frequency import PERIODIC_AT_LEAST
-from cs_audit.pyast import dotted_name, scope_nodes
+from cs_audit.pyast import dotted_name, is_none, scope_nodes
 
 PathKind = Literal["normal", "error", "rare"]
 PathContext = tuple[PathKind, str, str, int]
@@ -275,20 +275,17 @@ def _event_names(test: ast.expr, events: re.Pattern[str], holds: bool = True,
         return [name for names in found for name in names]
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, right = test.left, test.comparators[0]
-        if _is_none_constant(left):  # `None is not x`
+        if is_none(left):  # `None is not x`
             left, right = right, left
-        tested = _name_or_attribute(left) if _is_none_constant(right) and persistent is not None else None
-        turned = (ast.Eq, ast.Is) if tested and persistent is not None and persistent(tested) else (ast.NotEq, ast.IsNot, ast.NotIn)
+        tested = _name_or_attribute(left) if is_none(right) and persistent is not None else None
+        presence = tested and persistent is not None and persistent(tested)
+        turned = (ast.Eq, ast.Is) if presence else (ast.NotEq, ast.IsNot, ast.NotIn)
         if isinstance(test.ops[0], turned):
             holds = not holds
     if not holds:
         return []
     return [name for name in _test_names(test) if events.search(name.rsplit(".", 1)[-1])
             and not _PAST_EVENT.search(name.rsplit(".", 1)[-1])]
-
-
-def _is_none_constant(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
 
 
 #: a name that says an event is over (`warmup_done`): it holds in the steady state

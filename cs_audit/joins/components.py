@@ -13,7 +13,7 @@ left alone; a class with subclasses may itself be built nowhere (an abstract bas
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
 
@@ -186,9 +186,19 @@ def tested_classes(gate: GateRef) -> list[str]:
 
 def instance_switch(model: Built, gate: GateRef) -> SwitchRef | None:
     """The switch that builds an instance of a class `isinstance(x, C)` tests, when no class it
-    tests is built by default (``gated_classes``; of ``held_classes``)."""
+    tests is built by default."""
+    return classes_switch(model, tested_classes(gate))
+
+
+class Held(Defined, Protocol):
+    gated_classes: dict[str, SwitchRef]
+
+
+def classes_switch(model: Held, classes: Iterable[str]) -> SwitchRef | None:
+    """The switch that builds the first of ``classes`` when none of them, all of
+    ``held_classes``, is built by default (``gated_classes``); None otherwise."""
     known = held_classes(model)
-    switches = [model.gated_classes.get(cls) if cls in known else None for cls in tested_classes(gate)]
+    switches = [model.gated_classes.get(cls) if cls in known else None for cls in classes]
     return switches[0] if switches and all(switches) else None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs_audit.joins.components import MAX_CALLERS_UP, held_classes
+from cs_audit.joins.components import MAX_CALLERS_UP, classes_switch
 from cs_audit.joins.joined import JoinedModel as TreeModel
 from cs_audit.joins.named_calls import is_unresolved
 from cs_audit.joins.param_gates import CallOff, callers_of
@@ -26,10 +26,8 @@ from cs_audit.ruleset import RuleSet
 def field_switch(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) -> SwitchRef | None:
     """The switch code needs to set the field ``name`` when it is left None by default; None
     when it may be set by default, or is not known to be such a field."""
-    table = model.record_field_table
-    if table is None:
-        table = model.record_field_table = _field_table(model, rs)
-    switch = _held_switch(model, table, name)
+    table = _table(model, rs)
+    switch = _held_switch(table, model, name)
     if switch is not None:
         return switch
     answers = table[-1]
@@ -39,21 +37,24 @@ def field_switch(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) ->
     return answers[name]
 
 
-def _held_switch(model: TreeModel, table: tuple, name: str) -> SwitchRef | None:
+def _table(model: TreeModel, rs: RuleSet) -> tuple:
+    table = model.record_field_table
+    if table is None:
+        table = model.record_field_table = _field_table(model, rs)
+    return table
+
+
+def _held_switch(table: tuple, model: TreeModel, name: str) -> SwitchRef | None:
     """`metrics: Metrics | None = None` where no Metrics is built by default: None whatever is
-    stored; the switch that builds one (``components.gated_classes``)."""
+    stored; the switch that builds one."""
     held = table[-2].get(name)
-    known = held_classes(model) if held else frozenset()
-    switches = [model.gated_classes.get(cls) if cls in known else None for cls in sorted(held)] if held else []
-    return switches[0] if switches and all(switches) else None
+    return classes_switch(model, sorted(held)) if held else None
 
 
 def held_fields(model: TreeModel, rs: RuleSet) -> frozenset[str]:
     """The fields that hold only classes built under a switch, so None by default."""
-    table = model.record_field_table
-    if table is None:
-        table = model.record_field_table = _field_table(model, rs)
-    return frozenset(name for name in table[-2] if _held_switch(model, table, name) is not None)
+    table = _table(model, rs)
+    return frozenset(name for name in table[-2] if _held_switch(table, model, name) is not None)
 
 
 def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> SwitchRef | None:

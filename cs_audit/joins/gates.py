@@ -695,8 +695,8 @@ def _file_gates_digest(ff: FileFacts) -> str:
     """Digest of what of one file any gate's switch may read: the gates of the values of the
     names it assigns (``FileFacts.derived``), the entry gates, returned tests and returns of its
     functions, the options it declares and stores, the state its classes keep under option
-    names, its calls with their gates, and the names it imports (a gate on a name another module imports from it is followed
-    through them: ``_exported``)."""
+    names, its calls with their gates, and the names it imports (a gate on a name another
+    module imports from it is followed through them: ``_exported``)."""
     part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.falsy_names, ff.aliases,
             [(f.qualname, _plain(f.entry_gates)) for f in ff.functions if f.entry_gates],
             [(f.qualname, _plain(f.returned_test)) for f in ff.functions if f.returned_test],
