@@ -138,6 +138,9 @@ class FunctionDef:
     #: value holds in a deployment where none of them does)
     fallback_return: str = ""
     fallback_gates: tuple[GateRef, ...] = ()
+    #: the attribute every `return` reads off an object other than `self` (a getter, `return
+    #: get_flags().moe.backend`): what a call of it gives is that record field
+    returned_field: str = ""
 
 
 @record
@@ -483,10 +486,12 @@ class FileFacts:
     #: fields its classes declare (`details: Details | None = None`: "Details";
     #: `has_hooks: bool = False`: "")
     record_fields: tuple[tuple[str, bool, str, str], ...] = ()
-    #: (line, attribute, function, gates, stores a falsy literal) of the attribute stores in
-    #: its functions on another object (`stats.details = d`), and on `self` of a field declared
-    #: falsy here
-    field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
+    #: (line, attribute, function, gates, stores a falsy literal, what is stored) of the
+    #: attribute stores in its functions on another object (`stats.details = d`), and on `self`
+    #: of a field declared falsy here; what is stored is `wrap:C:read` for a class or function
+    #: wrapping one read (`Backend(cfg.backend)`), `member:C.M` for a class's capitalised
+    #: constant, `scoped` in a context manager (set for its `with` block), "" for anything else
+    field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool, str], ...] = ()
     #: the keywords its calls pass something other than a falsy literal or a name of the same
     #: name (a record built with a field set), the attributes it sets some other way (unpacked,
     #: augmented, `setattr`), and `Name(` for a class built positionally or from a mapping

@@ -1491,3 +1491,32 @@ class ModelRunner:
 
 def test_shapes_that_only_look_off_by_default_are_reported() -> None:
     assert check_annotations({"toyserve/still_on.py": STILL_ON}) == []
+
+
+def test_without_field_predicates_an_enum_start_up_builds_from_an_option_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_field_predicate", lambda *a, **k: NOT_OPTION)
+    _only_newly_reported('"all-to-all step', '"local step')
+    _only_newly_reported('"exchanging step', '"local step')
+    _only_newly_reported('"all-to-all by name', '"local step')
+
+
+def test_a_field_set_outside_a_with_block_or_to_another_member_may_hold_any_member() -> None:
+    source = FIXTURE.read_text(encoding="utf-8")
+    # a plain function's store lasts: what it stores is not known
+    _reported_in(source.replace("@contextmanager\ndef exchange_as", "def exchange_as"), '"all-to-all step', -1)
+    # a lazy default other than the option's default member
+    _reported_in(source.replace("flags.exchange = Exchange.NONE", "flags.exchange = Exchange.ALL_TO_ALL"), '"all-to-all step')
+
+
+def test_without_either_side_a_conditional_expression_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.gates as extract_gates
+
+    monkeypatch.setattr(extract_gates.GateReader, "_ifexp_refs", lambda self, expr, active, out: None)
+    _only_newly_reported('"detailed or recorded', '"detailed or nonempty')
+
+
+def test_with_one_pass_a_name_tested_only_through_a_later_copy_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.gates as extract_gates
+
+    monkeypatch.setattr(extract_gates, "DERIVED_PASSES", 1)
+    _only_newly_reported('"pooled step', '"local step')

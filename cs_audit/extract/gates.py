@@ -195,6 +195,8 @@ _MAX_LITERAL_DEPTH = 4
 #: longest literal it keeps (a long string is no setting's value)
 _MAX_LITERAL_CHARS = 80
 #: the values of a module name that may stand for a switch (a call, a test of one)
+#: most passes over a file's assignments a name tested through others' values takes (``derived``)
+DERIVED_PASSES = 4
 _SWITCH_VALUES = frozenset({ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp})
 
 
@@ -343,27 +345,34 @@ class GateReader(IndexState):
         (after the walk: every gate that guards a site has been worked out by then), and of
         module names set from a switch, which other modules may import and test
         (`TRACE_ON = env_flag("X")` in flags.py, `from .flags import TRACE_ON`)."""
-        out: list[tuple[str | None, str, tuple[GateRef, ...]]] = []
+        out: dict[int, tuple[str | None, str, tuple[GateRef, ...]]] = {}
         saved = self.function
-        for scope, name, value, groups in self.assignments:
-            if _falsy(value):  # a falsy value adds no way to be true
-                continue
-            tested = name in self.gate_names
-            if not tested and (scope is not None or value.__class__ not in _SWITCH_VALUES):
-                continue
-            self.function = scope
-            refs = tuple(self.gate_refs(value, True))
-            if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
-                continue
-            request = self._request_field(scope, value) if tested and scope is not None and name.startswith("self.") else None
-            if request is not None:
-                # engine state a handler copies from a request: only a request of that kind sets it
-                refs += (GateRef("name", f"request:{request}", (REQUEST_FIELD,)),)
-            # `global _AGENT; _AGENT = make()` sets the module's name (resolved in the function)
-            stored = f"global:{name}" if scope is not None and name in scope.global_names else name
-            out.append((scope.qualname if scope else None, stored, refs + self._condition_refs(groups)))
+        # a name tested only through another name assigned from it (`need = self.on` ... `if
+        # need:`) becomes tested when that one's value is read, maybe after its own assignment
+        tested_before = -1
+        for _ in range(DERIVED_PASSES):
+            if tested_before == len(self.gate_names):
+                break
+            tested_before = len(self.gate_names)
+            for i, (scope, name, value, groups) in enumerate(self.assignments):
+                if i in out or _falsy(value):  # a falsy value adds no way to be true
+                    continue
+                tested = name in self.gate_names
+                if not tested and (scope is not None or value.__class__ not in _SWITCH_VALUES):
+                    continue
+                self.function = scope
+                refs = tuple(self.gate_refs(value, True))
+                if not tested and not any(r.kind in ("env", "call") or r == DEFAULT_ON for r in refs):
+                    continue
+                request = self._request_field(scope, value) if tested and scope is not None and name.startswith("self.") else None
+                if request is not None:
+                    # engine state a handler copies from a request: only a request of that kind sets it
+                    refs += (GateRef("name", f"request:{request}", (REQUEST_FIELD,)),)
+                # `global _AGENT; _AGENT = make()` sets the module's name (resolved in the function)
+                stored = f"global:{name}" if scope is not None and name in scope.global_names else name
+                out[i] = (scope.qualname if scope else None, stored, refs + self._condition_refs(groups))
         self.function = saved
-        return tuple(out)
+        return tuple(out[i] for i in sorted(out))
 
     def table_resolutions(self) -> tuple[tuple[int, str, tuple[GateRef, ...]], ...]:
         """(line of the override call, `option=literal`, the gates under which that value is the
@@ -473,13 +482,17 @@ class GateReader(IndexState):
         return tuple(dict.fromkeys(out))
 
     def wrapped(self) -> tuple[tuple[str | None, str, str], ...]:
-        """``FileFacts.wrapped``: each assignment to a name a test calls a predicate of."""
+        """``FileFacts.wrapped``: each assignment to a name a test calls a predicate of, with the
+        read it wraps (``wrapped_read``) or the getter it calls."""
         if not self.predicate_receivers:
             return ()
         out = []
         for scope, name, value, _ in self.assignments:
             if name in self.predicate_receivers:
-                out.append((scope.qualname if scope else None, name, wrapped_read(value)))
+                # a getter's value (`backend = get_backend()`) as the call, `pkg.get_backend()`
+                getter = dotted(value.func, self.aliases) if (
+                    isinstance(value, ast.Call) and not value.args and not value.keywords) else None
+                out.append((scope.qualname if scope else None, name, f"{getter}()" if getter else wrapped_read(value)))
         return tuple(out)
 
     def _condition_refs(self, groups: tuple[_GateGroup, ...]) -> tuple[GateRef, ...]:
@@ -506,7 +519,8 @@ class GateReader(IndexState):
         return tuple(out)
 
     def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef]) -> None:
-        """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`)."""
+        """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`);
+        `X if C else Y` only when X or Y is (which one C picks is left open)."""
         if not active:
             return
         if _falsy(expr.orelse):
@@ -515,6 +529,17 @@ class GateReader(IndexState):
         elif _falsy(expr.body):
             self._refs(expr.test, False, out)
             self._refs(expr.orelse, True, out)
+        elif not isinstance(expr.body, ast.Constant) and not isinstance(expr.orelse, ast.Constant):
+            self.any_of += 1
+            group, start = self.any_of, len(out)
+            self._refs(expr.body, True, out)
+            middle = len(out)
+            self._refs(expr.orelse, True, out)
+            if middle == start or len(out) == middle or any(r.any_of for r in out[start:]):
+                # (a side that stands for no switch, or a disjunction inside one: not known)
+                del out[start:]
+            else:
+                out[start:] = [replace(r, any_of=group) for r in out[start:]]
 
     def _env_default(self, expr: ast.AST) -> tuple[bool, str | None]:
         """(is an env read, its literal default) for `os.getenv("X", "1")`-like calls."""

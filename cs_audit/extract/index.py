@@ -36,7 +36,7 @@ from cs_audit.extract.paths import (
 )
 from cs_audit.extract.scopes import Scope, StoredNames, dotted, name_ids, raw_dotted, resolve_relative
 from cs_audit.extract.tokens import SNIPPET_TOKENS, snippet_literals
-from cs_audit.extract.values import host_value, is_built_path, names_file, starts_as_path
+from cs_audit.extract.values import host_value, is_built_path, names_file, returned_attr, starts_as_path, stored_value
 from cs_audit.model import CODE_CHARS, BuiltMessage, FunctionDef, GateRef, HostArguments, MessageUse, PassedValues, PlainCall
 from cs_audit.pyast import dotted_name
 from cs_audit.pyast import nodes as _nodes
@@ -124,7 +124,7 @@ class ModuleIndex:
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     record_fields: tuple[tuple[str, bool, str, str], ...] = ()
-    field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool], ...] = ()
+    field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool, str], ...] = ()
     keywords_passed: tuple[str, ...] = ()
     keywords_named: tuple[tuple[int, str, str], ...] = ()
     table_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -286,7 +286,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.record_decls: list[tuple[str, bool, str, str]] = []
         self.table_keys: dict[str, tuple[str, ...]] = {}
         self.table_gets: list[tuple[str, str, str, str]] = []
-        self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool]] = []
+        self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool, str]] = []
         #: messages formatted into locals only calls read, each with its path contexts
         self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
 
@@ -438,6 +438,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 false_entry_gates=false_entry_gates, fallback_return=fallback_return, fallback_gates=fallback_gates,
                 returns=tuple(scope.return_facts) if (0 if scope.managed else 1) < len(scope.return_facts) <= _MAX_RETURNS
                 and not returned_test else (),
+                returned_field=scope.returned_attrs[0] if len(set(scope.returned_attrs)) == 1
+                and len(scope.returned_attrs) <= _MAX_RETURNS else "",
             )
         )
 
@@ -740,6 +742,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         if self.function is not None and len(self.function.return_facts) <= _MAX_RETURNS:
             if cls is ast.Return and not self.function.managed and not self.function.generator:
                 self.function.return_facts.append(self._return_fact(node.value))  # type: ignore[attr-defined]
+                self.function.returned_attrs.append(returned_attr(node.value))  # type: ignore[attr-defined]
             elif cls is ast.Expr and node.value.__class__ is ast.Yield and self.function.managed:  # type: ignore[attr-defined]
                 self.function.return_facts.append(self._return_fact(node.value.value))  # type: ignore[attr-defined]
         if isinstance(node, ast.Return) and node.value is not None and literal_text(node.value) != "None":
@@ -847,7 +850,9 @@ class _Indexer(CallEdges, ast.NodeVisitor):
             receiver = raw_dotted(target.value)
             if receiver == "self" and not self.record_fields.get(target.attr):
                 continue  # an object's own state: a field only when declared None here
-            self.field_stores.append((node.lineno, target.attr, self.function.qualname, self._gates_now(), none))
+            # (a context manager's store holds for its `with` block, which it restores after)
+            stored = "scoped" if self.function.managed else stored_value(value) if value is not None else ""
+            self.field_stores.append((node.lineno, target.attr, self.function.qualname, self._gates_now(), none, stored))
 
     def _return_fact(self, value: ast.expr | None) -> tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]:
         """(gates, what it returns, the gates of a returned test) of a `return` of ``value``, or

@@ -195,6 +195,9 @@ class Scope:
     returns_value: bool = False
     #: (gates, what it returns, the gates of a returned test) of each `return` (``FunctionDef.returns``)
     return_facts: list[tuple[tuple[GateRef, ...], str, tuple[GateRef, ...]]] = field(default_factory=list)
+    #: the attribute each `return` reads off another object (`return moe.backend`), "" for any
+    #: other value (``FunctionDef.returned_field``)
+    returned_attrs: list[str] = field(default_factory=list)
     #: a context manager written as a generator (`@contextmanager`): what a `with` binds is
     #: what it yields, so its yields stand for its returns
     managed: bool = False

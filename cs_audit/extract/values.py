@@ -33,6 +33,32 @@ def wrapped_read(value: ast.expr) -> str:
     return _read_chain(read, 5)
 
 
+def returned_attr(value: ast.expr | None) -> str:
+    """The attribute a `return` reads off an object other than `self` or `cls` (`return
+    moe.backend`, `return get_flags().moe.backend`): a getter of that field; "" for any other
+    value."""
+    if not isinstance(value, ast.Attribute):
+        return ""
+    base = value.value
+    while isinstance(base, (ast.Attribute, ast.Call, ast.Subscript)):
+        base = base.func if isinstance(base, ast.Call) else base.value
+    return value.attr if isinstance(base, ast.Name) and base.id not in ("self", "cls") else ""
+
+
+def stored_value(value: ast.expr) -> str:
+    """What a store into a record's field holds (``FileFacts.field_stores``): `wrap:C:read` for
+    a class or function called on one attribute read (`Backend(cfg.backend)`), `member:C.M`
+    for a capitalised constant of a class (`Backend.NONE`), "" for anything else."""
+    if isinstance(value, ast.Call):
+        callee = raw_dotted(value.func)
+        read = wrapped_read(value)
+        return f"wrap:{callee}:{read}" if callee and read else ""
+    if isinstance(value, ast.Attribute) and value.attr.isupper():
+        owner = raw_dotted(value.value)
+        return f"member:{owner}.{value.attr}" if owner else ""
+    return ""
+
+
 def _read_chain(node: ast.expr, depth: int) -> str:
     """`req.x`, `reqs[0].x` as `reqs[].x`: an attribute chain off a name, items of it taken
     by a subscript; "" for any other shape or a longer chain."""

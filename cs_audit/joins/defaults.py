@@ -270,11 +270,11 @@ def value_gate(name: str, value: object, gate: GateRef, start_up: bool = False) 
     return None if holds else SwitchRef("option", spelled)
 
 
-def _wrapped_option(table: OptionTable, defaults: Defaults | None, reads: list[str]) -> tuple[str, object] | None:
+def wrapped_option(table: OptionTable, defaults: Defaults | None, reads: list[str]) -> tuple[str, object] | None:
     """(the option, its value in the deployment) when every assignment of a name wraps the
     same read of one option (``reads``: `Mode(cfg.mode)` gives `cfg.mode`); None otherwise."""
-    if defaults is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0]:
-        return None
+    if defaults is None or not reads or len(set(reads)) != 1 or not reads[0] or "." not in reads[0] or reads[0].endswith("()"):
+        return None  # (`pkg.get_backend()`: a getter's value, ``gates._field_predicate``)
     receiver, name = reads[0].rsplit(".", 1)
     if receiver == "self" or name in table.ambiguous and not settings_receiver(defaults, receiver) or name in table.start_up:
         return None
@@ -289,7 +289,7 @@ def predicate_gate(table: OptionTable, defaults: Defaults | None, reads: list[st
     default, the unset predicates (`is_none`) hold and every other `is_*` does not; the switch
     is that option when that keeps the code off.  ``NOT_OPTION`` otherwise."""
     pattern = defaults.unset_predicates if defaults is not None else None
-    found = _wrapped_option(table, defaults, reads) if pattern is not None else None
+    found = wrapped_option(table, defaults, reads) if pattern is not None else None
     if pattern is None or found is None:
         return NOT_OPTION
     name, value = found
@@ -328,7 +328,7 @@ def member_gate(table: OptionTable, defaults: Defaults | None, reads: list[str],
     compared (``op``) with a member holding ``member_value``: as the enum is looked up by the
     option's value, the switch of that option when its value keeps the code off, None when it
     lets it run; ``NOT_OPTION`` when the option or its value is not known."""
-    found = _wrapped_option(table, defaults, reads)
+    found = wrapped_option(table, defaults, reads)
     if found is None or not isinstance(found[1], str):
         return NOT_OPTION
     name, value = found

@@ -62,7 +62,7 @@ def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) ->
     if not declared.get(name) or name in passed or not (stores.get(name) or named.get(name)):
         return None
     found: list[SwitchRef] = []
-    for path, _, function, gates, stores_falsy in stores.get(name, ()):
+    for path, _, function, gates, stores_falsy, _ in stores.get(name, ()):
         f = model.functions.get((path, function))
         if stores_falsy or _set_once_set(gates, name, f.params if f is not None else ()):
             continue
@@ -81,6 +81,46 @@ def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) ->
             return None
         found.append(switch)
     return found[0] if found else None
+
+
+def wrapped_by_default(model: TreeModel, name: str, rs: RuleSet, call_off: CallOff) -> tuple[str, str, str, frozenset[str]] | None:
+    """(the file of a store, the callee it calls, the read it wraps, the constants other stores
+    give) when every store of the declared field ``name`` that can run by default calls one
+    callee on one read (`moe.backend = Backend(cfg.backend)`) or gives a class's constant (a
+    getter's lazy `Backend.NONE`); a context manager's store is set for its `with` block alone, and
+    left out. None otherwise."""
+    table = _table(model, rs)
+    answers = table[-1]
+    key = ("wrapped", name)
+    if key not in answers:
+        answers[key] = None  # (a store kept off only by a test of this field: not known)
+        answers[key] = _wrapped_stores(model, name, table, call_off)
+    return answers[key]
+
+
+def _wrapped_stores(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> tuple[str, str, str, frozenset[str]] | None:
+    declared, stores = table[0], table[1]
+    wraps: set[tuple[str, str]] = set()
+    members: set[str] = set()
+    where = ""
+    if name not in declared:
+        return None
+    for path, _, function, gates, _, value in stores.get(name, ()):
+        kind, _, rest = value.partition(":")
+        if kind == "wrap":
+            callee, _, read = rest.partition(":")
+            wraps.add((callee, read))
+            where = where or path
+        elif kind == "member":
+            members.add(rest)
+        elif kind == "scoped":
+            continue  # (for a `with` block only: the value outside it is the question)
+        elif (call_off(path, function, gates) if gates else None) is None and callers_off(model, (path, function), call_off) is None:
+            return None  # (set some other way by default)
+    if len(wraps) != 1:
+        return None
+    (callee, read), = wraps
+    return where, callee, read, frozenset(members)
 
 
 def _set_once_set(gates: tuple[GateRef, ...], name: str, params: tuple[str, ...]) -> bool:
@@ -124,7 +164,7 @@ def callers_off(model: TreeModel, key: tuple[str, str], call_off: CallOff, depth
 
 def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     """(field -> every declaration defaults to a falsy literal, field -> its stores as (path,
-    line, function, gates, stores a falsy literal), the names set some way not judged,
+    line, function, gates, stores a falsy literal, what is stored), the names set some way not judged,
     keyword -> the calls passing a name under it as (path, line, function), those calls'
     gates by (path, line, function), field -> the classes it holds when not None where every
     declaration of it says one (`Optional[C]`), the answers so far by field), from the facts
@@ -155,8 +195,8 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
             fields_of[cls][path].append(name)
             if falsy:
                 falsy_here.add(name)
-        for line, attr, function, gates, stores_falsy in ff.field_stores:
-            stores[attr].append((path, line, function, gates, stores_falsy))
+        for line, attr, function, gates, stores_falsy, value in ff.field_stores:
+            stores[attr].append((path, line, function, gates, stores_falsy, value))
         passed.update(ff.keywords_passed)
         # a class that keeps the name as its own state without declaring it falsy may set it
         passed.update(attr for attr in ff.own_attributes if attr not in falsy_here)

@@ -24,9 +24,10 @@ from cs_audit.joins.defaults import (
     predicate_gate,
     registry_env_gate,
     settings_receiver,
+    wrapped_option,
 )
 from cs_audit.joins.env_helpers import helper_switches
-from cs_audit.joins.fields import callers_off, field_switch
+from cs_audit.joins.fields import callers_off, field_switch, wrapped_by_default
 from cs_audit.joins.kept import SiteGates
 from cs_audit.joins.param_gates import CallOff, parameter_gate
 from cs_audit.joins.resolver import _class_of
@@ -140,6 +141,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         option = _wrapped_predicate(model, path, function, gate, rs)
         if option is not NOT_OPTION:
             return option
+    if gate.kind == "call" and rs.defaults is not None and gate.ref.rpartition(".")[2].startswith("is_"):
+        # an enum's predicate of a record field set from an option (`get_backend().is_deepep()`)
+        option = _field_predicate(model, path, function, gate, rs)
+        if option is not NOT_OPTION:
+            return option
     if not gate.active_when_set:
         # `if not self.use_overlap:` where the name holds by default: what turns it off
         return _negated_name_gate(model, path, function, gate, rs) if gate.kind == "name" else None
@@ -159,9 +165,10 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
                 return switch
         for target, _ in model.resolver.resolve_how(path, function, gate.ref):
             predicate = model.functions.get(target)
-            if predicate is not None and predicate.returned_test:
+            if predicate is not None and predicate.returned_test and not all(g.ref in ("self", "cls") for g in predicate.returned_test):
                 # a predicate over options (`self.runner._elastic_enabled()`), or over registry
-                # reads whose defaults keep it false: the setting its test needs
+                # reads whose defaults keep it false: the setting its test needs (a test of the
+                # receiver alone, `return self == Mode.X`, is judged by what the receiver holds)
                 option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
                                if s.kind == "option" or s.kind == "env" and s.name in model.options.env), None)
                 if option is not None:
@@ -357,12 +364,63 @@ def _wrapped_predicate(model: TreeModel, path: str, function: str | None, gate: 
     reads = _wrapped_reads(model, path, function, receiver) if method.startswith("is_") and receiver else None
     if reads is None:
         return NOT_OPTION
+    if len(set(reads)) == 1 and reads[0].endswith("()"):
+        # a name holding a getter's value (`backend = get_backend()` ... `backend.is_deepep()`)
+        return _field_predicate(model, path, None, gate, rs, reads[0])
     return predicate_gate(model.options, rs.defaults, reads, method, gate.active_when_set)
 
 
 def _wrapped_reads(model: TreeModel, path: str, function: str | None, name: str) -> list[str] | None:
     """What each assignment of ``name`` wraps (``FileFacts.wrapped``); None when it is kept nowhere."""
     return next((model.wrapped[key] for key in _name_keys(path, function, name) if key in model.wrapped), None)
+
+
+def _field_predicate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet,
+                     receiver: str = "") -> SwitchRef | None:
+    """A predicate of an enum called on a record field (`get_backend().is_deepep()` of a getter
+    returning `moe.backend`, or `cfg.moe.backend.is_deepep()`) whose body compares `self` with
+    one member (`return self == Backend.DEEPEP`), where every store of the field that can run by
+    default builds that enum from one option (``fields.wrapped_by_default``): it holds by
+    default when the option's default is the member's value. None when the code it guards runs
+    by default, the option's setting that lets it run otherwise; ``NOT_OPTION`` when any step
+    is not known. ``receiver``: the getter call a name the gate tests holds, if not the gate's own."""
+    own, _, method = gate.ref.rpartition(".")
+    field = _field_of(model, path, function, receiver or own)
+    wrapped = wrapped_by_default(model, field, rs, _call_off(model, rs)) if field else None
+    if wrapped is None or rs.defaults is None:
+        return NOT_OPTION
+    where, callee, read, members = wrapped
+    types = model.resolver.types
+    classes = [value[1] for value in types.dotted_in_module(where, callee) if value[0] == "k"]
+    key = types.find_method(classes[0], method) if len(classes) == 1 else None
+    test = model.functions[key].returned_test if key in model.functions else ()
+    compared = member_comparison(test[0]) if len(test) == 1 and test[0].ref == "self" else None
+    found = wrapped_option(model.options, rs.defaults, [read])
+    if compared is None or found is None or not isinstance(found[1], str):
+        return NOT_OPTION
+    op, member = compared
+    class_name = classes[0][1].rpartition(".")[2]
+    strings = _class_strings(model).get(class_name, {})
+    member_value = strings.get(member.rpartition(".")[2]) if member.rpartition(".")[0].endswith(class_name) else None
+    name, value = found
+    if member_value is None or any(m.rpartition(".")[0].rpartition(".")[2] != class_name or strings.get(m.rpartition(".")[2]) != value
+                                   for m in members):
+        return NOT_OPTION  # (another store gives a member other than the default's)
+    if ((value == member_value) == (op == "==")) == gate.active_when_set:
+        return None
+    return SwitchRef("option", f"{name}{'==' if (op == '==') == gate.active_when_set else '!='}{member_value!r}")
+
+
+def _field_of(model: TreeModel, path: str, function: str | None, receiver: str) -> str:
+    """The record field a predicate's receiver reads: the one every function a getter call
+    (`get_backend()`) resolves to returns, or the last attribute of a chain off another object
+    (`cfg.moe.backend`); "" for any other receiver."""
+    if receiver.endswith("()") and "(" not in receiver[:-2]:
+        returned = {model.functions[t].returned_field if t in model.functions else ""
+                    for t, _ in model.resolver.resolve_how(path, function, receiver[:-2])}
+        return returned.pop() if len(returned) == 1 else ""
+    owner, _, attr = receiver.rpartition(".")
+    return attr if owner and owner not in ("self", "cls") and "(" not in receiver else ""
 
 
 def _member_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
@@ -694,7 +752,7 @@ def gates_digest(model: TreeModel, earlier: SiteGates | None = None,
 def _file_gates_digest(ff: FileFacts) -> str:
     """Digest of what of one file any gate's switch may read: the gates of the values of the
     names it assigns (``FileFacts.derived``), the entry gates, returned tests and returns of its
-    functions, the options it declares and stores, the state its classes keep under option
+    functions, the fields its getters return, the options it declares and stores, the state its classes keep under option
     names, its calls with their gates, and the names it imports (a gate on a name another
     module imports from it is followed through them: ``_exported``)."""
     part = ([(function, name, _plain(gates)) for function, name, gates in ff.derived], ff.falsy_names, ff.aliases,
@@ -703,8 +761,9 @@ def _file_gates_digest(ff: FileFacts) -> str:
             [(f.qualname, _plain(f.false_entry_gates), f.fallback_return, _plain(f.fallback_gates))
              for f in ff.functions if f.false_entry_gates or f.fallback_return],
             [(f.qualname, [(_plain(gates), what, _plain(test)) for gates, what, test in f.returns]) for f in ff.functions if f.returns],
+            [(f.qualname, f.returned_field) for f in ff.functions if f.returned_field],
             # (no line: a file whose lines only moved keeps its digest)
-            ff.own_state, ff.record_fields, [(a, f, _plain(g), none) for _, a, f, g, none in ff.field_stores],
+            ff.own_state, ff.record_fields, [(a, f, _plain(g), none, value) for _, a, f, g, none, value in ff.field_stores],
             ff.keywords_passed, [(k, f) for _, k, f in ff.keywords_named], ff.table_keys, ff.table_gets,
             sorted((o.name, o.value, o.copied, o.computed_by) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)
