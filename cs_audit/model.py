@@ -486,6 +486,9 @@ class FileFacts:
     #: fields its classes declare (`details: Details | None = None`: "Details";
     #: `has_hooks: bool = False`: "")
     record_fields: tuple[tuple[str, bool, str, str], ...] = ()
+    #: `Class.field` of the fields its classes declare with no default (`hook: Any`): every
+    #: construction of a record passes them
+    required_fields: tuple[str, ...] = ()
     #: (line, attribute, function, gates, stores a falsy literal, what is stored) of the
     #: attribute stores in its functions on another object (`stats.details = d`), and on `self`
     #: of a field declared falsy here; what is stored is `wrap:C:read` for a class or function

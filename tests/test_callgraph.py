@@ -167,6 +167,23 @@ def test_resolution_of_each_kind_of_callee(tmp_path: Path) -> None:
     assert "register_buffer" not in model.resolver.names and {"Tool", "run", "helper"} <= model.resolver.names
 
 
+def test_resolution_through_what_a_package_re_exports(tmp_path: Path) -> None:
+    root = _write_tree(tmp_path / "t", {
+        "pkg/__init__.py": "",
+        "pkg/utils/__init__.py": "from pkg.utils.common import *\nfrom pkg.utils.net import port_free\n",
+        "pkg/utils/common.py": "import os\n\n\ndef env_on():\n    return os.getenv('X') == '1'\n\n\nclass Tool:\n    def run(self):\n        pass\n",
+        "pkg/utils/net.py": "def port_free(p):\n    return True\n",
+        "pkg/engine.py": "from pkg.utils import env_on, port_free\n\n\ndef step():\n    return env_on() and port_free(1)\n",
+    })
+    model, _ = _model(root)
+    resolve, engine = model.resolver.resolve, "pkg/engine.py"
+    # a star import and a named one of the package's `__init__`
+    assert resolve(engine, "step", "pkg.utils.env_on") == [("pkg/utils/common.py", "env_on")]
+    assert resolve(engine, "step", "pkg.utils.port_free") == [("pkg/utils/net.py", "port_free")]
+    assert resolve(engine, "step", "pkg.utils.Tool.run") == [("pkg/utils/common.py", "Tool.run")]
+    assert resolve(engine, "step", "pkg.utils.absent") == []
+
+
 # ------------------------------------------------------------------ resolutions reused
 def _edges(model: callgraph.TreeModel) -> list[tuple[object, ...]]:
     return [(e.caller, e.callee, e.path, e.site.line, e.site.callee, e.switch and e.switch.text) for e in model.edges]

@@ -67,7 +67,7 @@ def test_without_short_circuits_a_call_after_a_test_of_its_receiver_is_reported(
 
 
 def test_without_predicates_a_call_of_one_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(index_module, "_TEST_VALUES", frozenset())
+    monkeypatch.setattr(index_module, "TEST_VALUES", frozenset())
     problems = check_annotations(_fixture())
     line = _line('"predicate')
     assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
@@ -344,7 +344,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     used = {u["switch"]: u for u in report["deployment"]["defaults_used"]}
     assert report["deployment"]["platform"] == "cuda" and report["deployment"]["stated"] is False
     assert used["enable_balancer"] == {"switch": "enable_balancer", "value": "False", "path": "toyserve/defaults.py",
-                                       "line": _line("enable_balancer: bool"), "sites": 7,
+                                       "line": _line("enable_balancer: bool"), "sites": 10,
                                        # a site the option alone guards (`peer ready` is entered through it)
                                        "example": {"path": "toyserve/defaults.py", "line": _line('"dispatch balanced')}}
     assert used["platform=rocm"]["value"] == "cuda" and used["platform=rocm"]["path"] is None
@@ -353,7 +353,7 @@ def test_the_report_names_the_defaults_that_decided_gates(tmp_path: Path) -> Non
     runner.invoke(app, ["scan", str(root), "-o", str(out), "--no-cache", "--no-history", "-j", "1"])
     text = out.read_text()
     assert "### Defaults that decided gates" in text
-    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 7 |" in text
+    assert f"| `enable_balancer` | `False` | `toyserve/defaults.py:{_line('enable_balancer: bool')}` | 10 |" in text
     assert "CUDA-graph replay runs none of it" in text
 
 
@@ -669,7 +669,7 @@ def test_without_bound_names_handed_on_a_parameter_given_one_decides_nothing(mon
     import cs_audit.extract.calls as calls_module
 
     real = calls_module.passed_value
-    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None: real(node, params))
+    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None, stored=frozenset(): real(node, params))
     _only_newly_reported('"attached', '"captured')
 
 
@@ -770,7 +770,7 @@ def test_without_locals_of_two_values_a_parameter_given_one_decides_nothing(monk
     import cs_audit.extract.calls as calls_module
 
     real = calls_module.passed_value
-    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None: real(node, params, bound))
+    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None, stored=frozenset(): real(node, params, bound))
     _only_newly_reported('"gemm', '"scan')
 
 
@@ -1520,3 +1520,50 @@ def test_with_one_pass_a_name_tested_only_through_a_later_copy_decides_nothing(m
 
     monkeypatch.setattr(extract_gates, "DERIVED_PASSES", 1)
     _only_newly_reported('"pooled step', '"local step')
+
+
+def test_without_record_fields_from_constructors_a_callable_field_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cs_audit.joins.resolver import Resolver
+
+    monkeypatch.setattr(Resolver, "_records_built", lambda self, path, caller, callee: [])
+    _only_newly_reported('"synced step', '"hooked step')
+
+
+def test_without_the_test_a_lambda_returns_a_callable_field_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.calls as calls_module
+
+    monkeypatch.setattr(calls_module, "TEST_VALUES", frozenset())
+    _only_newly_reported('"synced step', '"hooked step')
+
+
+def test_without_what_constructions_hand_a_record_a_field_it_tests_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "constructed_field", lambda *a: None)
+    _only_newly_reported('"peer intake', '"role intake')
+
+
+def test_a_record_field_with_a_default_may_hold_it_whatever_constructions_hand() -> None:
+    source = FIXTURE.read_text(encoding="utf-8")
+    _reported_in(source.replace("    peer_hook: object\n", "    peer_hook: object = True\n"), '"peer intake')
+
+
+def test_without_locals_handed_on_a_parameter_given_one_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.calls as calls_module
+
+    real = calls_module.passed_value
+    monkeypatch.setattr(calls_module, "passed_value", lambda node, params, bound=frozenset(), assigned=None, stored=frozenset(): real(
+        node, params, bound, assigned))
+    _only_newly_reported('"settled step', '"settled rows')
+
+
+def test_without_the_default_it_reads_with_a_helper_over_a_setting_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "_read_default_off", lambda *a: False)
+    _only_newly_reported('"split step', '"fused step')
+
+
+def test_without_the_keywords_of_a_call_a_helper_is_taken_to_read_with_its_own_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cs_audit.extract.gates as extract_gates
+
+    monkeypatch.setattr(extract_gates, "_keywords_passed", lambda call: ())
+    problems = " ".join(check_annotations(_fixture()))
+    assert f"toyserve/defaults.py:{_line('fused step')}: missing default-on-emitter" in problems
+    assert f"toyserve/defaults.py:{_line('merged step')}:" not in problems

@@ -7,13 +7,24 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
-from cs_audit.extract.gates import GateReader
+from cs_audit.extract.gates import TEST_VALUES, GateReader
 from cs_audit.extract.scopes import Scope, raw_dotted
 from cs_audit.extract.values import host_value, passed_value
-from cs_audit.model import CODE_CHARS, HANDED, FunctionDef, GateRef, HostArguments, PassedValues, PlainCall
+from cs_audit.model import (
+    CODE_CHARS,
+    HANDED,
+    FunctionDef,
+    GateRef,
+    HostArguments,
+    PassedValues,
+    PlainCall,
+    closure_arg,
+    closure_of,
+)
 from cs_audit.pyast import CHILD_FIELDS as _CHILD_FIELDS
 from cs_audit.pyast import child_fields as _child_fields
 from cs_audit.ruleset import RuleSet
@@ -256,6 +267,10 @@ class CallEdges(GateReader):
                 self.gate_names.add(keyword.arg)  # judged as a test of the name there: its assignments are kept
             else:
                 self.keywords_passed.add(keyword.arg)
+                if constructor and self.function is not None and value.__class__ is ast.Attribute and raw_dotted(value) == f"self.{value.attr}":
+                    # a record's field handed the object's own state: a test of the field is one
+                    # of that state here (``attributes.constructed_field``)
+                    self.gate_names.add(f"self.{value.attr}")
         if last in ("setattr", "__setattr__") and len(call.args) >= 2 and call.args[1].__class__ is ast.Constant:
             self.keywords_passed.add(str(call.args[1].value))
 
@@ -267,19 +282,22 @@ class CallEdges(GateReader):
         params = scope.params if scope is not None else ()
         bound = scope.with_names if scope is not None else frozenset()
         assigned = scope.assigned if scope is not None else None
+        stored = scope.assigned_only if scope is not None else frozenset()
         positions: list[tuple[int, str]] = []
         is_open = False
         for index, arg in enumerate(call.args):
             if arg.__class__ is ast.Starred:
                 is_open = True
                 break  # the positions after it are not known
-            positions.append((index, passed_value(arg, params, bound, assigned)))
+            positions.append((index, passed_value(arg, params, bound, assigned, stored)))
         keywords: list[tuple[str, str]] = []
         for keyword in call.keywords:
             if keyword.arg is None:
                 is_open = True
                 continue
-            keywords.append((keyword.arg, passed_value(keyword.value, params, bound, assigned)))
+            keywords.append((keyword.arg, passed_value(keyword.value, params, bound, assigned, stored)))
+        # a local handed on is judged as a test of it here: its assignments are kept
+        self.gate_names.update(value[6:] for _, value in (*positions, *keywords) if value.startswith("local:"))
         if any(value != "?" for _, value in positions) or any(value != "?" for _, value in keywords):
             self.passed_values.append(PassedValues(call.lineno, call.end_lineno or call.lineno, callee.rpartition(".")[2],
                                                    tuple(positions), tuple(keywords), is_open))
@@ -328,11 +346,17 @@ class CallEdges(GateReader):
         name = qualname.rpartition(".")[2]
         args = node.args
         params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        returned_test: tuple[GateRef, ...] = ()
+        if not params and not args.vararg and not args.kwarg and node.body.__class__ in TEST_VALUES:
+            # a predicate (`lambda: self.require_sync`): its names are the enclosing function's
+            refs = self.gate_refs(node.body, True)
+            returned_test = tuple(r if outer is None or r.kind != "name" or closure_of(r) else
+                                  replace(r, args=(*r.args, closure_arg(outer.qualname))) for r in refs)
         self.lambdas.append((node, qualname))
         self.functions.append(FunctionDef(
             qualname=qualname, name=name, class_name=None, line=node.lineno, end_line=node.end_lineno or node.lineno,
             params=params, returns_value=True, body_hash="", body_lines=(node.end_lineno or node.lineno) - node.lineno + 1,
-            decorators=(), entry_gates=(), param_defaults=(), debug_named=False,
+            decorators=(), entry_gates=(), param_defaults=(), debug_named=False, returned_test=returned_test,
         ))
         self.function = Scope("def", name, qualname, params)
         self._set_gates_aside()

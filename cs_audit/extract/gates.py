@@ -110,6 +110,12 @@ def _arg_text(node: ast.expr) -> str:
     return ""
 
 
+def _keywords_passed(call: ast.Call) -> tuple[str, ...]:
+    """`kw:<name>` of each keyword a call gate passes (`kw:**` for `**kw`), after its literal
+    positional arguments in ``GateRef.args``: a default given by keyword is not the callee's own."""
+    return tuple(sorted(f"kw:{k.arg or '**'}" for k in call.keywords))
+
+
 def _classes_text(node: ast.expr) -> str:
     """`C` or `(A, B)` as ``CLASS_TESTED`` and their last names; "" for anything else."""
     elements = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -195,6 +201,8 @@ _MAX_LITERAL_DEPTH = 4
 #: longest literal it keeps (a long string is no setting's value)
 _MAX_LITERAL_CHARS = 80
 #: the values of a module name that may stand for a switch (a call, a test of one)
+#: the returned values that make a function a predicate (``FunctionDef.returned_test``)
+TEST_VALUES = frozenset({ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name})
 #: most passes over a file's assignments a name tested through others' values takes (``derived``)
 DERIVED_PASSES = 4
 _SWITCH_VALUES = frozenset({ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp})
@@ -702,7 +710,7 @@ class GateReader(IndexState):
             # `isinstance(x, C)` holds only where a C exists: the joins know which classes do
             out.append(GateRef("call", callee, ("", _classes_text(expr.args[1])), active))
             return
-        out.append(GateRef("call", callee, tuple(_arg_text(a) for a in expr.args[:3]), active))
+        out.append(GateRef("call", callee, (*(_arg_text(a) for a in expr.args[:3]), *_keywords_passed(expr)), active))
 
     def _name_ref(self, expr: ast.Name | ast.Attribute, active: bool, out: list[GateRef]) -> None:
         if isinstance(expr, ast.Attribute):

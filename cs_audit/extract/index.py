@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from cs_audit.extract.bodies import body_hash
 from cs_audit.extract.calls import CallEdges, builtins_bound_by, calls_in, protocol_calls
-from cs_audit.extract.gates import CONVERSIONS, literal_text
+from cs_audit.extract.gates import CONVERSIONS, TEST_VALUES, literal_text
 from cs_audit.extract.messages import argument_uses, format_kinds
 from cs_audit.extract.paths import (
     PERIODIC_BY,
@@ -124,6 +124,7 @@ class ModuleIndex:
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
     record_fields: tuple[tuple[str, bool, str, str], ...] = ()
+    required_fields: tuple[str, ...] = ()
     field_stores: tuple[tuple[int, str, str, tuple[GateRef, ...], bool, str], ...] = ()
     keywords_passed: tuple[str, ...] = ()
     keywords_named: tuple[tuple[int, str, str], ...] = ()
@@ -284,6 +285,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         #: field name -> whether every class-body declaration of it here defaults to None
         self.record_fields: dict[str, bool] = {}
         self.record_decls: list[tuple[str, bool, str, str]] = []
+        self.required_fields: list[str] = []
         self.table_keys: dict[str, tuple[str, ...]] = {}
         self.table_gets: list[tuple[str, str, str, str]] = []
         self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool, str]] = []
@@ -385,7 +387,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         end = node.end_lineno or node.lineno
         once = node.name in self.rs.once_functions or bool(set(decorators) & self.rs.once_decorators)
         scope = Scope("def", node.name, qualname, params, once, node=node, stores=self.stores)
-        scope.store_counts, yields = _bindings(node)
+        scope.store_counts, yields, scope.assigned_only = _bindings(node)
         # a context manager binds what it yields, when each yield is a statement of its own
         scope.managed = yields == "plain" and any(d.rpartition(".")[2] in _CONTEXT_MANAGERS for d in decorators)
         scope.generator = bool(yields) and not scope.managed
@@ -401,7 +403,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         body = [stmt for stmt in node.body if not (stmt.__class__ is ast.Expr and stmt.value.__class__ is ast.Constant)]
         final = body[-1] if body else None
         returned_test = tuple(self.gate_refs(final.value, active=True)) if (
-            final is not None and final.__class__ is ast.Return and final.value is not None and final.value.__class__ in _TEST_VALUES
+            final is not None and final.__class__ is ast.Return and final.value is not None and final.value.__class__ in TEST_VALUES
             and all(stmt.__class__ is ast.Assign for stmt in body[:-1])) else ()
         fallback_return, fallback_gates = self._fallback(body)
         self._set_gates_aside()
@@ -839,6 +841,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 self.record_fields[targets[0].id] = self.record_fields.get(targets[0].id, True) and none
                 held = _optional_class(node.annotation) if none and value.value is None else ""  # type: ignore[union-attr]
                 self.record_decls.append((targets[0].id, none, self.scopes[-1].name, held))
+                if value is None:  # (no default: every construction passes it)
+                    self.required_fields.append(f"{self.scopes[-1].qualname}.{targets[0].id}")
             return
         for target in targets:
             if target.__class__ in (ast.Tuple, ast.List):
@@ -859,7 +863,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         a context manager's `yield` (``FunctionDef.returns``)."""
         if value is None or isinstance(value, ast.Constant):
             return self._gates_now(), "true" if value is not None and value.value else "false", ()
-        if value.__class__ in _TEST_VALUES or isinstance(value, ast.Call):
+        if value.__class__ in TEST_VALUES or isinstance(value, ast.Call):
             refs = tuple(self.gate_refs(value, True))
             return self._gates_now(), "test" if refs else "other", refs
         return self._gates_now(), "other", ()
@@ -993,13 +997,18 @@ def _mutated(text: str, name: str) -> bool:
     return re.search(pattern, text) is not None
 
 
-def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, int], str]:
+def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, int], str, frozenset[str]]:
     """(name -> how many times the function binds it, what it yields: "" none, "plain" only
-    `yield` statements, "other" a `yield` used as a value or a `yield from`)."""
+    `yield` statements, "other" a `yield` used as a value or a `yield from`, the names it
+    binds only by plain assignments)."""
     counts: dict[str, int] = {}
+    plain: dict[str, int] = {}
     yields = statements = from_yields = 0
     for inner in ast.walk(node):
         cls = inner.__class__
+        if cls is ast.Assign and len(inner.targets) == 1 and inner.targets[0].__class__ is ast.Name:  # type: ignore[attr-defined]
+            name = inner.targets[0].id  # type: ignore[attr-defined]
+            plain[name] = plain.get(name, 0) + 1
         if cls is ast.Name and inner.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
             counts[inner.id] = counts.get(inner.id, 0) + 1  # type: ignore[attr-defined]
         elif cls is ast.Global or cls is ast.Nonlocal:
@@ -1011,14 +1020,13 @@ def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, i
             from_yields += 1
         elif cls is ast.Expr and inner.value.__class__ is ast.Yield:  # type: ignore[attr-defined]
             statements += 1
-    return counts, "" if not (yields or from_yields) else "plain" if yields == statements and not from_yields else "other"
+    kind = "" if not (yields or from_yields) else "plain" if yields == statements and not from_yields else "other"
+    return counts, kind, frozenset(name for name, n in plain.items() if counts.get(name) == n)
 
 
 _MAX_RETURNS = 16
 #: the decorators that make a generator a context manager
 _CONTEXT_MANAGERS = frozenset({"contextmanager", "asynccontextmanager"})
-#: the returned values that make a function a predicate (``FunctionDef.returned_test``)
-_TEST_VALUES = frozenset({ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name})
 
 
 def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
@@ -1051,6 +1059,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         passed_values=tuple(indexer.passed_values),
         effects=tuple(indexer.effects),
         record_fields=tuple(indexer.record_decls),  # in the order the classes declare them
+        required_fields=tuple(indexer.required_fields),
         field_stores=tuple(indexer.field_stores),
         keywords_passed=tuple(sorted(indexer.keywords_passed)),
         keywords_named=tuple(indexer.keywords_named),

@@ -164,6 +164,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         host_arguments=index.host_arguments,
         passed_values=index.passed_values,
         record_fields=index.record_fields if rs.defaults is not None else (),
+        required_fields=index.required_fields if rs.defaults is not None else (),
         field_stores=index.field_stores if rs.defaults is not None else (),
         keywords_passed=index.keywords_passed if rs.defaults is not None else (),
         keywords_named=index.keywords_named if rs.defaults is not None else (),

@@ -207,6 +207,9 @@ class Scope:
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
     #: name -> how many times the function binds it (any store, `global`/`nonlocal` many)
     store_counts: dict[str, int] = field(default_factory=dict)
+    #: the names it binds only by plain assignments (`x = ...`): what a gate on one holds
+    #: follows from its assignments' values
+    assigned_only: frozenset[str] = frozenset()
     #: a generator whose `return`s give no value a caller sees (``FunctionDef.returns`` left out)
     generator: bool = False
     #: local name -> literal default of the env read assigned to it (`m = getenv("M", "block")`)

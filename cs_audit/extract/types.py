@@ -34,6 +34,8 @@ _ADDERS = frozenset({"append", "appendleft", "add", "insert", "extend", "put", "
 MAX_SOURCES = 8
 #: most arguments of one call followed into the parameters of what it calls
 MAX_ARGUMENTS = 8
+#: most keywords of one call followed (a record's constructor names each of its fields)
+MAX_KEYWORDS = 16
 #: decorators that leave a function a function (`@dec` is otherwise `f = dec(f)`)
 _PLAIN_DECORATORS = frozenset({
     "property", "staticmethod", "classmethod", "functools.cached_property", "cached_property",
@@ -69,7 +71,7 @@ def type_bindings(tree: ast.Module, aliases: dict[str, str],
             if arg.__class__ is ast.Starred:
                 break  # later positions are unknown
             walker.bind(owner, str(position), function, walker.sources(arg))
-        for keyword in call.keywords[:MAX_ARGUMENTS]:
+        for keyword in call.keywords[:MAX_KEYWORDS]:
             if keyword.arg is not None:
                 walker.bind(owner, keyword.arg, function, walker.sources(keyword.value))
     return tuple(walker.classes), walker.bindings

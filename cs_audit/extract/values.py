@@ -76,10 +76,11 @@ def _read_chain(node: ast.expr, depth: int) -> str:
 
 
 def passed_value(node: ast.expr, params: tuple[str, ...], bound: AbstractSet[str] = frozenset(),
-                 assigned: Mapping[str, list[ast.expr]] | None = None) -> str:
+                 assigned: Mapping[str, list[ast.expr]] | None = None, stored: AbstractSet[str] = frozenset()) -> str:
     """``PassedValues``' text of an argument: `lit:` a True/False/None literal, `ref:` an
     attribute read off a name (`req.interpolate`), `param:` one of the caller's parameters
-    handed on, `local:` a name a `with` of the caller binds (``bound``), `either:` a local the
+    handed on, `local:` a name a `with` of the caller binds (``bound``) or it binds only by
+    plain assignments (``stored``: tested for truth there as here), `either:` a local the
     caller assigned once, a conditional expression of an attribute read and a short literal
     (`backend = cfg.backend if cfg is not None else "auto"`; ``assigned``: the caller's locals'
     values so far), its two values tab-separated; `?` for anything else."""
@@ -94,8 +95,10 @@ def passed_value(node: ast.expr, params: tuple[str, ...], bound: AbstractSet[str
         values = assigned.get(node.id) if assigned is not None else None
         if values is not None and len(values) == 1 and values[0].__class__ is ast.IfExp:
             either = [_either_value(values[0].body), _either_value(values[0].orelse)]
-            return "either:" + "\t".join(either) if "?" not in either else "?"
-        return "?"
+            if "?" not in either:
+                return "either:" + "\t".join(either)
+        # a local the caller assigns (``stored``): judged as a test of it there
+        return f"local:{node.id}" if node.id in stored else "?"
     if node.__class__ is ast.Attribute:
         text = _read_chain(node, 5)
         return f"ref:{text}" if text else "?"

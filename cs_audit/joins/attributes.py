@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from cs_audit.joins.values import Types
+from cs_audit.joins.values import FIELDS, Types
 from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
 
 ClassKey = tuple[str, str]
@@ -63,6 +63,36 @@ def receiver_attribute_switch(model: Typed, types: Types, path: str, function: s
                 return None, known
             found.append(switch)
     return (min(found, key=by_text), True) if found else (None, False)
+
+
+def constructed_field(model: Typed, types: Types, path: str, function: str | None, ref: str,
+                      ) -> list[tuple[str, str | None, str]] | None:
+    """The names the constructions of a record hand its field ``ref`` (`self.hook` in a method of
+    the record, `<receiver>.hook` of one): (path, calling function, the name) of each, when the
+    record is a class with no `__init__` of the tree and no subclass, declares the field with no
+    default (every construction passes it), and every construction the call graph followed
+    passes a name (`Receiver(hook=self.hook)`); None otherwise."""
+    receiver, _, attr = ref.rpartition(".")
+    if not receiver or "(" in receiver or "[" in receiver:
+        return None
+    types.begin()
+    if receiver == "self":
+        owner = function.split(".<locals>.")[0].rpartition(".")[0] if function else ""
+        classes: list[ClassKey] = [(path, owner)] if owner and (path, owner) in types.classes else []
+    else:
+        values = types.dotted(path, function, receiver)
+        classes = [value[1] for value in values] if values and all(value[0] == "i" for value in values) else []
+    if len(classes) != 1:
+        return None
+    cls = classes[0]
+    if types.find_method(cls, "__init__") is not None or types.subclasses(cls):
+        return None
+    if not any(f"{c[1]}.{attr}" in getattr(model.facts.get(c[0]), "required_fields", ()) for c in types.mro(cls)):
+        return None
+    passed = types.parameters.get((cls[0], cls[1] + FIELDS, attr), ())
+    if not passed or any(not source.startswith("r:") for _, _, source in passed):
+        return None
+    return [(where, caller, source[2:]) for where, caller, source in passed]
 
 
 def held_by_no_own_state(model: Typed, types: Types, path: str, function: str | None, ref: str) -> bool:

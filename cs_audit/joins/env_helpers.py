@@ -118,7 +118,7 @@ def helper_switches(model: TreeModel, key: FuncKey, literal_args: tuple[str, ...
     for name in param_names:
         if name in params:
             index = params.index(name)
-            if index < len(literal_args) and literal_args[index]:
+            if index < len(literal_args) and literal_args[index] and not literal_args[index].startswith("kw:"):  # type: ignore[union-attr]
                 switches.append(literal_args[index])  # type: ignore[arg-type]
             elif name in defaults:
                 switches.append(defaults[name])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from cs_audit.joins.attributes import held_by_no_own_state, receiver_attribute_switch
+from cs_audit.joins.attributes import constructed_field, held_by_no_own_state, receiver_attribute_switch
 from cs_audit.joins.components import instance_switch
 from cs_audit.joins.defaults import (
     NOT_OPTION,
@@ -163,33 +163,20 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
             switch = _fallback_gate(model, path, function, gate.ref, gate.level, rs)
             if switch is not NOT_OPTION:
                 return switch
-        for target, _ in model.resolver.resolve_how(path, function, gate.ref):
-            predicate = model.functions.get(target)
-            if predicate is not None and predicate.returned_test and not all(g.ref in ("self", "cls") for g in predicate.returned_test):
-                # a predicate over options (`self.runner._elastic_enabled()`), or over registry
-                # reads whose defaults keep it false: the setting its test needs (a test of the
-                # receiver alone, `return self == Mode.X`, is judged by what the receiver holds)
-                option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
-                               if s.kind == "option" or s.kind == "env" and s.name in model.options.env), None)
-                if option is not None:
-                    return option
-            if predicate is not None and predicate.false_entry_gates:
-                # false unless its first entry gates hold (`if not envs.X.get(): return False`): what they need
-                needed = gate_switches(model, target[0], target[1], predicate.false_entry_gates, rs)
-                if needed:
-                    return needed[0]
-            if predicate is not None and predicate.returns:
-                switch = _false_by_default(model, target, predicate, rs)
-                if switch is not None:
-                    return switch
+        # false by default when every function the call may run is (the first one's switch)
+        falsy = [_falsy_call(model, target, rs) for target, _ in model.resolver.resolve_how(path, function, gate.ref)]
+        if falsy and all(falsy):
+            return falsy[0]
         for target in model.resolver.resolve(path, function, gate.ref):
             if target in model.env_helpers and target not in model.void_helpers:
                 switches = helper_switches(model, target, gate.args)
                 debug_like = rs.debug_name_re.search(target[1].rsplit(".", 1)[-1]) or any(
                     rs.category_of(v) != "config" for v in switches if v != "<dynamic>"
                 )
-                # a helper over config switches (`_should_compact()`) decides work, not debug output
-                return env_switch(switches[0]) if debug_like else None
+                # a helper over config switches (`_should_compact()`) decides work, not debug output:
+                # off by default only when the default it reads with is (`get_bool_env_var(name,
+                # default="false")` called with the name alone)
+                return env_switch(switches[0]) if debug_like or _read_default_off(model, target, gate, rs) else None
         return None
     if gate.kind == "name":
         ref = gate.ref
@@ -243,6 +230,13 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
             if switch is not None or known:
                 return switch
         if "." in ref and "operand" not in gate.args:
+            # `self.hook is not None` of a record: what every construction of it hands the field
+            passed = constructed_field(model, model.resolver.types, path, function, ref)
+            handed = [resolve_gate(model, where, caller, GateRef("name", name, (), gate.active_when_set), rs)
+                      for where, caller, name in passed or ()]
+            if handed and all(handed):
+                return handed[0]
+        if "." in ref and "operand" not in gate.args:
             # `stats.details is not None`: a record's field only code a switch keeps off sets
             switch = field_switch(model, ref.rpartition(".")[2], rs, _call_off(model, rs))
             if switch is not None:
@@ -254,6 +248,50 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
         if "operand" not in gate.args and rs.flag_name_re.fullmatch(leaf):
             return SwitchRef("flag", ref)
     return None
+
+
+def _falsy_call(model: TreeModel, target: FuncKey, rs: RuleSet) -> SwitchRef | None:
+    """The switch a call of ``target`` needs to give a truthy value; None when it may give one
+    by default, or what it gives is not known."""
+    predicate = model.functions.get(target)
+    if predicate is None:
+        return None
+    if predicate.returned_test and not all(g.ref in ("self", "cls") for g in predicate.returned_test):
+        # a predicate over options (`self.runner._elastic_enabled()`), or over registry reads
+        # whose defaults keep it false: the setting its test needs (a test of the receiver
+        # alone, `return self == Mode.X`, is judged by what the receiver holds)
+        option = next((s for s in gate_switches(model, target[0], target[1], predicate.returned_test, rs)
+                       if s.kind == "option" or s.kind == "env" and s.name in model.options.env), None)
+        if option is not None:
+            return option
+    if predicate.false_entry_gates:
+        # false unless its first entry gates hold (`if not envs.X.get(): return False`): what they need
+        needed = gate_switches(model, target[0], target[1], predicate.false_entry_gates, rs)
+        if needed:
+            return needed[0]
+    if predicate.returns:
+        return _false_by_default(model, target, predicate, rs)
+    return None
+
+
+def _read_default_off(model: TreeModel, helper: FuncKey, gate: GateRef, rs: RuleSet) -> bool:
+    """Whether a call of an env helper taking the var's name and then a default (`def
+    get_bool_env_var(name, default="false")`) reads with an off default: the literal it passes,
+    or the helper's own when it passes none (by position or keyword)."""
+    f = model.functions.get(helper)
+    names = model.env_helpers.get(helper, ((), ()))[1]
+    params = [p for p in f.params if p not in ("self", "cls")] if f is not None else []
+    if f is None or len(names) != 1 or names[0] not in params or params.index(names[0]) + 1 >= len(params):
+        return False
+    at = params.index(names[0]) + 1
+    positional = [a for a in gate.args if not a.startswith("kw:")]
+    if at < len(positional):
+        passed: str | None = positional[at] or None  # ("": not a literal)
+    elif f"kw:{params[at]}" in gate.args or "kw:**" in gate.args:
+        return False
+    else:
+        passed = dict(f.param_defaults).get(params[at], dict(f.const_defaults).get(params[at]))
+    return passed is not None and passed.strip("'\"") in rs.off_values
 
 
 def _table_get_gate(model: TreeModel, path: str, function: str, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
@@ -763,7 +801,7 @@ def _file_gates_digest(ff: FileFacts) -> str:
             [(f.qualname, [(_plain(gates), what, _plain(test)) for gates, what, test in f.returns]) for f in ff.functions if f.returns],
             [(f.qualname, f.returned_field) for f in ff.functions if f.returned_field],
             # (no line: a file whose lines only moved keeps its digest)
-            ff.own_state, ff.record_fields, [(a, f, _plain(g), none, value) for _, a, f, g, none, value in ff.field_stores],
+            ff.own_state, ff.record_fields, ff.required_fields, [(a, f, _plain(g), none, value) for _, a, f, g, none, value in ff.field_stores],
             ff.keywords_passed, [(k, f) for _, k, f in ff.keywords_named], ff.table_keys, ff.table_gets,
             sorted((o.name, o.value, o.copied, o.computed_by) for o in ff.options), ff.foreign_stores,
             # what a gate on a parameter reads of the callers (``param_gates``)

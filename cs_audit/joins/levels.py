@@ -75,7 +75,7 @@ def _argument(param: str | None, params: list[str], args: tuple[str, ...]) -> st
     if param is None or param not in params:
         return None
     index = params.index(param)
-    return args[index] if index < len(args) and args[index] else None
+    return args[index] if index < len(args) and args[index] and not args[index].startswith("kw:") else None
 
 
 def _level_value(level: str, params: list[str], args: tuple[str, ...], defaults: dict[str, int]) -> int:

@@ -108,7 +108,8 @@ def _worked_out(model: TreeModel, key: FuncKey, param: str, gate: GateRef, rs: R
                        else _option_value(model, rs, one[4:], gate) for one in text.split("\t")]
             switch = NOT_OPTION if NOT_OPTION in answers else None if None in answers else min(answers, key=by_text)
         elif kind == "local":
-            # what the caller's `with` bound, handed on: tested for truth there as here
+            # a local of the caller (a `with`'s name, or one it assigns), handed on: tested for
+            # truth there as here
             plain = not gate.level and not any(a.startswith("cmp:") for a in gate.args)
             switch = call_off(path, caller, (GateRef("name", text, (), gate.active_when_set),)) if plain else None
             if switch is None:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from cs_audit.joins.kept import Resolutions
-from cs_audit.joins.values import Types, shared_parameter
+from cs_audit.joins.values import FIELDS, Types, shared_parameter
 from cs_audit.model import (
     HANDED,
     PROPERTY_DECORATORS,
@@ -214,6 +214,8 @@ class Resolver:
                     f = functions.get((path, qualname))
                     if f is not None:
                         asked.add(f.class_name if f.name == "__init__" and f.class_name else f.name)
+                    elif qualname.endswith(FIELDS):  # a record's field: its class's constructor calls
+                        asked.add(qualname[:-len(FIELDS)].rpartition(".")[2])
             fresh = [n for n in state.always if n not in taken]
             for name in asked - state.expanded:
                 fresh.extend(n for n in state.by_last.get(name, ()) if n not in taken)
@@ -281,9 +283,25 @@ class Resolver:
                     passed[key].setdefault(number, []).append((path, function, source))
                     mine.append(key)
                     touched.add(key)
+            for cls in self._records_built(path, function, callee):
+                for slot, source in groups[group]:
+                    if not slot.isdigit():
+                        key = (cls[0], cls[1] + FIELDS, slot)
+                        passed[key].setdefault(number, []).append((path, function, source))
+                        mine.append(key)
+                        touched.add(key)
             if mine:
                 keys_of[number] = mine
         return touched
+
+    def _records_built(self, path: str, caller: str | None, callee: str) -> list[tuple[str, str]]:
+        """The classes with no `__init__` of the tree (records) a call constructs."""
+        if "(" in callee or "[" in callee:
+            return []
+        types = self.types
+        types.begin()
+        return [value[1] for value in sorted(types.dotted(path, caller, callee), key=repr)
+                if value[0] == "k" and types.find_method(value[1], "__init__") is None]
 
     @staticmethod
     def _settle(state: _FlowState, touched: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
@@ -662,9 +680,31 @@ class Resolver:
         for split in range(len(parts) - 1, 0, -1):
             module, qual = ".".join(parts[:split]), ".".join(parts[split:])
             if module in self.by_module:
-                found = self._in_module(module, qual, path)
+                found = self._in_module(module, qual, path) or self._reexported(module, qual, path, 0)
                 if found:
                     return found
+        return []
+
+    def _reexported(self, module: str, qualname: str, near: str, depth: int) -> list[FuncKey]:
+        """What a module imports and so re-exports under ``qualname`` (a package's `__init__`:
+        `from .common import *`, `from .network import is_port_available`), followed through
+        ``MAX_REEXPORTS`` modules at most."""
+        if depth >= MAX_REEXPORTS:
+            return []
+        head, dot, rest = qualname.partition(".")
+        for p in self.by_module.get(module, ()):
+            for name, origin in self._facts[p].aliases:
+                if name == head:
+                    origin_module, _, origin_name = origin.rpartition(".")
+                    target = origin_name + dot + rest
+                elif name.startswith("*"):
+                    origin_module, target = origin, qualname
+                else:
+                    continue
+                if origin_module in self.by_module and origin_module != module:
+                    found = self._in_module(origin_module, target, near) or self._reexported(origin_module, target, near, depth + 1)
+                    if found:
+                        return found
         return []
 
 
@@ -678,6 +718,8 @@ def _last_name(callee: str) -> str:
 
 
 
+#: most modules a name a package re-exports is followed through (``Resolver._reexported``)
+MAX_REEXPORTS = 4
 #: rounds of ``Resolver.flow_arguments`` at most (each follows arguments one call further)
 MAX_FLOW_ROUNDS = 4
 #: most places one parameter's values are taken from

@@ -43,6 +43,12 @@ REPLAY_CHECK = False
 _OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
 
 
+#: the qualname, after a class's, under which the keywords its constructor calls pass are kept
+#: as parameters (``Types.parameters``): the fields of a record with no `__init__` of the tree
+#: (a dataclass, a msgspec struct) hold what they pass
+FIELDS = ".<fields>"
+
+
 #: a parameter whose values come from more calling functions than this is shared: the
 #: functions handed to it are not merged into it (context-insensitive merging would make
 #: every caller run every other caller's function)
@@ -543,7 +549,11 @@ class Types:
             for c in self.mro(cls):
                 sources = self.bindings.get((c[0], f"class:{c[1]}", attr))
                 if sources:
-                    return self._sources(c[0], sources)
+                    found = self._sources(c[0], sources)
+                    if not found and kind == "i" and self.find_method(cls, "__init__") is None:
+                        # a record's field (`get_x: Callable[[], bool]`): what its constructor calls pass
+                        found = self._parameter(cls[0], cls[1] + FIELDS, attr)
+                    return found
                 nested = (c[0], f"{c[1]}.{attr}")
                 if nested in self.classes:
                     return frozenset({("k", nested)})
