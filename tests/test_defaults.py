@@ -1511,7 +1511,7 @@ def test_a_field_set_outside_a_with_block_or_to_another_member_may_hold_any_memb
 def test_without_either_side_a_conditional_expression_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     import cs_audit.extract.gates as extract_gates
 
-    monkeypatch.setattr(extract_gates.GateReader, "_ifexp_refs", lambda self, expr, active, out: None)
+    monkeypatch.setattr(extract_gates.GateReader, "_ifexp_refs", lambda self, expr, active, out, group=0: None)
     _only_newly_reported('"detailed or recorded', '"detailed or nonempty')
 
 
@@ -1567,3 +1567,197 @@ def test_without_the_keywords_of_a_call_a_helper_is_taken_to_read_with_its_own_d
     problems = " ".join(check_annotations(_fixture()))
     assert f"toyserve/defaults.py:{_line('fused step')}: missing default-on-emitter" in problems
     assert f"toyserve/defaults.py:{_line('merged step')}:" not in problems
+
+
+STILL_ON_RECORDS = '''"""Record fields, enums, conditional expressions and helpers whose code runs by default."""
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeConfig:
+    enable_x: bool = False
+    enable_hooks: bool = False
+    mode: str = "a"
+    backend: str = "none"
+
+
+class Backend(Enum):
+    NONE = "none"
+    FAST = "fast"
+
+    def is_fast(self):
+        return self == Backend.FAST
+
+
+@dataclass
+class Flags:
+    # declared holding a member: what start-up may store is not all it holds
+    chosen: object = Backend.FAST
+    # stored from the option only where a switch keeps the store off
+    picked: object = None
+    # stored by a context manager that does not restore it
+    held: object = None
+
+
+FLAGS = Flags()
+
+
+def init_flags(config: ServeConfig):
+    FLAGS.chosen = Backend(config.backend)
+    FLAGS.picked = Backend(config.backend)
+    FLAGS.held = Backend(config.backend)
+
+
+@contextmanager
+def hold(backend):
+    FLAGS.held = backend
+    yield
+
+
+class State:
+    def __init__(self):
+        # the same name, another class's own state
+        self.kind = Backend.FAST
+
+
+@dataclass
+class Named:
+    kind: object = None
+
+
+def get_picked():
+    # a lazy default of its own: the member the predicate tests
+    if FLAGS.picked is None:
+        FLAGS.picked = Backend.FAST
+    return FLAGS.picked
+
+
+def init_named(config: ServeConfig):
+    Named().kind = Backend(config.backend)
+
+
+def env_on(name, default="false"):
+    return os.getenv(name, default) != "0"
+
+
+def env_bool(name, default="false"):
+    return os.getenv(name, default).lower() in ("1", "true")
+
+
+ARGS = ("TOY_ENABLE_D", "true")
+
+
+@dataclass
+class Intake:
+    hook: object
+
+    def take(self, batch):
+        if self.hook is not None:
+            self.hook.ready(batch)
+            # built positionally too: the field may hold what that construction passes
+            # expect: default-on-emitter
+            logger.info("intake %d", len(batch))
+
+
+class Peer:
+    def ready(self, batch):
+        return batch
+
+
+@dataclass
+class Hook:
+    wanted: object
+
+    def run(self, batch):
+        if self.wanted():
+            # one construction hands a function from outside the tree
+            # expect: default-on-emitter
+            logger.info("hooked %d", len(batch))
+
+
+class Phase(Enum):
+    RUN = "run"
+
+    def note(self, batch):
+        # an enum's members exist without a call building one (`Phase(x)` only looks one up)
+        # expect: default-on-emitter
+        logger.info("phase %d", len(batch))
+
+
+def step_phase(phase: Phase, batch):
+    phase.note(batch)
+
+
+def settle(batch, need=None):
+    if need:
+        # the local handed on is rebound by an `except ... as`
+        # expect: default-on-emitter
+        logger.info("settled %d", len(batch))
+
+
+class ModelRunner:
+    def __init__(self, cfg: ServeConfig):
+        self.cfg = cfg
+        init_flags(cfg) if cfg.enable_x else None
+        if cfg.enable_x:
+            init_flags(cfg)
+        with hold(Backend.FAST):
+            pass
+        self.state = State()
+        self.peer = Peer() if cfg.enable_x else None
+        self.intakes = [Intake(hook=self.peer), Intake(Peer())]
+        self.hooks = [Hook(wanted=lambda: self.cfg.enable_x), Hook(wanted=os.cpu_count)]
+        if cfg.enable_x:
+            self.parsed = Phase(cfg.mode)
+
+    def execute_model(self, batch):
+        if FLAGS.chosen.is_fast():
+            # expect: default-on-emitter
+            logger.info("chosen %d", len(batch))
+        if get_picked().is_fast():
+            # expect: default-on-emitter
+            logger.info("picked %d", len(batch))
+        if FLAGS.held.is_fast():
+            # expect: default-on-emitter
+            logger.info("held %d", len(batch))
+        if self.state.kind.is_fast():
+            # expect: default-on-emitter
+            logger.info("kind %d", len(batch))
+        if (self.cfg.enable_x if self.cfg.enable_hooks else self.cfg.enable_x) or len(batch) > 0:
+            # expect: default-on-emitter
+            logger.info("either or more %d", len(batch))
+        if self.cfg.enable_x or (self.cfg.enable_hooks if self.cfg.enable_x else self.cfg.mode):
+            # expect: default-on-emitter
+            logger.info("or either %d", len(batch))
+        # expect: env-read-hot
+        if env_on("TOY_ENABLE_ON"):
+            # a helper not named for a bool: what its default gives is not known
+            # expect: default-on-emitter
+            logger.info("on %d", len(batch))
+        # expect: env-read-hot
+        if env_bool(*ARGS):
+            # expect: default-on-emitter
+            logger.info("starred %d", len(batch))
+        step_phase(Phase.RUN, batch)
+        for intake in self.intakes:
+            intake.take(batch)
+        for hook in self.hooks:
+            hook.run(batch)
+        got = self.cfg.enable_x
+        try:
+            len(batch)
+        except ValueError as got:
+            logger.debug("bad %s", got)
+        settle(batch, need=got)
+        return batch
+'''
+
+
+def test_record_fields_enums_and_helpers_that_only_look_off_by_default_are_reported() -> None:
+    assert check_annotations({"toyserve/records_on.py": STILL_ON_RECORDS}) == []

@@ -111,9 +111,11 @@ def _arg_text(node: ast.expr) -> str:
 
 
 def _keywords_passed(call: ast.Call) -> tuple[str, ...]:
-    """`kw:<name>` of each keyword a call gate passes (`kw:**` for `**kw`), after its literal
-    positional arguments in ``GateRef.args``: a default given by keyword is not the callee's own."""
-    return tuple(sorted(f"kw:{k.arg or '**'}" for k in call.keywords))
+    """`kw:<name>` of each keyword a call gate passes (`kw:**` for `**kw`, `kw:*` for `*args`),
+    after its literal positional arguments in ``GateRef.args``: a default given so is not the
+    callee's own."""
+    starred = ("kw:*",) if any(a.__class__ is ast.Starred for a in call.args) else ()
+    return tuple(sorted((*starred, *(f"kw:{k.arg or '**'}" for k in call.keywords))))
 
 
 def _classes_text(node: ast.expr) -> str:
@@ -341,7 +343,7 @@ class GateReader(IndexState):
         elif isinstance(expr, ast.NamedExpr):
             self._refs(expr.value, active, out)
         elif isinstance(expr, ast.IfExp):
-            self._ifexp_refs(expr, active, out)
+            self._ifexp_refs(expr, active, out, group)
         if group:
             if len(out) == start:  # an operand that stands for no switch: the group never gates
                 out.append(GateRef("name", "", ("operand",), active, group))
@@ -526,7 +528,7 @@ class GateReader(IndexState):
                 out.append((scope.qualname if scope else None, name, tuple(used)))
         return tuple(out)
 
-    def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef]) -> None:
+    def _ifexp_refs(self, expr: ast.IfExp, active: bool, out: list[GateRef], group: int = 0) -> None:
         """`X if C else None` is truthy only when C and X are (`Tracer() if env_flag("T") else None`);
         `X if C else Y` only when X or Y is (which one C picks is left open)."""
         if not active:
@@ -538,8 +540,7 @@ class GateReader(IndexState):
             self._refs(expr.test, False, out)
             self._refs(expr.orelse, True, out)
         elif not isinstance(expr.body, ast.Constant) and not isinstance(expr.orelse, ast.Constant):
-            self.any_of += 1
-            group, start = self.any_of, len(out)
+            start = len(out)
             self._refs(expr.body, True, out)
             middle = len(out)
             self._refs(expr.orelse, True, out)
@@ -547,6 +548,10 @@ class GateReader(IndexState):
                 # (a side that stands for no switch, or a disjunction inside one: not known)
                 del out[start:]
             else:
+                # one disjunction with the enclosing one's operands, if any (`(X if C else Y) or Z`)
+                if not group:
+                    self.any_of += 1
+                    group = self.any_of
                 out[start:] = [replace(r, any_of=group) for r in out[start:]]
 
     def _env_default(self, expr: ast.AST) -> tuple[bool, str | None]:

@@ -1011,6 +1011,12 @@ def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, i
             plain[name] = plain.get(name, 0) + 1
         if cls is ast.Name and inner.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
             counts[inner.id] = counts.get(inner.id, 0) + 1  # type: ignore[attr-defined]
+        elif cls is ast.ExceptHandler and inner.name or cls in _DEFINES and inner is not node:  # type: ignore[attr-defined]
+            counts[inner.name] = counts.get(inner.name, 0) + 1  # type: ignore[attr-defined]
+        elif cls is ast.Import or cls is ast.ImportFrom:
+            for alias in inner.names:  # type: ignore[attr-defined]
+                bound = alias.asname or alias.name.partition(".")[0]
+                counts[bound] = counts.get(bound, 0) + 1
         elif cls is ast.Global or cls is ast.Nonlocal:
             for name in inner.names:  # type: ignore[attr-defined]
                 counts[name] = counts.get(name, 0) + 2
@@ -1024,6 +1030,8 @@ def _bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[dict[str, i
     return counts, kind, frozenset(name for name, n in plain.items() if counts.get(name) == n)
 
 
+#: statements that bind their name (besides assignments)
+_DEFINES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _MAX_RETURNS = 16
 #: the decorators that make a generator a context manager
 _CONTEXT_MANAGERS = frozenset({"contextmanager", "asynccontextmanager"})

@@ -74,6 +74,8 @@ def type_bindings(tree: ast.Module, aliases: dict[str, str],
         for keyword in call.keywords[:MAX_KEYWORDS]:
             if keyword.arg is not None:
                 walker.bind(owner, keyword.arg, function, walker.sources(keyword.value))
+            else:  # (`**kw`: slot `**`, no parameter's; a record's fields may take anything from it)
+                walker.bind(owner, "**", function, walker.sources(keyword.value) or ["?"])
     return tuple(walker.classes), walker.bindings
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from cs_audit.joins.values import FIELDS, Types
+from cs_audit.joins.values import FIELDS, FIELDS_OPEN, Types
 from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
 
 ClassKey = tuple[str, str]
@@ -71,7 +71,8 @@ def constructed_field(model: Typed, types: Types, path: str, function: str | Non
     the record, `<receiver>.hook` of one): (path, calling function, the name) of each, when the
     record is a class with no `__init__` of the tree and no subclass, declares the field with no
     default (every construction passes it), and every construction the call graph followed
-    passes a name (`Receiver(hook=self.hook)`); None otherwise."""
+    passes a name by keyword (`Receiver(hook=self.hook)`); None otherwise. (A test for None is
+    judged as one for truth, as everywhere: `prefix=""` handed on reads as absent.)"""
     receiver, _, attr = ref.rpartition(".")
     if not receiver or "(" in receiver or "[" in receiver:
         return None
@@ -90,8 +91,9 @@ def constructed_field(model: Typed, types: Types, path: str, function: str | Non
     if not any(f"{c[1]}.{attr}" in getattr(model.facts.get(c[0]), "required_fields", ()) for c in types.mro(cls)):
         return None
     passed = types.parameters.get((cls[0], cls[1] + FIELDS, attr), ())
-    if not passed or any(not source.startswith("r:") for _, _, source in passed):
-        return None
+    if not passed or any(not source.startswith("r:") for _, _, source in passed) or (
+            types.parameters.get((cls[0], cls[1] + FIELDS, FIELDS_OPEN))):
+        return None  # (or a construction passes arguments by position or from a mapping)
     return [(where, caller, source[2:]) for where, caller, source in passed]
 
 

@@ -48,6 +48,10 @@ HiddenCallers = Callable[[FuncKey], bool]
 LaterCallers = Callable[[FuncKey], "list[NamedCall]"]
 
 
+#: bases that make a class an enum
+_ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})
+
+
 def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
                           unresolved: HiddenCallers, later: LaterCallers) -> None:
     """Gate the calls of the methods of classes built only under options (see the module's
@@ -55,10 +59,13 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
     the tree did not resolve may land in (such a function may have callers the graph lacks),
     ``later`` the callers of a function the graph lacks because a scan did not type them."""
     children: dict[str, set[str]] = defaultdict(set)
+    enums: set[str] = set()
     for ff in model.facts.values():
         for c in ff.types.classes:
             for base in c.bases:
                 children[base.rsplit(".", 1)[-1]].add(c.qualname.rsplit(".", 1)[-1])
+                if base.rsplit(".", 1)[-1] in _ENUM_BASES:
+                    enums.add(c.qualname.rsplit(".", 1)[-1])
     families: dict[str, frozenset[str]] = {}
 
     def family(cls: str) -> frozenset[str]:
@@ -117,6 +124,8 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
                 built[name].append(switch)
     for cls, indexes in outside.items():
         members = family(cls)
+        if not enums.isdisjoint(members):
+            continue  # an enum's instances are its members, which no call builds (`Mode(x)` looks one up)
         # a class with subclasses may be abstract; a leaf built nowhere by name is built some other way
         if any(member not in built for member in members if not children.get(member)):
             continue

@@ -13,7 +13,7 @@ other rules (it may be set some way the code does not spell out)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from cs_audit.joins.components import MAX_CALLERS_UP, classes_switch
 from cs_audit.joins.joined import JoinedModel as TreeModel
@@ -99,28 +99,43 @@ def wrapped_by_default(model: TreeModel, name: str, rs: RuleSet, call_off: CallO
 
 
 def _wrapped_stores(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> tuple[str, str, str, frozenset[str]] | None:
-    declared, stores = table[0], table[1]
+    declared, stores, passed = table[0], table[1], table[2]
     wraps: set[tuple[str, str]] = set()
     members: set[str] = set()
     where = ""
-    if name not in declared:
-        return None
-    for path, _, function, gates, _, value in stores.get(name, ()):
+    if not declared.get(name) or name in passed or _kept_as_own_state(model, name):
+        return None  # (declared holding something, or set by a constructor or as a class's own state)
+    field_stores = stores.get(name, ())
+    per_function = Counter((path, function) for path, _, function, _, _, _ in field_stores)
+
+    def kept_off(path: str, function: str, gates: tuple[GateRef, ...]) -> bool:
+        return (call_off(path, function, gates) if gates else None) is not None or (
+            callers_off(model, (path, function), call_off) is not None)
+
+    for path, _, function, gates, _, value in field_stores:
         kind, _, rest = value.partition(":")
-        if kind == "wrap":
+        if kind == "scoped" and per_function[(path, function)] > 1:
+            continue  # (set for a `with` block and restored: the value outside it is the question)
+        if kind == "wrap" and not kept_off(path, function, gates):
             callee, _, read = rest.partition(":")
             wraps.add((callee, read))
             where = where or path
         elif kind == "member":
             members.add(rest)
-        elif kind == "scoped":
-            continue  # (for a `with` block only: the value outside it is the question)
-        elif (call_off(path, function, gates) if gates else None) is None and callers_off(model, (path, function), call_off) is None:
+        elif kind != "wrap" and not kept_off(path, function, gates):
             return None  # (set some other way by default)
     if len(wraps) != 1:
         return None
     (callee, read), = wraps
     return where, callee, read, frozenset(members)
+
+
+def _kept_as_own_state(model: TreeModel, name: str) -> bool:
+    """Whether a class other than those declaring the field ``name`` keeps that name as its own
+    state (`self.kind = ...` in its `__init__`): a chain ending in it may be one of those."""
+    declaring = {cls.rpartition(".")[2] for ff in model.facts.values() for field, _, cls, _ in ff.record_fields if field == name}
+    return any(entry.rpartition(".")[2] == name and entry.rpartition(".")[0].rpartition(".")[2] not in declaring
+               for ff in model.facts.values() for entry in ff.own_state)
 
 
 def _set_once_set(gates: tuple[GateRef, ...], name: str, params: tuple[str, ...]) -> bool:

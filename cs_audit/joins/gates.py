@@ -275,9 +275,12 @@ def _falsy_call(model: TreeModel, target: FuncKey, rs: RuleSet) -> SwitchRef | N
 
 
 def _read_default_off(model: TreeModel, helper: FuncKey, gate: GateRef, rs: RuleSet) -> bool:
-    """Whether a call of an env helper taking the var's name and then a default (`def
-    get_bool_env_var(name, default="false")`) reads with an off default: the literal it passes,
-    or the helper's own when it passes none (by position or keyword)."""
+    """Whether a call of a boolean env helper taking the var's name and then a default (`def
+    get_bool_env_var(name, default="false")`: named for a bool, it gives its default when the var
+    is unset) reads with an off default: the literal it passes, or the helper's own when it passes
+    none (by position, keyword or `*args`)."""
+    if "bool" not in helper[1].rpartition(".")[2].lower() or "kw:*" in gate.args:
+        return False
     f = model.functions.get(helper)
     names = model.env_helpers.get(helper, ((), ()))[1]
     params = [p for p in f.params if p not in ("self", "cls")] if f is not None else []

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from cs_audit.joins.kept import Resolutions
-from cs_audit.joins.values import FIELDS, Types, shared_parameter
+from cs_audit.joins.values import FIELDS, FIELDS_OPEN, Types, shared_parameter
 from cs_audit.model import (
     HANDED,
     PROPERTY_DECORATORS,
@@ -285,11 +285,11 @@ class Resolver:
                     touched.add(key)
             for cls in self._records_built(path, function, callee):
                 for slot, source in groups[group]:
-                    if not slot.isdigit():
-                        key = (cls[0], cls[1] + FIELDS, slot)
-                        passed[key].setdefault(number, []).append((path, function, source))
-                        mine.append(key)
-                        touched.add(key)
+                    # by position or from a mapping: any field may take it (``FIELDS_OPEN``)
+                    key = (cls[0], cls[1] + FIELDS, FIELDS_OPEN if slot.isdigit() or slot == "**" else slot)
+                    passed[key].setdefault(number, []).append((path, function, source))
+                    mine.append(key)
+                    touched.add(key)
             if mine:
                 keys_of[number] = mine
         return touched

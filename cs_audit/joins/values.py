@@ -47,6 +47,9 @@ _OPS = re.compile(r"\(\)|\[\]|\.[^.(\[]+")
 #: as parameters (``Types.parameters``): the fields of a record with no `__init__` of the tree
 #: (a dataclass, a msgspec struct) hold what they pass
 FIELDS = ".<fields>"
+#: the field name under which constructions passing arguments by position or from a mapping are
+#: kept: what they set is not known, so no field holds only what keywords pass
+FIELDS_OPEN = "*"
 
 
 #: a parameter whose values come from more calling functions than this is shared: the
@@ -552,7 +555,7 @@ class Types:
                     found = self._sources(c[0], sources)
                     if not found and kind == "i" and self.find_method(cls, "__init__") is None:
                         # a record's field (`get_x: Callable[[], bool]`): what its constructor calls pass
-                        found = self._parameter(cls[0], cls[1] + FIELDS, attr)
+                        found = self._record_field(cls, attr)
                     return found
                 nested = (c[0], f"{c[1]}.{attr}")
                 if nested in self.classes:
@@ -569,6 +572,19 @@ class Types:
                         out |= self._sources(sub[0], sources)
                 return frozenset(out)
         return _NONE
+
+    def _record_field(self, cls: ClassKey, attr: str) -> frozenset:
+        """What the constructions of a record with no subclass pass as its field ``attr``, when
+        each passes it by keyword something the tree gives a value for; nothing otherwise."""
+        if self.subclasses(cls) or self._parameter(cls[0], cls[1] + FIELDS, FIELDS_OPEN) or \
+                self.parameters.get((cls[0], cls[1] + FIELDS, FIELDS_OPEN)):
+            return _NONE
+        key = (cls[0], cls[1] + FIELDS, attr)
+        found = self._parameter(*key)
+        # (a value from outside the tree, `get_x=os.cpu_count`, may run anything)
+        if any(not self.source(where, caller, source) for where, caller, source in self.parameters.get(key, ())):
+            return _NONE
+        return found
 
     def _super(self, path: str, function: str | None, attr: str) -> frozenset:
         """`super().m` in a method of class C: the next `m` after C in the MRO of C and of
