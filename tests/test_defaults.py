@@ -752,8 +752,8 @@ def test_without_keywords_named_a_field_a_constructor_sets_from_a_name_decides_n
     real = fields_module._field_table
 
     def unnamed(model, rs):
-        declared, stores, passed, named, sites, optional, answers = real(model, rs)
-        return declared, stores, passed | frozenset(named), {}, sites, optional, answers
+        declared, stores, passed, named, sites, kept_elsewhere, optional, answers = real(model, rs)
+        return declared, stores, passed | frozenset(named), {}, sites, kept_elsewhere, optional, answers
 
     monkeypatch.setattr(fields_module, "_field_table", unnamed)
     _only_newly_reported('"hooks', '"timings of the step')

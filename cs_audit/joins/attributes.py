@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from cs_audit.joins.values import FIELDS, FIELDS_OPEN, Types
+from cs_audit.joins.values import Types
 from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
 
 ClassKey = tuple[str, str]
@@ -86,14 +86,11 @@ def constructed_field(model: Typed, types: Types, path: str, function: str | Non
     if len(classes) != 1:
         return None
     cls = classes[0]
-    if types.find_method(cls, "__init__") is not None or types.subclasses(cls):
-        return None
     if not any(f"{c[1]}.{attr}" in getattr(model.facts.get(c[0]), "required_fields", ()) for c in types.mro(cls)):
         return None
-    passed = types.parameters.get((cls[0], cls[1] + FIELDS, attr), ())
-    if not passed or any(not source.startswith("r:") for _, _, source in passed) or (
-            types.parameters.get((cls[0], cls[1] + FIELDS, FIELDS_OPEN))):
-        return None  # (or a construction passes arguments by position or from a mapping)
+    passed = types.record_field_sources(cls, attr)
+    if not passed or any(not source.startswith("r:") for _, _, source in passed):
+        return None
     return [(where, caller, source[2:]) for where, caller, source in passed]
 
 

@@ -58,7 +58,7 @@ def held_fields(model: TreeModel, rs: RuleSet) -> frozenset[str]:
 
 
 def _worked_out(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> SwitchRef | None:
-    declared, stores, passed, named, sites, _, _ = table
+    declared, stores, passed, named, sites, _, _, _ = table
     if not declared.get(name) or name in passed or not (stores.get(name) or named.get(name)):
         return None
     found: list[SwitchRef] = []
@@ -99,11 +99,11 @@ def wrapped_by_default(model: TreeModel, name: str, rs: RuleSet, call_off: CallO
 
 
 def _wrapped_stores(model: TreeModel, name: str, table: tuple, call_off: CallOff) -> tuple[str, str, str, frozenset[str]] | None:
-    declared, stores, passed = table[0], table[1], table[2]
+    declared, stores, passed, kept_elsewhere = table[0], table[1], table[2], table[5]
     wraps: set[tuple[str, str]] = set()
     members: set[str] = set()
     where = ""
-    if not declared.get(name) or name in passed or _kept_as_own_state(model, name):
+    if not declared.get(name) or name in passed or name in kept_elsewhere:
         return None  # (declared holding something, or set by a constructor or as a class's own state)
     field_stores = stores.get(name, ())
     per_function = Counter((path, function) for path, _, function, _, _, _ in field_stores)
@@ -128,14 +128,6 @@ def _wrapped_stores(model: TreeModel, name: str, table: tuple, call_off: CallOff
         return None
     (callee, read), = wraps
     return where, callee, read, frozenset(members)
-
-
-def _kept_as_own_state(model: TreeModel, name: str) -> bool:
-    """Whether a class other than those declaring the field ``name`` keeps that name as its own
-    state (`self.kind = ...` in its `__init__`): a chain ending in it may be one of those."""
-    declaring = {cls.rpartition(".")[2] for ff in model.facts.values() for field, _, cls, _ in ff.record_fields if field == name}
-    return any(entry.rpartition(".")[2] == name and entry.rpartition(".")[0].rpartition(".")[2] not in declaring
-               for ff in model.facts.values() for entry in ff.own_state)
 
 
 def _set_once_set(gates: tuple[GateRef, ...], name: str, params: tuple[str, ...]) -> bool:
@@ -181,8 +173,9 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     """(field -> every declaration defaults to a falsy literal, field -> its stores as (path,
     line, function, gates, stores a falsy literal, what is stored), the names set some way not judged,
     keyword -> the calls passing a name under it as (path, line, function), those calls'
-    gates by (path, line, function), field -> the classes it holds when not None where every
-    declaration of it says one (`Optional[C]`), the answers so far by field), from the facts
+    gates by (path, line, function), the declared fields another class keeps as its own state,
+    field -> the classes it holds when not None where every declaration of it says one
+    (`Optional[C]`), the answers so far by field), from the facts
     outside tests, benchmarks and examples."""
     ignored = rs.defaults.ignore_paths.search if rs.defaults is not None else None
     declared: dict[str, bool] = {}
@@ -240,4 +233,6 @@ def _field_table(model: TreeModel, rs: RuleSet) -> tuple:
     # (a namesake another class keeps as its own state holds what that class stores)
     optional = {name: frozenset(classes) for name, classes in held.items()
                 if classes and not kept_by.get(name, set()) - declared_by[name]}
-    return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, optional, {}
+    # the declared fields whose name another class keeps as its own state (`self.kind = ...`)
+    kept_elsewhere = frozenset(name for name in declared if kept_by.get(name, set()) - declared_by[name])
+    return declared, dict(stores), frozenset(passed | built_freely), dict(named), sites, kept_elsewhere, optional, {}

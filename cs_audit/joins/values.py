@@ -553,7 +553,7 @@ class Types:
                 sources = self.bindings.get((c[0], f"class:{c[1]}", attr))
                 if sources:
                     found = self._sources(c[0], sources)
-                    if not found and kind == "i" and self.find_method(cls, "__init__") is None:
+                    if not found and kind == "i":
                         # a record's field (`get_x: Callable[[], bool]`): what its constructor calls pass
                         found = self._record_field(cls, attr)
                     return found
@@ -573,16 +573,25 @@ class Types:
                 return frozenset(out)
         return _NONE
 
+    def record_field_sources(self, cls: ClassKey, attr: str) -> tuple[tuple[str, str | None, str], ...] | None:
+        """(path, calling function, source) of what each construction of ``cls`` passes as its
+        field ``attr`` by keyword, as far as the flow has followed them, when ``cls`` is a record
+        (no `__init__` of the tree) with no subclass and no construction passes arguments by
+        position or from a mapping; None otherwise."""
+        if self.find_method(cls, "__init__") is not None or self.subclasses(cls) or \
+                self._parameter(cls[0], cls[1] + FIELDS, FIELDS_OPEN) or self.parameters.get((cls[0], cls[1] + FIELDS, FIELDS_OPEN)):
+            return None
+        return self.parameters.get((cls[0], cls[1] + FIELDS, attr), ())
+
     def _record_field(self, cls: ClassKey, attr: str) -> frozenset:
-        """What the constructions of a record with no subclass pass as its field ``attr``, when
-        each passes it by keyword something the tree gives a value for; nothing otherwise."""
-        if self.subclasses(cls) or self._parameter(cls[0], cls[1] + FIELDS, FIELDS_OPEN) or \
-                self.parameters.get((cls[0], cls[1] + FIELDS, FIELDS_OPEN)):
+        """What the constructions of a record pass as its field ``attr``
+        (``record_field_sources``), when the tree gives a value for each; nothing otherwise."""
+        sources = self.record_field_sources(cls, attr)
+        if sources is None:
             return _NONE
-        key = (cls[0], cls[1] + FIELDS, attr)
-        found = self._parameter(*key)
+        found = self._parameter(cls[0], cls[1] + FIELDS, attr)
         # (a value from outside the tree, `get_x=os.cpu_count`, may run anything)
-        if any(not self.source(where, caller, source) for where, caller, source in self.parameters.get(key, ())):
+        if any(not self.source(where, caller, source) for where, caller, source in sources):
             return _NONE
         return found
 
