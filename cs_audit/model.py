@@ -19,6 +19,7 @@ from cs_audit.sources import IGNORED_FILES_COUNTED
 from cs_audit.switches import (  # noqa: F401  (re-exported)
     CLASS_TESTED,
     DEFAULT_ON,
+    DEREFERENCED,
     DYNAMIC_SWITCH,
     LEVEL_SWITCH,
     PARAM_FRESH,
@@ -525,6 +526,9 @@ class FileFacts:
     table_resolutions: tuple[tuple[int, str, tuple[GateRef, ...]], ...] = ()
     #: the attribute names it assigns on `self` (``joins.attributes``)
     own_attributes: tuple[str, ...] = ()
+    #: (class, attribute, the class it holds) of each attribute a method declares None with an
+    #: optional annotation (`self.pool: Optional[HostPool] = None`): None until a `HostPool` is built
+    own_optional: tuple[tuple[str, str, str], ...] = ()
     #: `Class.attr` of those its methods assign other than as a copy of the same-named
     #: attribute of another object (`self.x = cfg.x`): an option name one of them is, is
     #: ambiguous, except on a receiver typed as none of those classes

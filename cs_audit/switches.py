@@ -112,6 +112,9 @@ CLASS_TESTED = "class:"
 #: a ``name`` gate's arg: the value is a field of a request a handler was handed (``ref``
 #: `request:<its class>`), which only a request of that kind sets (``GateReader.derived``)
 REQUEST_FIELD = "request"
+#: a ``name`` gate's arg: no test but a dereference (`self.pool.size` read with nothing around
+#: it): what runs after it in its block needs the attribute to hold an object, not None
+DEREFERENCED = "deref"
 
 
 def as_operand(gate: GateRef) -> GateRef:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import cs_audit.extract.gates as extract_gates_module
 import cs_audit.extract.index as index_module
 import cs_audit.extract.options as options_module
 import cs_audit.extract.python as python_module
@@ -64,6 +65,31 @@ def test_without_short_circuits_a_call_after_a_test_of_its_receiver_is_reported(
     problems = check_annotations(_fixture())
     line = _line('"peer ready')
     assert f"toyserve/defaults.py:{line}: unexpected default-on-emitter" in " ".join(problems)
+
+
+def _unexpected_lines(problems: list[str]) -> set[int]:
+    return {int(p.split(":")[1]) for p in problems if "unexpected default-on-emitter" in p}
+
+
+def test_without_dereferences_what_follows_an_unguarded_read_of_a_component_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extract_gates_module, "_dereferenced", lambda stmt, names: [])
+    unexpected = _unexpected_lines(check_annotations(_fixture()))
+    assert _line('"backed up') in unexpected and _line('"host stage') not in unexpected
+
+
+def test_without_declared_components_neither_their_test_nor_a_read_through_them_is_gated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gates_module, "held_attribute_switch", lambda *a: None)
+    unexpected = _unexpected_lines(check_annotations(_fixture()))
+    assert {_line('"backed up'), _line('"host stage')} <= unexpected
+
+
+def test_a_dereference_gates_only_past_its_statement_and_only_on_every_run() -> None:
+    tree = ast.parse("a = self.p.x if c else 0\nb = c and self.p.y\nf(lambda: self.p.z)\n"
+                     "g(self.p.w, [v for v in xs if self.p.q])\nif self.p[0]:\n    h(self.p.n)\n")
+    found = [extract_gates_module._dereferenced(stmt, frozenset({"p"})) for stmt in tree.body]
+    assert found == [[], [], [], ["p"], ["p"]]
 
 
 def test_without_predicates_a_call_of_one_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:

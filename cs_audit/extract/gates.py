@@ -12,11 +12,70 @@ from dataclasses import dataclass, replace
 from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
 from cs_audit.extract.state import IndexState
 from cs_audit.extract.values import head_names, is_built_path, wrapped_read
-from cs_audit.model import CLASS_TESTED, DEFAULT_ON, PARAM_FRESH, PARAM_TESTED, REQUEST_FIELD, GateRef, as_operand, closure_arg
+from cs_audit.model import (
+    CLASS_TESTED,
+    DEFAULT_ON,
+    DEREFERENCED,
+    PARAM_FRESH,
+    PARAM_TESTED,
+    REQUEST_FIELD,
+    GateRef,
+    as_operand,
+    closure_arg,
+)
 from cs_audit.pyast import is_none
 from cs_audit.ruleset import RuleSet
 
 _MAX_GATE_REFS = 8
+
+#: `self.pool: Optional[HostPool] = None`, `self.pool: "P | None" = None` (``GateReader.declared_none``)
+_DECLARED_NONE = re.compile(r"\bself\.(\w+)\s*:[^=\n]{1,200}=\s*None\b")
+#: statements whose header alone is sure to run (``_dereferenced``)
+_HEADERS = {ast.If: "test", ast.While: "test", ast.For: "iter", ast.AsyncFor: "iter"}
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _dereferenced(stmt: ast.stmt, names: frozenset[str]) -> list[str]:
+    """The attributes of ``names`` whose value ``stmt`` reads an attribute or an item of on
+    every run (`self.pool.size`, `self.pool[k]`): not in a branch of `a if c else b`, after the
+    first operand of `and`/`or`, in a lambda or past a comprehension's first iterable, nor in a
+    compound statement's body."""
+    if not names:
+        return []
+    cls = stmt.__class__
+    roots: list[ast.AST]
+    if cls in (ast.Assign, ast.AnnAssign, ast.AugAssign):
+        roots = [stmt.value, *(stmt.targets if cls is ast.Assign else [stmt.target])]  # type: ignore[attr-defined]
+    elif cls in (ast.Expr, ast.Return):
+        roots = [stmt.value]  # type: ignore[attr-defined]
+    elif cls in _HEADERS:
+        roots = [getattr(stmt, _HEADERS[cls])]
+    elif cls in (ast.With, ast.AsyncWith):
+        roots = [item.context_expr for item in stmt.items]  # type: ignore[attr-defined]
+    else:
+        return []
+    found: list[str] = []
+    work = [root for root in roots if root is not None]
+    while work:
+        node = work.pop()
+        kind = node.__class__
+        if kind is ast.Attribute or kind is ast.Subscript:
+            value = node.value  # type: ignore[attr-defined]
+            if (value.__class__ is ast.Attribute and value.value.__class__ is ast.Name and value.value.id == "self"
+                    and value.attr in names and value.attr not in found):
+                found.append(value.attr)
+            work.append(value)
+            if kind is ast.Subscript:
+                work.append(node.slice)  # type: ignore[attr-defined]
+        elif kind is ast.IfExp:
+            work.append(node.test)  # type: ignore[attr-defined]
+        elif kind is ast.BoolOp:
+            work.append(node.values[0])  # type: ignore[attr-defined]
+        elif kind in _COMPREHENSIONS:
+            work.append(node.generators[0].iter)  # type: ignore[attr-defined]
+        elif kind is not ast.Lambda:
+            work.extend(ast.iter_child_nodes(node))
+    return found
 
 
 CONVERSIONS = frozenset({"int", "float", "bool", "str", "len", "abs"})
@@ -238,6 +297,9 @@ class GateReader(IndexState):
         #: local table to an override (`ctx.override(source, **fields)`): ``table_resolutions``
         self.table_stores: list[tuple[Scope, str, str, ast.expr, tuple[_GateGroup, ...]]] = []
         self.override_calls: list[tuple[Scope, str, int]] = []
+        #: the attributes a method here declares None with an annotation (`self.pool: Optional[P]
+        #: = None`): what runs past an unguarded `self.pool.size` needs a pool (``deref_gates``)
+        self.declared_none = frozenset(_DECLARED_NONE.findall(text)) if rs.defaults is not None else frozenset()
         #: (scope, attribute) of each `self.` attribute a tuple assignment unpacks into
         #: (`self.a, self.b = f()`): the class's own state (``own_state``)
         self.unpacked_self_stores: list[tuple[Scope, str]] = []
@@ -265,6 +327,19 @@ class GateReader(IndexState):
         statement below records its gates (most blocks record none)."""
         self.gate_groups.append(_GateGroup(test, active, self.function))
         self._gates_tuple = None
+
+    def deref_gates(self, stmt: ast.stmt) -> int:
+        """Gate the rest of the block on each attribute ``declared_none`` that ``stmt`` reads
+        through unguarded (`anchor = self.pool.anchor`: past it, `self.pool` is no None);
+        returns the number of gate groups pushed."""
+        pushed = 0
+        for attr in _dereferenced(stmt, self.declared_none):
+            ref = GateRef("name", f"self.{attr}", (DEREFERENCED,), True)
+            if not any(group.refs == [ref] for group in self.gate_groups):
+                self.gate_groups.append(_GateGroup(stmt, True, self.function, [ref]))  # type: ignore[arg-type]
+                self._gates_tuple = None
+                pushed += 1
+        return pushed
 
     def _pop_gates(self, count: int) -> None:
         if count:

@@ -136,6 +136,7 @@ class ModuleIndex:
     table_resolutions: tuple[tuple[int, str, tuple[GateRef, ...]], ...] = ()
     #: `Class.attr` of the attributes its methods keep as their own state (``own_state``)
     own_state: tuple[str, ...] = ()
+    own_optional: tuple[tuple[str, str, str], ...] = ()
     falsy_names: tuple[tuple[str | None, str], ...] = ()
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
@@ -285,6 +286,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         #: field name -> whether every class-body declaration of it here defaults to None
         self.record_fields: dict[str, bool] = {}
         self.record_decls: list[tuple[str, bool, str, str]] = []
+        #: (class, attribute, class held) of `self.x: Optional[C] = None` in a method
+        self.own_optional: list[tuple[str, str, str]] = []
         self.required_fields: list[str] = []
         self.table_keys: dict[str, tuple[str, ...]] = {}
         self.table_gets: list[tuple[str, str, str, str]] = []
@@ -509,6 +512,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 if context is not None:
                     self._note_block(context, body[i + 1:])
                     self.path_contexts = (*self.path_contexts, context)
+            if self.declared_none and scope is not None and i + 1 < len(body):
+                pushed += self.deref_gates(stmt)
         self.path_contexts = saved_paths
         self._pop_gates(pushed)
 
@@ -844,6 +849,14 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 if value is None:  # (no default: every construction passes it)
                     self.required_fields.append(f"{self.scopes[-1].qualname}.{targets[0].id}")
             return
+        target = targets[0]
+        if (isinstance(node, ast.AnnAssign) and none and value.value is None  # type: ignore[union-attr]
+                and isinstance(target, ast.Attribute) and raw_dotted(target.value) == "self"):
+            # `self.pool: Optional[HostPool] = None`: the attribute holds a HostPool or nothing
+            owner = self.function.qualname.rpartition(".")[0]
+            held = _optional_class(node.annotation)
+            if held and owner and "<locals>" not in owner:
+                self.own_optional.append((owner, target.attr, held))
         for target in targets:
             if target.__class__ in (ast.Tuple, ast.List):
                 # unpacked (`s.details, s.n = d, 1`): set to what is not known
@@ -1096,6 +1109,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         derived=derived,
         table_resolutions=table_resolutions,
         own_state=own_state,
+        own_optional=tuple(dict.fromkeys(indexer.own_optional)),
         falsy_names=indexer.falsy_names(),
         path_values=path_values,
     )

@@ -179,6 +179,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         table_resolutions=index.table_resolutions if rs.defaults is not None else (),
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
         own_state=index.own_state if rs.defaults is not None else (),
+        own_optional=index.own_optional if rs.defaults is not None else (),
         foreign_attributes=foreign_stores(text) if rs.defaults is not None else (),
     )
 

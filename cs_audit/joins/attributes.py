@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from cs_audit.joins.components import Held, classes_switch
 from cs_audit.joins.values import Types
 from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
 
@@ -28,6 +29,62 @@ class Typed(Protocol):
     facts: dict[str, FileFacts]
     derived: dict[tuple[str, str], list[tuple[str | None, tuple[GateRef, ...]]]]
     foreign_attributes: frozenset[str] | None
+
+
+class Declared(Held, Protocol):
+    """What ``held_attribute_switch`` reads of the tree model."""
+
+    optional_attributes: dict[tuple[str, str], dict[str, str]] | None
+
+
+def held_attribute_switch(model: Declared, types: Types, path: str, function: str | None, ref: str) -> SwitchRef | None:
+    """`self.pool` where a method of the class, or of a base, declares `self.pool:
+    Optional[HostPool] = None`: whatever stores it, the attribute holds a `HostPool` or None, so
+    it holds None unless one is built; the switch that builds one when none is built by default
+    (``components.classes_switch``). The receiver may be another typed object (`cache.pool`).
+    None when a class the value may be an instance of (its bases and subclasses included)
+    declares the attribute otherwise, or none declares it."""
+    receiver, _, attr = ref.rpartition(".")
+    if not receiver or function is None or "(" in receiver or "[" in receiver:
+        return None
+    declared = _optional_attributes(model)
+    if receiver == "self":
+        owner = function.partition(".<locals>.")[0].rpartition(".")[0]
+        classes = [(path, owner)] if owner else []
+    else:
+        types.begin()
+        values = types.dotted(path, function, receiver)
+        if not values or any(value[0] != "i" for value in values):
+            return None
+        classes = sorted(value[1] for value in values)
+    held: list[str] = []
+    for cls in classes:
+        family = {*types.mro(cls), *types.subclasses(cls)}
+        holds = [declared[c][attr] for c in sorted(family) if attr in declared.get(c, {})]
+        if not holds or any(attr in model.facts[c[0]].own_attributes and attr not in declared.get(c, {})
+                            and not _declared_in(types.mro(c), declared, attr) for c in family if c[0] in model.facts):
+            return None
+        held.extend(holds)
+    return classes_switch(model, held) if held else None
+
+
+def _declared_in(classes: tuple[tuple[str, str], ...], declared: dict[tuple[str, str], dict[str, str]], attr: str) -> bool:
+    return any(attr in declared.get(c, {}) for c in classes)
+
+
+def optional_attribute_names(model: Declared) -> frozenset[str]:
+    """The attributes some class declares `Optional[C] = None` (``held_attribute_switch``)."""
+    return frozenset(attr for attrs in _optional_attributes(model).values() for attr in attrs)
+
+
+def _optional_attributes(model: Declared) -> dict[tuple[str, str], dict[str, str]]:
+    table = model.optional_attributes
+    if table is None:
+        table = model.optional_attributes = {}
+        for path, ff in model.facts.items():
+            for owner, attr, holds in ff.own_optional:
+                table.setdefault((path, owner), {})[attr] = holds
+    return table
 
 
 def receiver_attribute_switch(model: Typed, types: Types, path: str, function: str | None, ref: str,

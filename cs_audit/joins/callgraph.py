@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cs_audit.frequency import STEP
 from cs_audit.joins.arguments import argument_tests
+from cs_audit.joins.attributes import optional_attribute_names
 from cs_audit.joins.components import gate_event_loops, gate_instance_methods, regate_class_tests
 from cs_audit.joins.defaults import (
     OptionTable,
@@ -161,7 +162,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
         return callers_on_demand(model, key)
 
     gate_instance_methods(model, rs, switch_of, unresolved, later)
-    regate_class_tests(model, switch_of, held_fields(model, rs))
+    regate_class_tests(model, switch_of, held_fields(model, rs) | optional_attribute_names(model))
     model.event_loops = event_loop_roots(model, rs)
     gate_event_loops(model, rs, list(model.event_loops), switch_of, unresolved, later)
     _gate_feature_classes(model, rs)

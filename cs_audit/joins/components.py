@@ -19,7 +19,7 @@ from typing import Protocol
 
 from cs_audit.joins.named_calls import NamedCall
 from cs_audit.joins.reach import Edge
-from cs_audit.model import CLASS_TESTED, FileFacts, FuncKey, FunctionDef, GateRef, SwitchRef, by_text
+from cs_audit.model import CLASS_TESTED, DEREFERENCED, FileFacts, FuncKey, FunctionDef, GateRef, SwitchRef, by_text
 from cs_audit.ruleset import RuleSet
 
 
@@ -145,12 +145,13 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
 
 
 def _tested_classes(model: Built) -> set[str]:
-    """The classes of the tree a record's field holds when not None (`Optional[C]`) or an
-    `isinstance` tests (``held_classes``)."""
+    """The classes of the tree a record's field or a declared attribute holds when not None
+    (`Optional[C]`) or an `isinstance` tests (``held_classes``)."""
     found: set[str] = set()
     seen: set[int] = set()
     for ff in model.facts.values():
         found.update(holds for *_, holds in ff.record_fields if holds)
+        found.update(holds for *_, holds in ff.own_optional)
         for site in ff.calls:
             gates = site.gates
             if gates and id(gates) not in seen:
@@ -219,7 +220,7 @@ def regate_class_tests(model: Built, site_switch: SiteSwitch, fields: frozenset[
     classes = set(model.gated_classes)
 
     def direct(gate: GateRef) -> bool:
-        return (gate.kind == "name" and "." in gate.ref and gate.ref.rpartition(".")[2] in fields
+        return (gate.kind == "name" and "." in gate.ref and (gate.ref.rpartition(".")[2] in fields or DEREFERENCED in gate.args)
                 or gate.kind == "call" and gate.ref == "isinstance" and not classes.isdisjoint(tested_classes(gate)))
 
     def tests_one(path: str, function: str | None, gates: tuple[GateRef, ...]) -> bool:

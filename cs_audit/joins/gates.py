@@ -12,7 +12,12 @@ from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from cs_audit.joins.attributes import constructed_field, held_by_no_own_state, receiver_attribute_switch
+from cs_audit.joins.attributes import (
+    constructed_field,
+    held_attribute_switch,
+    held_by_no_own_state,
+    receiver_attribute_switch,
+)
 from cs_audit.joins.components import instance_switch
 from cs_audit.joins.defaults import (
     NOT_OPTION,
@@ -33,6 +38,7 @@ from cs_audit.joins.param_gates import CallOff, parameter_gate
 from cs_audit.joins.resolver import _class_of
 from cs_audit.model import (
     DEFAULT_ON,
+    DEREFERENCED,
     LEVEL_SWITCH,
     PARAM_FRESH,
     PARAM_TESTED,
@@ -111,6 +117,10 @@ def _exported(model: TreeModel, ref: str) -> list[tuple[str, str]]:
 
 
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    if DEREFERENCED in gate.args:
+        # past `self.pool.size` read unguarded the attribute holds an object, not None: only
+        # the class it is declared to hold decides (a falsy default, `""` or `0`, may be read)
+        return held_attribute_switch(model, model.resolver.types, path, closure_of(gate) or function, gate.ref)
     option = option_gate(model.options, rs.defaults, gate)
     if option is NOT_OPTION and gate.kind == "name" and gate.ref.rpartition(".")[2] in model.options.ambiguous and (
             held_by_no_own_state(model, model.resolver.types, path, closure_of(gate) or function, gate.ref)):
@@ -192,6 +202,11 @@ def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateR
             option = _table_get_gate(model, path, function, gate, rs)
             if option is not NOT_OPTION:
                 return option
+        if "." in ref and "operand" not in gate.args:
+            # `self.pool is not None` where the class declares `self.pool: Optional[HostPool] = None`
+            switch = held_attribute_switch(model, model.resolver.types, path, function, ref)
+            if switch is not None:
+                return switch
         for key in _name_keys(path, function, ref):
             # a name a gate tests for truth holds when its assignments' gates do (compared
             # with something, an operand, it stands for the env value it holds)

@@ -121,6 +121,9 @@ class TreeModel:
     named_calls: dict[str, tuple] = field(default_factory=dict)
     #: the attribute names some code assigns on another object (``joins.attributes``, when first asked)
     foreign_attributes: frozenset[str] | None = None
+    #: (path, class) -> {attribute: the class it holds when not None} of the attributes methods
+    #: declare `Optional[C] = None` (``joins.attributes.held_attribute_switch``, when first asked)
+    optional_attributes: dict[tuple[str, str], dict[str, str]] | None = None
     #: the options the tree declares, with their defaults (``joins.defaults``)
     options: OptionTable = field(default_factory=OptionTable)
     #: names of the functions that return early behind a gate (``_switch_of_result``)
