@@ -1787,3 +1787,165 @@ class ModelRunner:
 
 def test_record_fields_enums_and_helpers_that_only_look_off_by_default_are_reported() -> None:
     assert check_annotations({"toyserve/records_on.py": STILL_ON_RECORDS}) == []
+
+
+STILL_ON_COMPONENTS = '''"""Attributes declared Optional whose code still runs by default."""
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch.cuda import Event
+
+from toyserve.syncs import Base, Plain, attach, make_sync
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeConfig:
+    enable_stage: bool = False
+    stage_size: int = 0
+
+
+class Stage:
+    def __init__(self):
+        self.free = 0
+
+
+class LightStage:
+    def __init__(self):
+        self.free = 1
+
+
+STAGES = {"stage": Stage}
+
+
+def spare(config):
+    if config.enable_stage:
+        return Stage()
+    return None
+
+
+def make_stage(config):
+    if config.enable_stage:
+        return Stage()
+    return LightStage()
+
+
+class WithStage(Base):
+    def __init__(self, config: ServeConfig):
+        self.stage: Optional[Stage] = None
+        if config.enable_stage:
+            self.stage = Stage()
+
+
+class Runner:
+    def __init__(self, config: ServeConfig):
+        self.config = config
+        self.spare = spare(config)
+        self.side = WithStage(config)
+        self.plain = Plain()
+        attach(self.plain, LightStage())
+        # the class's own store gives another class by default
+        self.made: Optional[Stage] = None
+        self.made = make_stage(config)
+        # a class looked up in a table is built wherever the table is called
+        self.looked_up: Optional[Stage] = None
+        self.looked_up = STAGES["stage"]()
+        self.partial: Optional[Stage] = None
+        self.partial = functools.partial(Stage)()
+        # a library's class, whatever the tree names the same
+        self.event: Optional[Event] = None
+        self.event = new_event()
+        self.stream: Optional[torch.cuda.Stream] = None
+        self.stream = torch.cuda.current_stream()
+        self.spare_sync = make_sync(config)
+
+    def execute_model(self, batch):
+        self.plain.report(len(batch))
+        if self.made is not None:
+            # expect: default-on-emitter
+            logger.info("made %d", len(batch))
+        free = self.made.free
+        # expect: default-on-emitter
+        logger.info("made free %d", free)
+        if self.looked_up is not None:
+            # expect: default-on-emitter
+            logger.info("looked up %d", len(batch))
+        if self.partial is not None:
+            # expect: default-on-emitter
+            logger.info("partial %d", len(batch))
+        if self.event is not None:
+            # expect: default-on-emitter
+            logger.info("event %d", len(batch))
+        if self.stream is not None:
+            # expect: default-on-emitter
+            logger.info("stream %d", len(batch))
+        # what None itself has reads nothing from a Stage
+        kind = self.side.stage.__class__.__name__ if batch else ""
+        name = self.made.__class__.__name__
+        # expect: default-on-emitter
+        logger.info("kind %s %s", kind, name)
+        # `0 < 0` is false: the chained comparison never reads `self.event`
+        if 0 < self.config.stage_size <= self.event.free:
+            batch = batch[:1]
+        # expect: default-on-emitter
+        logger.info("after the size check %d", len(batch))
+
+        class View:
+            def __init__(self):
+                self.made = LightStage()
+
+            def show(self, n):
+                free = self.made.free
+                # a class defined in the method: its `self` is no Runner
+                # expect: default-on-emitter
+                logger.info("view %d %d", free, n)
+
+        View().show(len(batch))
+'''
+
+
+#: the tree's own classes named as a library's are, each built only under an option; a base
+#: class only a subclass elsewhere declares the attribute of
+SYNCS = '''
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+class Base:
+    def report(self, n):
+        # only a subclass declares the attribute: what this class holds is not said
+        if self.stage is not None:
+            # expect: default-on-emitter
+            logger.info("base stage %d", n)
+
+
+class Plain(Base):
+    pass
+
+
+def attach(obj, value):
+    obj.stage = value
+
+
+class Event:
+    pass
+
+
+class Stream:
+    pass
+
+
+def make_sync(config):
+    if config.enable_stage:
+        return Event(), Stream()
+    return None
+'''
+
+
+def test_declared_components_that_still_run_by_default_are_reported() -> None:
+    assert check_annotations({"toyserve/components_on.py": STILL_ON_COMPONENTS, "toyserve/syncs.py": SYNCS}) == []

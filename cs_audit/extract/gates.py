@@ -33,6 +33,8 @@ _DECLARED_NONE = re.compile(r"\bself\.(\w+)\s*:[^=\n]{1,200}=\s*None\b")
 #: statements whose header alone is sure to run (``_dereferenced``)
 _HEADERS = {ast.If: "test", ast.While: "test", ast.For: "iter", ast.AsyncFor: "iter"}
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+#: what None itself has (`self.pool.__class__`): reading one raises nothing
+_NONE_ATTRIBUTES = frozenset(dir(None))
 
 
 def _dereferenced(stmt: ast.stmt, names: frozenset[str]) -> list[str]:
@@ -62,7 +64,8 @@ def _dereferenced(stmt: ast.stmt, names: frozenset[str]) -> list[str]:
         if kind is ast.Attribute or kind is ast.Subscript:
             value = node.value  # type: ignore[attr-defined]
             if (value.__class__ is ast.Attribute and value.value.__class__ is ast.Name and value.value.id == "self"
-                    and value.attr in names and value.attr not in found):
+                    and value.attr in names and value.attr not in found
+                    and (kind is ast.Subscript or node.attr not in _NONE_ATTRIBUTES)):  # type: ignore[attr-defined]
                 found.append(value.attr)
             work.append(value)
             if kind is ast.Subscript:
@@ -71,6 +74,9 @@ def _dereferenced(stmt: ast.stmt, names: frozenset[str]) -> list[str]:
             work.append(node.test)  # type: ignore[attr-defined]
         elif kind is ast.BoolOp:
             work.append(node.values[0])  # type: ignore[attr-defined]
+        elif kind is ast.Compare:
+            # `a < b < c` reads c only when a < b holds
+            work.extend((node.left, node.comparators[0]))  # type: ignore[attr-defined]
         elif kind in _COMPREHENSIONS:
             work.append(node.generators[0].iter)  # type: ignore[attr-defined]
         elif kind is not ast.Lambda:

@@ -1140,11 +1140,19 @@ def _optional_class(annotation: ast.expr) -> str:
     elif isinstance(annotation, ast.Subscript):
         wrapper = (raw_dotted(annotation.value) or "").rpartition(".")[2]
         inner = annotation.slice
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and _ANNOTATION_TEXT.fullmatch(inner.value):
+            try:  # `Optional["Recorder"]`
+                inner = ast.parse(inner.value, mode="eval").body
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                return ""
         if wrapper == "Optional":
             held = [inner, ast.Constant(None)]
         elif wrapper == "Union" and isinstance(inner, ast.Tuple):
             held = list(inner.elts)
     classes = [e for e in held if not (isinstance(e, ast.Constant) and e.value is None)]
-    if len(classes) != 1 or len(held) != 2 or not isinstance(classes[0], (ast.Name, ast.Attribute)):
+    if len(classes) == 1 and isinstance(classes[0], ast.Constant) and isinstance(classes[0].value, str):
+        return _optional_class(ast.Subscript(ast.Name("Optional"), ast.Constant(classes[0].value)))  # `"C" | None`
+    # a bare name only: `torch.cuda.Stream` is no class of the tree's, whatever its last name
+    if len(classes) != 1 or len(held) != 2 or not isinstance(classes[0], ast.Name):
         return ""
-    return (raw_dotted(classes[0]) or "").rpartition(".")[2]
+    return classes[0].id

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cs_audit.joins.components import Held, classes_switch
+from cs_audit.joins.host_data import module_files
+from cs_audit.joins.joined import CallResolver
 from cs_audit.joins.values import Types
 from cs_audit.model import FileFacts, GateRef, SwitchRef, by_text
 
@@ -34,23 +36,31 @@ class Typed(Protocol):
 class Declared(Held, Protocol):
     """What ``held_attribute_switch`` reads of the tree model."""
 
+    facts: dict[str, FileFacts]
     optional_attributes: dict[tuple[str, str], dict[str, str]] | None
+
+    @property
+    def resolver(self) -> CallResolver: ...
 
 
 def held_attribute_switch(model: Declared, types: Types, path: str, function: str | None, ref: str) -> SwitchRef | None:
     """`self.pool` where a method of the class, or of a base, declares `self.pool:
-    Optional[HostPool] = None`: whatever stores it, the attribute holds a `HostPool` or None, so
-    it holds None unless one is built; the switch that builds one when none is built by default
+    Optional[HostPool] = None`: the attribute holds a `HostPool` or None, so it holds None unless
+    one is built; the switch that builds one when none is built by default
     (``components.classes_switch``). The receiver may be another typed object (`cache.pool`).
-    None when a class the value may be an instance of (its bases and subclasses included)
-    declares the attribute otherwise, or none declares it."""
+    None when no class the value may be an instance of declares it so (a subclass's declaration
+    does not say what its base holds), or when a store of the attribute in such a class or one
+    built on it gives a value the types place outside the declared class (`self.pool =
+    LightPool()`, a class-level value): the annotation does not hold there."""
     receiver, _, attr = ref.rpartition(".")
     if not receiver or function is None or "(" in receiver or "[" in receiver:
         return None
     declared = _optional_attributes(model)
     if receiver == "self":
-        owner = function.partition(".<locals>.")[0].rpartition(".")[0]
-        classes = [(path, owner)] if owner else []
+        owner = function.rpartition(".")[0]
+        if not owner or "<locals>" in owner:
+            return None  # (`self` of a function nested in a method, or of a class defined in one)
+        classes = [(path, owner)]
     else:
         types.begin()
         values = types.dotted(path, function, receiver)
@@ -59,17 +69,36 @@ def held_attribute_switch(model: Declared, types: Types, path: str, function: st
         classes = sorted(value[1] for value in values)
     held: list[str] = []
     for cls in classes:
-        family = {*types.mro(cls), *types.subclasses(cls)}
-        holds = [declared[c][attr] for c in sorted(family) if attr in declared.get(c, {})]
-        if not holds or any(attr in model.facts[c[0]].own_attributes and attr not in declared.get(c, {})
-                            and not _declared_in(types.mro(c), declared, attr) for c in family if c[0] in model.facts):
+        holds = next((declared[c][attr] for c in types.mro(cls) if attr in declared.get(c, {})), None)
+        if holds is None or _stored_otherwise(types, [*types.mro(cls), *types.subclasses(cls)], attr, holds):
             return None
-        held.extend(holds)
+        held.append(holds)
     return classes_switch(model, held) if held else None
 
 
-def _declared_in(classes: tuple[tuple[str, str], ...], declared: dict[tuple[str, str], dict[str, str]], attr: str) -> bool:
-    return any(attr in declared.get(c, {}) for c in classes)
+def _stored_otherwise(types: Types, classes: list[tuple[str, str]], attr: str, holds: str) -> bool:
+    """Whether a store of ``attr`` in one of ``classes`` (`self.pool = ...` in a method, or the
+    class body) gives something the types place outside the family of the class ``holds``
+    names; a value they cannot place is left to the annotation."""
+    family = _family_names(types, holds)
+    for cls in classes:
+        for function, source in types.bindings.get((cls[0], f"class:{cls[1]}", attr)) or ():
+            if function is None and source.startswith("t:"):
+                continue  # a class body's annotation declares (`pool: Optional[P] = None` in a base)
+            types.begin()
+            for value in types.source(cls[0], function, source):
+                if value[0] != "i" or value[1][1].rpartition(".")[2] not in family:
+                    return True
+    return False
+
+
+def _family_names(types: Types, name: str) -> frozenset[str]:
+    """The last names of the classes of the tree named ``name`` and of those built on them."""
+    found = {name}
+    for key in types.classes:
+        if key[1].rpartition(".")[2] == name:
+            found.update(sub[1].rpartition(".")[2] for sub in types.subclasses(key))
+    return frozenset(found)
 
 
 def optional_attribute_names(model: Declared) -> frozenset[str]:
@@ -78,12 +107,19 @@ def optional_attribute_names(model: Declared) -> frozenset[str]:
 
 
 def _optional_attributes(model: Declared) -> dict[tuple[str, str], dict[str, str]]:
+    """(path, class) -> {attribute: the class it holds}, less a class imported from outside the
+    tree under a bare name (`from torch.cuda import Stream`)."""
     table = model.optional_attributes
     if table is None:
         table = model.optional_attributes = {}
         for path, ff in model.facts.items():
+            if not ff.own_optional:
+                continue
+            imported = dict(ff.aliases)
             for owner, attr, holds in ff.own_optional:
-                table.setdefault((path, owner), {})[attr] = holds
+                origin = imported.get(holds)
+                if origin is None or module_files(model.resolver, origin):
+                    table.setdefault((path, owner), {})[attr] = holds
     return table
 
 

@@ -122,6 +122,10 @@ def gate_instance_methods(model: Built, rs: RuleSet, site_switch: SiteSwitch,
                 if switch is None and site.function is not None:
                     switch = calling.switch((path, site.function), 0)
                 built[name].append(switch)
+    # a class held as a value (`TABLE = {"a": Stage}`, `kind = Stage`, `partial(Stage)`) may be
+    # built wherever the value is called: as if by default
+    for name in _classes_as_values(model, wanted, ignored.search if ignored is not None else None):
+        built[name].append(None)
     for cls, indexes in outside.items():
         members = family(cls)
         if not enums.isdisjoint(members):
@@ -254,6 +258,27 @@ def gate_event_loops(model: Built, rs: RuleSet, loops: list[FuncKey], site_switc
         switch = calling.switch(key, 0)
         if switch is not None:
             model.gated_roots[key] = switch
+
+
+#: the calls whose class arguments build nothing (``_classes_as_values``)
+_CLASS_TESTS = frozenset({"arg:isinstance", "arg:issubclass"})
+
+
+def _classes_as_values(model: Built, wanted: set[str], ignored: Callable[[str], object] | None) -> set[str]:
+    """The classes of ``wanted`` some name, table, return or argument holds as a value (a
+    binding whose source reads the class, `r:Stage`, or is the class, `k:Stage`), outside tests."""
+    found: set[str] = set()
+    for path, ff in model.facts.items():
+        if ignored is not None and ignored(path):
+            continue
+        for owner, _, _, source in ff.types.bindings:
+            if owner in _CLASS_TESTS:
+                continue
+            while source[:2] in ("l:", "e:"):  # (held in a container, or one of its items)
+                source = source[2:]
+            if source[:2] in ("r:", "k:") and (last := source[2:].rpartition(".")[2]) in wanted:
+                found.add(last)
+    return found
 
 
 class _CallerSwitches:
