@@ -25,6 +25,7 @@ from cs_audit.switches import (  # noqa: F401  (re-exported)
     PARAM_FRESH,
     PARAM_TESTED,
     REQUEST_FIELD,
+    SERVED_ARCHITECTURE,
     GateKind,
     GateRef,
     SwitchKind,

@@ -266,7 +266,7 @@ TABLES: dict[str, dict[str, Shape]] = {
     "defaults": {
         "option_class_names": Regex(), "option_class_decorators": NAMES, "option_class_bases": NAMES,
         "option_class_records": NAMES, "option_module_paths": Regex(), "option_ignore_paths": Regex(),
-        "option_receivers": Regex(), "field_calls": NAMES, "argument_calls": NAMES, "unset_predicates": Regex(nullable=True),
+        "option_receivers": Regex(), "field_calls": NAMES, "argument_calls": NAMES, "unset_predicates": Regex(nullable=True), "plain_models": Regex(nullable=True),
         "platform": Leaf('a platform name, like "rocm"', "platform names", _is_name), "platforms": MapOf(Regex()), "platform_paths": MapOf(Regex()),
         "graph_platforms": NAMES, "model_paths": Regex(groups=("model",), nullable=True), "feature_paths": MapOf(Regex()),
         "feature_tests": MapOf(Regex()), "feature_off_tests": MapOf(Regex()), "feature_classes": MapOf(Regex()),

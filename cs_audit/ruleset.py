@@ -38,7 +38,7 @@ _EXPECTED_KEYS: dict[str, set[str]] = {
     "dispositions.yaml": {"minimal_set", "level_knob_pattern", "rules"},
     "defaults.yaml": {"option_class_names", "option_class_decorators", "option_class_bases", "option_class_records",
                       "option_module_paths", "option_ignore_paths", "option_receivers", "field_calls", "argument_calls",
-                      "unset_predicates", "platform", "platforms", "platform_paths", "graph_platforms", "device_options", "platform_devices", "model_paths", "feature_paths",
+                      "unset_predicates", "plain_models", "platform", "platforms", "platform_paths", "graph_platforms", "device_options", "platform_devices", "model_paths", "feature_paths",
                       "feature_tests", "feature_off_tests", "feature_classes", "request_classes"},
     "switch_kinds.yaml": {
         "observe_calls", "inject_calls", "announce_calls", "feature_words", "neutral_calls", "write_calls", "read_calls", "search_path_calls", "numeric_calls",
@@ -159,6 +159,8 @@ class Defaults:
     unset_predicates: re.Pattern[str] | None = None
     #: the architectures the deployment serves (() : not stated)
     models: tuple[str, ...] = ()
+    #: the model classes of the plain model an unstated deployment serves (None: no such rule)
+    plain_models: re.Pattern[str] | None = None
     #: optional feature -> the paths of the packages written for it alone (searched)
     feature_paths: tuple[tuple[str, re.Pattern[str]], ...] = ()
     #: optional feature -> the tests true only with it, and those true only without it (each
@@ -744,6 +746,7 @@ def _defaults(data: dict[str, Any]) -> Defaults:
         feature_tests=_tail_patterns(data.get("feature_tests")), feature_off_tests=_tail_patterns(data.get("feature_off_tests")),
         feature_classes=_named_patterns(data.get("feature_classes")),
         unset_predicates=re.compile(data["unset_predicates"]) if data.get("unset_predicates") else None,
+        plain_models=re.compile(data["plain_models"]) if data.get("plain_models") else None,
         device_options=re.compile(data["device_options"]) if data.get("device_options") else None,
         platform_devices=tuple((str(k), str(v)) for k, v in (data.get("platform_devices") or {}).items()),
         request_classes=re.compile(data["request_classes"]) if data.get("request_classes") else None,

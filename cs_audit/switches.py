@@ -115,6 +115,9 @@ REQUEST_FIELD = "request"
 #: a ``name`` gate's arg: no test but a dereference (`self.pool.size` read with nothing around
 #: it): what runs after it in its block needs the attribute to hold an object, not None
 DEREFERENCED = "deref"
+#: the ``ref`` of a gate on the model architecture the deployment serves (`hf_config.architectures[0]
+#: in HYBRID_ARCHS`), whose arg ``CLASS_TESTED`` names the architectures' classes it holds for
+SERVED_ARCHITECTURE = "<served architecture>"
 
 
 def as_operand(gate: GateRef) -> GateRef:

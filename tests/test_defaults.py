@@ -597,6 +597,22 @@ def test_an_architectures_start_up_overrides_apply_only_where_it_is_served(tmp_p
     assert _line('"lazy extra') in _emitter_lines(_scan(write_tree(tmp_path / "served", files)))
 
 
+def test_a_test_of_the_served_architecture_holds_only_where_one_it_names_is_served(tmp_path: Path) -> None:
+    files = {**_fixture(), "toyserve/models/bigmodel.py": BIG_MODEL}
+    assert check_annotations(files) == []
+    files["pyproject.toml"] = '[tool.cs-audit]\ndeployment = {models = ["bigmodel"]}\n'
+    lines = _emitter_lines(_scan(write_tree(tmp_path / "served", files)))
+    assert _line('"hybrid architecture') in lines and _line('"plain architecture') in lines
+    # a class the tree does not define may be what the stated deployment serves
+    assert _line('"hybrid h1') in lines
+
+
+def test_without_architecture_tests_the_code_of_named_architectures_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extract_gates_module.GateReader, "_architecture_test", lambda self, expr: None)
+    unexpected = _unexpected_lines(check_annotations(_fixture()))
+    assert {_line('"hybrid architecture'), _line('"hybrid h1')} <= unexpected
+
+
 def test_without_the_modules_a_deployment_serves_an_architectures_overrides_apply(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Defaults, "serves_module", lambda self, path: True)
     problems = " ".join(check_annotations({**_fixture(), "toyserve/config/model_overrides/bigmodel.py": ARCHITECTURE_OVERRIDES,

@@ -19,6 +19,7 @@ from cs_audit.model import (
     PARAM_FRESH,
     PARAM_TESTED,
     REQUEST_FIELD,
+    SERVED_ARCHITECTURE,
     GateRef,
     as_operand,
     closure_arg,
@@ -35,6 +36,27 @@ _HEADERS = {ast.If: "test", ast.While: "test", ast.For: "iter", ast.AsyncFor: "i
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 #: what None itself has (`self.pool.__class__`): reading one raises nothing
 _NONE_ATTRIBUTES = frozenset(dir(None))
+
+
+#: a class's name, and a model class's (`LlamaForCausalLM`, `Qwen2VLForConditionalGeneration`)
+_CLASS_NAME = re.compile(r"[A-Z]\w{0,80}")
+_MODEL_CLASS = re.compile(r"[A-Za-z0-9]For[A-Z]")
+#: longest collection of names a test of the served architecture is judged against
+_MAX_STRINGS = 64
+
+
+def _strings(node: ast.expr, known: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The strings a literal collection holds (`{"A", "B"}`, `frozenset({...})`, `("A",)`), or
+    the module name ``known`` binds to one; None for anything else."""
+    if isinstance(node, ast.Name):
+        return known.get(node.id)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set", "tuple", "list")
+            and len(node.args) == 1 and not node.keywords):
+        node = node.args[0]
+    if not isinstance(node, (ast.Set, ast.List, ast.Tuple)) or not 0 < len(node.elts) <= _MAX_STRINGS:
+        return None
+    values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return tuple(values) if len(values) == len(node.elts) else None
 
 
 def _dereferenced(stmt: ast.stmt, names: frozenset[str]) -> list[str]:
@@ -306,6 +328,8 @@ class GateReader(IndexState):
         #: the attributes a method here declares None with an annotation (`self.pool: Optional[P]
         #: = None`): what runs past an unguarded `self.pool.size` needs a pool (``deref_gates``)
         self.declared_none = frozenset(_DECLARED_NONE.findall(text)) if rs.defaults is not None else frozenset()
+        #: module names bound to a collection of strings (`HYBRID_ARCHS = frozenset({"A", ...})`)
+        self.string_sets: dict[str, tuple[str, ...]] = {}
         #: (scope, attribute) of each `self.` attribute a tuple assignment unpacks into
         #: (`self.a, self.b = f()`): the class's own state (``own_state``)
         self.unpacked_self_stores: list[tuple[Scope, str]] = []
@@ -668,6 +692,11 @@ class GateReader(IndexState):
         if isinstance(op, (ast.In, ast.NotIn)) and dotted(right, self.aliases) in self.rs.env_mappings:
             out.append(GateRef("env", self._env_key(expr.left), (), active if isinstance(op, ast.In) else not active))
             return
+        architecture = self._architecture_test(expr) if len(expr.ops) == 1 else None
+        if architecture is not None:
+            names, holds = architecture
+            out.append(GateRef("name", SERVED_ARCHITECTURE, ("operand", CLASS_TESTED + "|".join(names)), active == holds))
+            return
         if len(expr.ops) == 1 and self._default_decides(expr.left, op, right, active, out):
             return
         if len(expr.ops) == 1 and not isinstance(op, (ast.In, ast.NotIn)) and self._default_decides(
@@ -738,6 +767,56 @@ class GateReader(IndexState):
 
     def _params(self) -> tuple[str, ...]:
         return self.function.params if self.function is not None else ()
+
+    # ------------------------------------------------------------ the served architecture
+    def _note_architecture(self, name: str, value: ast.expr) -> None:
+        """`arch = hf_config.architectures[0]` in a function; `HYBRID_ARCHS = frozenset({...})`
+        at module level (``string_sets``)."""
+        scope = self.function
+        if scope is not None:
+            reads = self._reads_architecture(value, listed=False)
+            if reads != (name in scope.architecture_names):
+                self._settle_all()  # (a pending test reads the name as it was)
+                (scope.architecture_names.add if reads else scope.architecture_names.discard)(name)
+        elif not self.scopes:
+            names = _strings(value, {})
+            if names != self.string_sets.get(name):
+                self._settle_all()
+                if names is not None:
+                    self.string_sets[name] = names
+                else:
+                    self.string_sets.pop(name, None)
+
+    def _reads_architecture(self, node: ast.expr, listed: bool) -> bool:
+        """Whether ``node`` is the served model's architecture (`cfg.architectures[0]`,
+        `model_config.architecture`, a local assigned either) or, ``listed``, the list of them
+        (`cfg.architectures`)."""
+        if listed:
+            return isinstance(node, ast.Attribute) and node.attr == "architectures"
+        if isinstance(node, ast.Name):
+            return self.function is not None and node.id in self.function.architecture_names
+        if isinstance(node, ast.Attribute):
+            return node.attr == "architecture"  # (`model_config.architecture`)
+        return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "architectures"
+
+    def _architecture_test(self, expr: ast.Compare) -> tuple[tuple[str, ...], bool] | None:
+        """(the model classes named, whether the test holds when the served architecture is one
+        of them) of `arch == "LlamaForCausalLM"`, `arch in HYBRID_ARCHS`, `"X" in
+        cfg.architectures`; None for any other comparison."""
+        op, left, right = expr.ops[0], expr.left, expr.comparators[0]
+        names: tuple[str, ...] | None = None
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            for read, other in ((left, right), (right, left)):
+                if self._reads_architecture(read, listed=False) and isinstance(other, ast.Constant) and isinstance(other.value, str):
+                    names = (other.value,)
+        elif isinstance(op, (ast.In, ast.NotIn)):
+            if self._reads_architecture(left, listed=False):
+                names = _strings(right, self.string_sets)
+            elif isinstance(left, ast.Constant) and isinstance(left.value, str) and self._reads_architecture(right, listed=True):
+                names = (left.value,)
+        if not names or not all(_CLASS_NAME.fullmatch(n) for n in names) or not any(_MODEL_CLASS.search(n) for n in names):
+            return None
+        return tuple(sorted(set(names))), isinstance(op, (ast.Eq, ast.In))
 
     def _default_decides(self, left: ast.expr, op: ast.cmpop, right: ast.expr, active: bool, out: list[GateRef]) -> bool:
         """A comparison of an env value with literals, judged with the value it has when the

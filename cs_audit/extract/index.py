@@ -953,6 +953,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
     def _note_assign(self, targets: list[ast.expr], value: ast.expr | None) -> None:
         if value is None:
             return
+        if len(targets) == 1 and targets[0].__class__ is ast.Name:
+            self._note_architecture(targets[0].id, value)
         if isinstance(value, ast.Call):
             func = value.func
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None

@@ -225,6 +225,8 @@ class Scope:
     path_names: set[str] = field(default_factory=set)
     #: the names it declares `global`, as the walk meets them (``FunctionDef.global_names``)
     global_names: set[str] = field(default_factory=set)
+    #: its locals assigned the served model's architecture (`arch = hf_config.architectures[0]`)
+    architecture_names: set[str] = field(default_factory=set)
     #: its assignments of formatted strings to plain names (``_Indexer._note_message``)
     messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] | None = None
     #: the module's ``StoredNames`` (``locals`` is worked out through it)

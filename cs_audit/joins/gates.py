@@ -36,12 +36,14 @@ from cs_audit.joins.fields import callers_off, field_switch, wrapped_by_default
 from cs_audit.joins.kept import SiteGates
 from cs_audit.joins.param_gates import CallOff, parameter_gate
 from cs_audit.joins.resolver import _class_of
+from cs_audit.joins.served import architecture_switch
 from cs_audit.model import (
     DEFAULT_ON,
     DEREFERENCED,
     LEVEL_SWITCH,
     PARAM_FRESH,
     PARAM_TESTED,
+    SERVED_ARCHITECTURE,
     FileFacts,
     FuncKey,
     FunctionDef,
@@ -117,6 +119,9 @@ def _exported(model: TreeModel, ref: str) -> list[tuple[str, str]]:
 
 
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
+    if gate.ref == SERVED_ARCHITECTURE:
+        # `arch in HYBRID_ARCHS`: only the architectures the deployment serves
+        return architecture_switch(model.resolver.types.classes, rs.defaults, gate)
     if DEREFERENCED in gate.args:
         # past `self.pool.size` read unguarded the attribute holds an object, not None: only
         # the class it is declared to hold decides (a falsy default, `""` or `0`, may be read)

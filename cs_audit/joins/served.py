@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 
 from cs_audit.joins.host_data import module_files
 from cs_audit.joins.joined import JoinedModel
-from cs_audit.model import FileFacts, SwitchRef
+from cs_audit.model import CLASS_TESTED, FileFacts, GateRef, SwitchRef
 from cs_audit.ruleset import Defaults
 
 
@@ -63,3 +64,31 @@ def unserved_overrides(facts: dict[str, FileFacts], defaults: Defaults | None) -
     arch_of = {path: arch for path in facts if (arch := defaults.model_of(path))}
     architectures = {arch for path, arch in arch_of.items() if any(_MODEL_CLASS.search(c.qualname) for c in facts[path].types.classes)}
     return frozenset(path for path, arch in arch_of.items() if arch in architectures and not defaults.serves_module(path))
+
+
+def architecture_switch(types_classes: Iterable[tuple[str, str]], defaults: Defaults | None, gate: GateRef) -> SwitchRef | None:
+    """The switch of a test of the served architecture (``SERVED_ARCHITECTURE``: `arch in
+    HYBRID_ARCHS`): a test that holds only for the classes it names is off unless the
+    deployment serves an architecture one of them is defined in (its module, ``model_of``); an
+    unstated deployment serves a plain model (``Defaults.plain_models``), which a test naming
+    none of its classes does not hold for. A test that holds for every
+    other architecture holds by default (None)."""
+    if defaults is None or not gate.active_when_set:
+        return None
+    named = [name for arg in gate.args if arg.startswith(CLASS_TESTED) for name in arg[len(CLASS_TESTED):].split("|")]
+    if not named:
+        return None
+    if not defaults.models and defaults.plain_models is not None and any(defaults.plain_models.fullmatch(n) for n in named):
+        return None  # (the plain model an unstated deployment serves may be one of them)
+    wanted = set(named)
+    homes: dict[str, set[str | None]] = {}
+    for path, qualname in types_classes:
+        last = qualname.rpartition(".")[2]
+        if last in wanted:
+            homes.setdefault(last, set()).add(defaults.model_of(path))
+    if defaults.models and any(
+            not homes.get(name) or None in homes[name] or not homes[name].isdisjoint(defaults.models) for name in named):
+        return None  # (a class defined nowhere, or outside any architecture's modules: not known to be unserved)
+    first = min(named)
+    arch = min((a for a in homes.get(first, ()) if a is not None), default=None)
+    return SwitchRef("option", f"model={arch or first}")
