@@ -1965,3 +1965,91 @@ def make_sync(config):
 
 def test_declared_components_that_still_run_by_default_are_reported() -> None:
     assert check_annotations({"toyserve/components_on.py": STILL_ON_COMPONENTS, "toyserve/syncs.py": SYNCS}) == []
+
+
+STILL_ON_ARCHITECTURES = '''"""Tests that look like tests of the served architecture but are not decided by it."""
+import logging
+
+logger = logging.getLogger(__name__)
+
+# a list: code anywhere may add to it
+LISTED = ["HybridForCausalLM"]
+# rebound after it is first bound
+GROWN = ("HybridForCausalLM",)
+GROWN += ("LlamaForCausalLM",)
+TABLED = ("HybridForCausalLM",)
+
+
+def refresh():
+    global TABLED
+    TABLED = ("LlamaForCausalLM",)
+
+
+class Registry:
+    architectures = ("HybridForCausalLM",)
+
+
+def check(batch, hf_config, names):
+    arch = hf_config.architectures[0]
+    if arch in LISTED:
+        # expect: default-on-emitter
+        logger.info("listed %d", len(batch))
+    if arch in GROWN:
+        # expect: default-on-emitter
+        logger.info("grown %d", len(batch))
+    if arch in TABLED:
+        # expect: default-on-emitter
+        logger.info("tabled %d", len(batch))
+    if "HybridForCausalLM" in Registry.architectures:
+        # the registry's list, not a config's
+        # expect: default-on-emitter
+        logger.info("registry %d", len(batch))
+
+
+def shadowed(batch, hf_config, GROWN):
+    if hf_config.architectures[0] in GROWN:
+        # expect: default-on-emitter
+        logger.info("shadowed %d", len(batch))
+
+
+def rebound(batch, hf_config, names):
+    arch = hf_config.architectures[0]
+    for arch in names:
+        if arch == "HybridForCausalLM":
+            # expect: default-on-emitter
+            logger.info("rebound %d", len(batch))
+
+
+class Runner:
+    def execute_model(self, batch):
+        check(batch, self.hf_config, batch)
+        shadowed(batch, self.hf_config, batch)
+        rebound(batch, self.hf_config, batch)
+'''
+
+
+def test_tests_that_only_look_like_ones_of_the_served_architecture_are_reported() -> None:
+    assert check_annotations({"toyserve/arch_on.py": STILL_ON_ARCHITECTURES}) == []
+
+
+def test_a_served_architecture_defined_in_a_shared_module_and_the_assumption_named(tmp_path: Path) -> None:
+    files = {
+        "toyserve/models/common.py": "class SharedForCausalLM:\n    pass\n",
+        "toyserve/models/bigmodel.py": "from toyserve.models.common import SharedForCausalLM\n\n\n" + BIG_MODEL,
+        "toyserve/models/other.py": "class OtherForCausalLM:\n    pass\n",
+        "toyserve/runner.py": (
+            "import logging\n\nlogger = logging.getLogger(__name__)\n\n\n"
+            "class Runner:\n    def execute_model(self, batch):\n"
+            "        if self.hf_config.architectures[0] == 'SharedForCausalLM':\n"
+            "            logger.info('shared %d', len(batch))\n"
+            "        if self.hf_config.architectures[0] == 'OtherForCausalLM':\n"
+            "            logger.info('other %d', len(batch))\n"),
+    }
+    unstated = _scan(write_tree(tmp_path / "unstated", files))
+    assert not {9, 11} & {f["line"] for f in unstated["findings"] if f["path"] == "toyserve/runner.py" and f["switch"] is None}
+    assumed = {u["switch"]: u["value"] for u in unstated["deployment"]["defaults_used"]}
+    assert assumed.get("model=other") == "not served"
+    files["pyproject.toml"] = '[tool.cs-audit]\ndeployment = {models = ["bigmodel"]}\n'
+    served = _scan(write_tree(tmp_path / "served", files))
+    on = {f["line"] for f in served["findings"] if f["path"] == "toyserve/runner.py" and f["switch"] is None}
+    assert 9 in on and 11 not in on

@@ -71,6 +71,9 @@ def deployment(model: TreeModel, rs: RuleSet, findings: Iterable[Finding] = ()) 
             used.append(DefaultUsed(option, defaults.platform, "", 0, count, shown[option]))
         elif name == "feature":
             used.append(DefaultUsed(option, "off", "", 0, count, shown[option]))
+        elif name == "model":
+            # an architecture the deployment does not serve (unstated: a plain model's)
+            used.append(DefaultUsed(option, "not served", "", 0, count, shown[option]))
         elif name in stated:
             used.append(DefaultUsed(option, repr(stated[name]), "", 0, count, shown[option]))
         else:

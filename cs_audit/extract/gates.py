@@ -45,14 +45,18 @@ _MODEL_CLASS = re.compile(r"[A-Za-z0-9]For[A-Z]")
 _MAX_STRINGS = 64
 
 
-def _strings(node: ast.expr, known: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+def _strings(node: ast.expr, known: dict[str, tuple[str, ...]], fixed: bool = False) -> tuple[str, ...] | None:
     """The strings a literal collection holds (`{"A", "B"}`, `frozenset({...})`, `("A",)`), or
-    the module name ``known`` binds to one; None for anything else."""
+    the module name ``known`` binds to one; None for anything else. ``fixed``: only a collection
+    no call can change (a tuple, a frozenset), as a module's name must be."""
     if isinstance(node, ast.Name):
         return known.get(node.id)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set", "tuple", "list")
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "tuple")
             and len(node.args) == 1 and not node.keywords):
         node = node.args[0]
+        fixed = False  # (whatever the literal inside)
+    if fixed and not isinstance(node, ast.Tuple):
+        return None
     if not isinstance(node, (ast.Set, ast.List, ast.Tuple)) or not 0 < len(node.elts) <= _MAX_STRINGS:
         return None
     values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
@@ -770,16 +774,20 @@ class GateReader(IndexState):
 
     # ------------------------------------------------------------ the served architecture
     def _note_architecture(self, name: str, value: ast.expr) -> None:
-        """`arch = hf_config.architectures[0]` in a function; `HYBRID_ARCHS = frozenset({...})`
-        at module level (``string_sets``)."""
+        """`arch = hf_config.architectures[0]` in a function, its only store of the name;
+        `HYBRID_ARCHS = frozenset({...})` at module level, the module's only binding of the name,
+        which nothing changes (``string_sets``)."""
         scope = self.function
         if scope is not None:
-            reads = self._reads_architecture(value, listed=False)
+            reads = self._reads_architecture(value, listed=False) and scope.store_counts.get(name) == 1 \
+                and name not in scope.params
             if reads != (name in scope.architecture_names):
                 self._settle_all()  # (a pending test reads the name as it was)
                 (scope.architecture_names.add if reads else scope.architecture_names.discard)(name)
         elif not self.scopes:
-            names = _strings(value, {})
+            names = _strings(value, {}, fixed=True)
+            if names is not None and not self._bound_once(name):
+                names = None
             if names != self.string_sets.get(name):
                 self._settle_all()
                 if names is not None:
@@ -787,17 +795,34 @@ class GateReader(IndexState):
                 else:
                     self.string_sets.pop(name, None)
 
+    def _bound_once(self, name: str) -> bool:
+        """Whether the module binds ``name`` once, at its top level, and rebinds it nowhere (no
+        second assignment or unpacking into it, `global`, augmented assignment, import, loop or
+        `with` over it)."""
+        text = self.text
+        word = re.escape(name)
+        stores = re.findall(rf"^([ \t]*)[\w \t,()\[\]]*\b{word}\b[\w \t,()\[\]]*(?::[^=\n]*)?=(?!=)", text, re.M)
+        if stores != [""]:
+            return False
+        return re.search(rf"\bglobal\s[^\n]*\b{word}\b|\b{word}\s*[-+|&*]=|\bimport\s[^\n]*\b{word}\b|\bas\s+{word}\b"
+                         rf"|\bfor\s[^\n]*\b{word}\b[^\n]*\sin\s", text, re.M) is None
+
     def _reads_architecture(self, node: ast.expr, listed: bool) -> bool:
         """Whether ``node`` is the served model's architecture (`cfg.architectures[0]`,
         `model_config.architecture`, a local assigned either) or, ``listed``, the list of them
-        (`cfg.architectures`)."""
-        if listed:
-            return isinstance(node, ast.Attribute) and node.attr == "architectures"
+        (`cfg.architectures`): read off a config (`hf_config`, `model_config`, `self.config`)."""
         if isinstance(node, ast.Name):
-            return self.function is not None and node.id in self.function.architecture_names
-        if isinstance(node, ast.Attribute):
-            return node.attr == "architecture"  # (`model_config.architecture`)
-        return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "architectures"
+            return not listed and self.function is not None and node.id in self.function.architecture_names
+        if isinstance(node, ast.Subscript) and not listed:
+            node = node.value
+            wanted = "architectures"
+        else:
+            wanted = "architectures" if listed else "architecture"
+        if not isinstance(node, ast.Attribute) or node.attr != wanted:
+            return False
+        owner = node.value
+        last = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+        return last.lower().endswith("config")
 
     def _architecture_test(self, expr: ast.Compare) -> tuple[tuple[str, ...], bool] | None:
         """(the model classes named, whether the test holds when the served architecture is one
@@ -811,7 +836,10 @@ class GateReader(IndexState):
                     names = (other.value,)
         elif isinstance(op, (ast.In, ast.NotIn)):
             if self._reads_architecture(left, listed=False):
-                names = _strings(right, self.string_sets)
+                scope = self.function
+                shadowed = isinstance(right, ast.Name) and scope is not None and (
+                    right.id in scope.store_counts or right.id in scope.params)
+                names = None if shadowed else _strings(right, self.string_sets)
             elif isinstance(left, ast.Constant) and isinstance(left.value, str) and self._reads_architecture(right, listed=True):
                 names = (left.value,)
         if not names or not all(_CLASS_NAME.fullmatch(n) for n in names) or not any(_MODEL_CLASS.search(n) for n in names):

@@ -121,7 +121,7 @@ def _exported(model: TreeModel, ref: str) -> list[tuple[str, str]]:
 def _resolve_gate(model: TreeModel, path: str, function: str | None, gate: GateRef, rs: RuleSet) -> SwitchRef | None:
     if gate.ref == SERVED_ARCHITECTURE:
         # `arch in HYBRID_ARCHS`: only the architectures the deployment serves
-        return architecture_switch(model.resolver.types.classes, rs.defaults, gate)
+        return architecture_switch(model.resolver.types.classes, rs.defaults, gate, model.unserved)
     if DEREFERENCED in gate.args:
         # past `self.pool.size` read unguarded the attribute holds an object, not None: only
         # the class it is declared to hold decides (a falsy default, `""` or `0`, may be read)

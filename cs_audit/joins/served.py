@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from cs_audit.joins.host_data import module_files
 from cs_audit.joins.joined import JoinedModel
@@ -66,13 +66,15 @@ def unserved_overrides(facts: dict[str, FileFacts], defaults: Defaults | None) -
     return frozenset(path for path, arch in arch_of.items() if arch in architectures and not defaults.serves_module(path))
 
 
-def architecture_switch(types_classes: Iterable[tuple[str, str]], defaults: Defaults | None, gate: GateRef) -> SwitchRef | None:
+def architecture_switch(types_classes: Iterable[tuple[str, str]], defaults: Defaults | None, gate: GateRef,
+                        unserved: Mapping[str, SwitchRef]) -> SwitchRef | None:
     """The switch of a test of the served architecture (``SERVED_ARCHITECTURE``: `arch in
     HYBRID_ARCHS`): a test that holds only for the classes it names is off unless the
-    deployment serves an architecture one of them is defined in (its module, ``model_of``); an
-    unstated deployment serves a plain model (``Defaults.plain_models``), which a test naming
-    none of its classes does not hold for. A test that holds for every
-    other architecture holds by default (None)."""
+    deployment serves an architecture one of them is defined in. Stated, the deployment loads
+    every module ``unserved`` (``unserved_modules``) leaves out, shared ones included; a class
+    the tree does not define may be what it serves. Unstated, it serves a plain model
+    (``Defaults.plain_models``), which a test naming none of its classes does not hold for. A
+    test that holds for every other architecture holds by default (None)."""
     if defaults is None or not gate.active_when_set:
         return None
     named = [name for arg in gate.args if arg.startswith(CLASS_TESTED) for name in arg[len(CLASS_TESTED):].split("|")]
@@ -81,14 +83,13 @@ def architecture_switch(types_classes: Iterable[tuple[str, str]], defaults: Defa
     if not defaults.models and defaults.plain_models is not None and any(defaults.plain_models.fullmatch(n) for n in named):
         return None  # (the plain model an unstated deployment serves may be one of them)
     wanted = set(named)
-    homes: dict[str, set[str | None]] = {}
+    homes: dict[str, list[str]] = {}
     for path, qualname in types_classes:
         last = qualname.rpartition(".")[2]
         if last in wanted:
-            homes.setdefault(last, set()).add(defaults.model_of(path))
-    if defaults.models and any(
-            not homes.get(name) or None in homes[name] or not homes[name].isdisjoint(defaults.models) for name in named):
-        return None  # (a class defined nowhere, or outside any architecture's modules: not known to be unserved)
+            homes.setdefault(last, []).append(path)
+    if defaults.models and any(not homes.get(name) or any(path not in unserved for path in homes[name]) for name in named):
+        return None
     first = min(named)
-    arch = min((a for a in homes.get(first, ()) if a is not None), default=None)
+    arch = min((a for path in homes.get(first, ()) if (a := defaults.model_of(path)) is not None), default=None)
     return SwitchRef("option", f"model={arch or first}")
