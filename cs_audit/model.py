@@ -530,9 +530,6 @@ class FileFacts:
     #: (class, attribute, the class it holds) of each attribute a method declares None with an
     #: optional annotation (`self.pool: Optional[HostPool] = None`): None until a `HostPool` is built
     own_optional: tuple[tuple[str, str, str], ...] = ()
-    #: (line, callee, predicates) of each call `r.m()` that runs only once `r.p()` returned true
-    #: (`if r.can_run(): r.run()`): a class whose `p` returns False is no receiver there
-    receiver_tests: tuple[tuple[int, str, tuple[str, ...]], ...] = ()
     #: `Class.attr` of those its methods assign other than as a copy of the same-named
     #: attribute of another object (`self.x = cfg.x`): an option name one of them is, is
     #: ambiguous, except on a receiver typed as none of those classes

@@ -13,7 +13,6 @@ from cs_audit.config import AuditConfig
 from cs_audit.extract.discover import discover
 from cs_audit.joins import callgraph, resolver
 from cs_audit.model import FileFacts
-from cs_audit.testing import check_annotations
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -719,71 +718,3 @@ def test_a_group_whose_targets_were_forgotten_flows_again_next_call(tmp_path: Pa
     facts, rs = _facts_of(_write_tree(tmp_path / "t", _DEEP))
     model = callgraph.build_model(facts, rs, whole=False)
     assert ("Impl.go", "target") in _calls(model)
-
-
-#: a base-typed runner's call made only once the receiver's own test passed: a class whose test
-#: returns False is no receiver there
-RECEIVER_TESTED = '''
-import logging
-logger = logging.getLogger(__name__)
-
-
-class Runner:
-    def can_run(self, batch):
-        raise NotImplementedError
-
-    def execute(self, batch):
-        raise NotImplementedError
-
-
-class GraphRunner(Runner):
-    def can_run(self, batch):
-        return len(batch) > 0
-
-    def execute(self, batch):
-        # expect: default-on-emitter
-        logger.info("graph %d", len(batch))
-
-
-class EagerRunner(Runner):
-    def can_run(self, batch):
-        return False
-
-    def execute(self, batch):
-        # only a runner whose test passed gets here, and an eager one's never does
-        # ok: default-on-emitter
-        logger.info("eager %d", len(batch))
-
-    def run_eager(self, batch):
-        # expect: default-on-emitter
-        logger.info("eager fallback %d", len(batch))
-
-
-class Engine:
-    def __init__(self, runner: Runner, eager: EagerRunner):
-        self.runner = runner
-        self.eager = eager
-
-    def execute_model(self, batch):
-        ok = bool(batch and self.runner.can_run(batch))
-        if ok:
-            return self.runner.execute(batch)
-        self.eager.run_eager(batch)
-        if self.runner.can_run(batch):
-            self.runner.execute(batch)
-'''
-
-
-def test_a_class_whose_own_test_returns_false_is_no_receiver_of_a_call_under_that_test() -> None:
-    assert check_annotations({"toyserve/recv.py": RECEIVER_TESTED}) == []
-    # a class built on it that passes the test runs the method it keeps
-    passing = RECEIVER_TESTED.replace("class Engine:", "class LazyEager(EagerRunner):\n    def can_run(self, batch):\n"
-                                      "        return True\n\n\nclass Engine:")
-    problems = check_annotations({"toyserve/recv.py": passing})
-    assert len(problems) == 1 and "unexpected default-on-emitter" in problems[0]
-
-
-def test_without_receiver_tests_every_override_is_a_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph, "refused_by_receiver", lambda *a: False)
-    problems = check_annotations({"toyserve/recv.py": RECEIVER_TESTED})
-    assert len(problems) == 1 and "unexpected default-on-emitter" in problems[0]

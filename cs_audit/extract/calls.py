@@ -203,9 +203,6 @@ class CallEdges(GateReader):
         #: (function, target name, iterable) of each comprehension the edges pass saw
         self.comprehensions: list[tuple[str | None, str, ast.expr]] = []
         self.arguments: list[tuple[str | None, str, ast.Call]] = []
-        #: (line, callee, predicates) of each call `r.m()` that runs only once `r.p()` held
-        #: (``FileFacts.receiver_tests``)
-        self.receiver_tests: list[tuple[int, str, tuple[str, ...]]] = []
         #: (each ast.Lambda, its qualname), and how many lambdas each scope has so far
         self.lambdas: list[tuple[ast.Lambda, str]] = []
         self.lambda_numbers: dict[str, int] = {}
@@ -424,36 +421,9 @@ class CallEdges(GateReader):
                     self._note_host_arguments(callee, call)
                     self._note_passed_values(callee, call)
                 self.calls.append(PlainCall((callee, *rest)))
-                if gates and "." in callee:
-                    predicates = self._receiver_predicates(callee, gates)
-                    if predicates:
-                        self.receiver_tests.append((call.lineno, callee, predicates))
             for target in handed:
                 handed_callee = f"{callee}{HANDED}{target}"
                 self.calls.append(PlainCall((shared.setdefault(handed_callee, handed_callee), *rest)))
-
-    def _receiver_predicates(self, callee: str, gates: tuple[GateRef, ...]) -> tuple[str, ...]:
-        """The methods of the call's receiver that must have returned true for the call to run:
-        `if r.can_run(): r.run()`, or through a local its latest assignment, made around the
-        same tests or fewer, sets to a conjunction holding one (`ok = bool(x and r.can_run())`
-        ... `if ok: r.run()`)."""
-        receiver = callee.rpartition(".")[0]
-        scope = self.function
-        found: set[str] = set()
-        for gate in gates:
-            if gate.any_of or not gate.active_when_set:
-                continue
-            refs: list[GateRef] = [gate]
-            if gate.kind == "name" and "." not in gate.ref and scope is not None and not gate.args:
-                latest = scope.latest_value.get(gate.ref)
-                if latest is not None and tuple(g.serial for g in self.gate_groups[:len(latest[0])]) == latest[0]:
-                    current, self.function = self.function, scope
-                    refs = self.gate_refs(latest[1], True)
-                    self.function = current
-            for ref in refs:
-                if ref.kind == "call" and not ref.any_of and ref.active_when_set and ref.ref.rpartition(".")[0] == receiver:
-                    found.add(ref.ref.rpartition(".")[2])
-        return tuple(sorted(found))
 
     def _reads_only(self, node: ast.AST) -> None:
         """The attribute reads of a statement that makes no call."""

@@ -7,8 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from itertools import count
+from dataclasses import dataclass, replace
 
 from cs_audit.extract.scopes import Scope, dotted, raw_dotted, rebound_after
 from cs_audit.extract.state import IndexState
@@ -29,7 +28,6 @@ from cs_audit.pyast import is_none
 from cs_audit.ruleset import RuleSet
 
 _MAX_GATE_REFS = 8
-_SERIALS = count()
 
 #: `self.pool: Optional[HostPool] = None`, `self.pool: "P | None" = None` (``GateReader.declared_none``)
 _DECLARED_NONE = re.compile(r"\bself\.(\w+)\s*:[^=\n]{1,200}=\s*None\b")
@@ -272,8 +270,6 @@ class _GateGroup:
     active: bool
     function: Scope | None
     refs: list[GateRef] | None = None
-    #: which push made it, unique in the walk (``Scope.latest_value`` keeps these, not the groups)
-    serial: int = field(default_factory=lambda: next(_SERIALS))
 
 
 def _held_request(value: ast.expr, requests: dict[str, str | None]) -> str | None:

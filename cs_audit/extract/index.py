@@ -137,7 +137,6 @@ class ModuleIndex:
     #: `Class.attr` of the attributes its methods keep as their own state (``own_state``)
     own_state: tuple[str, ...] = ()
     own_optional: tuple[tuple[str, str, str], ...] = ()
-    receiver_tests: tuple[tuple[int, str, tuple[str, ...]], ...] = ()
     falsy_names: tuple[tuple[str | None, str], ...] = ()
     #: strings formatted into locals that only calls read (``extract.messages``)
     built_messages: tuple[BuiltMessage, ...] = ()
@@ -180,13 +179,6 @@ def _returns_value(body: list[ast.stmt]) -> bool:
 def _ANY_NAME(name: str) -> bool:
     """At module level every name is a global."""
     return True
-
-
-def _only_false(scope: Scope) -> bool:
-    """A function whose one `return` gives `False` with no test around it (`def can_run(self):
-    return False`): what it returns is known, though it has one exit."""
-    facts = scope.return_facts
-    return len(facts) == 1 and not scope.managed and facts[0][1] == "false" and not facts[0][0]
 
 
 def _ends_in_exit(body: list[ast.stmt]) -> bool:
@@ -449,8 +441,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                 col=self._column(node.lineno, node.col_offset), global_names=tuple(sorted(scope.global_names)),
                 int_defaults=int_defaults, returned_test=returned_test, const_defaults=const_defaults,
                 false_entry_gates=false_entry_gates, fallback_return=fallback_return, fallback_gates=fallback_gates,
-                returns=tuple(scope.return_facts) if ((0 if scope.managed else 1) < len(scope.return_facts) <= _MAX_RETURNS
-                                                      or _only_false(scope)) and not returned_test else (),
+                returns=tuple(scope.return_facts) if (0 if scope.managed else 1) < len(scope.return_facts) <= _MAX_RETURNS
+                and not returned_test else (),
                 returned_field=scope.returned_attrs[0] if len(set(scope.returned_attrs)) == 1
                 and len(scope.returned_attrs) <= _MAX_RETURNS else "",
             )
@@ -797,8 +789,6 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                     # a nested function setting a `nonlocal` name or the enclosing `self.`: the enclosing function's
                     owner = self.closure(self.function).get(target.split(".", 1)[0], self.function) if self.function else None
                     self.assignments.append((owner, target, node.value, tuple(self.gate_groups)))
-                    if owner is self.function and owner is not None and "." not in target:
-                        owner.latest_value[target] = (tuple(g.serial for g in self.gate_groups), node.value)
                     if owner is self.function and owner is not None and "." not in target and owner.store_counts.get(target) == 1:
                         owner.assigned.setdefault(target, []).append(node.value)  # (bound once: this value)
                 value = node.value
@@ -1115,7 +1105,6 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         stores=indexer.stores,
         comprehensions=tuple(indexer.comprehensions),
         arguments=tuple(indexer.arguments),
-        receiver_tests=tuple(indexer.receiver_tests),
         lambdas=tuple(indexer.lambdas),
         whiles=tuple(indexer.whiles),
         wrapped=indexer.wrapped(),

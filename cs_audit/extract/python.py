@@ -180,7 +180,6 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         own_attributes=own_attributes(text) if rs.defaults is not None else (),
         own_state=index.own_state if rs.defaults is not None else (),
         own_optional=index.own_optional if rs.defaults is not None else (),
-        receiver_tests=index.receiver_tests,
         foreign_attributes=foreign_stores(text) if rs.defaults is not None else (),
     )
 

@@ -227,8 +227,6 @@ class Scope:
     global_names: set[str] = field(default_factory=set)
     #: its locals assigned the served model's architecture (`arch = hf_config.architectures[0]`)
     architecture_names: set[str] = field(default_factory=set)
-    #: local -> (the serials of the gate groups around, the value) of its latest assignment the walk met
-    latest_value: dict[str, tuple[tuple[int, ...], ast.expr]] = field(default_factory=dict)
     #: its assignments of formatted strings to plain names (``_Indexer._note_message``)
     messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] | None = None
     #: the module's ``StoredNames`` (``locals`` is worked out through it)

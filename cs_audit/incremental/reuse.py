@@ -36,7 +36,7 @@ from cs_audit.model import (
 
 #: fields that hold a line number; (line, text, ...) tuples in the fields of ``_LINE_PAIRS``
 _LINE_FIELDS = frozenset({"line", "end_line", "body_line"})
-_LINE_PAIRS = frozenset({"literal_paths", "file_refs", "gated_effects", "field_stores", "keywords_named", "receiver_tests"})
+_LINE_PAIRS = frozenset({"literal_paths", "file_refs", "gated_effects", "field_stores", "keywords_named"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 

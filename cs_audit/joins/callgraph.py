@@ -39,7 +39,6 @@ from cs_audit.joins.named_calls import NamedCall, callers_on_demand, hidden_call
 from cs_audit.joins.param_gates import callers_by_target
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
-from cs_audit.joins.receivers import needed_predicates, refused_by_receiver
 from cs_audit.joins.resolver import HOW_CODES, HOWS, READ, Resolver, _class_of, _last_name
 from cs_audit.joins.roots import configured_roots, event_loop_roots
 from cs_audit.joins.served import unserved_modules, unserved_overrides
@@ -275,17 +274,13 @@ def _add_edges(model: TreeModel, rs: RuleSet, raw_edges: list[tuple[str, CallSit
     edges, callers = model.edges, model.callers
     model.pending_callers = callers_by_target(raw_edges)
     start = 0
-    types = model.resolver.types
     for path, count in edge_counts:
         these = raw_edges[start:start + count]
         switches = _edge_switches(model, path, these, rs, edge_calls[start:start + count])
         start += count
         # a module of another platform calls nothing in this deployment
         elsewhere = _module_switch(model, path, rs)
-        needed = needed_predicates(model.facts[path]) if model.facts[path].receiver_tests else None
         for (_, site, target, how), switch in zip(these, switches):
-            if needed and (predicates := needed.get((site.line, site.callee))) and refused_by_receiver(model, types, target, predicates):
-                continue  # (no class that may run it there passes the receiver's test)
             if switch is None and elsewhere is not None:
                 switch = elsewhere
             edge = Edge((path, site.function) if site.function else None, target, site, path, switch, how)
