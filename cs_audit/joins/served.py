@@ -15,9 +15,10 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from cs_audit.joins.components import tested_classes
 from cs_audit.joins.host_data import module_files
 from cs_audit.joins.joined import JoinedModel
-from cs_audit.model import CLASS_TESTED, FileFacts, GateRef, SwitchRef
+from cs_audit.model import FileFacts, GateRef, SwitchRef
 from cs_audit.ruleset import Defaults
 
 
@@ -77,7 +78,7 @@ def architecture_switch(types_classes: Iterable[tuple[str, str]], defaults: Defa
     test that holds for every other architecture holds by default (None)."""
     if defaults is None or not gate.active_when_set:
         return None
-    named = [name for arg in gate.args if arg.startswith(CLASS_TESTED) for name in arg[len(CLASS_TESTED):].split("|")]
+    named = [name for name in tested_classes(gate) if name]
     if not named:
         return None
     if not defaults.models and defaults.plain_models is not None and any(defaults.plain_models.fullmatch(n) for n in named):
