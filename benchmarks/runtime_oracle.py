@@ -8,12 +8,14 @@ real run, with cs-audit's own ``trace`` and ``confirm``:
 1. makes (or reuses) a venv of its own with torch and transformers pinned below; neither
    becomes a dependency of cs-audit;
 2. ``cs-audit trace --package transformers`` runs this file's ``--child`` in that venv: it builds
-   tiny random models from configs (no hub download: a dense llama and the MoE mixtral and
-   qwen3_moe; 2 layers, hidden 64, vocab 1000), all of them before the first step, then runs
-   ``generate()`` greedy and sampled on each.  The step root is the top model's ``forward``
-   (one iteration of the generation loop: prefill or one decoded token); the first ``--warmup``
-   steps are left out;
-3. ``cs-audit confirm`` scans the installed transformers and joins the trace to it;
+   a tiny random model from its config (no hub download: a dense llama, then the MoE mixtral,
+   then qwen3_moe, one model a run; 2 layers, hidden 64, vocab 1000) before the first step, then
+   runs ``generate()`` greedy and sampled.  The step root is the top model's ``forward`` (one
+   iteration of the generation loop: prefill or one decoded token); the first ``--warmup`` steps
+   are left out.  One model a run, so that a step is a step of the model served: with several
+   models in one run, each model's code would run on a third of the steps;
+3. ``cs-audit confirm`` scans the installed transformers and joins each trace to it, the
+   deployment audited being that run's model;
 4. prints and writes ``oracle.md``: function-level PRECISION (of the functions holding a finding
    claimed per step by default, in modules the run loaded, how many ran at least 0.9 times a
    step) and RECALL (of the functions holding an ungated finding that ran per step, how many
@@ -51,17 +53,16 @@ class Failure(Exception):
 
 # ---------------------------------------------------------------- child (runs in the venv, under trace)
 
-def child(new_tokens: int, seed: int) -> None:
+def child(model_type: str, new_tokens: int, seed: int) -> None:
     import torch
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
 
     transformers.logging.set_verbosity_error()
-    models = []
-    for model_type, (extra, _) in MODELS.items():  # every model built before the first step
-        config = AutoConfig.for_model(model_type, **TINY, **extra)
-        torch.manual_seed(seed)
-        models.append(AutoModelForCausalLM.from_config(config).eval())
+    extra = MODELS[model_type][0]
+    config = AutoConfig.for_model(model_type, **TINY, **extra)
+    torch.manual_seed(seed)
+    models = [AutoModelForCausalLM.from_config(config).eval()]  # built before the first step
     ids = torch.randint(3, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(seed))
     mask = torch.ones_like(ids)
     mask[1, :2] = 0  # the second row left-padded
@@ -104,42 +105,55 @@ def pct(a: int, b: int) -> str:
     return f"{a}/{b} ({100 * a / b:.0f}%)" if b else f"{a}/0 (n/a)"
 
 
-def summary(trace: dict, confirm: dict, versions: dict) -> list[str]:
-    """The oracle's figures from ``confirm --format json``: finding-holding functions, as the
-    oracle measured before ``confirm`` existed, then confirm's agreement over every function."""
+def summary(runs: dict[str, tuple[dict, dict]], versions: dict) -> list[str]:
+    """The oracle's figures from each model's trace and ``confirm --format json``, added up over
+    the models: finding-holding functions, as the oracle measured before ``confirm`` existed,
+    then confirm's agreement over every function."""
     def claimed(f: dict) -> bool:
         return f["switch"] is None and f["frequency"] in HOT and f["path_kind"] == "normal"
 
-    by_fn: dict[tuple[str, str], list[dict]] = {}
-    for f in confirm["findings"]:
-        if f["function"] and f["switch"] is None:
-            by_fn.setdefault((f["path"], f["function"]), []).append(f)
-    status = {k: fs[0]["observed"]["status"] for k, fs in by_fn.items()}
-    claimed_fns = {k for k, fs in by_fn.items() if any(claimed(f) for f in fs)}
-    covered = {k for k in claimed_fns if status[k] != "not-covered"}
-    per_step = {k for k in covered if status[k] == "per-step"}
-    hot = {k for k in by_fn if status[k] == "per-step"}
-    found = hot & claimed_fns
-    counts = Counter(f["observed"]["status"] for f in confirm["findings"] if claimed(f))
-    a = confirm["agreement"] or {}
-    steps = trace["steps"]
+    covered, per_step, hot, found = set(), set(), set(), set()
+    counts: Counter[str] = Counter()
+    agreement: Counter[str] = Counter()
+    for model_type, (_, confirm) in runs.items():
+        by_fn: dict[tuple[str, str, str], list[dict]] = {}
+        for f in confirm["findings"]:
+            if f["function"] and f["switch"] is None:
+                by_fn.setdefault((model_type, f["path"], f["function"]), []).append(f)
+        status = {k: fs[0]["observed"]["status"] for k, fs in by_fn.items()}
+        claimed_fns = {k for k, fs in by_fn.items() if any(claimed(f) for f in fs)}
+        covered |= {k for k in claimed_fns if status[k] != "not-covered"}
+        per_step |= {k for k in claimed_fns if status[k] == "per-step"}
+        model_hot = {k for k in by_fn if status[k] == "per-step"}
+        hot |= model_hot
+        found |= model_hot & claimed_fns
+        counts.update(f["observed"]["status"] for f in confirm["findings"] if claimed(f))
+        agreement.update({k: v for k, v in (confirm["agreement"] or {}).items() if isinstance(v, int)})
+    a = agreement
+    rows = [f"| {m} | {t['steps']} | {c['files_loaded']} | {len(c['findings'])} | "
+            + " | ".join(str((c["agreement"] or {}).get(k)) for k in AGREEMENT) + " |" for m, (t, c) in runs.items()]
     return [
         f"# Runtime oracle: transformers {versions.get('transformers')} (torch {versions.get('torch')})", "",
-        f"Models {', '.join(MODELS)}; {len(MODELS) * 2} generate() calls, greedy and sampled, batch 2; "
-        f"{steps} steps (top-model forwards) counted after {trace['warmup']} warm-up; "
-        f"{confirm['files_loaded']} transformers modules loaded; {len(confirm['findings'])} findings.", "",
+        f"Models {', '.join(runs)}, one a run; in each, 2 generate() calls, greedy and sampled, batch 2; "
+        "a step is one of the run's top-model forwards, counted after the warm-up. Figures added up "
+        "over the runs (a function counts once a model).", "",
         f"- PRECISION (functions with a finding claimed per step, in loaded modules, that ran per step): "
-        f"{pct(len(per_step), len(covered))}",
+        f"{pct(len(per_step & covered), len(covered))}",
         f"- RECALL (functions with an ungated finding that ran per step, claimed per step): {pct(len(found), len(hot))}",
-        f"- Graph agreement, every function of loaded modules: called per step by the graph {a.get('claimed_per_step')}, "
-        f"of them ran per step {pct(a.get('claimed_ran_per_step', 0), a.get('claimed_per_step', 0))}; "
-        f"ran per step {a.get('ran_per_step')}, of them called per step by the graph "
-        f"{pct(a.get('ran_per_step_claimed', 0), a.get('ran_per_step', 0))}",
+        f"- Graph agreement, every function of loaded modules: called per step by the graph {a['claimed_per_step']}, "
+        f"of them ran per step {pct(a['claimed_ran_per_step'], a['claimed_per_step'])}, "
+        f"of the {a['claimed_ran']} that ran at all {pct(a['claimed_ran_per_step'], a['claimed_ran'])}; "
+        f"ran per step {a['ran_per_step']}, of them called per step by the graph "
+        f"{pct(a['ran_per_step_claimed'], a['ran_per_step'])}",
         "- Findings claimed per step by default, by observed status: "
         + ", ".join(f"{s} {n}" for s, n in sorted(counts.items())), "",
-        "Confirmed per step: " + (", ".join(f"`{f['path']}:{f['line']}` {f['rule']}" for f in confirm["findings"]
-                                            if claimed(f) and f["observed"]["status"] == "per-step") or "none"), "",
+        "| model | steps | modules loaded | findings | " + " | ".join(AGREEMENT) + " |",
+        "|---" * (4 + len(AGREEMENT)) + "|", *rows, "",
     ]
+
+
+#: confirm's agreement counts, in the order the table shows them
+AGREEMENT = ("claimed_per_step", "claimed_ran", "claimed_ran_per_step", "ran_per_step", "ran_per_step_claimed")
 
 
 def main() -> int:
@@ -152,9 +166,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", "-j", type=int, default=1)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", choices=sorted(MODELS), default="llama", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.new_tokens, args.seed)
+        child(args.model, args.new_tokens, args.seed)
         return 0
     out = args.out.expanduser().resolve()
     cs_audit = args.cs_audit.split()
@@ -165,32 +180,38 @@ def main() -> int:
             raise Failure(f"cs-audit command not found: {args.cs_audit!r} (pass --cs-audit)")
         out.mkdir(parents=True, exist_ok=True)
         python = ensure_venv(args.venv.expanduser().resolve())
-        trace_path, confirm_path = out / "runtime.json", out / "confirm.json"
-        roots = [f"--root={cls}.forward" for _, cls in MODELS.values()]
-        print("running generate() under cs-audit trace", file=sys.stderr)
-        traced = run([*cs_audit, "trace", "--package", "transformers", *roots, "--warmup", str(args.warmup),
-                      "-o", str(trace_path), "--", str(python), os.path.abspath(__file__), "--child",
-                      "--new-tokens", str(args.new_tokens), "--seed", str(args.seed)], "cs-audit trace",
-                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
-        versions = json.loads(traced.stdout.strip().splitlines()[-1])
-        trace = json.loads(trace_path.read_text(encoding="utf-8"))
-        if trace["steps"] <= 0:
-            raise Failure("the run counted no step after the warm-up")
-        tree = trace["folders"][0]
-        print(f"confirming against a scan of {tree}", file=sys.stderr)
-        # the run is eager on the CPU and serves these architectures: audit that deployment (no
-        # graph replays the forward, no other model's forward runs)
-        config = out / "cs-audit.toml"
-        served = ", ".join(f'"{name}"' for name in MODELS)
-        config.write_text(f'deployment = {{platform = "cpu", models = [{served}]}}\n', encoding="utf-8")
-        common = [str(trace_path), tree, "-j", str(args.jobs), "--config", str(config)]
-        run([*cs_audit, "confirm", *common, "--format", "json", "-o", str(confirm_path)], "cs-audit confirm")
-        text = run([*cs_audit, "confirm", *common, "--limit", "25"], "cs-audit confirm").stdout
-        confirm = json.loads(confirm_path.read_text(encoding="utf-8"))
-        report = "\n".join(summary(trace, confirm, versions) + ["## cs-audit confirm", "", "```", text.rstrip(), "```", ""])
+        runs: dict[str, tuple[dict, dict]] = {}
+        texts: list[str] = []
+        versions: dict = {}
+        for model_type, (_, cls) in MODELS.items():
+            folder = out / model_type
+            folder.mkdir(exist_ok=True)
+            trace_path, confirm_path = folder / "runtime.json", folder / "confirm.json"
+            print(f"running generate() on {model_type} under cs-audit trace", file=sys.stderr)
+            traced = run([*cs_audit, "trace", "--package", "transformers", f"--root={cls}.forward",
+                          "--warmup", str(args.warmup), "-o", str(trace_path), "--", str(python),
+                          os.path.abspath(__file__), "--child", "--model", model_type,
+                          "--new-tokens", str(args.new_tokens), "--seed", str(args.seed)], "cs-audit trace",
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
+            versions = json.loads(traced.stdout.strip().splitlines()[-1])
+            trace = json.loads(trace_path.read_text(encoding="utf-8"))
+            if trace["steps"] <= 0:
+                raise Failure(f"the {model_type} run counted no step after the warm-up")
+            tree = trace["folders"][0]
+            print(f"confirming against a scan of {tree}", file=sys.stderr)
+            # the run is eager on the CPU and serves this architecture: audit that deployment (no
+            # graph replays the forward, no other model's forward runs)
+            config = folder / "cs-audit.toml"
+            config.write_text(f'deployment = {{platform = "cpu", models = ["{model_type}"]}}\n', encoding="utf-8")
+            common = [str(trace_path), tree, "-j", str(args.jobs), "--config", str(config)]
+            run([*cs_audit, "confirm", *common, "--format", "json", "-o", str(confirm_path)], "cs-audit confirm")
+            text = run([*cs_audit, "confirm", *common, "--limit", "25"], "cs-audit confirm").stdout
+            runs[model_type] = (trace, json.loads(confirm_path.read_text(encoding="utf-8")))
+            texts += [f"## cs-audit confirm: {model_type}", "", "```", text.rstrip(), "```", ""]
+        report = "\n".join(summary(runs, versions) + texts)
         (out / "oracle.md").write_text(report, encoding="utf-8")
         print(report)
-        print(f"written: {out / 'oracle.md'}, {trace_path}, {confirm_path}", file=sys.stderr)
+        print(f"written: {out / 'oracle.md'} and, for each model, its runtime.json and confirm.json", file=sys.stderr)
     except Failure as exc:
         print(f"runtime_oracle: {exc}", file=sys.stderr)
         return 2

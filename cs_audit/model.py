@@ -468,6 +468,9 @@ class FileFacts:
     types: TypeFacts = TypeFacts()
     #: its event loops (``extract.loops``): hot roots found in the code
     event_loops: tuple[EventLoop, ...] = ()
+    #: the outermost `while` loops of functions named like a root marked ``loop``
+    #: (``extract.loops.step_loops``): that root's steps
+    step_loops: tuple[EventLoop, ...] = ()
     #: (line, function, gates, what) of gated statements that change state or control flow
     #: (`self.x = ...`, `return`): what a switch's code computes beyond its calls
     gated_effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()

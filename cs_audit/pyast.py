@@ -70,6 +70,14 @@ def scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
     return _walk(list(body), SCOPES)
 
 
+def normal_path_nodes(body: list[ast.stmt]) -> list[ast.AST]:
+    """``scope_nodes`` of ``body`` but the insides of its `except` handlers (the error path)."""
+    return _walk(list(body), _SCOPES_AND_HANDLERS)
+
+
+_SCOPES_AND_HANDLERS = SCOPES | {ast.ExceptHandler}
+
+
 def _walk(stack: list[ast.AST], stop: frozenset[type]) -> list[ast.AST]:
     out: list[ast.AST] = []
     pop, push, extend, append = stack.pop, stack.append, stack.extend, out.append

@@ -207,7 +207,7 @@ FREQUENCY = Leaf('a frequency name, like "step"', "frequency names", _is_name)
 
 #: a hot root, in ``hot_paths.roots`` and in the configuration's own ``hot_roots``
 HOT_ROOT = Record(
-    {"name": FUNCTION, "class": GLOB, "path": GLOB, "frequency": FREQUENCY, "process": TEXT, "replayed": FLAG},
+    {"name": FUNCTION, "class": GLOB, "path": GLOB, "frequency": FREQUENCY, "process": TEXT, "replayed": FLAG, "loop": FLAG},
     frozenset({"name"}), "{name = 'step', frequency = 'step'}",
 )
 

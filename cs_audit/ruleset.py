@@ -52,7 +52,7 @@ _WHEN_KEYS = {"readers_min", "readers_max", "setters_min", "setters_max", "categ
               "by_name", "foreign", "aside", "name_words"}
 _RULE_KEYS = {"id", "severity", "gates_ci", "default_on_cost", "summary", "why", "fix", "example", "ok", "words"}
 _WORDS_KEYS = {"phrase", "noun", "rank"}
-_ROOT_KEYS = {"name", "class", "path", "frequency", "process", "replayed"}
+_ROOT_KEYS = {"name", "class", "path", "frequency", "process", "replayed", "loop"}
 _EVENT_LOOP_KEYS = {"step_calls", "stop_flags", "process"}
 
 
@@ -99,6 +99,9 @@ class HotRoot:
     #: a model's forward, which the engine captures once as a device graph (CUDA graphs) and
     #: then replays in steady decoding without running its Python (``Defaults.replays_graphs``)
     replayed: bool = False
+    #: the root drives its steps from a `while` loop (a generation loop): one time round is one
+    #: step, and what runs before and after the loop runs once a call
+    loop: bool = False
 
     def matches(self, name: str, class_name: str | None, path: str) -> bool:
         if name != self.name:
@@ -396,6 +399,11 @@ class RuleSet:
                 return category
         return "config"
 
+    @property
+    def loop_root_names(self) -> frozenset[str]:
+        """The names of the hot roots that drive their steps from a `while` loop (``loop``)."""
+        return frozenset(r.name for r in self.hot_roots if r.loop)
+
     def hot_root_for(self, name: str, class_name: str | None, path: str) -> HotRoot | None:
         for root in self.hot_roots:
             if root.matches(name, class_name, path):
@@ -485,7 +493,7 @@ def _parse_root(entry: Any, where: str, frequencies: Frequencies) -> HotRoot:
     except FrequencyError as exc:
         raise RuleDataError(str(exc)) from None
     return HotRoot(str(entry["name"]), entry.get("class"), entry.get("path"), frequency, str(entry.get("process", "")),
-                   entry.get("replayed") is True)
+                   entry.get("replayed") is True, entry.get("loop") is True)
 
 
 def _rule_words(entry: dict[str, Any]) -> RuleWords:

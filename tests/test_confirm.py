@@ -54,7 +54,13 @@ def test_confirm_gives_each_finding_what_the_run_observed(traced: tuple[Path, Pa
     assert status[("engine/core.py", 30)] == {"calls_per_step": 0.0, "status": "not-per-step"}  # once, on the first step
     assert status[("engine/verifier.py", 11)]["status"] == "not-covered"  # never imported
     assert status[("engine/verifier.py", 13)]["status"] == "not-covered"
-    assert report["agreement"] == {"claimed_per_step": 6, "claimed_ran_per_step": 5, "ran_per_step": 5, "ran_per_step_claimed": 5}
+    agreement = report["agreement"]
+    assert {k: v for k, v in agreement.items() if not k.startswith("functions_")} == {
+        "claimed_per_step": 7, "claimed_ran": 7, "claimed_ran_per_step": 6, "ran_per_step": 6, "ran_per_step_claimed": 6}
+    # the graph's disagreement, by function: once on the first step, called per step
+    assert agreement["functions_claimed_ran_not_per_step"] == [
+        {"path": "engine/core.py", "function": "EngineCore._load_layout", "calls_per_step": 0.0, "frequency": "step"}]
+    assert agreement["functions_ran_per_step_not_claimed"] == []
     [worst] = report["worst"]
     assert (worst["path"], worst["line"]) == ("engine/core.py", 30)
     assert worst["chain"][-1].startswith("-> engine.core.EngineCore._load_layout  (called at engine/core.py:23")
@@ -66,7 +72,7 @@ def test_confirm_text_lists_the_worst_disagreement_with_its_chain(traced: tuple[
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "profile: trace, 5 steps counted after 1 warm-up" in text
-    assert "the graph calls per step 6: ran per step 5/6 (83%)" in text
+    assert "the graph calls per step 7: ran per step 6/7 (86%); of the 7 that ran at all, ran per step 6/7 (86%)" in text
     assert "engine/core.py:30 env-read-hot in EngineCore._load_layout: 0.00 calls/step, 1 in all" in text
     assert "      -> engine.core.EngineCore._load_layout  (called at engine/core.py:23 `self._load_layout()`" in text
 
@@ -179,6 +185,42 @@ def test_trace_counts_a_generator_or_coroutine_once_a_call_not_once_a_resume(tmp
     assert result.exit_code == 0, result.output
     calls = json.loads(out.read_text())["functions"][str(tree / "prog.py")]
     assert (calls["tokens"], calls["fetch"], calls["step"]) == ([4, 4], [4, 4], [4, 4])
+
+
+GENERATION_LOOP = """\
+class Generator:
+    def prefill(self):
+        return 1
+
+    def decode_one(self, n):
+        return n + 1
+
+    def generate_tokens(self, steps):
+        n = self.prefill()
+        while n < steps:
+            n = self.decode_one(n)
+        return n
+
+
+for _ in range(2):
+    Generator().generate_tokens(5)
+"""
+
+
+def test_a_loop_root_and_its_prologue_are_not_claimed_per_step(tmp_path: Path) -> None:
+    # a root marked `loop` runs its steps as the times round its `while`: the root itself and
+    # what it calls before the loop run once a call, and the run agrees
+    tree = tmp_path / "gen"
+    tree.mkdir()
+    (tree / "prog.py").write_text(GENERATION_LOOP)
+    (tree / "cs-audit.yaml").write_text("hot_roots:\n  - {name: generate_tokens, frequency: step, loop: true}\n")
+    out = tmp_path / "gen.json"
+    result = runner.invoke(app, ["trace", "--root", "decode_one", "--tree", str(tree), "-o", str(out), "--",
+                                 sys.executable, str(tree / "prog.py")])
+    assert result.exit_code == 0, result.output
+    agreement = _confirm(str(out), str(tree))["agreement"]
+    assert (agreement["claimed_per_step"], agreement["claimed_ran_per_step"], agreement["functions_claimed_ran_not_per_step"]) == (
+        1, 1, [])
 
 
 def _newer_python() -> list[str]:

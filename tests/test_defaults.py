@@ -1146,6 +1146,20 @@ def test_a_stated_deployment_runs_no_architecture_it_does_not_load(tmp_path: Pat
     assert _switches(unstated, tmp_path / "u")["gemma.py"] == {None}
 
 
+def test_an_architecture_only_shared_code_imports_runs_its_helpers_not_its_forward(tmp_path: Path) -> None:
+    # a shared module (a pipeline, a data helper) imports gemma and calls a helper of it from
+    # the runner's step: the helper runs, gemma's forward is no root of a mistral deployment
+    tree = dict(SERVED_TREE, **{
+        "engine/models/gemma.py": SERVED_TREE["engine/models/gemma.py"] + "\n\ndef gemma_scale(x):\n    logger.info('scale %d', x)\n    return x\n",
+        "engine/pipelines/tagging.py": "from engine.models.gemma import gemma_scale\n\n\ndef tag(x):\n    return gemma_scale(x)\n",
+        "engine/runner.py": MODELS_TREE["engine/runner.py"].replace("import logging\n", "import logging\nfrom engine.pipelines.tagging import tag\n")
+                                                           .replace("        return x\n", "        return tag(x)\n"),
+        "pyproject.toml": '[tool.cs-audit]\ndeployment = {models = ["mistral"], features = ["eager"]}\n'})
+    findings = [f for f in _scan(write_tree(tmp_path / "s", tree))["findings"]
+                if f["rule"] == "default-on-emitter" and f["path"].endswith("gemma.py")]
+    assert {(f["function"], f.get("switch")) for f in findings} == {("gemma_scale", None)}
+
+
 def test_without_the_imports_every_unserved_architecture_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import cs_audit.joins.served as served
 

@@ -133,6 +133,61 @@ logger.warning_once("this engine is experimental")
     assert reasons[7] == "a `*_once` record with a constant message: logged once per process"
 
 
+def test_a_flag_a_method_the_branch_calls_sets_is_lazy_initialisation() -> None:
+    # `if not self.ready: self.set_up()`, where `set_up` (or the base's, through `super()`)
+    # sets the flag: once, as a branch setting it itself is, down to what the branch calls;
+    # a method that sets the flag to False, or sets another one, leaves the branch every step,
+    src = hot('''
+if not self._ready:
+    logger.info("setting up %s", batch)
+    self.set_up(batch)
+if self._plan is None:
+    self._make_plan()
+    self.show(batch)
+if not self._quiet:
+    logger.info("not quiet %s", batch)
+    self.reset()
+if not self._other:
+    logger.info("other %s", batch)
+    self.set_up(batch)
+if not self._broken:
+    logger.info("writing %s", batch)
+    self.write(batch)
+''', extra='''
+    def write(self, batch):
+        try:
+            batch.flush()
+        except OSError:
+            self._broken = True
+
+    def set_up(self, batch):
+        self._finish()
+
+    def _finish(self):
+        self._ready = True
+
+    def _make_plan(self):
+        super()._make_plan()
+
+    def reset(self):
+        self._quiet = False
+
+    def show(self, batch):
+        self._emit(batch)
+
+    def _emit(self, batch):
+        logger.info("plan %s", batch)
+''')
+    src = src.replace("class Runner:", "class Base:\n    def _make_plan(self):\n        self._plan = {'a': 1}\n\n\nclass Runner(Base):")
+    # ... and a flag the method sets only when something fails is no once-flag
+    assert emitters(src)[:4] == [
+        (18, "rare", "under a once-flag (`self._ready` is set by a method the branch calls)"),
+        (24, "normal", ""), (27, "normal", ""), (30, "normal", "")]
+    shown = [f for f in scan_files({"mod.py": src}).findings if f.rule == RULE and f.function == "Runner._emit"]
+    assert [(f.path_kind, _WHERE.search(f.path_reason).group(0)) for f in shown] == [("rare", " (mod.py:20, 2 calls up)")]
+    assert shown[0].path_reason.startswith("in lazy initialisation (`self._plan` is set by a method the branch calls)")
+
+
 def test_a_sentinel_constant_is_lazy_initialisation_and_a_compared_setting_is_not() -> None:
     # `X is _UNRESOLVED` then `X = ...`: worked out once, as `X is None` is; a test of a
     # setting against a constant that the branch does not assign runs every time

@@ -142,6 +142,62 @@ def test_a_configured_root_covers_its_event_loop(tmp_path: Path) -> None:
                      "Server.run_busy_loop": ("event loop", None)}
 
 
+def test_a_configured_root_runs_once_outside_its_event_loop(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    shutil.copytree(EVENT_LOOP, root)
+    (root / "cs-audit.yaml").write_text("hot_roots:\n  - {name: serve_forever, class: Server}\n")
+    frequencies = _graph_frequencies(root)
+    assert frequencies["engine.server.Server.serve_forever"] == "step"
+    assert frequencies["engine.batching.BatchScheduler.step"] == "step"  # in the loop
+    assert frequencies["engine.server.Server.warm_up"] is None  # before it
+    assert frequencies["engine.server.Server.close"] is None  # after it
+
+
+GENERATION_LOOP = {"gen/loop.py": """
+    import logging
+    logger = logging.getLogger(__name__)
+
+    class Generator:
+        def prefill(self):
+            logger.info("prefill")
+
+        def decode_one(self):
+            logger.info("token")
+
+        def finish(self):
+            logger.info("done")
+
+        def finished(self):
+            return False
+
+        def more(self):
+            return True
+
+        def generate_tokens(self):
+            self.prefill()
+            while not self.finished() and self.more():
+                self.decode_one()
+                while self.finished():
+                    self.decode_one()
+            self.finish()
+"""}
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_root_marked_loop_steps_once_each_time_round_its_while_loop(marked: bool, tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", GENERATION_LOOP)
+    loop = ", loop: true" if marked else ""
+    (root / "cs-audit.yaml").write_text(f"hot_roots:\n  - {{name: generate_tokens, frequency: step{loop}}}\n")
+    frequencies = _graph_frequencies(root)
+    assert frequencies["gen.loop.Generator.decode_one"] == "step"
+    assert frequencies["gen.loop.Generator.more"] == "step"  # the loop's test runs every time round
+    # the prologue and the epilogue run once a call of a generation loop; else the root is a step
+    assert frequencies["gen.loop.Generator.prefill"] == (None if marked else "step")
+    assert frequencies["gen.loop.Generator.finish"] == (None if marked else "step")
+    assert _hot(_json(root)) == ({"Generator.decode_one": "step"} if marked else
+                                 {"Generator.decode_one": "step", "Generator.prefill": "step", "Generator.finish": "step"})
+
+
 def test_step_names_are_rule_data_a_project_extends(tmp_path: Path) -> None:
     files = {"clock/loop.py": """
         import logging

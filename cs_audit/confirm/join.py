@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -219,19 +219,39 @@ def observe_findings(run: Run, findings: Iterable[Finding]) -> dict[str, Observe
 class Agreement:
     """How the static graph and the run agree, over the functions of loaded modules."""
 
-    #: functions the graph calls per step (by default), and of those the ones that ran per step
+    #: functions the graph calls per step (by default), of those the ones that ran at all, and
+    #: of those the ones that ran per step
     claimed: list[FuncKey]
+    claimed_ran: list[FuncKey]
     claimed_ran_per_step: list[FuncKey]
     #: functions that ran per step, and of those the ones the graph calls per step
     ran_per_step: list[FuncKey]
     ran_claimed: list[FuncKey]
+    #: calls a step and the graph's default frequency of each function above that disagrees
+    rates: dict[FuncKey, float] = field(default_factory=dict)
+    frequency: dict[FuncKey, str] = field(default_factory=dict)
+
+    @property
+    def claimed_ran_rarely(self) -> list[FuncKey]:
+        """Called per step by the graph, ran, but not every step."""
+        per_step = set(self.claimed_ran_per_step)
+        return [k for k in self.claimed_ran if k not in per_step]
+
+    @property
+    def ran_not_claimed(self) -> list[FuncKey]:
+        claimed = set(self.ran_claimed)
+        return [k for k in self.ran_per_step if k not in claimed]
 
 
-def agreement(run: Run, freq_default: Mapping[FuncKey, str]) -> Agreement | None:
+def agreement(run: Run, per_step: Mapping[FuncKey, str], frequency: Callable[[FuncKey], str]) -> Agreement | None:
     """None when the profile gives no call rate."""
     if not run.has_rates:
         return None
-    claimed = sorted(k for k, q in freq_default.items() if is_hot(q) and k[0] in run.loaded)
+    claimed = sorted(k for k in per_step if k[0] in run.loaded)
     hot = sorted(k for k in run.calls if (run.rate(k) or 0) >= PER_STEP_MIN)
-    return Agreement(claimed, [k for k in claimed if (run.rate(k) or 0) >= PER_STEP_MIN], hot,
-                     [k for k in hot if is_hot(freq_default.get(k))])
+    out = Agreement(claimed, [k for k in claimed if run.calls.get(k, (0, 0))[1]],
+                    [k for k in claimed if (run.rate(k) or 0) >= PER_STEP_MIN], hot,
+                    [k for k in hot if k in per_step])
+    for k in out.claimed_ran_rarely + out.ran_not_claimed:
+        out.rates[k], out.frequency[k] = run.rate(k) or 0.0, frequency(k)
+    return out

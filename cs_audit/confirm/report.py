@@ -77,10 +77,12 @@ def confirm(profile: Profile, run: Run, result: AuditResult, model: TreeModel, l
     """``model``: the tree's joined call graph."""
     from cs_audit.joins.callgraph import hot_chain_edges
     from cs_audit.joins.chains import chain_lines
+    from cs_audit.joins.runs import graph_frequency, per_step_by_default
 
     findings = result.findings
     observed = observe_findings(run, findings)
-    out = Confirmation(profile, run, result.root, observed, findings, agreement(run, model.freq_default))
+    out = Confirmation(profile, run, result.root, observed, findings, agreement(run, per_step_by_default(model),
+                                                                                     lambda key: graph_frequency(model, key)))
     if not run.has_rates:
         return out
     worst = [f for f in findings if claimed_per_step(f) and observed[f.fingerprint].status != "not-covered"

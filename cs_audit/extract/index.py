@@ -24,6 +24,7 @@ from cs_audit.extract.bodies import body_hash
 from cs_audit.extract.calls import CallEdges, builtins_bound_by, calls_in, protocol_calls
 from cs_audit.extract.gates import CONVERSIONS, TEST_VALUES, literal_text
 from cs_audit.extract.messages import argument_uses, format_kinds
+from cs_audit.extract.method_stores import MethodStores
 from cs_audit.extract.paths import (
     PERIODIC_BY,
     PathContext,
@@ -294,6 +295,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.field_stores: list[tuple[int, str, str, tuple[GateRef, ...], bool, str]] = []
         #: messages formatted into locals only calls read, each with its path contexts
         self.built_messages: list[tuple[BuiltMessage, tuple[PathContext, ...]]] = []
+        #: what the module's methods set on `self` (``index_module`` gives it the tree)
+        self.method_stores: MethodStores | None = None
 
     def _snippet(self, text: str, node: ast.stmt | ast.expr, *, assign_target: str | None = None, is_return: bool = False,
                  builds_path: bool = False, prefix: int = 0) -> None:
@@ -503,7 +506,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
                                          after_true=_returns_true(stmt.body[-1]),
                                          steady_names=self.steady_names,
                                          precondition=stmt.body[-1].__class__ is ast.Raise,
-                                         elapsed=self._elapsed) if rest and scope is not None else None
+                                         elapsed=self._elapsed, called_stores=self._called_stores) if rest and scope is not None else None
                 if context is not None:
                     self._note_block(context, rest)
                     self.path_contexts = (*self.path_contexts, context)
@@ -546,6 +549,13 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         clock = self.rs.wait_clock_re
         return (clock is not None and node.__class__ is ast.Call and not node.args
                 and clock.match(dotted_name(node.func) or "") is not None)
+
+    def _called_stores(self, body: list[ast.stmt]) -> frozenset[str]:
+        """The `self.` attributes the methods ``body`` calls on `self` or `super()` set."""
+        scope = self.function
+        if scope is None or self.method_stores is None:
+            return frozenset()
+        return self.method_stores.stores_of_calls(scope.qualname, body)
 
     def _elapsed(self, node: ast.expr) -> bool:
         """Whether ``node`` is the time a wait of this call has taken: a clock reading
@@ -590,7 +600,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         scope = self.function
         context = branch_context(test, active, body, scope.persistent if scope is not None else _ANY_NAME, test.lineno,
                                  scope.lookups if scope is not None else None, self.rs.rare_test_re, loop,
-                                 steady_names=self.steady_names, elapsed=self._elapsed)
+                                 steady_names=self.steady_names, elapsed=self._elapsed, called_stores=self._called_stores)
         self.branch_depth += not loop
         if context is None:
             self._block(body)
@@ -1054,6 +1064,7 @@ _CONTEXT_MANAGERS = frozenset({"contextmanager", "asynccontextmanager"})
 
 def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleIndex:
     indexer = _Indexer(path, text, rs)
+    indexer.method_stores = MethodStores(tree)
     indexer.visit(tree)
     incremented = frozenset(indexer.incremented)
     blocks: dict[str, list[tuple[int, int, str, str, int]]] = {}

@@ -39,6 +39,22 @@ def event_loops(whiles: Sequence[tuple[ast.While, str]], step_calls: frozenset[s
     return tuple(found)
 
 
+def step_loops(whiles: Sequence[tuple[ast.While, str]], root_names: frozenset[str]) -> tuple[EventLoop, ...]:
+    """The outermost `while` loops of the functions named like a root that drives its steps from
+    one (a hot root marked ``loop``: a generation loop such as `while not finished: ...`, which
+    the event-loop test above does not take), whatever their test; no step calls are named."""
+    if not whiles or not root_names:
+        return ()
+    mine = [(stmt, function) for stmt, function in whiles if function.rpartition(".")[2] in root_names]
+    found = [EventLoop(function, stmt.lineno, stmt.end_lineno or stmt.lineno, stmt.body[0].lineno, ())
+             for stmt, function in mine
+             if not any(other is not stmt and f == function and other.lineno < stmt.lineno
+                        and stmt.end_lineno is not None and other.end_lineno is not None and stmt.end_lineno <= other.end_lineno
+                        for other, f in mine)]
+    found.sort(key=lambda loop: (loop.line, loop.function))
+    return tuple(found)
+
+
 def _event_loop(loop: ast.While, function: str, step_calls: frozenset[str], stop_flags: re.Pattern[str]) -> EventLoop | None:
     if not _never_false(loop.test, stop_flags) or _exits_on_its_own(loop.body, stop_flags):
         return None

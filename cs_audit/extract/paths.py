@@ -252,6 +252,12 @@ _SHAPE_REASONS = {
 }
 
 
+_CALLED_REASONS = {
+    "flag": "under a once-flag (`{}` is set by a method the branch calls)",
+    "lazy": "in lazy initialisation (`{}` is set by a method the branch calls)",
+}
+
+
 def _test_names(test: ast.expr) -> list[str]:
     return [n for n in (dotted_name(node) for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute))) if n]
 
@@ -333,7 +339,8 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
                    event_names: re.Pattern[str] | None = None, loop: bool = False, rest: bool = False,
                    after_false: bool = False, steady_names: re.Pattern[str] | None = None,
                    precondition: bool = False, after_true: bool = False,
-                   elapsed: Callable[[ast.expr], bool] | None = None) -> PathContext | None:
+                   elapsed: Callable[[ast.expr], bool] | None = None,
+                   called_stores: Callable[[list[ast.stmt]], frozenset[str]] | None = None) -> PathContext | None:
     """The path kind of ``body``, the branch of ``test`` that runs when it is ``active``;
     ``persistent(name)``: whether a name outlives a call (an attribute of `self`, a global),
     as a once-flag, a lazily set value or a cache must (a local is unset on every call);
@@ -348,7 +355,9 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
     branch that needs one false runs on an event; ``precondition``: ``body`` follows `if <test>:
     raise`, a check of the state every call passes, not the hit of a cache or a once-flag;
     ``elapsed(expr)``: whether an operand is the time a wait has taken, which a branch that
-    runs once it passes a bound waits for (a slow reply, a stalled reader)."""
+    runs once it passes a bound waits for (a slow reply, a stalled reader);
+    ``called_stores(body)``: the `self.` attributes the methods ``body`` calls on `self` or
+    `super()` set (`if not self.ready: self.set_up()`, which sets `self.ready`)."""
     # what follows `if C: return` and dispatches on (`if D: return run(...)`) before a final
     # `raise` returns normally on those: only the part past the last of them is the error path
     if body and not (rest and _returns_normally_first(body[:-1])):
@@ -380,6 +389,8 @@ def branch_context(test: ast.expr, active: bool, body: list[ast.stmt], persisten
                 counted = counted or ("rare", _SHAPE_REASONS[shape].format(name), name, line)
             elif (name in stored) if shape == "cache" else (name in assigned):
                 return ("rare", _SHAPE_REASONS[shape].format(name), "", line)
+            elif shape in ("flag", "lazy") and called_stores is not None and name.startswith("self.") and name in called_stores(body):
+                return ("rare", _CALLED_REASONS[shape].format(name), "", line)
     if event_names is not None and not loop:
         events = _event_names(test, event_names, active, persistent)
         if events:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from cs_audit.extract.calls import CALLEE_HEAD
 from cs_audit.extract.index import ModuleIndex, index_module
-from cs_audit.extract.loops import event_loops
+from cs_audit.extract.loops import event_loops, step_loops
 from cs_audit.extract.options import (
     declared_options,
     foreign_stores,
@@ -157,6 +157,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
         types=used_bindings(classes, grouped, calls),
         event_loops=event_loops(index.whiles, rs.event_loop_steps, rs.stop_flag_re),
+        step_loops=step_loops(index.whiles, rs.loop_root_names),
         gated_effects=index.effects,
         derived=index.derived,
         falsy_names=index.falsy_names,

@@ -40,7 +40,7 @@ from cs_audit.joins.param_gates import callers_by_target
 from cs_audit.joins.reach import Edge as Edge  # re-exported
 from cs_audit.joins.reach import _shortest_chains, propagate
 from cs_audit.joins.resolver import HOW_CODES, HOWS, READ, Resolver, _class_of, _last_name
-from cs_audit.joins.roots import configured_roots, event_loop_roots
+from cs_audit.joins.roots import configured_roots, event_loop_roots, root_loops
 from cs_audit.joins.served import unserved_modules, unserved_overrides
 from cs_audit.joins.tree import TreeModel as TreeModel  # re-exported
 from cs_audit.model import (
@@ -127,7 +127,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     model.void_helpers = frozenset(void)
     model.env_helpers.update(void)
     model.accessors = accessors(model, model.void_helpers)
-    model.unserved = unserved_modules(model, rs.defaults)
+    model.unserved, model.unserved_roots = unserved_modules(model, rs.defaults)
     model.gates_digest, model.file_gates_digests = gates_digest(model, gates, gates_unchanged)
     if gates is not None:
         if gates.digest == model.gates_digest:
@@ -164,6 +164,7 @@ def build_model(facts: dict[str, FileFacts], rs: RuleSet, earlier: Resolutions |
     gate_instance_methods(model, rs, switch_of, unresolved, later)
     regate_class_tests(model, switch_of, held_fields(model, rs) | optional_attribute_names(model))
     model.event_loops = event_loop_roots(model, rs)
+    model.root_loops = root_loops(model)
     gate_event_loops(model, rs, list(model.event_loops), switch_of, unresolved, later)
     _gate_feature_classes(model, rs)
     mark_host_syncs(model)

@@ -62,6 +62,7 @@ class Joined(Protocol):
     facts: dict[str, FileFacts]
     edges: list[Edge]
     event_loops: dict[FuncKey, tuple[EventLoop, ...]]
+    root_loops: dict[FuncKey, tuple[EventLoop, ...]]
     roots: dict[FuncKey, FrequencyName]
     root_rules: dict[FuncKey, HotRoot]
     freq_default: dict[FuncKey, FrequencyName]
@@ -75,6 +76,7 @@ class Joined(Protocol):
     gated_classes: dict[str, SwitchRef]
     gated_roots: dict[FuncKey, SwitchRef]
     unserved: dict[str, SwitchRef]
+    unserved_roots: dict[str, SwitchRef]
     argument_tests: ArgumentTests | None
     argument_freq_default: dict[FuncKey, dict[Context, FrequencyName]]
     argument_freq_any: dict[FuncKey, dict[Context, FrequencyName]]
@@ -174,9 +176,10 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         if root.replayed:
             replayed_roots.add(key)
     replays = rs.defaults is not None and rs.defaults.replays_graphs
-    loops = model.event_loops  # found once, before the joins gate them (``callgraph.build_model``)
-    for key in loops:
+    # found once, before the joins gate them (``callgraph.build_model``)
+    for key in model.event_loops:
         roots[key] = STEP
+    loops = {**model.event_loops, **model.root_loops}
     out_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
     plain_edges: dict[FuncKey, list[Edge]] = defaultdict(list)
     demotions = _through_wrappers(model, model.edges)
@@ -184,7 +187,8 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         caller = edge.caller
         if caller is None:
             continue
-        # an event loop's function runs once: only the calls in its loops' bodies run per step
+        # an event loop's function (or a root driving its steps from a loop) runs once: only
+        # the calls in its loops' bodies run per step
         if caller in loops and not in_event_loop(loops[caller], edge.site.line, with_test=False):
             continue
         # a cached property's getter runs on the first read of each instance, not per read
@@ -205,6 +209,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         f = model.functions.get(key)
         switch = model.gated_classes.get(f.class_name) if f is not None and f.class_name else None
         switch = (switch or model.gated_roots.get(key) or module_switch(rs.defaults, key[0]) or model.unserved.get(key[0])
+                  or model.unserved_roots.get(key[0])
                   or feature_switch(rs.defaults, key[0], f.class_name if f is not None else None))
         if switch is not None:
             gated[key] = switch

@@ -63,8 +63,27 @@ def event_loop_roots(model: Any, rs: RuleSet) -> dict[FuncKey, tuple[EventLoop, 
     return {key: tuple(loops) for key, loops in sorted(out.items())}
 
 
+def root_loops(model: Any) -> dict[FuncKey, tuple[EventLoop, ...]]:
+    """The configured roots (of ``model``, a ``TreeModel``) whose steps are the times round a
+    loop of theirs, with those loops: an event loop found in the function (the set-up before
+    it and the clean-up after it run once, as for an event loop no rule matches), or, for a
+    root marked ``loop``, its outermost `while` loops (``FileFacts.step_loops``)."""
+    out: dict[FuncKey, tuple[EventLoop, ...]] = {}
+    for key, rule in model.root_rules.items():
+        ff = model.facts.get(key[0])
+        if ff is None:
+            continue
+        loops = tuple(loop for loop in ff.event_loops if loop.function == key[1])
+        if rule.loop and not loops:
+            loops = tuple(loop for loop in ff.step_loops if loop.function == key[1])
+        if loops:
+            out[key] = loops
+    return dict(sorted(out.items()))
+
+
 def in_event_loop(loops: tuple[EventLoop, ...], line: int, with_test: bool = True) -> bool:
     """Whether ``line`` lies inside one of ``loops``: what runs per step (the rest of the
-    function runs once).  ``with_test`` False: in a body only; the test is a stop check, and
-    what a stop check calls when it stops is the shutdown path."""
-    return any((loop.line if with_test else loop.body_line) <= line <= loop.end_line for loop in loops)
+    function runs once).  ``with_test`` False: in an event loop's body only; its test is a stop
+    check, and what a stop check calls when it stops is the shutdown path (a generation loop's
+    test, `while self.unfinished(...)`, runs every time round)."""
+    return any((loop.line if with_test or not loop.steps else loop.body_line) <= line <= loop.end_line for loop in loops)

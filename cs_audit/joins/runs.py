@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cs_audit.frequency import ONCE, PERIODIC_AT_LEAST, UNKNOWN, FrequencyName
+from cs_audit.frequency import ONCE, PERIODIC_AT_LEAST, UNKNOWN, FrequencyName, is_hot
 from cs_audit.joins.callgraph import FuncKey, TreeModel, is_once_function
 from cs_audit.joins.defaults import option_number
 from cs_audit.joins.gates import site_switch
@@ -51,7 +51,7 @@ def first(values: Iterable[SwitchRef | None] | None) -> SwitchRef | None:
 def outside_event_loop(model: TreeModel, key: FuncKey | None, fact: Fact | None) -> bool:
     """Whether ``fact`` is in a function that is a root for its event loop but outside the
     loop (set-up before it, clean-up after it): that part of the function runs once."""
-    loops = model.event_loops.get(key) if key is not None else None
+    loops = (model.event_loops.get(key) or model.root_loops.get(key)) if key is not None else None
     return loops is not None and fact is not None and not in_event_loop(loops, fact.line)
 
 
@@ -115,6 +115,25 @@ def runs_by_default(model: TreeModel, key: FuncKey | None) -> bool:
 def default_functions(model: TreeModel) -> list[tuple[FuncKey, FrequencyName]]:
     """Every function a hot root reaches through calls no switch gates, with how often it runs."""
     return list(model.freq_default.items())
+
+
+def per_step_by_default(model: TreeModel) -> dict[FuncKey, FrequencyName]:
+    """The functions that run every step (or request, layer, round) by default, with how often:
+    hot through calls no switch gates, and not only past a guard up the chain (a memoised
+    function, a rare or error branch: ``demoted_default``). A root whose steps are the times
+    round its loop is called once, not every step."""
+    return {key: freq for key, freq in model.freq_default.items()
+            if is_hot(freq) and key not in model.demoted_default and key not in model.event_loops and key not in model.root_loops}
+
+
+def graph_frequency(model: TreeModel, key: FuncKey) -> str:
+    """How often the graph says ``key`` runs by default, in words (`step`, `step, rare: ...`),
+    "" when no default path reaches it."""
+    freq = model.freq_default.get(key)
+    if freq is None:
+        return ""
+    kind, why, _ = _demoted_path(model, key, default_only=True)
+    return freq if kind == "normal" else f"{freq}, {kind}: {why}"
 
 
 def entered_through(model: TreeModel, key: FuncKey | None) -> list[SwitchRef]:

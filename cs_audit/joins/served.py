@@ -22,11 +22,13 @@ from cs_audit.model import FileFacts, GateRef, SwitchRef
 from cs_audit.ruleset import Defaults
 
 
-def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> dict[str, SwitchRef]:
-    """path -> the switch of each module of an architecture the stated deployment does not load
-    (empty when the deployment names no architecture)."""
+def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> tuple[dict[str, SwitchRef], dict[str, SwitchRef]]:
+    """(path -> the switch of each module of an architecture the stated deployment does not
+    load; path -> that of each module of an architecture only code shared by every model
+    imports, a pipeline or a data helper, whose model forwards are no roots of the deployment
+    though its helpers may run), both empty when the deployment names no architecture."""
     if defaults is None or not defaults.models:
-        return {}
+        return {}, {}
     arch_of = {path: defaults.model_of(path) for path in model.facts}
     resolver = model.resolver
     imports: dict[str, set[str]] = defaultdict(set)
@@ -38,16 +40,24 @@ def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> dict[str,
                 paths = found[origin] = module_files(resolver, origin)
             imports[path].update(resolver._closest(paths, path) if paths else ())
     served = set(defaults.models)
-    loaded = [path for path, arch in arch_of.items() if arch is None or arch in served]
+    # what the served architectures load, then what every model's shared code loads besides
+    served_archs = _archs_loaded([path for path, arch in arch_of.items() if arch in served], imports, arch_of)
+    kept_archs = _archs_loaded([path for path, arch in arch_of.items() if arch is None or arch in served], imports, arch_of)
+    return ({path: SwitchRef("option", f"model={arch}") for path, arch in sorted(arch_of.items())
+             if arch is not None and arch not in kept_archs},
+            {path: SwitchRef("option", f"model={arch}") for path, arch in sorted(arch_of.items())
+             if arch is not None and arch in kept_archs and arch not in served_archs})
+
+
+def _archs_loaded(loaded: list[str], imports: dict[str, set[str]], arch_of: dict[str, str | None]) -> set[str]:
+    """The architectures of the modules ``loaded`` imports, through imports of imports."""
     seen = set(loaded)
     while loaded:
         for target in imports.get(loaded.pop(), ()):
             if target not in seen:
                 seen.add(target)
                 loaded.append(target)
-    kept_archs = {arch_of[path] for path in seen if arch_of.get(path) is not None}
-    return {path: SwitchRef("option", f"model={arch}") for path, arch in sorted(arch_of.items())
-            if arch is not None and arch not in kept_archs}
+    return {arch for path in seen if (arch := arch_of.get(path)) is not None}
 
 
 #: a model class by its name (`LlamaForCausalLM`, `Qwen2VLForConditionalGeneration`)

@@ -108,6 +108,8 @@ class TreeModel:
     module_switches: dict[str, SwitchRef | None] = field(default_factory=dict)
     #: per file of an architecture the stated deployment does not load, its switch (``joins.served``)
     unserved: dict[str, SwitchRef] = field(default_factory=dict)
+    #: modules of architectures only shared code loads: their roots need the architecture served
+    unserved_roots: dict[str, SwitchRef] = field(default_factory=dict)
     #: while the edges get their switches: each function's callers (``param_gates``), as
     #: ``callers`` holds them once built
     pending_callers: dict[FuncKey, list] | None = None
@@ -136,6 +138,8 @@ class TreeModel:
     class_strings: dict[str, dict[str, str | None]] | None = None
     #: the roots that are roots because they hold an event loop (``joins.roots``), with their loops
     event_loops: dict[FuncKey, tuple[EventLoop, ...]] = field(default_factory=dict)
+    #: configured roots whose steps are the times round a loop of theirs (``joins.roots.root_loops``)
+    root_loops: dict[FuncKey, tuple[EventLoop, ...]] = field(default_factory=dict)
     #: the env helpers that return nothing (``joins.env_helpers``): reads, never gates
     void_helpers: frozenset[FuncKey] = frozenset()
     #: the env helpers whose reads are reported at their call sites only

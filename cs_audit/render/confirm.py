@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from cs_audit.confirm.join import PER_STEP_MIN, RARE_MAX, STATUS_WORDS, STATUSES, claimed_per_step
+from cs_audit.confirm.join import PER_STEP_MIN, RARE_MAX, STATUS_WORDS, STATUSES, Agreement, claimed_per_step
 from cs_audit.confirm.report import Confirmation
+from cs_audit.model import FuncKey
 from cs_audit.render.check import plain
 from cs_audit.render.json import dumps, observed_dict
 
@@ -53,7 +54,8 @@ def render_confirm_text(c: Confirmation, limit: int) -> str:
     a = c.agreement
     if a is not None:
         out += ["", f"agreement (functions of loaded modules; per step = at least {PER_STEP_MIN} calls a step):",
-                f"  the graph calls per step {len(a.claimed)}: ran per step {_pct(len(a.claimed_ran_per_step), len(a.claimed))}",
+                f"  the graph calls per step {len(a.claimed)}: ran per step {_pct(len(a.claimed_ran_per_step), len(a.claimed))}; "
+                f"of the {len(a.claimed_ran)} that ran at all, ran per step {_pct(len(a.claimed_ran_per_step), len(a.claimed_ran))}",
                 f"  ran per step {len(a.ran_per_step)}: the graph calls per step {_pct(len(a.ran_claimed), len(a.ran_per_step))}"]
     rows = sorted(claimed, key=lambda f: (STATUSES.index(c.observed[f.fingerprint].status), -f.cost_us, f.path, f.line))
     if rows:
@@ -79,6 +81,11 @@ def render_confirm_text(c: Confirmation, limit: int) -> str:
     return "\n".join(plain(line) for line in out) + "\n"
 
 
+def _functions(a: Agreement, keys: list[FuncKey]) -> list[dict[str, Any]]:
+    return [{"path": k[0], "function": k[1], "calls_per_step": round(a.rates[k], 4), "frequency": a.frequency[k] or None}
+            for k in keys]
+
+
 def render_confirm_json(c: Confirmation) -> str:
     p, run, a = c.profile, c.run, c.agreement
     data: dict[str, Any] = {
@@ -87,8 +94,11 @@ def render_confirm_json(c: Confirmation) -> str:
         "tree": c.tree, "ran_from": run.root, "files_loaded": len(run.loaded), "files_outside": run.outside,
         "files_elsewhere": run.elsewhere, "frames_not_functions": run.not_functions,
         "agreement": None if a is None else {
-            "claimed_per_step": len(a.claimed), "claimed_ran_per_step": len(a.claimed_ran_per_step),
-            "ran_per_step": len(a.ran_per_step), "ran_per_step_claimed": len(a.ran_claimed)},
+            "claimed_per_step": len(a.claimed), "claimed_ran": len(a.claimed_ran),
+            "claimed_ran_per_step": len(a.claimed_ran_per_step),
+            "ran_per_step": len(a.ran_per_step), "ran_per_step_claimed": len(a.ran_claimed),
+            "functions_claimed_ran_not_per_step": _functions(a, a.claimed_ran_rarely),
+            "functions_ran_per_step_not_claimed": _functions(a, a.ran_not_claimed)},
         "findings": [{"path": f.path, "line": f.line, "rule": f.rule, "function": f.function, "frequency": f.frequency,
                       "switch": f.switch.text if f.switch else None, "path_kind": f.path_kind,
                       "fingerprint": f.fingerprint, "observed": observed_dict(c.observed[f.fingerprint])}
