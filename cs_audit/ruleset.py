@@ -441,7 +441,12 @@ class RuleSet:
 
         extra = tuple(_parse_root(r, f"hot_roots[{i}]", self.frequencies) for i, r in enumerate(roots))
         # idempotent: the command line and ``run_audit`` both prepare the rule set of a scan
-        return replace(self, hot_roots=extra + tuple(r for r in self.hot_roots if r not in extra))
+        merged = replace(self, hot_roots=extra + tuple(r for r in self.hot_roots if r not in extra))
+        if merged.loop_root_names == self.loop_root_names:
+            return merged
+        # a root driving its steps from a loop changes what each file's facts hold (``step_loops``)
+        digest = hashlib.sha256(f"{self.digest}\0loops\0{sorted(merged.loop_root_names)!r}".encode()).hexdigest()[:16]
+        return replace(merged, digest=digest)
 
 
 #: libyaml's safe loader when PyYAML has it (the rule files are parsed on every run, much

@@ -1158,6 +1158,13 @@ def test_an_architecture_only_shared_code_imports_runs_its_helpers_not_its_forwa
     findings = [f for f in _scan(write_tree(tmp_path / "s", tree))["findings"]
                 if f["rule"] == "default-on-emitter" and f["path"].endswith("gemma.py")]
     assert {(f["function"], f.get("switch")) for f in findings} == {("gemma_scale", None)}
+    # a layer class of it, whose forward is a root of a served model, runs as a helper does
+    tree["engine/models/gemma.py"] += "\n\nclass GemmaMLP:\n    def forward(self, x):\n        logger.info('mlp %d', x)\n        return x\n"
+    tree["engine/pipelines/tagging.py"] = ("from engine.models.gemma import GemmaMLP, gemma_scale\n\n\n"
+                                           "def tag(x):\n    return GemmaMLP().forward(gemma_scale(x))\n")
+    findings = [f for f in _scan(write_tree(tmp_path / "m", tree))["findings"]
+                if f["rule"] == "default-on-emitter" and f["path"].endswith("gemma.py")]
+    assert {(f["function"], f.get("switch")) for f in findings} == {("gemma_scale", None), ("GemmaMLP.forward", None)}
 
 
 def test_without_the_imports_every_unserved_architecture_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

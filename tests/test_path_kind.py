@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from cs_audit.render.markdown import default_on_rows, demoted_rows, render_markdown
 from cs_audit.ruleset import load_ruleset
 from cs_audit.testing import scan_files
@@ -186,6 +188,37 @@ if not self._broken:
     shown = [f for f in scan_files({"mod.py": src}).findings if f.rule == RULE and f.function == "Runner._emit"]
     assert [(f.path_kind, _WHERE.search(f.path_reason).group(0)) for f in shown] == [("rare", " (mod.py:20, 2 calls up)")]
     assert shown[0].path_reason.startswith("in lazy initialisation (`self._plan` is set by a method the branch calls)")
+
+
+LAZY_LOOKUPS = {
+    # a subclass of the module overrides the set-up without setting the flag: every step on it
+    "overridden": ("class Runner:\n    def set_up(self):\n        self.ready = True\n", "class Cpu(Engine):\n    def set_up(self):\n        pass\n",
+                   "normal"),
+    # several bases of the module: Python finds C's set-up before Base's (Runner, A, C, Base)
+    "two_bases": ("class Base:\n    def set_up(self):\n        self.ready = True\n\n\nclass A(Base):\n    pass\n\n\n"
+                  "class C(Base):\n    def set_up(self):\n        pass\n\n\nclass Runner(A, C):\n    pass\n", "", "normal"),
+    # a dotted base is not the module's class of that name
+    "dotted_base": ("import lib\n\n\nclass Base:\n    def set_up(self):\n        self.ready = True\n\n\nclass Runner(lib.Base):\n    pass\n", "", "normal"),
+    # a class of that name in a function is not the base
+    "nested_namesake": ("def double():\n    class Base:\n        def set_up(self):\n            self.ready = True\n    return Base\n\n\n"
+                        "class Base:\n    def set_up(self):\n        pass\n\n\nclass Runner(Base):\n    pass\n", "", "normal"),
+    # `self.buf, self.ready = [], False` leaves the flag unset
+    "tuple_store": ("class Runner:\n    def set_up(self):\n        self.buf, self.ready = [1], False\n", "", "normal"),
+    # three calls down, whichever way the walk meets them first
+    "deep": ("class Runner:\n    def set_up(self):\n        self.alloc()\n        self.finish()\n\n    def alloc(self):\n        self.finish()\n\n"
+             "    def finish(self):\n        self.mark()\n\n    def mark(self):\n        self.ready = True\n", "", "rare"),
+    "awaited": ("class Runner:\n    async def set_up(self):\n        self.ready = True\n", "", "rare"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LAZY_LOOKUPS))
+def test_the_method_a_lazy_branch_calls_is_the_one_python_finds(shape: str) -> None:
+    classes, after, kind = LAZY_LOOKUPS[shape]
+    call = "await self.set_up()" if shape == "awaited" else "self.set_up()"
+    src = ("import logging\nlogger = logging.getLogger(__name__)\n\n\n" + classes + "\n\nclass Engine(Runner):\n"
+           f"    {'async ' if shape == 'awaited' else ''}def execute_model(self, batch):\n        if not self.ready:\n"
+           f"            logger.info('setting up %s', batch)\n            {call}\n        return batch\n\n\n" + after)
+    assert [k for _, k, _ in emitters(src) if k in ("rare", "normal")][:1] == [kind]
 
 
 def test_a_sentinel_constant_is_lazy_initialisation_and_a_compared_setting_is_not() -> None:

@@ -198,6 +198,87 @@ def test_a_root_marked_loop_steps_once_each_time_round_its_while_loop(marked: bo
                                  {"Generator.decode_one": "step", "Generator.prefill": "step", "Generator.finish": "step"})
 
 
+SAMPLERS = {"gen/sampler.py": """
+    import logging
+    logger = logging.getLogger(__name__)
+
+    class Runner:
+        def penalties(self, x):
+            logger.info("penalties %s", x)
+
+        def accept(self, x):
+            logger.info("accept %s", x)
+            return True
+
+        def record(self, x):
+            logger.info("record %s", x)
+
+        def greedy(self, x):
+            logger.info("greedy %s", x)
+
+        def pad(self, x):
+            logger.info("pad %s", x)
+
+        def draft(self, x):
+            logger.info("draft %s", x)
+            return False
+
+        def exhausted(self, x):
+            logger.info("exhausted %s", x)
+
+        def step_sample(self, x):
+            self.penalties(x)
+            tries = 0
+            while tries < 3:
+                tries += 1
+                if self.accept(x):
+                    break
+            self.record(x)
+
+        def execute_model(self, x):
+            self.step_sample(x)
+
+        def branch_sample(self, x, spec):
+            if spec:
+                while self.draft(x):
+                    pass
+                return x
+            self.greedy(x)
+
+        def gen_sample(self, x):
+            while len(x) < 4:
+                self.pad(x)
+            while self.accept(x):
+                self.record(x)
+            else:
+                self.exhausted(x)
+"""}
+
+
+def test_a_root_marked_loop_is_read_so_only_where_it_drives_the_steps(tmp_path: Path) -> None:
+    # called every step by another root, it drives nothing: all of it runs each step; a
+    # `while` under a branch is no step loop; the longest top-level `while` is, the set-up
+    # loop before it and its `else:` (run once, when it ends) are not
+    root = write_tree(tmp_path / "tree", SAMPLERS)
+    (root / "cs-audit.yaml").write_text("hot_roots:\n" + "".join(
+        f"  - {{name: {name}, frequency: step, loop: true}}\n" for name in ("step_sample", "branch_sample", "gen_sample"))
+        + "  - {name: execute_model, frequency: step}\n")
+    frequencies = {k.rpartition(".")[2]: v for k, v in _graph_frequencies(root).items()}
+    assert (frequencies["penalties"], frequencies["record"], frequencies["accept"]) == ("step", "step", "step")
+    assert frequencies["greedy"] == "step"
+    assert (frequencies["pad"], frequencies["exhausted"]) == (None, None)
+
+
+def test_a_projects_loop_root_is_read_alike_with_the_cache(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "tree", GENERATION_LOOP)
+    cache_root = tmp_path / "cache"
+    (root / "cs-audit.yaml").write_text("hot_roots:\n  - {name: generate_tokens, frequency: step}\n")
+    assert '"Generator.prefill"' in _report(root, cache_root)[0]
+    (root / "cs-audit.yaml").write_text("hot_roots:\n  - {name: generate_tokens, frequency: step, loop: true}\n")
+    warm = _report(root, cache_root)[0]
+    assert '"function": "Generator.prefill"' not in warm and warm == _report(root, None)[0]
+
+
 def test_step_names_are_rule_data_a_project_extends(tmp_path: Path) -> None:
     files = {"clock/loop.py": """
         import logging

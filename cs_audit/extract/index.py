@@ -121,6 +121,8 @@ class ModuleIndex:
     lambdas: tuple[tuple[ast.Lambda, str], ...] = ()
     #: (each `while` of a function, not of a class body in it, the function's qualname): ``extract.loops``
     whiles: tuple[tuple[ast.While, str], ...] = ()
+    #: those of ``whiles`` in no loop and no branch of their function (`with` and `try` aside)
+    top_whiles: tuple[tuple[ast.While, str], ...] = ()
     wrapped: tuple[tuple[str | None, str, str], ...] = ()
     #: (line, function, gates, what) of gated statements that change state (``_effect``)
     effects: tuple[tuple[int, str | None, tuple[GateRef, ...], str], ...] = ()
@@ -276,6 +278,7 @@ class _Indexer(CallEdges, ast.NodeVisitor):
         self.statements: dict[int, tuple[str | None, bool]] = {}
         #: (each `while` directly in a function's statements, the function's qualname)
         self.whiles: list[tuple[ast.While, str]] = []
+        self.top_whiles: list[tuple[ast.While, str]] = []
         #: the path contexts (``extract.paths``) around the current statement, outermost first
         self.path_contexts: tuple[PathContext, ...] = ()
         #: (function, first line, last line, context) of each block on an error or rare path
@@ -663,6 +666,8 @@ class _Indexer(CallEdges, ast.NodeVisitor):
     def visit_While(self, node: ast.While) -> None:
         if self.scopes and self.scopes[-1].kind == "def":
             self.whiles.append((node, self.scopes[-1].qualname))
+            if self.loop_depth == 0 and self.branch_depth == 0:
+                self.top_whiles.append((node, self.scopes[-1].qualname))
         self._header(node.test)
         self.loop_depth += 1
         self.loop_iters.append("while")
@@ -1118,6 +1123,7 @@ def index_module(tree: ast.Module, text: str, path: str, rs: RuleSet) -> ModuleI
         arguments=tuple(indexer.arguments),
         lambdas=tuple(indexer.lambdas),
         whiles=tuple(indexer.whiles),
+        top_whiles=tuple(indexer.top_whiles),
         wrapped=indexer.wrapped(),
         derived=derived,
         table_resolutions=table_resolutions,

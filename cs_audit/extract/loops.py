@@ -39,20 +39,28 @@ def event_loops(whiles: Sequence[tuple[ast.While, str]], step_calls: frozenset[s
     return tuple(found)
 
 
-def step_loops(whiles: Sequence[tuple[ast.While, str]], root_names: frozenset[str]) -> tuple[EventLoop, ...]:
-    """The outermost `while` loops of the functions named like a root that drives its steps from
-    one (a hot root marked ``loop``: a generation loop such as `while not finished: ...`, which
-    the event-loop test above does not take), whatever their test; no step calls are named."""
-    if not whiles or not root_names:
+def step_loops(top_whiles: Sequence[tuple[ast.While, str]], root_names: frozenset[str]) -> tuple[EventLoop, ...]:
+    """The step loop of each function named like a root that drives its steps from one (a hot
+    root marked ``loop``: a generation loop such as `while not finished: ...`, whatever its
+    test): the longest of its `while` loops in no loop and no branch (``top_whiles``; a set-up
+    loop before it is prologue), its `else:` left out (it runs once, when the loop ends)."""
+    if not top_whiles or not root_names:
         return ()
-    mine = [(stmt, function) for stmt, function in whiles if function.rpartition(".")[2] in root_names]
-    found = [EventLoop(function, stmt.lineno, stmt.end_lineno or stmt.lineno, stmt.body[0].lineno, ())
-             for stmt, function in mine
-             if not any(other is not stmt and f == function and other.lineno < stmt.lineno
-                        and stmt.end_lineno is not None and other.end_lineno is not None and stmt.end_lineno <= other.end_lineno
-                        for other, f in mine)]
+    longest: dict[str, ast.While] = {}
+    for stmt, function in top_whiles:
+        if function.rpartition(".")[2] not in root_names:
+            continue
+        best = longest.get(function)
+        if best is None or _span(stmt) >= _span(best):  # the later of two alike: set-up comes first
+            longest[function] = stmt
+    found = [EventLoop(function, stmt.lineno, stmt.body[-1].end_lineno or stmt.lineno, stmt.body[0].lineno, ())
+             for function, stmt in longest.items()]
     found.sort(key=lambda loop: (loop.line, loop.function))
     return tuple(found)
+
+
+def _span(loop: ast.While) -> int:
+    return (loop.body[-1].end_lineno or loop.lineno) - loop.lineno
 
 
 def _event_loop(loop: ast.While, function: str, step_calls: frozenset[str], stop_flags: re.Pattern[str]) -> EventLoop | None:

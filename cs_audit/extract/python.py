@@ -157,7 +157,7 @@ def extract_parsed(path: str, text: str, tree: ast.Module, rs: RuleSet) -> FileF
         env_exporters=tuple(sorted(index.env_exporters, key=lambda f: f or "")),
         types=used_bindings(classes, grouped, calls),
         event_loops=event_loops(index.whiles, rs.event_loop_steps, rs.stop_flag_re),
-        step_loops=step_loops(index.whiles, rs.loop_root_names),
+        step_loops=step_loops(index.top_whiles, rs.loop_root_names),
         gated_effects=index.effects,
         derived=index.derived,
         falsy_names=index.falsy_names,

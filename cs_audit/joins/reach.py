@@ -214,6 +214,8 @@ def propagate(model: Joined, rs: RuleSet) -> None:
         if switch is not None:
             gated[key] = switch
     default_roots = {k: v for k, v in roots.items() if k not in gated}
+    # a root of an architecture only shared code loads is no root, but shared code may call it
+    helper_roots = {k for k, switch in gated.items() if model.unserved_roots.get(k[0]) == switch}
 
     tests = model.argument_tests
 
@@ -231,7 +233,7 @@ def propagate(model: Joined, rs: RuleSet) -> None:
             for edge in edges.get(key, ()):
                 if only_ungated and edge.switch is not None:
                     continue
-                if edge.callee in roots:
+                if edge.callee in roots and not (only_ungated and edge.callee in helper_roots):
                     continue  # a root's frequency is declared (an event loop calls `step` per step)
                 entered = _through(tests, key, context, edge)
                 if entered is None:

@@ -67,7 +67,9 @@ def root_loops(model: Any) -> dict[FuncKey, tuple[EventLoop, ...]]:
     """The configured roots (of ``model``, a ``TreeModel``) whose steps are the times round a
     loop of theirs, with those loops: an event loop found in the function (the set-up before
     it and the clean-up after it run once, as for an event loop no rule matches), or, for a
-    root marked ``loop``, its outermost `while` loops (``FileFacts.step_loops``)."""
+    root marked ``loop``, its step loop (``FileFacts.step_loops``). Not a root another root
+    reaches, through any chain: called within a step, it is no driver of steps, and all of it
+    runs each time."""
     out: dict[FuncKey, tuple[EventLoop, ...]] = {}
     for key, rule in model.root_rules.items():
         ff = model.facts.get(key[0])
@@ -76,9 +78,26 @@ def root_loops(model: Any) -> dict[FuncKey, tuple[EventLoop, ...]]:
         loops = tuple(loop for loop in ff.event_loops if loop.function == key[1])
         if rule.loop and not loops:
             loops = tuple(loop for loop in ff.step_loops if loop.function == key[1])
-        if loops:
+        if loops and not _reached_from_another_root(model, key):
             out[key] = loops
     return dict(sorted(out.items()))
+
+
+def _reached_from_another_root(model: Any, key: FuncKey) -> bool:
+    """Whether a chain of calls leads from another root (configured or an event loop) to ``key``."""
+    roots = model.root_rules.keys() | model.event_loops.keys()
+    seen = {key}
+    work = [key]
+    while work:
+        for edge in model.callers.get(work.pop(), ()):
+            caller = edge.caller
+            if caller is None or caller in seen:
+                continue
+            if caller in roots:
+                return True
+            seen.add(caller)
+            work.append(caller)
+    return False
 
 
 def in_event_loop(loops: tuple[EventLoop, ...], line: int, with_test: bool = True) -> bool:
