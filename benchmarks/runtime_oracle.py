@@ -18,7 +18,7 @@ real run, with cs-audit's own ``trace`` and ``confirm``:
    deployment audited being that run's model;
 4. prints and writes ``oracle.md``: function-level PRECISION (of the functions holding a finding
    claimed per step by default, in modules the run loaded, how many ran at least 0.9 times a
-   step) and RECALL (of the functions holding an ungated finding that ran per step, how many
+   step) and RECALL (of the functions holding an ungated finding on a normal path that ran per step, how many
    are claimed per step), the graph's agreement over every function (``confirm``'s summary),
    the claimed findings by observed status, and ``confirm``'s text with the worst
    disagreements and their chains.
@@ -118,7 +118,9 @@ def summary(runs: dict[str, tuple[dict, dict]], versions: dict) -> list[str]:
     for model_type, (_, confirm) in runs.items():
         by_fn: dict[tuple[str, str, str], list[dict]] = {}
         for f in confirm["findings"]:
-            if f["function"] and f["switch"] is None:
+            # a finding the report puts on an error or rare path says its line runs seldom: a
+            # count of its function's calls cannot tell, so it is left out
+            if f["function"] and f["switch"] is None and f["path_kind"] == "normal":
                 by_fn.setdefault((model_type, f["path"], f["function"]), []).append(f)
         status = {k: fs[0]["observed"]["status"] for k, fs in by_fn.items()}
         claimed_fns = {k for k, fs in by_fn.items() if any(claimed(f) for f in fs)}
@@ -139,7 +141,8 @@ def summary(runs: dict[str, tuple[dict, dict]], versions: dict) -> list[str]:
         "over the runs (a function counts once a model).", "",
         f"- PRECISION (functions with a finding claimed per step, in loaded modules, that ran per step): "
         f"{pct(len(per_step & covered), len(covered))}",
-        f"- RECALL (functions with an ungated finding that ran per step, claimed per step): {pct(len(found), len(hot))}",
+        f"- RECALL (functions with an ungated finding on a normal path that ran per step, claimed per step): "
+        f"{pct(len(found), len(hot))}",
         f"- Graph agreement, every function of loaded modules: called per step by the graph {a['claimed_per_step']}, "
         f"of them ran per step {pct(a['claimed_ran_per_step'], a['claimed_per_step'])}, "
         f"of the {a['claimed_ran']} that ran at all {pct(a['claimed_ran_per_step'], a['claimed_ran'])}; "

@@ -28,8 +28,12 @@ _Method = tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]
 class MethodStores:
     def __init__(self, tree: ast.Module) -> None:
         self._tree = tree
-        #: top-level class name -> (its bases as written, method name -> what it does)
-        self._classes: dict[str, tuple[tuple[str | None, ...], dict[str, _Method]]] | None = None
+        #: top-level class name -> (its bases as written, method name -> its definition)
+        self._classes: dict[str, tuple[tuple[str | None, ...], dict[str, ast.FunctionDef | ast.AsyncFunctionDef]]] | None = None
+        #: what each method does, read on first use
+        self._methods: dict[tuple[str, str], _Method] = {}
+        self._chains: dict[str, list[str] | None] = {}
+        self._subclasses: dict[str, list[str]] = {}
 
     def stores_of_calls(self, function: str, body: list[ast.stmt]) -> frozenset[str]:
         """The `self.` attributes (as `self.x`) that the calls ``body`` makes as whole
@@ -61,7 +65,10 @@ class MethodStores:
         if (owner, method) in path or depth <= 0:
             return set()
         path = path | {(owner, method)}
-        stores, on_self, on_super = self._table()[owner][1][method]
+        summary = self._methods.get((owner, method))
+        if summary is None:
+            summary = self._methods[(owner, method)] = _method(self._table()[owner][1][method])
+        stores, on_self, on_super = summary
         out = set(stores)
         chain = self._mro(receiver) or []
         for name in on_self:
@@ -79,6 +86,11 @@ class MethodStores:
         """``cls`` and its bases of the module, in the order Python looks them up; None when
         that order is not a single chain of the module's classes (several bases of the
         module, or a base from elsewhere ahead of one of the module)."""
+        if cls not in self._chains:
+            self._chains[cls] = self._chain(cls)
+        return self._chains[cls]
+
+    def _chain(self, cls: str) -> list[str] | None:
         classes = self._table()
         out: list[str] = []
         current: str | None = cls
@@ -93,20 +105,22 @@ class MethodStores:
 
     def _built_on(self, cls: str) -> list[str]:
         """The module's classes built on ``cls``, in name order."""
-        return sorted(c for c in self._table() if c != cls and cls in (self._mro(c) or ()))
+        if cls not in self._subclasses:
+            self._subclasses[cls] = sorted(c for c in self._table() if c != cls and cls in (self._mro(c) or ()))
+        return self._subclasses[cls]
 
     def _lookup(self, chain: list[str], method: str) -> str | None:
         classes = self._table()
         return next((c for c in chain if method in classes[c][1]), None)
 
-    def _table(self) -> dict[str, tuple[tuple[str | None, ...], dict[str, _Method]]]:
+    def _table(self) -> dict[str, tuple[tuple[str | None, ...], dict[str, ast.FunctionDef | ast.AsyncFunctionDef]]]:
         if self._classes is None:
             self._classes = {}
             for stmt in self._tree.body:
                 if isinstance(stmt, ast.ClassDef):
                     # only a bare name is one of the module's classes (`lib.Base` is not `Base`)
                     bases = tuple(b.id if isinstance(b, ast.Name) else None for b in stmt.bases)
-                    methods = {s.name: _method(s) for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                    methods = {s.name: s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
                     self._classes[stmt.name] = (bases, methods)
         return self._classes
 
