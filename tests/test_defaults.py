@@ -1162,8 +1162,6 @@ def test_an_architecture_only_shared_code_imports_runs_its_helpers_not_its_forwa
     tree["engine/models/gemma.py"] += "\n\nclass GemmaMLP:\n    def forward(self, x):\n        logger.info('mlp %d', x)\n        return x\n"
     tree["engine/pipelines/tagging.py"] = ("from engine.models.gemma import GemmaMLP, gemma_scale\n\n\n"
                                            "def tag(x):\n    return GemmaMLP().forward(gemma_scale(x))\n")
-    # the served architecture importing that shared code does not serve gemma either
-    tree["engine/models/mistral.py"] = "from engine.pipelines.tagging import tag  # noqa: F401\n" + tree["engine/models/mistral.py"]
     findings = [f for f in _scan(write_tree(tmp_path / "m", tree))["findings"]
                 if f["rule"] == "default-on-emitter" and f["path"].endswith("gemma.py")]
     assert {(f["function"], f.get("switch")) for f in findings} == {("gemma_scale", None), ("GemmaMLP.forward", None)}

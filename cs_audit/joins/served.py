@@ -40,9 +40,8 @@ def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> tuple[dic
                 paths = found[origin] = module_files(resolver, origin)
             imports[path].update(resolver._closest(paths, path) if paths else ())
     served = set(defaults.models)
-    # what the served architectures load of one another (an architecture built on another),
-    # then what every model's shared code loads besides
-    served_archs = _archs_loaded([path for path, arch in arch_of.items() if arch in served], imports, arch_of, shared=False)
+    # what the served architectures load, then what every model's shared code loads besides
+    served_archs = _archs_loaded([path for path, arch in arch_of.items() if arch in served], imports, arch_of)
     kept_archs = _archs_loaded([path for path, arch in arch_of.items() if arch is None or arch in served], imports, arch_of)
     return ({path: SwitchRef("option", f"model={arch}") for path, arch in sorted(arch_of.items())
              if arch is not None and arch not in kept_archs},
@@ -50,14 +49,12 @@ def unserved_modules(model: JoinedModel, defaults: Defaults | None) -> tuple[dic
              if arch is not None and arch in kept_archs and arch not in served_archs})
 
 
-def _archs_loaded(loaded: list[str], imports: dict[str, set[str]], arch_of: dict[str, str | None],
-                  shared: bool = True) -> set[str]:
-    """The architectures of the modules ``loaded`` imports, through imports of imports
-    (``shared`` False: of architectures' modules only, not through the shared code)."""
+def _archs_loaded(loaded: list[str], imports: dict[str, set[str]], arch_of: dict[str, str | None]) -> set[str]:
+    """The architectures of the modules ``loaded`` imports, through imports of imports."""
     seen = set(loaded)
     while loaded:
         for target in imports.get(loaded.pop(), ()):
-            if target not in seen and (shared or arch_of.get(target) is not None):
+            if target not in seen:
                 seen.add(target)
                 loaded.append(target)
     return {arch for path in seen if (arch := arch_of.get(path)) is not None}
